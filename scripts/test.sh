@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The one command that checks everything: ruff, mypy --strict and pytest, in the project's .venv.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON=${PYTHON:-python3}
+if [ ! -x .venv/bin/python ]; then
+  "$PYTHON" -m venv .venv
+fi
+.venv/bin/python -m pip install --quiet --upgrade pip
+.venv/bin/python -m pip install --quiet -e ".[dev${TEST_EXTRAS:+,$TEST_EXTRAS}]"
+
+echo "== ruff check";          .venv/bin/ruff check .
+echo "== ruff format --check"; .venv/bin/ruff format --check .
+echo "== mypy --strict";       .venv/bin/mypy --strict transcript_clean
+echo "== pytest";              .venv/bin/pytest "$@"

@@ -1,0 +1,3 @@
+from transcript_clean.cli import main
+
+main()

@@ -1,0 +1,27 @@
+"""The exceptions the library raises. The CLI turns each into a one-line error in one place."""
+
+from __future__ import annotations
+
+
+class TranscriptCleanError(Exception):
+    """Base of every error this package raises on purpose."""
+
+
+class ModelError(TranscriptCleanError, ValueError):
+    """JSON that is not the canonical message model; the message names the index and field."""
+
+
+class ConfigError(TranscriptCleanError):
+    """A config file with an unknown key or a bad value; the message names the key."""
+
+
+class SourceError(TranscriptCleanError):
+    """Input that cannot be read: a missing or corrupt file, a missing column."""
+
+
+class OutputError(TranscriptCleanError):
+    """An output folder that cannot be written as asked (exists, lies inside the source)."""
+
+
+class FormatError(TranscriptCleanError):
+    """A dataset whose format cannot be detected or is not the one asked for."""
