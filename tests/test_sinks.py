@@ -1,0 +1,174 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from transcript_clean.errors import OutputError
+from transcript_clean.sinks import (
+    ParquetShard,
+    shard_name,
+    temp_path,
+    write_table_atomic,
+    write_text_atomic,
+)
+
+SCHEMA = pa.schema(
+    [("id", pa.int64()), ("messages", pa.list_(pa.struct([("role", pa.string())])))],
+    metadata={b"note": b"kept"},
+)
+
+
+def table(rows: int, first: int = 0) -> pa.Table:
+    ids = list(range(first, first + rows))
+    messages = [[{"role": "user"}, {"role": f"a{i}"}] for i in ids]
+    return pa.table({"id": ids, "messages": messages}, schema=SCHEMA)
+
+
+def test_shard_name() -> None:
+    assert shard_name(0) == "part-00000.parquet"
+    assert shard_name(123) == "part-00123.parquet"
+
+
+def test_shard_writes_on_close_only(tmp_path: Path) -> None:
+    path = tmp_path / "out" / shard_name(0)
+    shard = ParquetShard(path, SCHEMA)
+    shard.write(table(5))
+    assert not path.exists()
+    assert temp_path(path).exists()
+    shard.close()
+    assert not temp_path(path).exists()
+    assert pq.read_table(path).equals(table(5))
+    assert shard.rows == 5
+
+
+def test_abort_deletes_the_temp_file(tmp_path: Path) -> None:
+    path = tmp_path / shard_name(0)
+    shard = ParquetShard(path, SCHEMA)
+    shard.write(table(3))
+    shard.abort()
+    assert list(tmp_path.iterdir()) == []
+    shard.close()  # after abort: nothing to do, still no file
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_exception_inside_with_leaves_no_file(tmp_path: Path) -> None:
+    path = tmp_path / shard_name(0)
+    with pytest.raises(RuntimeError, match="boom"), ParquetShard(path, SCHEMA) as shard:
+        shard.write(table(3))
+        raise RuntimeError("boom")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_with_block_closes(tmp_path: Path) -> None:
+    path = tmp_path / shard_name(0)
+    with ParquetShard(path, SCHEMA) as shard:
+        shard.write(table(2))
+    assert pq.read_table(path).num_rows == 2
+    shard.abort()  # after close: keeps the finished file
+    assert path.exists()
+
+
+def test_empty_shard_is_a_valid_file(tmp_path: Path) -> None:
+    path = tmp_path / shard_name(0)
+    ParquetShard(path, SCHEMA).close()
+    read = pq.read_table(path)
+    assert read.num_rows == 0
+    assert read.schema.equals(SCHEMA)
+    assert read.schema.metadata == SCHEMA.metadata
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 100])
+def test_row_groups_do_not_depend_on_batches(tmp_path: Path, batch_size: int) -> None:
+    rows = table(100)
+    reference = tmp_path / "reference.parquet"
+    write_table_atomic(reference, rows, row_group_size=30)
+    path = tmp_path / shard_name(0)
+    with ParquetShard(path, SCHEMA, row_group_size=30) as shard:
+        for batch in rows.to_batches(max_chunksize=batch_size):
+            shard.write(batch)
+    metadata = pq.ParquetFile(path).metadata
+    groups = [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+    assert groups == [30, 30, 30, 10]
+    assert path.read_bytes() == reference.read_bytes()
+
+
+def test_same_batches_give_identical_bytes(tmp_path: Path) -> None:
+    def write(path: Path) -> bytes:
+        with ParquetShard(path, SCHEMA, row_group_size=16) as shard:
+            shard.write(table(10))
+            shard.write(table(25, first=10).to_batches()[0])
+        return path.read_bytes()
+
+    assert write(tmp_path / "a.parquet") == write(tmp_path / "b.parquet")
+
+
+def test_write_casts_to_the_schema(tmp_path: Path) -> None:
+    narrow = pa.table({"id": pa.array([1, 2], pa.int32()), "messages": [[], None]})
+    path = tmp_path / shard_name(0)
+    with ParquetShard(path, SCHEMA) as shard:
+        shard.write(narrow)
+    read = pq.read_table(path)
+    assert read.schema.equals(SCHEMA)
+    assert read.schema.metadata == SCHEMA.metadata
+    assert read.column("id").to_pylist() == [1, 2]
+
+
+def test_write_rejects_other_columns(tmp_path: Path) -> None:
+    path = tmp_path / shard_name(0)
+    with ParquetShard(path, SCHEMA) as shard, pytest.raises(OutputError, match="schema"):
+        shard.write(pa.table({"other": [1]}))
+
+
+def test_write_after_close_fails(tmp_path: Path) -> None:
+    shard = ParquetShard(tmp_path / shard_name(0), SCHEMA)
+    shard.close()
+    with pytest.raises(OutputError, match="closed"):
+        shard.write(table(1))
+
+
+def test_datasets_features_survive(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    features = datasets.Features(
+        {
+            "label": datasets.ClassLabel(names=["bad", "good"]),
+            "messages": [{"role": datasets.Value("string"), "content": datasets.Value("string")}],
+            "score": datasets.Value("float32"),
+        }
+    )
+    source = datasets.Dataset.from_dict(
+        {
+            "label": [0, 1],
+            "messages": [[{"role": "user", "content": "hi"}], []],
+            "score": [0.5, 1.0],
+        },
+        features=features,
+    )
+    arrow = source.data.table
+    path = tmp_path / shard_name(0)
+    with ParquetShard(path, arrow.schema) as shard:
+        for batch in arrow.to_batches(max_chunksize=1):
+            shard.write(batch)
+    loaded = datasets.load_dataset(
+        "parquet", data_files=str(path), split="train", cache_dir=str(tmp_path / "cache")
+    )
+    assert loaded.features == features
+    assert loaded.to_list() == source.to_list()
+
+
+def test_write_text_atomic(tmp_path: Path) -> None:
+    path = tmp_path / "sub" / "summary.json"
+    write_text_atomic(path, "{}\n")
+    write_text_atomic(path, "é\r\n")
+    assert path.read_bytes() == "é\r\n".encode()
+    assert sorted(p.name for p in path.parent.iterdir()) == ["summary.json"]
+
+
+def test_write_text_atomic_failure_leaves_nothing(tmp_path: Path) -> None:
+    folder = tmp_path / "target"
+    folder.mkdir()  # a folder where the file should go: os.replace fails
+    with pytest.raises(OutputError, match="target"):
+        write_text_atomic(folder, "text")
+    assert list(tmp_path.iterdir()) == [folder]

@@ -1,0 +1,178 @@
+"""Outputs: Parquet shards and text files, each written to a temporary name and moved into place.
+
+A killed run never leaves a file that looks complete: until `close`, a shard is only
+`part-00000.parquet.tmp`. The same batches give byte-identical files: rows are regrouped into row
+groups of `row_group_size` whatever the batches' sizes, and nothing time-dependent is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from transcript_clean.errors import OutputError
+
+DEFAULT_ROW_GROUP_SIZE = 65536
+
+
+def shard_name(index: int) -> str:
+    """The file name of shard `index`: `part-00000.parquet`."""
+    return f"part-{index:05d}.parquet"
+
+
+def temp_path(path: Path) -> Path:
+    """Where `path` is written before it is moved into place: beside it, ending in `.tmp`."""
+    return path.with_name(path.name + ".tmp")
+
+
+class ParquetShard:
+    """One Parquet file written atomically.
+
+    Batches go to `temp_path(path)`; `close()` moves the file into place with `os.replace`.
+    `abort()`, or leaving a `with` block by an exception, deletes the temporary file instead.
+    The schema's metadata (such as the `huggingface` features) is written into the file.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        schema: pa.Schema,
+        *,
+        compression: str = "zstd",
+        row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
+    ) -> None:
+        if row_group_size < 1:
+            raise ValueError(f"row_group_size must be at least 1, not {row_group_size}")
+        self.path = Path(path)
+        self.schema = schema
+        self.rows = 0
+        """Rows written so far."""
+        self._temp = temp_path(self.path)
+        self._row_group_size = row_group_size
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self._done = False
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self._writer = pq.ParquetWriter(self._temp, schema, compression=compression)
+        except (pa.ArrowException, OSError) as exc:
+            raise OutputError(f"cannot write {self.path}: {exc}") from exc
+
+    def write(self, data: pa.RecordBatch | pa.Table) -> None:
+        """Append rows; their schema must cast to the shard's (same column names and order)."""
+        if self._done:
+            raise OutputError(f"{self.path} is already closed")
+        if not data.schema.equals(self.schema, check_metadata=True):
+            try:
+                data = data.cast(self.schema)
+            except (pa.ArrowException, ValueError) as exc:
+                raise OutputError(
+                    f"rows for {self.path} do not fit its schema: {exc}\n"
+                    f"expected: {self.schema.to_string(show_schema_metadata=False)}\n"
+                    f"got: {data.schema.to_string(show_schema_metadata=False)}"
+                ) from exc
+        batches = data.to_batches() if isinstance(data, pa.Table) else [data]
+        for batch in batches:
+            if batch.num_rows:
+                self._pending.append(batch)
+                self._pending_rows += batch.num_rows
+                self.rows += batch.num_rows
+        while self._pending_rows >= self._row_group_size:
+            self._flush(self._row_group_size)
+
+    def _flush(self, rows: int) -> None:
+        """Write the first `rows` pending rows as one row group."""
+        pending = pa.Table.from_batches(self._pending, schema=self.schema)
+        try:
+            self._writer.write_table(pending.slice(0, rows), row_group_size=rows)
+        except (pa.ArrowException, OSError) as exc:
+            raise OutputError(f"cannot write {self.path}: {exc}") from exc
+        rest = pending.slice(rows)
+        self._pending = rest.to_batches()
+        self._pending_rows = rest.num_rows
+
+    def close(self) -> None:
+        """Write what is pending, then move the finished file into place."""
+        if self._done:
+            return
+        try:
+            if self._pending_rows:
+                self._flush(self._pending_rows)
+            self._writer.close()
+            _fsync(self._temp)
+            os.replace(self._temp, self.path)
+        except (pa.ArrowException, OSError) as exc:
+            self.abort()
+            raise OutputError(f"cannot write {self.path}: {exc}") from exc
+        self._done = True
+        _fsync_folder(self.path.parent)
+
+    def abort(self) -> None:
+        """Drop the file: delete the temporary file, leave no `path`. Does nothing after close."""
+        if self._done:
+            return
+        self._done = True
+        self._pending = []
+        with contextlib.suppress(Exception):  # already failing: the temp file is what matters
+            self._writer.close()
+        self._temp.unlink(missing_ok=True)
+
+    def __enter__(self) -> ParquetShard:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+    def __repr__(self) -> str:
+        return f"ParquetShard({str(self.path)!r}, rows={self.rows})"
+
+
+def write_table_atomic(path: Path, table: pa.Table, **kw: Any) -> None:
+    """Write `table` to the Parquet file `path` atomically (`kw` as for `ParquetShard`)."""
+    with ParquetShard(path, table.schema, **kw) as shard:
+        shard.write(table)
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write `text` (UTF-8, newlines as given) to `path`: a temporary file, fsync, `os.replace`."""
+    path = Path(path)
+    temp = temp_path(path)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with temp.open("w", encoding="utf-8", newline="") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp, path)
+    except OSError as exc:
+        temp.unlink(missing_ok=True)
+        raise OutputError(f"cannot write {path}: {exc}") from exc
+    _fsync_folder(path.parent)
+
+
+def _fsync(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Make a rename durable; some systems cannot open a folder, and then there is nothing to do."""
+    with contextlib.suppress(OSError):
+        _fsync(folder)
