@@ -1,0 +1,664 @@
+"""Inputs: Parquet files, JSON files, `datasets` folders and Hub datasets, as Arrow record batches.
+
+`open_source(spec)` works out what `spec` names and returns a `Source`: one schema, a list of
+independently readable `Part`s, and `read(part, start, stop)` for any row range of a part, in
+bounded memory. Sources and parts pickle, so worker processes can read their own ranges.
+"""
+
+from __future__ import annotations
+
+import glob
+import gzip
+import hashlib
+import json
+import os
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from transcript_clean.errors import SourceError
+
+DEFAULT_BATCH_SIZE = 8192
+JSON_COLUMNS_KEY = b"transcript_clean.json_columns"
+"""Schema metadata key: the comma-separated columns that hold JSON text instead of typed values."""
+
+DataFiles = str | Sequence[str] | Mapping[str, str | Sequence[str]]
+
+_JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
+_JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
+_GLOB_CHARS = re.compile(r"[*?\[]")
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """An independently readable piece of a source: one file, or one in-memory table."""
+
+    name: str
+    """What a reject's `_source` says: the file path, or the dataset id or folder."""
+    num_rows: int | None
+    """None only for a streaming Hub dataset."""
+    key: Any
+    """Whatever `Source.read` needs to find the part; picklable."""
+
+
+class Source(ABC):
+    """A dataset to clean, read part by part. Subclasses exist per kind; instances pickle."""
+
+    kind: str
+    """"parquet", "json", "datasets-folder" or "hub"."""
+
+    def __init__(self, name: str, schema: pa.Schema) -> None:
+        self.name = name
+        self.schema = schema
+
+    @abstractmethod
+    def parts(self) -> list[Part]:
+        """The parts, in the source's order."""
+
+    @abstractmethod
+    def read(
+        self,
+        part: Part,
+        start: int = 0,
+        stop: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Iterator[pa.RecordBatch]:
+        """Rows [start, stop) of `part`, in order, in batches of at most `batch_size` rows, every
+        batch with `self.schema`."""
+
+    @abstractmethod
+    def fingerprint(self) -> str:
+        """A short hex digest that changes when the input's content does; cheap to compute."""
+
+    def local_roots(self) -> list[Path]:
+        """The local files and folders this source reads (so that outputs can stay out of them)."""
+        return []
+
+    @property
+    def num_rows(self) -> int | None:
+        """Rows in all parts; None when a part's count is unknown (streaming)."""
+        counts = [part.num_rows for part in self.parts()]
+        return None if None in counts else sum(n for n in counts if n is not None)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+def json_columns(schema: pa.Schema) -> list[str]:
+    """The columns of `schema` that hold JSON text to decode (see `JSON_COLUMNS_KEY`)."""
+    value = (schema.metadata or {}).get(JSON_COLUMNS_KEY, b"")
+    return [name for name in value.decode().split(",") if name]
+
+
+def open_source(
+    spec: str,
+    *,
+    split: str | None = None,
+    subset: str | None = None,
+    revision: str | None = None,
+    streaming: bool = False,
+    data_files: DataFiles | None = None,
+) -> Source:
+    """Open what `spec` names, checked in this order:
+
+    - with `data_files`: `datasets.load_dataset(spec, data_files=...)` (see `load_hub`);
+    - a file: Parquet (`.parquet`, or any file with Parquet's magic bytes) or JSON (`.json`,
+      `.jsonl`, `.ndjson`, each optionally `.gz`);
+    - a folder: a `DatasetDict` saved by `save_to_disk` (has `dataset_dict.json`; needs `split`),
+      a `Dataset` saved by it (has `state.json`), else every `*.parquet` file below it, sorted by
+      path, skipping names that start with `.` or `_`;
+    - a glob (`data/*.parquet`, `**` allowed): its files, sorted, all Parquet or all JSON;
+    - a Hub id (`owner/name` or `name`): `load_hub`.
+
+    `split`, `subset`, `revision` and `streaming` apply to the Hub; `split` also picks the split of
+    a `DatasetDict` folder. Raises `SourceError` for anything it cannot open.
+    """
+    if data_files is not None:
+        return load_hub(
+            spec, subset=subset, split=split, revision=revision, streaming=streaming,
+            data_files=data_files,
+        )  # fmt: skip
+    path = Path(os.path.expanduser(spec))
+    if path.is_file():
+        return _open_files(spec, [path], path)
+    if path.is_dir():
+        if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
+            return _open_datasets_folder(spec, path, split)
+        files = sorted(
+            file
+            for file in path.rglob("*.parquet")
+            if file.is_file() and not _hidden(file.relative_to(path))
+        )
+        if not files:
+            raise SourceError(f"no Parquet files in folder {spec}")
+        return _open_files(spec, files, path)
+    if _GLOB_CHARS.search(spec):
+        matches = sorted(glob.glob(os.path.expanduser(spec), recursive=True))
+        files = [Path(match) for match in matches if os.path.isfile(match)]
+        if not files:
+            raise SourceError(f"no files match {spec}")
+        return _open_files(spec, files, _glob_root(path))
+    if _HUB_ID.fullmatch(spec) and not _is_json_name(spec) and not spec.endswith(".parquet"):
+        return load_hub(spec, subset=subset, split=split, revision=revision, streaming=streaming)
+    raise SourceError(f"no such file or folder: {spec}")
+
+
+def _hidden(relative: Path) -> bool:
+    return any(part.startswith((".", "_")) for part in relative.parts)
+
+
+def _glob_root(pattern: Path) -> Path:
+    """The folder a glob's matches are named relative to: its parts before the first wildcard."""
+    root = Path()
+    for part in pattern.parts:
+        if _GLOB_CHARS.search(part):
+            break
+        root = root / part
+    return root
+
+
+def _is_json_name(name: str) -> bool:
+    return name.removesuffix(".gz").endswith(_JSON_SUFFIXES)
+
+
+def _open_files(spec: str, files: list[Path], root: Path) -> Source:
+    """A Parquet or JSON source over `files`, which lie in `root` (or are `root`)."""
+    json_files = [file for file in files if _is_json_name(file.name)]
+    if not json_files:
+        return ParquetSource(spec, files, root)
+    if len(json_files) == len(files):
+        return JsonSource(spec, files, root)
+    other = next(file for file in files if not _is_json_name(file.name))
+    raise SourceError(f"{spec} mixes JSON files ({json_files[0]}) with others ({other})")
+
+
+def _check_range(start: int, stop: int | None, batch_size: int) -> None:
+    if start < 0 or (stop is not None and stop < 0):
+        raise ValueError(f"row range [{start}, {stop}) has a negative bound")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+
+
+def _row_range(part: Part, start: int, stop: int | None, batch_size: int) -> tuple[int, int]:
+    """`[start, stop)` checked and clipped to the rows of `part`, whose length is known."""
+    _check_range(start, stop, batch_size)
+    assert part.num_rows is not None
+    return start, part.num_rows if stop is None else min(stop, part.num_rows)
+
+
+def _conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """`batch` with exactly `schema`, metadata included (same types, maybe other list names)."""
+    if batch.schema.equals(schema, check_metadata=True):
+        return batch
+    return batch.cast(schema)
+
+
+def _table_batches(table: pa.Table, schema: pa.Schema, batch_size: int) -> Iterator[pa.RecordBatch]:
+    for batch in table.to_batches(max_chunksize=batch_size):
+        if batch.num_rows:
+            yield _conform(batch, schema)
+
+
+def _digest(*items: object) -> str:
+    return hashlib.sha256(json.dumps(items, default=str).encode()).hexdigest()[:16]
+
+
+# Parquet ----------------------------------------------------------------------------------------
+
+
+class ParquetSource(Source):
+    """Parquet files, one part each. Reads only the row groups a range touches."""
+
+    kind = "parquet"
+
+    def __init__(self, name: str, files: Sequence[Path], root: Path) -> None:
+        self._parts: list[Part] = []
+        self._labels: list[str] = []
+        first: tuple[Path, pa.Schema] | None = None
+        for file in files:
+            try:
+                with pq.ParquetFile(file) as parquet:
+                    schema, num_rows = parquet.schema_arrow, parquet.metadata.num_rows
+            except (pa.ArrowException, OSError) as exc:
+                raise SourceError(f"cannot read {file} as Parquet: {exc}") from exc
+            if first is None:
+                first = (file, schema)
+            else:
+                _check_same_schema(first[0], first[1], file, schema)
+            self._parts.append(Part(str(file), num_rows, str(file)))
+            self._labels.append(_label(file, root))
+        self._root = root
+        if first is None:
+            raise SourceError(f"no Parquet files in {name}")
+        super().__init__(name, first[1])
+
+    def parts(self) -> list[Part]:
+        return list(self._parts)
+
+    def local_roots(self) -> list[Path]:
+        return [self._root]
+
+    def read(
+        self,
+        part: Part,
+        start: int = 0,
+        stop: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Iterator[pa.RecordBatch]:
+        start, stop = _row_range(part, start, stop, batch_size)
+        if start >= stop:
+            return
+        try:
+            with pq.ParquetFile(part.key) as parquet:
+                groups, position = _row_groups(parquet.metadata, start, stop)
+                for batch in parquet.iter_batches(batch_size=batch_size, row_groups=groups):
+                    low, high = max(start - position, 0), min(stop - position, batch.num_rows)
+                    if high > low:
+                        yield _conform(batch.slice(low, high - low), self.schema)
+                    position += batch.num_rows
+                    if position >= stop:
+                        break
+        except (pa.ArrowException, OSError) as exc:
+            raise SourceError(f"cannot read {part.name}: {exc}") from exc
+
+    def fingerprint(self) -> str:
+        """From each file's name (relative to the folder), size and footer bytes."""
+        items = []
+        for part, label in zip(self._parts, self._labels, strict=True):
+            footer = _footer(Path(part.key))
+            items.append((label, os.path.getsize(part.key), hashlib.sha256(footer).hexdigest()))
+        return _digest("parquet", items)
+
+
+def _row_groups(metadata: pq.FileMetaData, start: int, stop: int) -> tuple[list[int], int]:
+    """The row groups holding rows of [start, stop), and the row number the first one starts at."""
+    groups: list[int] = []
+    first = offset = 0
+    for index in range(metadata.num_row_groups):
+        rows = metadata.row_group(index).num_rows
+        if offset < stop and offset + rows > start:
+            if not groups:
+                first = offset
+            groups.append(index)
+        offset += rows
+    return groups, first
+
+
+def _check_same_schema(path_a: Path, a: pa.Schema, path_b: Path, b: pa.Schema) -> None:
+    if a.equals(b, check_metadata=False):
+        return
+    for index in range(max(len(a), len(b))):
+        field_a = a.field(index) if index < len(a) else None
+        field_b = b.field(index) if index < len(b) else None
+        if field_a is None or field_b is None or not field_a.equals(field_b):
+            break
+    raise SourceError(
+        f"Parquet files have different schemas: column {index} of {path_a} is "
+        f"{_describe(field_a)}, of {path_b} is {_describe(field_b)}"
+    )
+
+
+def _describe(field: pa.Field | None) -> str:
+    return "missing" if field is None else f"{field.name!r} ({field.type})"
+
+
+def _label(file: Path, root: Path) -> str:
+    """The name of `file` in a fingerprint: relative to the folder, so a copy is the same input."""
+    if file == root:
+        return file.name
+    try:
+        return file.relative_to(root).as_posix()
+    except ValueError:
+        return file.name
+
+
+def _footer(path: Path) -> bytes:
+    """The Parquet footer: the file's metadata, without reading any data."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(size - 8, 0))
+            tail = handle.read(8)
+            length = int.from_bytes(tail[:4], "little")
+            if len(tail) < 8 or tail[4:] != b"PAR1" or length > size - 12:
+                raise SourceError(f"{path} is not a Parquet file (no footer)")
+            handle.seek(size - 8 - length)
+            return handle.read(length)
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc}") from exc
+
+
+# JSON -------------------------------------------------------------------------------------------
+
+
+class JsonSource(Source):
+    """JSON files, one part each: a list of row objects, one row object, or JSON Lines.
+
+    The files are read whole into memory and become one Arrow table. A column Arrow cannot hold
+    exactly (a `content` that is a string in one message and a list in another, objects with
+    different keys, ints mixed with floats) is stored as JSON text instead, and named in the
+    schema metadata under `JSON_COLUMNS_KEY`, so the reader can decode it back to the same values.
+    """
+
+    kind = "json"
+
+    def __init__(self, name: str, files: Sequence[Path], root: Path) -> None:
+        rows: list[dict[str, Any]] = []
+        self._parts: list[Part] = []
+        digests = []
+        for file in files:
+            data = _read_bytes(file)
+            file_rows = _json_rows(file, data)
+            self._parts.append(Part(str(file), len(file_rows), len(rows)))
+            rows.extend(file_rows)
+            digests.append((_label(file, root), hashlib.sha256(data).hexdigest()))
+        self._root = root
+        self._table = rows_to_table(rows)
+        self._fingerprint = _digest("json", digests)
+        super().__init__(name, self._table.schema)
+
+    def parts(self) -> list[Part]:
+        return list(self._parts)
+
+    def local_roots(self) -> list[Path]:
+        return [self._root]
+
+    def read(
+        self,
+        part: Part,
+        start: int = 0,
+        stop: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Iterator[pa.RecordBatch]:
+        start, stop = _row_range(part, start, stop, batch_size)
+        if start < stop:
+            rows = self._table.slice(part.key + start, stop - start)
+            yield from _table_batches(rows, self.schema, batch_size)
+
+    def fingerprint(self) -> str:
+        """From each file's name and the bytes that were read."""
+        return self._fingerprint
+
+
+def _read_bytes(file: Path) -> bytes:
+    try:
+        data = file.read_bytes()
+        return gzip.decompress(data) if file.name.endswith(".gz") else data
+    except (OSError, EOFError) as exc:
+        raise SourceError(f"cannot read {file}: {exc}") from exc
+
+
+def _json_rows(file: Path, data: bytes) -> list[dict[str, Any]]:
+    """The row objects of a JSON or JSON Lines file."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{file} is not UTF-8 text: {exc}") from exc
+    if file.name.removesuffix(".gz").endswith(_JSON_LINES_SUFFIXES):
+        return _json_lines(file, text)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":  # a complete value, then more: JSON Lines under a .json name
+            return _json_lines(file, text)
+        raise SourceError(
+            f"{file}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
+        ) from exc
+    rows: list[Any] = value if isinstance(value, list) else [value]
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            kind = type(row).__name__
+            raise SourceError(f"{file}: row {index} is a {kind}, expected a JSON object")
+    return rows
+
+
+def _json_lines(file: Path, text: str) -> list[dict[str, Any]]:
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SourceError(f"{file}: line {number}: invalid JSON: {exc.msg}") from exc
+        if not isinstance(row, dict):
+            kind = type(row).__name__
+            raise SourceError(f"{file}: line {number} is a {kind}, expected a JSON object")
+        rows.append(row)
+    return rows
+
+
+def rows_to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """An Arrow table of `rows` (columns in order of first appearance, missing keys null).
+
+    A column Arrow cannot hold exactly becomes JSON text (`json.dumps`, None stays null) and is
+    listed under `JSON_COLUMNS_KEY` in the schema metadata.
+    """
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    arrays = []
+    as_json = []
+    for name in names:
+        values = [row.get(name) for row in rows]
+        array = _exact_array(values)
+        if array is None:
+            texts = [None if v is None else json.dumps(v, ensure_ascii=False) for v in values]
+            array = pa.array(texts, pa.string())
+            as_json.append(name)
+        arrays.append(array)
+    metadata = {JSON_COLUMNS_KEY: ",".join(as_json).encode()} if as_json else None
+    return pa.Table.from_arrays(arrays, names=names, metadata=metadata)
+
+
+def _exact_array(values: list[Any]) -> pa.Array | None:
+    """`values` as an Arrow array that gives back exactly `values`, or None when there is none."""
+    try:
+        array = pa.array(values)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return None
+    if _has_empty_struct(array.type) or not _same(array.to_pylist(), values):
+        return None
+    return array
+
+
+def _has_empty_struct(type_: pa.DataType) -> bool:
+    """Parquet cannot store a struct without fields (what `{}` becomes)."""
+    if pa.types.is_struct(type_) and type_.num_fields == 0:
+        return True
+    return any(_has_empty_struct(type_.field(i).type) for i in range(type_.num_fields))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON values: types must match too (1 is not 1.0), key order may differ."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and a != a:  # NaN
+        return bool(b != b)
+    return bool(a == b)
+
+
+# datasets and the Hub ---------------------------------------------------------------------------
+
+
+class DatasetSource(Source):
+    """A `datasets.Dataset` (Arrow-backed, usually memory-mapped), one part, read by slices."""
+
+    def __init__(
+        self,
+        name: str,
+        kind: str,
+        dataset: Any,
+        part_name: str,
+        fingerprint: str,
+        roots: list[Path],
+    ) -> None:
+        super().__init__(name, dataset.features.arrow_schema)
+        self.kind = kind
+        self._dataset = dataset
+        self._part = Part(part_name, dataset.num_rows, None)
+        self._fingerprint = fingerprint
+        self._roots = roots
+
+    def parts(self) -> list[Part]:
+        return [self._part]
+
+    def local_roots(self) -> list[Path]:
+        return list(self._roots)
+
+    def read(
+        self,
+        part: Part,
+        start: int = 0,
+        stop: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Iterator[pa.RecordBatch]:
+        start, stop = _row_range(part, start, stop, batch_size)
+        arrow = self._dataset.with_format("arrow")
+        for low in range(start, stop, batch_size):
+            yield from _table_batches(
+                arrow[low : min(low + batch_size, stop)], self.schema, batch_size
+            )
+
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+
+class StreamingSource(Source):
+    """A streaming `datasets.IterableDataset`: one part of unknown length, read from its start."""
+
+    kind = "hub"
+
+    def __init__(
+        self, name: str, dataset: Any, fingerprint: str, roots: list[Path] | None = None
+    ) -> None:
+        features = dataset.features
+        if features is not None:
+            schema = features.arrow_schema
+        else:  # a builder that only knows its columns once it reads: look at the first row
+            first = next(iter(dataset.with_format("arrow").iter(batch_size=1)), None)
+            schema = pa.schema([]) if first is None else first.schema
+        super().__init__(name, schema)
+        self._dataset = dataset
+        self._fingerprint = fingerprint
+        self._roots = roots or []
+
+    def parts(self) -> list[Part]:
+        return [Part(self.name, None, None)]
+
+    def local_roots(self) -> list[Path]:
+        return list(self._roots)
+
+    def read(
+        self,
+        part: Part,
+        start: int = 0,
+        stop: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Iterator[pa.RecordBatch]:
+        _check_range(start, stop, batch_size)
+        dataset = self._dataset.skip(start) if start else self._dataset
+        if stop is not None:
+            dataset = dataset.take(max(stop - start, 0))
+        try:
+            for table in dataset.with_format("arrow").iter(batch_size=batch_size):
+                yield from _table_batches(table, self.schema, batch_size)
+        except Exception as exc:  # the network, the Hub, a bad file: name the dataset
+            raise SourceError(f"cannot read dataset {self.name}: {exc}") from exc
+
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+
+def load_hub(
+    path: str,
+    *,
+    subset: str | None = None,
+    split: str | None = None,
+    revision: str | None = None,
+    streaming: bool = False,
+    data_files: DataFiles | None = None,
+) -> Source:
+    """`datasets.load_dataset(path, subset, split=split or "train", ...)` as a source.
+
+    `path` is a Hub id, or a builder name such as "json" or "parquet" given `data_files`.
+    Any failure (no network, unknown dataset, unknown split) is a `SourceError` naming `path`.
+    """
+    import datasets
+
+    split = split or "train"
+    try:
+        dataset = datasets.load_dataset(
+            path, subset, split=split, revision=revision, streaming=streaming,
+            data_files=data_files,
+        )  # fmt: skip
+    except Exception as exc:  # datasets raises many kinds; all mean "cannot load this one"
+        raise SourceError(f"cannot load dataset {path!r}: {type(exc).__name__}: {exc}") from exc
+    files = _data_files_state(data_files)
+    fingerprint = _digest("hub", path, subset, split, revision, files)
+    roots = [Path(name) for name, size, _ in files if size is not None]
+    if os.path.isdir(path):  # load_dataset also reads a local folder of data files
+        roots.append(Path(path))
+    if isinstance(dataset, datasets.IterableDataset):
+        return StreamingSource(path, dataset, fingerprint, roots)
+    if isinstance(dataset, datasets.Dataset):
+        return DatasetSource(path, "hub", dataset, path, fingerprint, roots)
+    raise SourceError(f"dataset {path!r} loaded as {type(dataset).__name__}, not a Dataset")
+
+
+def _data_files_state(data_files: DataFiles | None) -> list[tuple[str, int | None, int | None]]:
+    """`data_files` with each local file's size and modification time, for the fingerprint."""
+    if data_files is None:
+        return []
+    if isinstance(data_files, str):
+        names: list[str] = [data_files]
+    elif isinstance(data_files, Mapping):
+        names = [n for v in data_files.values() for n in ([v] if isinstance(v, str) else v)]
+    else:
+        names = list(data_files)
+    state: list[tuple[str, int | None, int | None]] = []
+    for name in names:
+        if os.path.isfile(name):
+            stat = os.stat(name)
+            state.append((name, stat.st_size, stat.st_mtime_ns))
+        else:  # remote, or a pattern
+            state.append((name, None, None))
+    return state
+
+
+def _open_datasets_folder(spec: str, path: Path, split: str | None) -> Source:
+    """A folder written by `Dataset.save_to_disk` or `DatasetDict.save_to_disk`."""
+    import datasets
+
+    try:
+        loaded = datasets.load_from_disk(str(path))
+    except Exception as exc:  # a damaged folder can fail in many ways inside datasets
+        raise SourceError(f"cannot load datasets folder {spec}: {exc}") from exc
+    if isinstance(loaded, datasets.DatasetDict):
+        splits = ", ".join(loaded)
+        if split is None:
+            raise SourceError(f"{spec} holds several splits ({splits}): choose one with a split")
+        if split not in loaded:
+            raise SourceError(f"{spec} has no split {split!r}; its splits: {splits}")
+        dataset, folder = loaded[split], path / split
+    else:
+        dataset, folder = loaded, path
+    fingerprint = _folder_fingerprint(folder)
+    return DatasetSource(spec, "datasets-folder", dataset, str(folder), fingerprint, [path])
+
+
+def _folder_fingerprint(folder: Path) -> str:
+    """From the folder's state.json (the dataset's fingerprint, its files) and the files' sizes."""
+    state = (folder / "state.json").read_bytes()
+    files = json.loads(state).get("_data_files", [])
+    sizes = [os.path.getsize(folder / item["filename"]) for item in files if "filename" in item]
+    return _digest("datasets-folder", hashlib.sha256(state).hexdigest(), sizes)
