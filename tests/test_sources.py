@@ -219,6 +219,17 @@ def test_parquet_schemas_must_match(tmp_path: Path) -> None:
     assert "'id' (int64)" in message and "'id' (string)" in message
 
 
+def test_parquet_nullability_is_a_mismatch(tmp_path: Path) -> None:
+    write_parquet(tmp_path / "a.parquet", conversations(0, 3))
+    table = conversations(3, 3)
+    strict = table.cast(table.schema.set(0, pa.field("id", pa.int64(), nullable=False)))
+    write_parquet(tmp_path / "b.parquet", strict)
+    with pytest.raises(
+        SourceError, match=r"'id' \(int64\), of .*b\.parquet is 'id' \(int64, not null\)"
+    ):
+        open_source(str(tmp_path))
+
+
 def test_parquet_extra_column_is_a_mismatch(tmp_path: Path) -> None:
     write_parquet(tmp_path / "a.parquet", conversations(0, 3))
     write_parquet(tmp_path / "b.parquet", conversations(3, 3).append_column("x", pa.array([1] * 3)))
@@ -333,6 +344,21 @@ def test_bad_json_line_names_file_and_line(tmp_path: Path) -> None:
 )
 def test_json_that_is_not_rows(tmp_path: Path, name: str, text: str, message: str) -> None:
     (tmp_path / name).write_text(text, encoding="utf-8")
+    with pytest.raises(SourceError, match=message):
+        open_source(str(tmp_path / name))
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "message"),
+    [
+        ("rows.json.gz", b"not gzip", r"cannot read .*rows\.json\.gz"),
+        ("rows.json", b'[{"a": "\xff"}]', r"rows\.json is not UTF-8"),
+    ],
+)
+def test_json_file_that_cannot_be_read(
+    tmp_path: Path, name: str, content: bytes, message: str
+) -> None:
+    (tmp_path / name).write_bytes(content)
     with pytest.raises(SourceError, match=message):
         open_source(str(tmp_path / name))
 

@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -109,8 +110,8 @@ def open_source(
     """Open what `spec` names, checked in this order:
 
     - with `data_files`: `datasets.load_dataset(spec, data_files=...)` (see `load_hub`);
-    - a file: Parquet (`.parquet`, or any file with Parquet's magic bytes) or JSON (`.json`,
-      `.jsonl`, `.ndjson`, each optionally `.gz`);
+    - a file: JSON when its name ends in `.json`, `.jsonl` or `.ndjson` (each maybe `.gz`), else
+      Parquet;
     - a folder: a `DatasetDict` saved by `save_to_disk` (has `dataset_dict.json`; needs `split`),
       a `Dataset` saved by it (has `state.json`), else every `*.parquet` file below it, sorted by
       path, skipping names that start with `.` or `_`;
@@ -140,8 +141,8 @@ def open_source(
             raise SourceError(f"no Parquet files in folder {spec}")
         return _open_files(spec, files, path)
     if _GLOB_CHARS.search(spec):
-        matches = sorted(glob.glob(os.path.expanduser(spec), recursive=True))
-        files = [Path(match) for match in matches if os.path.isfile(match)]
+        matches = glob.glob(os.path.expanduser(spec), recursive=True)
+        files = sorted(Path(match) for match in matches if os.path.isfile(match))
         if not files:
             raise SourceError(f"no files match {spec}")
         return _open_files(spec, files, _glob_root(path))
@@ -306,7 +307,9 @@ def _check_same_schema(path_a: Path, a: pa.Schema, path_b: Path, b: pa.Schema) -
 
 
 def _describe(field: pa.Field | None) -> str:
-    return "missing" if field is None else f"{field.name!r} ({field.type})"
+    if field is None:
+        return "missing"
+    return f"{field.name!r} ({field.type}{'' if field.nullable else ', not null'})"
 
 
 def _label(file: Path, root: Path) -> str:
@@ -391,7 +394,7 @@ def _read_bytes(file: Path) -> bytes:
     try:
         data = file.read_bytes()
         return gzip.decompress(data) if file.name.endswith(".gz") else data
-    except (OSError, EOFError) as exc:
+    except (OSError, EOFError, zlib.error) as exc:
         raise SourceError(f"cannot read {file}: {exc}") from exc
 
 
@@ -545,7 +548,10 @@ class StreamingSource(Source):
         if features is not None:
             schema = features.arrow_schema
         else:  # a builder that only knows its columns once it reads: look at the first row
-            first = next(iter(dataset.with_format("arrow").iter(batch_size=1)), None)
+            try:
+                first = next(iter(dataset.with_format("arrow").iter(batch_size=1)), None)
+            except Exception as exc:  # the network, the Hub, a bad file: name the dataset
+                raise SourceError(f"cannot read dataset {name}: {exc}") from exc
             schema = pa.schema([]) if first is None else first.schema
         super().__init__(name, schema)
         self._dataset = dataset
