@@ -172,3 +172,15 @@ def test_write_text_atomic_failure_leaves_nothing(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="target"):
         write_text_atomic(folder, "text")
     assert list(tmp_path.iterdir()) == [folder]
+
+
+def test_failed_close_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def fail(*args: object) -> None:
+        raise OSError("disk full")
+
+    shard = ParquetShard(tmp_path / shard_name(0), SCHEMA)
+    shard.write(table(3))
+    monkeypatch.setattr("transcript_clean.sinks._fsync", fail)
+    with pytest.raises(OutputError, match=r"part-00000\.parquet: disk full"):
+        shard.close()
+    assert list(tmp_path.iterdir()) == []

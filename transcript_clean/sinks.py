@@ -110,6 +110,9 @@ class ParquetShard:
         except (pa.ArrowException, OSError) as exc:
             self.abort()
             raise OutputError(f"cannot write {self.path}: {exc}") from exc
+        except BaseException:
+            self.abort()
+            raise
         self._done = True
         _fsync_folder(self.path.parent)
 
