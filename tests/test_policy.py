@@ -1,0 +1,82 @@
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from transcript_clean.errors import ConfigError
+from transcript_clean.policy import (
+    CODES,
+    CONFIG_DIR,
+    DEFAULT,
+    STRICT,
+    builtin_configs,
+    config_from_dict,
+    load_config,
+)
+
+
+def test_builtin_configs_are_the_documented_ones() -> None:
+    assert {"default", "strict"} <= set(builtin_configs())
+    assert load_config("default") == DEFAULT
+    assert load_config(None) == DEFAULT
+    assert load_config("strict") == STRICT
+
+
+def test_default_repairs_and_keeps_trailing_calls() -> None:
+    assert DEFAULT.action("orphan_tool_result") == "repair"
+    assert DEFAULT.action("trailing_tool_call") == "keep"
+    assert DEFAULT.action("no_assistant_turn") == "reject"
+    assert DEFAULT.interrupted_call == "cut"
+
+
+def test_strict_rejects_every_code() -> None:
+    assert {STRICT.action(code) for code in CODES} == {"reject"}
+
+
+def test_every_code_is_documented_in_default_toml() -> None:
+    text = (CONFIG_DIR / "default.toml").read_text()
+    for code in CODES:
+        assert f"\n{code} = " in text, code
+
+
+def test_a_file_overrides_only_what_it_names(tmp_path: Path) -> None:
+    path = tmp_path / "mine.toml"
+    path.write_text(
+        '[actions]\ntrailing_tool_call = "reject"\n[repair]\ninterrupted_call = "error_result"\n'
+    )
+    config = load_config(path)
+    assert config.action("trailing_tool_call") == "reject"
+    assert config.action("orphan_tool_result") == "repair"
+    assert config.interrupted_call == "error_result"
+    assert config.name == "mine"
+
+
+@pytest.mark.parametrize(
+    ("data", "names"),
+    [
+        ({"action": {}}, "unknown key 'action'"),
+        ({"actions": {"orphan": "repair"}}, "actions.orphan"),
+        ({"actions": {"malformed_row": "keep"}}, "actions.malformed_row = 'keep' is not allowed"),
+        ({"actions": {"orphan_tool_result": "keep"}}, "actions.orphan_tool_result"),
+        ({"actions": {"empty_assistant_turn": "fix"}}, "actions.empty_assistant_turn"),
+        ({"repair": {"interrupted_call": "drop"}}, "repair.interrupted_call"),
+        ({"repair": {"mode": "cut"}}, "repair.mode"),
+        ({"actions": "reject"}, "actions must be a table"),
+    ],
+)
+def test_bad_configs_name_the_key(data: dict[str, object], names: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(names)):
+        config_from_dict(data)
+
+
+def test_config_errors_name_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[actions\n")
+    with pytest.raises(ConfigError, match="bad.toml: not valid TOML"):
+        load_config(path)
+    with pytest.raises(ConfigError, match="no such config file"):
+        load_config(tmp_path / "missing.toml")
+    with pytest.raises(ConfigError, match="no config named 'lenient'"):
+        load_config("lenient")
