@@ -74,7 +74,7 @@ def test_bad_configs_name_the_key(data: dict[str, object], names: str) -> None:
 def test_config_errors_name_the_file(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text("[actions\n")
-    with pytest.raises(ConfigError, match="bad.toml: not valid TOML"):
+    with pytest.raises(ConfigError, match=r"bad\.toml: not valid TOML"):
         load_config(path)
     with pytest.raises(ConfigError, match="no such config file"):
         load_config(tmp_path / "missing.toml")
