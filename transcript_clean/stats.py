@@ -1,0 +1,257 @@
+"""The error-stats table, the run summary and the dataset card (SPEC section 7)."""
+
+from __future__ import annotations
+
+import csv
+import io
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from transcript_clean.errors import TranscriptCleanError
+from transcript_clean.policy import CODES, EMPTY_ASSISTANT_TURN
+
+if TYPE_CHECKING:
+    from transcript_clean.pipeline import RowResult
+
+ACTIONS = ("dropped", "repaired", "kept", "rejected")
+
+STATS_SCHEMA = pa.schema(
+    [
+        pa.field("code", pa.string()),
+        pa.field("action", pa.string()),
+        pa.field("rows", pa.int64()),
+        pa.field("occurrences", pa.int64()),
+        pa.field("share", pa.float64()),
+        pa.field("example_source", pa.string()),
+        pa.field("example_row", pa.int64()),
+    ]
+)
+
+
+class AccountingError(TranscriptCleanError):
+    """Rows in != rows kept + rows rejected: a row was lost or written twice."""
+
+
+@dataclass(slots=True)
+class CodeStats:
+    rows: int = 0
+    occurrences: int = 0
+    example_source: str | None = None
+    example_row: int | None = None
+
+
+def _code_order(key: tuple[str, str]) -> tuple[int, str, int]:
+    code, action = key
+    rank = CODES.index(code) if code in CODES else len(CODES)
+    return (rank, code, ACTIONS.index(action) if action in ACTIONS else len(ACTIONS))
+
+
+@dataclass(slots=True)
+class Stats:
+    """Counts of one batch, block or run; `merge` adds another's in input order."""
+
+    rows_in: int = 0
+    rows_kept: int = 0
+    rows_repaired: int = 0
+    rows_rejected: int = 0
+    messages_in: int = 0
+    messages_out: int = 0
+    empty_turns_dropped: int = 0
+    rows_clean: int = 0
+    """Rows with no code at all."""
+    codes: dict[tuple[str, str], CodeStats] = field(default_factory=dict)
+
+    def add_row(self, result: RowResult, source: str, row: int) -> None:
+        self.rows_in += 1
+        self.messages_in += result.messages_in
+        self.messages_out += result.messages_out
+        if result.status == "rejected":
+            self.rows_rejected += 1
+        else:
+            self.rows_kept += 1
+            self.rows_repaired += result.status == "repaired"
+        self.rows_clean += not result.actions
+        counts = result.occurrences()
+        for code, action in result.actions.items():
+            entry = self.codes.get((code, action))
+            if entry is None:
+                entry = self.codes[(code, action)] = CodeStats(
+                    example_source=source, example_row=row
+                )
+            entry.rows += 1
+            entry.occurrences += counts.get(code, 1)
+            if code == EMPTY_ASSISTANT_TURN and action == "dropped":
+                self.empty_turns_dropped += counts.get(code, 0)
+
+    def merge(self, other: Stats) -> None:
+        """Add `other`, which comes after `self` in input order (so examples stay the first)."""
+        self.rows_in += other.rows_in
+        self.rows_kept += other.rows_kept
+        self.rows_repaired += other.rows_repaired
+        self.rows_rejected += other.rows_rejected
+        self.messages_in += other.messages_in
+        self.messages_out += other.messages_out
+        self.empty_turns_dropped += other.empty_turns_dropped
+        self.rows_clean += other.rows_clean
+        for key, theirs in other.codes.items():
+            mine = self.codes.get(key)
+            if mine is None:
+                self.codes[key] = CodeStats(**_fields(theirs))
+            else:
+                mine.rows += theirs.rows
+                mine.occurrences += theirs.occurrences
+
+    def check(self) -> None:
+        """The run's invariant: every row in is either kept or rejected, once."""
+        if self.rows_in != self.rows_kept + self.rows_rejected:
+            raise AccountingError(
+                f"row accounting failed: {self.rows_in} rows in, but {self.rows_kept} kept + "
+                f"{self.rows_rejected} rejected = {self.rows_kept + self.rows_rejected}"
+            )
+
+    @property
+    def rows_with_violations(self) -> int:
+        """Rows with any code (a kept-as-is code counts): the audit's error rate numerator."""
+        return self.rows_in - self.rows_clean
+
+    def records(self) -> list[dict[str, Any]]:
+        """The error-stats table as rows: code, action, rows, occurrences, share, example."""
+        return [
+            {
+                "code": code,
+                "action": action,
+                "rows": entry.rows,
+                "occurrences": entry.occurrences,
+                "share": entry.rows / self.rows_in if self.rows_in else 0.0,
+                "example_source": entry.example_source,
+                "example_row": entry.example_row,
+            }
+            for (code, action), entry in sorted(
+                self.codes.items(), key=lambda kv: _code_order(kv[0])
+            )
+        ]
+
+    def table(self) -> pa.Table:
+        return pa.Table.from_pylist(self.records(), schema=STATS_SCHEMA)
+
+    def csv(self) -> str:
+        out = io.StringIO()
+        writer = csv.DictWriter(out, fieldnames=STATS_SCHEMA.names, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows(self.records())
+        return out.getvalue()
+
+    def counts(self) -> dict[str, int]:
+        return {
+            "rows_in": self.rows_in,
+            "rows_kept": self.rows_kept,
+            "rows_repaired": self.rows_repaired,
+            "rows_rejected": self.rows_rejected,
+            "rows_clean": self.rows_clean,
+            "messages_in": self.messages_in,
+            "messages_out": self.messages_out,
+            "empty_turns_dropped": self.empty_turns_dropped,
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.counts(), "codes": [[c, a, _fields(s)] for (c, a), s in self.codes.items()]}
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Stats:
+        stats = cls(**{k: v for k, v in data.items() if k != "codes"})
+        stats.codes = {(c, a): CodeStats(**s) for c, a, s in data["codes"]}
+        return stats
+
+
+def _fields(entry: CodeStats) -> dict[str, Any]:
+    return {
+        "rows": entry.rows,
+        "occurrences": entry.occurrences,
+        "example_source": entry.example_source,
+        "example_row": entry.example_row,
+    }
+
+
+def render_table(records: list[dict[str, Any]], *, markdown: bool = False) -> str:
+    """The stats table as aligned text for a terminal, or as a Markdown table."""
+    header = ["code", "action", "rows", "occurrences", "share", "example"]
+    body = [
+        [
+            r["code"],
+            r["action"],
+            f"{r['rows']:,}",
+            f"{r['occurrences']:,}",
+            f"{100 * r['share']:.2f}%",
+            f"{r['example_source']}#{r['example_row']}" if r["example_source"] is not None else "",
+        ]
+        for r in records
+    ]
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += [
+            "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body
+        ]
+        return "\n".join(lines)
+    if not body:
+        return "no violations found"
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+    right = {2, 3, 4}
+
+    def line(row: list[str]) -> str:
+        cells = [
+            c.rjust(w) if i in right else c.ljust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        return "  ".join(cells).rstrip()
+
+    return "\n".join([line(header), line(["-" * w for w in widths]), *map(line, body)])
+
+
+def render_accounting(stats: Stats) -> str:
+    return (
+        f"rows in {stats.rows_in:,} = kept {stats.rows_kept:,} "
+        f"(repaired {stats.rows_repaired:,}) + rejected {stats.rows_rejected:,}"
+    )
+
+
+def dataset_card(summary: Mapping[str, Any], records: list[dict[str, Any]]) -> str:
+    """The README.md of a cleaned dataset: what was cleaned, how, and the stats table."""
+    counts = summary["counts"]
+    return f"""---
+configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: data/*.parquet
+---
+
+# Cleaned conversations
+
+Cleaned by [transcript-clean](https://pypi.org/project/transcript-clean/)
+{summary["versions"]["transcript_clean"]} from `{summary["source"]}` (format
+`{summary["format"]}`, config `{summary["config"]["name"]}`).
+
+Every row was decoded to the canonical transcript model; empty assistant turns were dropped;
+each row was validated (consecutive assistant messages, unanswered tool calls, orphan tool results,
+tool arguments that are not a JSON object) and repaired or rejected as the config says. Every kept
+row passes validation. Rejected rows are in `rejects/`, as they came in, with their codes.
+
+| | rows |
+|---|---:|
+| in | {counts["rows_in"]:,} |
+| kept | {counts["rows_kept"]:,} |
+| of which repaired | {counts["rows_repaired"]:,} |
+| rejected | {counts["rows_rejected"]:,} |
+
+Messages in: {counts["messages_in"]:,}; messages out: {counts["messages_out"]:,}; empty assistant
+turns dropped: {counts["empty_turns_dropped"]:,}.
+
+## Error stats
+
+{render_table(records, markdown=True) if records else "No violations were found."}
+
+Input fingerprint: `{summary["fingerprint"]}`.
+"""
