@@ -2,12 +2,37 @@
 
 from __future__ import annotations
 
+import sys
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
 from transcript_clean import __version__
+from transcript_clean.errors import TranscriptCleanError
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+FORMAT_CHOICES = ("auto", "openai", "sharegpt", "anthropic", "rig")
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class InputError(click.ClickException):
+    """Bad input, config or output folder: exit status 2, like a usage error."""
+
+    exit_code = 2
+
+
+class Group(click.Group):
+    """Turns the library's errors into one-line messages, in one place."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except TranscriptCleanError as err:
+            raise InputError(str(err)) from err
+
+
+@click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "--version", prog_name="transcript-clean")
 def main() -> None:
     """Clean chat and tool-calling conversation datasets.
@@ -16,3 +41,198 @@ def main() -> None:
     every row as a canonical transcript, repairs what a live agent loop would have recorded, and
     writes cleaned Parquet shards, a rejects shard and an error-stats table.
     """
+
+
+def source_options(f: F) -> F:
+    """The options that say how to read SOURCE, shared by every command that reads one."""
+    options = [
+        click.option(
+            "--format",
+            "format_",
+            type=click.Choice(FORMAT_CHOICES),
+            default="auto",
+            show_default=True,
+            help="The rows' format; auto picks it from the columns and the first rows.",
+        ),
+        click.option(
+            "--column",
+            default=None,
+            help="The conversation column (default: the format's, e.g. messages, conversations).",
+        ),
+        click.option(
+            "--config",
+            default="default",
+            show_default=True,
+            help="A config TOML file, or a built-in name: default (repair) or strict (reject).",
+        ),
+        click.option("--split", default=None, help="Hub / datasets folder: the split (train)."),
+        click.option("--subset", default=None, help="Hub: the dataset's configuration name."),
+        click.option("--revision", default=None, help="Hub: a branch, tag or commit."),
+        click.option("--streaming", is_flag=True, help="Hub: stream instead of downloading."),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+def _progress_bar(quiet: bool, total: int | None) -> Any:
+    from tqdm import tqdm
+
+    return tqdm(
+        total=total,
+        unit=" rows",
+        unit_scale=True,
+        file=sys.stderr,
+        disable=quiet or not sys.stderr.isatty(),
+        dynamic_ncols=True,
+    )
+
+
+@main.command()
+@click.argument("source")
+@click.argument("output", type=click.Path(file_okay=False))
+@source_options
+@click.option(
+    "--rows-per-shard",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="Input rows per output shard (a shard holds the kept rows of that many input rows).",
+)
+@click.option(
+    "--limit", type=click.IntRange(min=0), default=None, help="Clean only the first N rows."
+)
+@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
+@click.option("--resume", is_flag=True, help="Finish a run that was killed (same options).")
+@click.option(
+    "--workers",
+    type=click.IntRange(min=1),
+    default=1,
+    show_default=True,
+    help="Processes cleaning blocks in parallel; the output is the same for any number.",
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=4096,
+    show_default=True,
+    help="Rows per Arrow batch (memory is bounded by this, not by the input).",
+)
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "ray"]),
+    default="local",
+    show_default=True,
+    help="local: this machine's processes; ray: a Ray cluster (needs the [ray] extra).",
+)
+@click.option(
+    "--ray-address",
+    default=None,
+    help="Ray: the cluster to join (default: RAY_ADDRESS or a new local Ray).",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar, no table: only errors.")
+def clean(
+    source: str,
+    output: str,
+    format_: str,
+    column: str | None,
+    config: str,
+    split: str | None,
+    subset: str | None,
+    revision: str | None,
+    streaming: bool,
+    rows_per_shard: int,
+    limit: int | None,
+    overwrite: bool,
+    resume: bool,
+    workers: int,
+    batch_size: int,
+    engine: str,
+    ray_address: str | None,
+    quiet: bool,
+) -> None:
+    """Clean SOURCE into OUTPUT: data/, rejects/, stats.parquet, stats.csv, summary.json, README.md.
+
+    SOURCE is a Parquet file, folder or glob, a JSON or JSONL file, a folder written by
+    datasets' save_to_disk, or a Hugging Face Hub dataset id. Every input row ends up in exactly
+    one of data/ (kept, repaired where the config says) and rejects/ (with its codes).
+
+    \b
+    Examples:
+      transcript-clean clean raw/ clean/
+      transcript-clean clean 'raw/*.parquet' clean/ --config strict --workers 2
+      transcript-clean clean HuggingFaceH4/ultrachat_200k clean/ --split train_sft
+    """
+    from transcript_clean.run import clean as run_clean
+    from transcript_clean.stats import render_accounting, render_table
+
+    bar = None
+
+    def on_start(src: Any, fmt: Any, total: int | None) -> None:
+        nonlocal bar
+        if not quiet:
+            click.echo(f"reading {src.name} as {fmt.name} (column {fmt.column!r})", err=True)
+        bar = _progress_bar(quiet, total)
+
+    try:
+        result = run_clean(
+            source,
+            output,
+            config=config,
+            format=format_,
+            column=column,
+            rows_per_shard=rows_per_shard,
+            limit=limit,
+            overwrite=overwrite,
+            resume=resume,
+            workers=workers,
+            batch_size=batch_size,
+            engine="ray" if engine == "ray" else "local",
+            ray_address=ray_address,
+            split=split,
+            subset=subset,
+            revision=revision,
+            streaming=streaming,
+            progress=lambda n: bar.update(n) if bar is not None else None,
+            on_start=on_start,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    if not quiet:
+        click.echo(render_table(result.stats.records()))
+        click.echo()
+        click.echo(render_accounting(result.stats) + "  (checked)")
+        click.echo(f"wrote {result.output}")
+
+
+@main.command()
+@click.argument("source")
+@click.option("--row", "row_number", type=int, required=True, help="The row number, from 0.")
+@source_options
+def explain(
+    source: str,
+    row_number: int,
+    format_: str,
+    column: str | None,
+    config: str,
+    split: str | None,
+    subset: str | None,
+    revision: str | None,
+    streaming: bool,
+) -> None:
+    """Show what the cleaner does to one row: its canonical transcript, its violations with
+    message indexes, and each repair's before and after.
+
+    \b
+    Example:
+      transcript-clean explain raw/train.parquet --row 1234
+    """
+    from transcript_clean.explain import explain_row, render_explanation
+    from transcript_clean.policy import load_config
+    from transcript_clean.run import resolve_format
+    from transcript_clean.sources import open_source
+
+    src = open_source(source, split=split, subset=subset, revision=revision, streaming=streaming)
+    fmt = resolve_format(src, format_, column)
+    click.echo(render_explanation(explain_row(src, row_number, fmt, load_config(config))))

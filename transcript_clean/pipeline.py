@@ -42,6 +42,7 @@ from transcript_clean.repair import (
     raw_arguments,
     trailing_calls,
 )
+from transcript_clean.sources import json_columns
 from transcript_clean.stats import Stats
 from transcript_clean.transcript import transcript_errors
 
@@ -53,11 +54,9 @@ __all__ = [
     "Violation",
     "clean_batch",
     "clean_row",
-    "json_columns",
+    "holds_json_text",
     "reject_schema",
 ]
-
-JSON_COLUMNS_KEY = b"transcript_clean.json_columns"
 
 REJECT_FIELDS = (
     pa.field("_reject_codes", pa.list_(pa.string())),
@@ -330,10 +329,10 @@ class BatchResult(NamedTuple):
     stats: Stats
 
 
-def json_columns(schema: pa.Schema) -> frozenset[str]:
-    """Columns that hold JSON as text (recorded by `sources` when Arrow could not type them)."""
-    raw = (schema.metadata or {}).get(JSON_COLUMNS_KEY, b"")
-    return frozenset(name for name in raw.decode().split(",") if name)
+def holds_json_text(schema: pa.Schema, column: str) -> bool:
+    """Whether the conversation column holds JSON as text (some datasets store it so, and
+    `sources` falls back to it for JSON that Arrow cannot type): decoded before cleaning."""
+    return column in json_columns(schema) or pa.types.is_string(schema.field(column).type)
 
 
 def reject_schema(schema: pa.Schema) -> pa.Schema:
@@ -370,9 +369,7 @@ def clean_batch(
             f"no column {fmt.column!r} for format {fmt.name}; the columns are "
             f"{', '.join(table.column_names)}"
         )
-    as_json = fmt.column in json_columns(table.schema) or pa.types.is_string(
-        table.schema.field(fmt.column).type
-    )
+    as_json = holds_json_text(table.schema, fmt.column)
     stats = Stats()
     kept: list[int] = []
     fitted: dict[int, pa.Table] = {}

@@ -1,0 +1,1 @@
+"""Engines run the per-batch cleaner over a whole input: `local` (processes) and `ray`."""

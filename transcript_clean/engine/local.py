@@ -1,0 +1,148 @@
+"""The local engine: blocks of input rows cleaned in this process or a pool of processes.
+
+The input is cut into blocks of `rows_per_shard` rows (a block never spans two files). Block k's
+kept rows go to `data/part-k`, its rejects to `rejects/part-k`, its stats to `blocks/k.json`,
+which is written last and marks the block done. Blocks are independent, so a pool of workers
+gives the same files as one process, and a killed run resumes at the first block not done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable, Iterator
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from dataclasses import dataclass
+from multiprocessing import get_context
+from pathlib import Path
+
+from transcript_clean.formats.base import Format
+from transcript_clean.pipeline import clean_batch, reject_schema
+from transcript_clean.policy import Config
+from transcript_clean.sinks import ParquetShard, shard_name, write_text_atomic
+from transcript_clean.sources import Part, Source
+from transcript_clean.stats import Stats
+
+__all__ = ["Block", "BlockJob", "plan_blocks", "run_block", "run_blocks"]
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """Rows [start, stop) of one part of the source; `index` orders blocks across the input."""
+
+    index: int
+    part: Part
+    start: int
+    stop: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class BlockJob:
+    """Everything a worker needs to clean blocks: picklable."""
+
+    source: Source
+    format: Format
+    config: Config
+    workdir: Path
+    batch_size: int
+
+
+def plan_blocks(source: Source, rows_per_shard: int, limit: int | None = None) -> list[Block]:
+    """The blocks of the input, in order, covering its first `limit` rows (all by default)."""
+    blocks: list[Block] = []
+    left = limit
+    for part in source.parts():
+        if left is not None and left <= 0:
+            break
+        rows = part.num_rows
+        if rows is None:  # a stream: one block per rows_per_shard rows, found while reading
+            blocks.append(Block(len(blocks), part, 0, left))
+            break
+        if left is not None:
+            rows = min(rows, left)
+            left -= rows
+        for start in range(0, rows, rows_per_shard):
+            blocks.append(Block(len(blocks), part, start, min(start + rows_per_shard, rows)))
+        if rows == 0 and not blocks:
+            blocks.append(Block(len(blocks), part, 0, 0))
+    return blocks
+
+
+def block_done(workdir: Path, index: int) -> bool:
+    return (workdir / "blocks" / f"{index:05d}.json").exists()
+
+
+def load_block_stats(workdir: Path, index: int) -> Stats:
+    data = json.loads((workdir / "blocks" / f"{index:05d}.json").read_text(encoding="utf-8"))
+    return Stats.from_dict(data)
+
+
+def run_block(job: BlockJob, block: Block, progress: Callable[[int], None] | None = None) -> Stats:
+    """Clean one block into its data and rejects shards; returns (and records) its stats."""
+    schema = job.source.schema
+    stats = Stats()
+    data = ParquetShard(job.workdir / "data" / shard_name(block.index), schema)
+    rejects = ParquetShard(job.workdir / "rejects" / shard_name(block.index), reject_schema(schema))
+    with data, rejects:
+        row = block.start
+        for batch in job.source.read(block.part, block.start, block.stop, job.batch_size):
+            kept, rejected, batch_stats = clean_batch(
+                batch, job.config, format=job.format, source=block.part.name, first_row=row
+            )
+            data.write(kept)
+            rejects.write(rejected)
+            stats.merge(batch_stats)
+            row += batch.num_rows
+            if progress is not None:
+                progress(batch.num_rows)
+    write_text_atomic(
+        job.workdir / "blocks" / f"{block.index:05d}.json", json.dumps(stats.to_dict())
+    )
+    return stats
+
+
+def _run_block_in_worker(job: BlockJob, block: Block) -> Stats:
+    return run_block(job, block)
+
+
+def run_blocks(
+    job: BlockJob,
+    blocks: list[Block],
+    *,
+    workers: int = 1,
+    progress: Callable[[int], None] | None = None,
+) -> Iterator[tuple[Block, Stats]]:
+    """Clean every block not done yet; yields each block's stats in input order."""
+    for folder in ("data", "rejects", "blocks"):
+        (job.workdir / folder).mkdir(parents=True, exist_ok=True)
+    todo = [b for b in blocks if not block_done(job.workdir, b.index)]
+    done = {b.index: load_block_stats(job.workdir, b.index) for b in blocks if b not in todo}
+    if progress is not None:
+        progress(sum(s.rows_in for s in done.values()))
+
+    if workers <= 1 or len(todo) <= 1:
+        for block in blocks:
+            if block.index not in done:
+                done[block.index] = run_block(job, block, progress)
+            yield block, done.pop(block.index)
+        return
+
+    # `spawn`: a forked child would inherit Arrow's thread pools mid-flight.
+    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
+        futures: dict[Future[Stats], Block] = {
+            pool.submit(_run_block_in_worker, job, b): b for b in todo
+        }
+        pending = set(futures)
+        for block in blocks:
+            while block.index not in done:
+                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in finished:
+                    b = futures[future]
+                    done[b.index] = future.result()
+                    if progress is not None:
+                        progress(done[b.index].rows_in)
+            yield block, done.pop(block.index)
+
+
+def default_workers() -> int:
+    return max(1, min(os.cpu_count() or 1, 8))

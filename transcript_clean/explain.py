@@ -1,0 +1,140 @@
+"""`explain`: one row's canonical transcript, its violations and what each repair did."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from transcript_clean.errors import SourceError
+from transcript_clean.formats.base import Format, Row
+from transcript_clean.model import (
+    AssistantMessage,
+    Encrypted,
+    Media,
+    Message,
+    Reasoning,
+    SystemMessage,
+    Text,
+    ToolCall,
+    ToolResult,
+)
+from transcript_clean.pipeline import RowResult, clean_row, holds_json_text
+from transcript_clean.policy import Config
+from transcript_clean.sources import Source
+
+__all__ = [
+    "Explanation",
+    "explain_row",
+    "render_explanation",
+    "render_message",
+    "render_transcript",
+]
+
+SHORT = 80
+
+
+@dataclass(slots=True)
+class Explanation:
+    source: str
+    row_number: int
+    format: str
+    row: Row
+    result: RowResult
+
+
+def read_row(source: Source, number: int) -> Row:
+    """Row `number` (from 0, across the source's parts in order) as Python values."""
+    if number < 0:
+        raise SourceError(f"{source.name}: row numbers start at 0, got {number}")
+    offset = 0
+    for part in source.parts():
+        if part.num_rows is not None and number >= offset + part.num_rows:
+            offset += part.num_rows
+            continue
+        for batch in source.read(part, number - offset, number - offset + 1, 1):
+            if batch.num_rows:
+                row: Row = batch.to_pylist()[0]
+                return row
+        break
+    raise SourceError(f"{source.name}: there is no row {number} (it has {offset} rows)")
+
+
+def explain_row(source: Source, number: int, fmt: Format, config: Config) -> Explanation:
+    row = read_row(source, number)
+    clean_input = dict(row)
+    if holds_json_text(source.schema, fmt.column) and isinstance(row.get(fmt.column), str):
+        clean_input[fmt.column] = json.loads(row[fmt.column])
+    result = clean_row(clean_input, fmt, config, trace=True)
+    return Explanation(source.name, number, fmt.name, row, result)
+
+
+def _short(text: str, limit: int = SHORT) -> str:
+    text = text.replace("\n", "\\n")
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _part(part: Any) -> str:
+    if isinstance(part, Text):
+        return json.dumps(_short(part.text), ensure_ascii=False)
+    if isinstance(part, ToolCall):
+        args = part.raw_arguments if part.raw_arguments is not None else json.dumps(part.arguments)
+        return f"call {part.id} {part.name}({_short(args, 60)})"
+    if isinstance(part, ToolResult):
+        text = " ".join(p.text for p in part.content if isinstance(p, Text))
+        flag = " error" if part.status == "error" else ""
+        return f"result{flag} {part.call}: {json.dumps(_short(text, 60), ensure_ascii=False)}"
+    if isinstance(part, Reasoning):
+        pieces = [
+            "encrypted" if isinstance(p, Encrypted) else _short(p.text, 40) for p in part.content
+        ]
+        return f"reasoning({', '.join(pieces)})"
+    if isinstance(part, Media):
+        return f"<{part.kind}>"
+    return repr(part)
+
+
+def render_message(message: Message) -> str:
+    if isinstance(message, SystemMessage):
+        return f"system     {json.dumps(_short(message.content), ensure_ascii=False)}"
+    role = "assistant " if isinstance(message, AssistantMessage) else "user      "
+    parts = " | ".join(_part(p) for p in message.content) or "(no parts)"
+    return f"{role} {parts}"
+
+
+def render_transcript(messages: Sequence[Message], indent: str = "  ") -> str:
+    return "\n".join(f"{indent}[{i}] {render_message(m)}" for i, m in enumerate(messages))
+
+
+def render_explanation(exp: Explanation) -> str:
+    result = exp.result
+    lines = [f"{exp.source} row {exp.row_number} (format {exp.format})", ""]
+    if result.decoded is None:
+        lines += ["The row cannot be decoded:", f"  {result.reject_message}", ""]
+    else:
+        lines += ["Canonical transcript:", render_transcript(result.decoded.messages), ""]
+    if result.violations:
+        lines.append("Violations:")
+        for v in result.violations:
+            action = result.actions.get(v.code, "")
+            lines.append(f"  {v.code:<24} {action:<9} {v.message}")
+        lines.append("")
+    else:
+        lines += ["No violations.", ""]
+    for step in result.steps:
+        lines += [
+            f"Repair {step.code}:",
+            "  before:",
+            render_transcript(step.before, "    "),
+            "  after:",
+            render_transcript(step.after, "    "),
+            "",
+        ]
+    outcome = {
+        "unchanged": "kept unchanged",
+        "repaired": "kept, repaired",
+        "rejected": f"rejected: {result.reject_message}",
+    }[result.status]
+    lines.append(f"Outcome: {outcome}")
+    return "\n".join(lines)

@@ -1,0 +1,329 @@
+"""`clean`: a whole cleaning run, from a source to OUTPUT/ (SPEC section 7).
+
+The run writes into `OUTPUT.partial/` and moves the finished layout into place at the end, so a
+killed run never leaves an OUTPUT that looks complete; `resume=True` finishes what it left.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Literal
+
+from transcript_clean.errors import OutputError, SourceError
+from transcript_clean.formats.base import Format
+from transcript_clean.policy import Config, load_config
+from transcript_clean.sinks import ParquetShard, shard_name, write_table_atomic, write_text_atomic
+from transcript_clean.sources import Source, json_columns, open_source
+from transcript_clean.stats import Stats, dataset_card
+
+__all__ = ["DEFAULT_ROWS_PER_SHARD", "RunResult", "clean", "resolve_format"]
+
+DEFAULT_ROWS_PER_SHARD = 100_000
+DEFAULT_BATCH_SIZE = 4096
+
+
+@dataclass(slots=True)
+class RunResult:
+    """What a run wrote and counted."""
+
+    output: Path
+    stats: Stats
+    summary: dict[str, Any]
+
+
+def resolve_format(
+    source: Source, format: str | Format = "auto", column: str | None = None
+) -> Format:
+    """The source's format: as named, or detected from its columns and first rows."""
+    from transcript_clean.formats import detect_format, get_format
+
+    if isinstance(format, Format):
+        fmt = format
+    elif format == "auto":
+        parts = source.parts()
+        sample = next(iter(source.read(parts[0], 0, 20, 20)), None) if parts else None
+        rows = sample.to_pylist() if sample is not None else []
+        fmt = detect_format(source.schema.names, _json_decoded(rows, source))
+        if column is not None:
+            fmt = type(fmt)(column=column)
+    else:
+        fmt = get_format(format, column=column)
+    if fmt.column not in source.schema.names:
+        raise SourceError(
+            f"{source.name}: no column {fmt.column!r} for format {fmt.name}; the columns are "
+            f"{', '.join(source.schema.names)} (choose one with --column)"
+        )
+    return fmt
+
+
+def _json_decoded(rows: list[dict[str, Any]], source: Source) -> list[dict[str, Any]]:
+    """Rows with their JSON-text columns parsed, so detection sees their keys."""
+    columns = json_columns(source.schema)
+    if not columns:
+        return rows
+    out = []
+    for row in rows:
+        row = dict(row)
+        for name in columns:
+            with suppress(json.JSONDecodeError):
+                row[name] = json.loads(row[name]) if isinstance(row[name], str) else row[name]
+        out.append(row)
+    return out
+
+
+def clean(
+    source: str | Source,
+    output: str | os.PathLike[str],
+    *,
+    config: Config | str | os.PathLike[str] | None = None,
+    format: str | Format = "auto",
+    column: str | None = None,
+    rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
+    limit: int | None = None,
+    overwrite: bool = False,
+    resume: bool = False,
+    workers: int = 1,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    engine: Literal["local", "ray"] = "local",
+    ray_address: str | None = None,
+    split: str | None = None,
+    subset: str | None = None,
+    revision: str | None = None,
+    streaming: bool = False,
+    progress: Callable[[int], None] | None = None,
+    on_start: Callable[[Source, Format, int | None], None] | None = None,
+) -> RunResult:
+    """Clean `source` into `output`: data/, rejects/, stats.parquet, stats.csv, summary.json and
+    README.md. Returns the stats; raises `TranscriptCleanError` subclasses for bad input.
+
+        >>> clean("raw/*.parquet", "clean/", config="default")  # doctest: +SKIP
+    """
+    started = time.perf_counter()
+    if rows_per_shard < 1:
+        raise ValueError("rows_per_shard must be at least 1")
+    cfg = config if isinstance(config, Config) else load_config(config)
+    src = (
+        source
+        if isinstance(source, Source)
+        else open_source(source, split=split, subset=subset, revision=revision, streaming=streaming)
+    )
+    fmt = resolve_format(src, format, column)
+    out = Path(output).absolute()
+    _check_output(out, src, overwrite)
+    rows_total = src.num_rows if limit is None or src.num_rows is None else min(limit, src.num_rows)
+    if on_start is not None:
+        on_start(src, fmt, rows_total)
+
+    identity = {
+        "source": src.name,
+        "fingerprint": src.fingerprint(),
+        "format": fmt.name,
+        "column": fmt.column,
+        "config": cfg.to_dict(),
+        "rows_per_shard": rows_per_shard,
+        "limit": limit,
+        "batch_size": batch_size,
+        "engine": engine,
+    }
+    with _workdir(out, identity, resume=resume, overwrite=overwrite) as work:
+        if engine == "ray":
+            from transcript_clean.engine.ray import run_ray
+
+            stats, shards = run_ray(
+                src,
+                fmt,
+                cfg,
+                work,
+                rows_per_shard=rows_per_shard,
+                limit=limit,
+                address=ray_address,
+            )
+        else:
+            stats, shards = _run_local(
+                src, fmt, cfg, work, rows_per_shard, limit, workers, batch_size, progress
+            )
+        stats.check()
+        seconds = time.perf_counter() - started
+        summary = _summary(src, fmt, cfg, stats, identity, seconds, engine, workers)
+        _finalize(work, out, src, shards, stats, summary, overwrite)
+    return RunResult(out, stats, summary)
+
+
+def _run_local(
+    src: Source,
+    fmt: Format,
+    cfg: Config,
+    work: Path,
+    rows_per_shard: int,
+    limit: int | None,
+    workers: int,
+    batch_size: int,
+    progress: Callable[[int], None] | None,
+) -> tuple[Stats, list[str]]:
+    from transcript_clean.engine.local import BlockJob, plan_blocks, run_blocks
+
+    job = BlockJob(src, fmt, cfg, work, batch_size)
+    stats = Stats()
+    names = []
+    for block, block_stats in run_blocks(
+        job, plan_blocks(src, rows_per_shard, limit), workers=workers, progress=progress
+    ):
+        stats.merge(block_stats)
+        names.append(shard_name(block.index))
+    return stats, names
+
+
+# ---------------------------------------------------------------------------------------------
+# the output folder
+
+
+def _check_output(out: Path, src: Source, overwrite: bool) -> None:
+    for root in src.local_roots():
+        root = root.absolute()
+        if out == root or out.is_relative_to(root):
+            raise OutputError(f"OUTPUT {out} is inside the source {root}: choose another folder")
+        if root.is_relative_to(out):
+            raise OutputError(f"the source {root} is inside OUTPUT {out}: choose another folder")
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"OUTPUT {out} exists and is a file")
+    if out.exists() and any(out.iterdir()) and not overwrite:
+        raise OutputError(f"OUTPUT {out} exists and is not empty: pass --overwrite to replace it")
+
+
+@contextmanager
+def _workdir(
+    out: Path, identity: dict[str, Any], *, resume: bool, overwrite: bool
+) -> Iterator[Path]:
+    """`OUTPUT.partial/`: new, or the one a killed run left when resuming the same run."""
+    work = out.with_name(out.name + ".partial")
+    marker = work / "run.json"
+    if work.exists():
+        if resume:
+            previous = json.loads(marker.read_text(encoding="utf-8")) if marker.exists() else None
+            if previous != identity:
+                raise OutputError(
+                    f"{work} was left by a different run (other input, config or options): "
+                    "run again without --resume and with --overwrite to start over"
+                )
+        elif overwrite:
+            shutil.rmtree(work)
+        else:
+            raise OutputError(
+                f"{work} was left by a run that did not finish: pass --resume to finish it, "
+                "or --overwrite to start over"
+            )
+    work.mkdir(parents=True, exist_ok=True)
+    if not marker.exists():
+        write_text_atomic(marker, json.dumps(identity, indent=2, sort_keys=True))
+    yield work
+    if work.exists():
+        shutil.rmtree(work)
+
+
+def _link(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def _finalize(
+    work: Path,
+    out: Path,
+    src: Source,
+    shards: list[str],
+    stats: Stats,
+    summary: dict[str, Any],
+    overwrite: bool,
+) -> None:
+    """Lay out OUTPUT in `work/final` (hard links to the block shards, empty shards left out and
+    the rest numbered from 0) and move it into place."""
+    from transcript_clean.pipeline import reject_schema
+
+    final = work / "final"
+    if final.exists():
+        shutil.rmtree(final)
+    for folder, schema in (("data", src.schema), ("rejects", reject_schema(src.schema))):
+        (final / folder).mkdir(parents=True)
+        written = 0
+        for name in shards:
+            shard = work / folder / name
+            if _parquet_rows(shard) == 0:
+                continue
+            _link(shard, final / folder / shard_name(written))
+            written += 1
+        if written == 0:  # one empty shard keeps the schema findable
+            with ParquetShard(final / folder / shard_name(0), schema):
+                pass
+    write_table_atomic(final / "stats.parquet", stats.table())
+    write_text_atomic(final / "stats.csv", stats.csv())
+    write_text_atomic(final / "summary.json", json.dumps(summary, indent=2) + "\n")
+    write_text_atomic(final / "README.md", dataset_card(summary, stats.records()))
+
+    if out.exists():
+        if not overwrite and any(out.iterdir()):
+            raise OutputError(f"OUTPUT {out} appeared while the run went on: not replacing it")
+        aside = out.with_name(out.name + ".old")
+        if aside.exists():
+            shutil.rmtree(aside)
+        out.rename(aside)
+        final.rename(out)
+        shutil.rmtree(aside)
+    else:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        final.rename(out)
+
+
+def _parquet_rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(path).metadata.num_rows)
+
+
+def _summary(
+    src: Source,
+    fmt: Format,
+    cfg: Config,
+    stats: Stats,
+    identity: dict[str, Any],
+    seconds: float,
+    engine: str,
+    workers: int,
+) -> dict[str, Any]:
+    import datasets
+    import pyarrow
+
+    from transcript_clean import __version__
+
+    return {
+        "source": src.name,
+        "format": fmt.name,
+        "column": fmt.column,
+        "config": cfg.to_dict(),
+        "fingerprint": identity["fingerprint"],
+        "counts": stats.counts(),
+        "rows_in": stats.rows_in,
+        "rows_kept": stats.rows_kept,
+        "rows_repaired": stats.rows_repaired,
+        "rows_rejected": stats.rows_rejected,
+        "accounting_ok": stats.rows_in == stats.rows_kept + stats.rows_rejected,
+        "stats": stats.records(),
+        "engine": engine,
+        "workers": workers,
+        "seconds": round(seconds, 3),
+        "rows_per_second": round(stats.rows_in / seconds, 1) if seconds > 0 else None,
+        "versions": {
+            "transcript_clean": __version__,
+            "pyarrow": pyarrow.__version__,
+            "datasets": datasets.__version__,
+            "python": sys.version.split()[0],
+        },
+    }
