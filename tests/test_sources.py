@@ -580,3 +580,94 @@ def test_local_roots(tmp_path: Path) -> None:
     assert open_source(str(tmp_path / "saved")).local_roots() == [tmp_path / "saved"]
     assert open_source("json", data_files=str(jsonl)).local_roots() == [jsonl]
     assert open_source("json", data_files=[str(jsonl)], streaming=True).local_roots() == [jsonl]
+
+
+# URIs -------------------------------------------------------------------------------------------
+
+
+def uri_layout(root: Path) -> None:
+    for index, name in enumerate(["a", "b", "sub/c"]):
+        write_parquet(root / f"{name}.parquet", conversations(index * 10, 10))
+    write_parquet(root / ".hidden" / "x.parquet", conversations(90, 3))
+
+
+@pytest.mark.parametrize(
+    ("spec", "expected"),
+    [
+        ("a.parquet", ["a"]),
+        ("", ["a", "b", "sub/c"]),
+        ("/", ["a", "b", "sub/c"]),
+        ("/*.parquet", ["a", "b"]),
+        ("/**/*.parquet", ["a", "b", "sub/c"]),
+        ("/sub/c*", ["sub/c"]),
+        ("/[ab].parquet", ["a", "b"]),
+        ("/?.parquet", ["a", "b"]),
+    ],
+)
+def test_parquet_over_file_uris(tmp_path: Path, spec: str, expected: list[str]) -> None:
+    uri_layout(tmp_path / "data")
+    base = (tmp_path / "data").as_uri()
+    uri = f"{base}/{spec}" if spec == "a.parquet" else base + spec
+    local = str(tmp_path / "data" / spec.lstrip("/")) if spec.strip("/") else str(tmp_path / "data")
+    source = open_source(uri)
+    assert (source.kind, source.name) == ("parquet", uri)
+    assert [part.name for part in source.parts()] == [f"{base}/{name}.parquet" for name in expected]
+    assert rows(source) == rows(open_source(local))
+    assert source.fingerprint() == open_source(local).fingerprint()
+    assert source.local_roots() == open_source(local).local_roots()
+
+
+def test_uri_source_reads_ranges_and_pickles_without_its_filesystem(tmp_path: Path) -> None:
+    uri_layout(tmp_path)
+    source = open_source(tmp_path.as_uri())
+    part = source.parts()[1]
+    assert ids(source, part=part, start=3, stop=7, batch_size=2) == [13, 14, 15, 16]
+    data = pickle.dumps(source)
+    assert b"LocalFileSystem" not in data  # the URI travels; each process reconnects
+    copy = pickle.loads(data)
+    assert copy.fingerprint() == source.fingerprint()
+    assert ids(copy) == list(range(30))
+
+
+@pytest.mark.parametrize(
+    ("spec", "message"),
+    [
+        ("/nope.parquet", "no such file or folder"),
+        ("/empty", "no Parquet files in folder"),
+        ("/empty/*.parquet", "no files match"),
+        ("/nope/*.parquet", "no files match"),
+        ("/rows.jsonl", "JSON is read from local files only"),
+        ("/bad.parquet", r"bad\.parquet as Parquet"),
+    ],
+)
+def test_uri_errors(tmp_path: Path, spec: str, message: str) -> None:
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "rows.jsonl").write_text("{}\n")
+    (tmp_path / "bad.parquet").write_bytes(b"not parquet")
+    with pytest.raises(SourceError, match=message):
+        open_source(tmp_path.as_uri() + spec)
+
+
+def test_unknown_uri_scheme() -> None:
+    with pytest.raises(SourceError, match=r"cannot reach nosuchfs://bucket/x\.parquet"):
+        open_source("nosuchfs://bucket/x.parquet")
+
+
+def test_parquet_over_an_fsspec_filesystem() -> None:
+    fsspec = pytest.importorskip("fsspec")
+    memory = fsspec.filesystem("memory")
+    try:
+        for index, name in enumerate(["a", "sub/b"]):
+            with memory.open(f"/transcript-clean-test/{name}.parquet", "wb") as handle:
+                pq.write_table(conversations(index * 10, 10), handle)
+        source = open_source("memory://transcript-clean-test/")
+        assert [part.name for part in source.parts()] == [
+            "memory://transcript-clean-test/a.parquet",
+            "memory://transcript-clean-test/sub/b.parquet",
+        ]
+        assert source.local_roots() == []
+        copy = pickle.loads(pickle.dumps(source))  # memory:// is per process: one process here
+        assert ids(copy) == list(range(20))
+        assert copy.fingerprint() == source.fingerprint()
+    finally:
+        memory.rm("/transcript-clean-test", recursive=True)

@@ -1,5 +1,8 @@
 """Inputs: Parquet files, JSON files, `datasets` folders and Hub datasets, as Arrow record batches.
 
+Parquet is also read over URIs (`s3://`, `gs://`, `file://`, and whatever else pyarrow or fsspec
+reach), so that a cluster's workers can read the same input.
+
 `open_source(spec)` works out what `spec` names and returns a `Source`: one schema, a list of
 independently readable `Part`s, and `read(part, start, stop)` for any row range of a part, in
 bounded memory. Sources and parts pickle, so worker processes can read their own ranges.
@@ -16,11 +19,13 @@ import re
 import zlib
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from transcript_clean.errors import SourceError
@@ -35,6 +40,7 @@ _JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
 _JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
 _GLOB_CHARS = re.compile(r"[*?\[]")
 _HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +122,8 @@ def open_source(
       a `Dataset` saved by it (has `state.json`), else every `*.parquet` file below it, sorted by
       path, skipping names that start with `.` or `_`;
     - a glob (`data/*.parquet`, `**` allowed): its files, sorted, all Parquet or all JSON;
+    - a URI (`s3://bucket/data/`, `gs://...`, `file:///...`, any scheme pyarrow or fsspec
+      knows): a Parquet file, a folder of them or a glob, read through that filesystem;
     - a Hub id (`owner/name` or `name`): `load_hub`.
 
     `split`, `subset`, `revision` and `streaming` apply to the Hub; `split` also picks the split of
@@ -126,6 +134,8 @@ def open_source(
             spec, subset=subset, split=split, revision=revision, streaming=streaming,
             data_files=data_files,
         )  # fmt: skip
+    if _URI.match(spec):
+        return _open_uri(spec)
     path = Path(os.path.expanduser(spec))
     if path.is_file():
         return _open_files(spec, [path], path)
@@ -220,25 +230,37 @@ class ParquetSource(Source):
     kind = "parquet"
 
     def __init__(self, name: str, files: Sequence[Path], root: Path) -> None:
+        self._root = root
+        self._open_parts(name, [(str(file), str(file), _label(file, root)) for file in files])
+
+    def _open_parts(self, name: str, files: Sequence[tuple[str, str, str]]) -> None:
+        """Read the footers of `files`, each (part name, key for `_open`, fingerprint label)."""
         self._parts: list[Part] = []
         self._labels: list[str] = []
-        first: tuple[Path, pa.Schema] | None = None
-        for file in files:
+        first: tuple[str, pa.Schema] | None = None
+        for part_name, key, label in files:
             try:
-                with pq.ParquetFile(file) as parquet:
+                with self._open(key) as parquet:
                     schema, num_rows = parquet.schema_arrow, parquet.metadata.num_rows
             except (pa.ArrowException, OSError) as exc:
-                raise SourceError(f"cannot read {file} as Parquet: {exc}") from exc
+                raise SourceError(f"cannot read {part_name} as Parquet: {exc}") from exc
             if first is None:
-                first = (file, schema)
+                first = (part_name, schema)
             else:
-                _check_same_schema(first[0], first[1], file, schema)
-            self._parts.append(Part(str(file), num_rows, str(file)))
-            self._labels.append(_label(file, root))
-        self._root = root
+                _check_same_schema(first[0], first[1], part_name, schema)
+            self._parts.append(Part(part_name, num_rows, key))
+            self._labels.append(label)
         if first is None:
             raise SourceError(f"no Parquet files in {name}")
         super().__init__(name, first[1])
+
+    @contextmanager
+    def _open(self, key: str) -> Iterator[pq.ParquetFile]:
+        with pq.ParquetFile(key) as parquet:
+            yield parquet
+
+    def _size_and_footer(self, key: str) -> tuple[int, bytes]:
+        return os.path.getsize(key), _footer(Path(key))
 
     def parts(self) -> list[Part]:
         return list(self._parts)
@@ -257,7 +279,7 @@ class ParquetSource(Source):
         if start >= stop:
             return
         try:
-            with pq.ParquetFile(part.key) as parquet:
+            with self._open(part.key) as parquet:
                 groups, position = _row_groups(parquet.metadata, start, stop)
                 for batch in parquet.iter_batches(batch_size=batch_size, row_groups=groups):
                     low, high = max(start - position, 0), min(stop - position, batch.num_rows)
@@ -273,9 +295,154 @@ class ParquetSource(Source):
         """From each file's name (relative to the folder), size and footer bytes."""
         items = []
         for part, label in zip(self._parts, self._labels, strict=True):
-            footer = _footer(Path(part.key))
-            items.append((label, os.path.getsize(part.key), hashlib.sha256(footer).hexdigest()))
+            size, footer = self._size_and_footer(part.key)
+            items.append((label, size, hashlib.sha256(footer).hexdigest()))
         return _digest("parquet", items)
+
+
+class UriParquetSource(ParquetSource):
+    """Parquet files on the filesystem a URI names (`s3://`, `gs://`, `file://`, ...).
+
+    It pickles as its URI: each process re-creates the filesystem (and its credentials) itself.
+    """
+
+    def __init__(self, name: str, uri: str, paths: Sequence[str], root: str) -> None:
+        """`paths` are paths on the filesystem of `uri`, below `root` (the path `uri` names)."""
+        self._uri = uri
+        self._root_path = root
+        self._filesystem: pafs.FileSystem | None = None
+        files = []
+        for path in paths:
+            relative = path[len(root) :].strip("/")
+            label = relative or path.rstrip("/").rsplit("/", 1)[-1]
+            files.append((f"{uri.rstrip('/')}/{relative}" if relative else uri, path, label))
+        self._open_parts(name, files)
+
+    @property
+    def filesystem(self) -> pafs.FileSystem:
+        if self._filesystem is None:
+            self._filesystem = _uri_filesystem(self._uri)[0]
+        return self._filesystem
+
+    def __getstate__(self) -> dict[str, Any]:
+        return {**self.__dict__, "_filesystem": None}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
+    def local_roots(self) -> list[Path]:
+        return [Path(self._root_path)] if self._uri.lower().startswith("file://") else []
+
+    @contextmanager
+    def _open(self, key: str) -> Iterator[pq.ParquetFile]:
+        with self.filesystem.open_input_file(key) as handle, pq.ParquetFile(handle) as parquet:
+            yield parquet
+
+    def _size_and_footer(self, key: str) -> tuple[int, bytes]:
+        try:
+            with self.filesystem.open_input_file(key) as handle:
+                return int(handle.size()), _read_footer(handle, key)
+        except (pa.ArrowException, OSError) as exc:
+            raise SourceError(f"cannot read {key}: {exc}") from exc
+
+
+def _uri_filesystem(uri: str) -> tuple[pafs.FileSystem, str]:
+    """The filesystem `uri` names and the path on it: pyarrow's own, else fsspec's."""
+    try:
+        try:
+            filesystem, path = pafs.FileSystem.from_uri(uri)
+        except pa.ArrowInvalid as exc:
+            if "Unrecognized filesystem type" not in str(exc):
+                raise
+            import fsspec  # type: ignore[import-untyped]  # datasets needs it; knows memory:// ...
+
+            fs, path = fsspec.core.url_to_fs(uri)
+            filesystem = pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+    except (pa.ArrowException, OSError, ValueError, ImportError) as exc:
+        raise SourceError(f"cannot reach {uri}: {exc}") from exc
+    return filesystem, str(path)
+
+
+def _open_uri(spec: str) -> Source:
+    """A Parquet file, a folder of them (recursively) or a glob, on the filesystem of a URI."""
+    scheme_end = spec.index("://") + 3
+    wildcard = _GLOB_CHARS.search(spec, scheme_end)
+    # a glob: list the folder before the first wildcard, and match the rest against each path
+    uri = spec if wildcard is None else spec[: spec.rfind("/", scheme_end, wildcard.start())]
+    filesystem, root = _uri_filesystem(uri)
+    root = root.rstrip("/") or root
+    try:
+        info = filesystem.get_file_info(root)
+        if wildcard is not None:
+            glob_text = spec[len(uri) :].lstrip("/")
+            pattern = _glob_pattern(glob_text)
+            deep = "/" in glob_text or "**" in glob_text
+            found = (
+                _list_files(filesystem, root, recursive=deep)
+                if info.type == pafs.FileType.Directory
+                else []
+            )
+            paths = [path for path in found if pattern.fullmatch(_relative(path, root))]
+            if not paths:
+                raise SourceError(f"no files match {spec}")
+        elif info.type == pafs.FileType.File:
+            paths = [root]
+        elif info.type == pafs.FileType.Directory:
+            paths = [
+                path
+                for path in _list_files(filesystem, root, recursive=True)
+                if path.endswith(".parquet") and not _hidden(Path(_relative(path, root)))
+            ]
+            if not paths:
+                raise SourceError(f"no Parquet files in folder {spec}")
+        else:
+            raise SourceError(f"no such file or folder: {spec}")
+    except (pa.ArrowException, OSError) as exc:
+        raise SourceError(f"cannot list {spec}: {exc}") from exc
+    json_file = next((path for path in paths if _is_json_name(path)), None)
+    if json_file is not None:
+        raise SourceError(
+            f"{spec}: JSON is read from local files only ({json_file}); over a URI, use Parquet"
+        )
+    return UriParquetSource(spec, uri, paths, root)
+
+
+def _list_files(filesystem: pafs.FileSystem, root: str, *, recursive: bool) -> list[str]:
+    selector = pafs.FileSelector(root, recursive=recursive)
+    infos = filesystem.get_file_info(selector)
+    return sorted(info.path for info in infos if info.type == pafs.FileType.File)
+
+
+def _relative(path: str, root: str) -> str:
+    return path[len(root) :].lstrip("/") if path.startswith(root) else path
+
+
+def _glob_pattern(glob_text: str) -> re.Pattern[str]:
+    """A glob as a regex over `/`-separated paths, with `glob.glob`'s rules: `*` and `?` stay
+    within a name, `**/` spans folders, and no wildcard matches a name's leading dot."""
+    out = []
+    position = 0
+    while position < len(glob_text):
+        hide = "(?!\\.)" if position == 0 or glob_text[position - 1] == "/" else ""
+        if glob_text.startswith("**/", position):
+            out.append("(?:(?!\\.)[^/]*/)*")
+            position += 3
+        elif glob_text[position] == "*":
+            out.append(hide + "[^/]*")
+            position += 2 if glob_text.startswith("**", position) else 1
+        elif glob_text[position] == "?":
+            out.append(hide + "[^/]")
+            position += 1
+        elif glob_text[position] == "[" and "]" in glob_text[position + 2 :]:
+            close = glob_text.index("]", position + 2)
+            body = glob_text[position + 1 : close]
+            body = "^" + body[1:] if body.startswith("!") else body
+            out.append(hide + f"[{body.replace(chr(92), chr(92) * 2)}]")
+            position = close + 1
+        else:
+            out.append(re.escape(glob_text[position]))
+            position += 1
+    return re.compile("".join(out))
 
 
 def _row_groups(metadata: pq.FileMetaData, start: int, stop: int) -> tuple[list[int], int]:
@@ -292,7 +459,7 @@ def _row_groups(metadata: pq.FileMetaData, start: int, stop: int) -> tuple[list[
     return groups, first
 
 
-def _check_same_schema(path_a: Path, a: pa.Schema, path_b: Path, b: pa.Schema) -> None:
+def _check_same_schema(path_a: str, a: pa.Schema, path_b: str, b: pa.Schema) -> None:
     if a.equals(b, check_metadata=False):
         return
     for index in range(max(len(a), len(b))):
@@ -326,16 +493,20 @@ def _footer(path: Path) -> bytes:
     """The Parquet footer: the file's metadata, without reading any data."""
     try:
         with path.open("rb") as handle:
-            size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(size - 8, 0))
-            tail = handle.read(8)
-            length = int.from_bytes(tail[:4], "little")
-            if len(tail) < 8 or tail[4:] != b"PAR1" or length > size - 12:
-                raise SourceError(f"{path} is not a Parquet file (no footer)")
-            handle.seek(size - 8 - length)
-            return handle.read(length)
+            return _read_footer(handle, str(path))
     except OSError as exc:
         raise SourceError(f"cannot read {path}: {exc}") from exc
+
+
+def _read_footer(handle: IO[bytes] | pa.NativeFile, name: str) -> bytes:
+    size = handle.seek(0, os.SEEK_END)
+    handle.seek(max(size - 8, 0))
+    tail = handle.read(8)
+    length = int.from_bytes(tail[:4], "little")
+    if len(tail) < 8 or tail[4:] != b"PAR1" or length > size - 12:
+        raise SourceError(f"{name} is not a Parquet file (no footer)")
+    handle.seek(size - 8 - length)
+    return bytes(handle.read(length))
 
 
 # JSON -------------------------------------------------------------------------------------------
