@@ -25,3 +25,7 @@ class OutputError(TranscriptCleanError):
 
 class FormatError(TranscriptCleanError):
     """A dataset whose format cannot be detected or is not the one asked for."""
+
+
+class EngineError(TranscriptCleanError):
+    """An engine that cannot run: Ray not installed, a cluster that cannot be reached."""

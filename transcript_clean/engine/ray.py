@@ -1,0 +1,205 @@
+"""The Ray engine: the local engine's blocks, cleaned by Ray Data tasks on a Ray cluster.
+
+The input is planned into the same blocks as the local engine (`plan_blocks`). A Ray Dataset holds
+one row per block still to clean, and `map_batches` runs `run_block` on each: the same cleaner,
+writing the same shards into the run's work folder, which every node must reach (a local path for
+a local Ray; a shared filesystem on a cluster). The blocks' stats come back to the driver as JSON
+and are merged in block order, so the files, the stats and their examples are the local engine's.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import pickle
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from transcript_clean.engine.local import (
+    Block,
+    BlockJob,
+    block_done,
+    load_block_stats,
+    plan_blocks,
+    run_block,
+)
+from transcript_clean.errors import EngineError, TranscriptCleanError
+from transcript_clean.formats.base import Format
+from transcript_clean.policy import Config
+from transcript_clean.sinks import shard_name
+from transcript_clean.sources import Source
+from transcript_clean.stats import Stats
+
+__all__ = ["run_ray"]
+
+INSTALL_HINT = "pip install 'transcript-clean[ray]'"
+DEFAULT_BATCH_SIZE = 4096
+
+
+def run_ray(
+    source: Source,
+    format: Format,
+    config: Config,
+    work: Path,
+    *,
+    rows_per_shard: int,
+    limit: int | None = None,
+    address: str | None = None,
+    batch_size: int = DEFAULT_BATCH_SIZE,
+    num_cpus: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    show_progress: bool = False,
+) -> tuple[Stats, list[str]]:
+    """Clean `source` into `work/data/` and `work/rejects/` on Ray; returns the merged stats and
+    the shard names in input order.
+
+    Joins the cluster at `address` (or `RAY_ADDRESS`); without one, starts a local Ray with
+    `num_cpus` CPUs (default: all) and stops it at the end. A Ray this process already started is
+    used as it is. Blocks a killed run finished (`work/blocks/`) are not cleaned again.
+    `show_progress` turns Ray Data's own progress bars on.
+    """
+    ray = _import_ray()
+    work = work.absolute()  # workers may not share the driver's working directory
+    job = BlockJob(source, format, config, work, batch_size)
+    blocks = plan_blocks(source, rows_per_shard, limit)
+    for folder in ("data", "rejects", "blocks"):
+        (work / folder).mkdir(parents=True, exist_ok=True)
+    todo = [block for block in blocks if not block_done(work, block.index)]
+    done = {b.index: load_block_stats(work, b.index) for b in blocks if b not in todo}
+    if progress is not None:
+        progress(sum(stats.rows_in for stats in done.values()))
+
+    if todo:
+        with _ray_session(ray, address, num_cpus), _quiet(ray, show_progress):
+            for index, stats in _clean_on_ray(ray, job, todo):
+                done[index] = stats
+                if progress is not None:
+                    progress(stats.rows_in)
+        _check_shards_visible(work, todo)
+
+    merged = Stats()
+    for block in blocks:
+        merged.merge(done[block.index])
+    return merged, [shard_name(block.index) for block in blocks]
+
+
+def _import_ray() -> Any:
+    try:
+        import ray
+        import ray.data
+    except ImportError as exc:
+        raise EngineError(
+            f"the Ray engine needs Ray, which is not installed: {INSTALL_HINT}"
+        ) from exc
+    return ray
+
+
+@contextmanager
+def _ray_session(ray: Any, address: str | None, num_cpus: int | None) -> Iterator[None]:
+    """Ray, connected for the run: a Ray already running here is left running."""
+    if ray.is_initialized():
+        yield
+        return
+    address = address or os.environ.get("RAY_ADDRESS") or None
+    try:
+        ray.init(
+            address=address,
+            num_cpus=None if address else num_cpus,  # a cluster has its own resources
+            ignore_reinit_error=True,
+            include_dashboard=False,
+            log_to_driver=False,
+            logging_level=logging.WARNING,
+        )
+    except (ConnectionError, RuntimeError, ValueError) as exc:
+        raise EngineError(
+            f"cannot start or join Ray at {address or 'a new local Ray'}: {exc}"
+        ) from exc
+    try:
+        yield
+    finally:
+        ray.shutdown()
+
+
+@contextmanager
+def _quiet(ray: Any, show_progress: bool) -> Iterator[None]:
+    """Ray Data without its progress bars and execution logs, unless asked for."""
+    context = ray.data.DataContext.get_current()
+    saved_bars = context.enable_progress_bars
+    logger = logging.getLogger("ray.data")
+    saved_level = logger.level
+    context.enable_progress_bars = show_progress
+    if not show_progress:
+        logger.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        context.enable_progress_bars = saved_bars
+        logger.setLevel(saved_level)
+
+
+def _clean_on_ray(ray: Any, job: BlockJob, blocks: list[Block]) -> Iterator[tuple[int, Stats]]:
+    """Each block's index and stats, as Ray tasks finish them (in no particular order)."""
+    dataset = ray.data.from_items(
+        [{"index": block.index} for block in blocks],
+        override_num_blocks=len(blocks),  # one Ray block per block, so tasks spread out
+    )
+    results = dataset.map_batches(
+        _clean_blocks,
+        batch_size=1,
+        batch_format="pyarrow",
+        num_cpus=1,  # the cleaner is single-threaded Python
+        fn_kwargs={"job": job, "blocks": {block.index: block for block in blocks}},
+    )
+    for row in results.iter_rows():
+        if row["error"] is not None:
+            raise pickle.loads(row["error"])
+        yield int(row["index"]), Stats.from_dict(json.loads(row["stats"]))
+
+
+_RESULT_SCHEMA = pa.schema(
+    [
+        pa.field("index", pa.int64()),
+        pa.field("stats", pa.string()),
+        pa.field("error", pa.binary()),
+    ]
+)
+
+
+def _clean_blocks(batch: pa.Table, job: BlockJob, blocks: dict[int, Block]) -> pa.Table:
+    """On a Ray worker: clean the blocks `batch` names. An error of ours travels back as data
+    (pickled), so the driver raises it as it is instead of inside Ray's task error."""
+    results: list[dict[str, Any]] = []
+    for index in batch.column("index").to_pylist():
+        try:
+            stats = run_block(job, blocks[index])
+        except TranscriptCleanError as exc:
+            results.append({"index": index, "stats": None, "error": _pickled_error(exc)})
+        else:
+            results.append({"index": index, "stats": json.dumps(stats.to_dict()), "error": None})
+    return pa.Table.from_pylist(results, schema=_RESULT_SCHEMA)
+
+
+def _pickled_error(exc: TranscriptCleanError) -> bytes:
+    try:
+        data = pickle.dumps(exc)
+        pickle.loads(data)  # an exception with its own __init__ may not come back
+    except Exception:
+        data = pickle.dumps(EngineError(f"{type(exc).__name__}: {exc}"))
+    return data
+
+
+def _check_shards_visible(work: Path, blocks: list[Block]) -> None:
+    """Workers on other machines write to their own disks unless `work` is shared storage."""
+    for block in blocks:
+        for folder in ("data", "rejects"):
+            if not (work / folder / shard_name(block.index)).exists():
+                raise EngineError(
+                    f"Ray workers wrote {folder}/{shard_name(block.index)} where this machine "
+                    f"cannot see it: with a Ray cluster, OUTPUT must be on storage every node "
+                    f"shares (its folder {work.parent} is not)"
+                )
