@@ -236,3 +236,182 @@ def explain(
     src = open_source(source, split=split, subset=subset, revision=revision, streaming=streaming)
     fmt = resolve_format(src, format_, column)
     click.echo(render_explanation(explain_row(src, row_number, fmt, load_config(config))))
+
+
+@main.command()
+@click.argument("source")
+@source_options
+@click.option(
+    "--limit", type=click.IntRange(min=0), default=None, help="Audit only the first N rows."
+)
+@click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=4096,
+    show_default=True,
+    help="Rows per Arrow batch (memory is bounded by this, not by the input).",
+)
+@click.option(
+    "--stats-out",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Write stats.parquet, stats.csv and summary.json into DIR, as a clean run does.",
+)
+@click.option(
+    "--overwrite", is_flag=True, help="Replace the stats files already in --stats-out DIR."
+)
+@click.option(
+    "--max-error-rate",
+    metavar="R",
+    default=None,
+    help="Gate: fail when the share of rows with any violation exceeds R, a fraction (0.05) "
+    "or a percentage (5%).",
+)
+@click.option(
+    "--max",
+    "max_codes",
+    metavar="CODE=R",
+    multiple=True,
+    help="Gate, repeatable: fail when CODE's share exceeds R. A code's share is the rows with "
+    "it, whatever its action, over the rows in.",
+)
+@click.option(
+    "--baseline",
+    type=click.Path(),
+    default=None,
+    help="A previous clean or audit run's summary.json, or its stats folder: show each code's "
+    "share then and now.",
+)
+@click.option(
+    "--max-drift",
+    metavar="R",
+    default=None,
+    help="Gate (needs --baseline): fail when any code's share moved by more than R, in absolute "
+    "terms (0.02 or 2% means two percentage points).",
+)
+@click.option(
+    "--report",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Write a report to FILE.md (Markdown) or FILE.html (one self-contained page with a "
+    "chart): stats, drift, gates and samples.",
+)
+@click.option(
+    "--samples",
+    type=click.IntRange(min=0),
+    default=3,
+    show_default=True,
+    help="Example rows per code in the report and the JSON (the first ones in input order).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="Print one JSON document with everything on stdout."
+)
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No progress bar; print only the gates that failed."
+)
+def audit(
+    source: str,
+    format_: str,
+    column: str | None,
+    config: str,
+    split: str | None,
+    subset: str | None,
+    revision: str | None,
+    streaming: bool,
+    limit: int | None,
+    batch_size: int,
+    stats_out: str | None,
+    overwrite: bool,
+    max_error_rate: str | None,
+    max_codes: tuple[str, ...],
+    baseline: str | None,
+    max_drift: str | None,
+    report: str | None,
+    samples: int,
+    as_json: bool,
+    quiet: bool,
+) -> None:
+    """Audit SOURCE: the error stats a clean run would report, checked against gates and a
+    previous run, without writing any data.
+
+    Exit status: 0 when every gate holds, 1 when a gate is exceeded (each is printed with its
+    measured value and limit), 2 for usage errors and unreadable input, config or baseline.
+
+    \b
+    Examples:
+      transcript-clean audit raw/ --config strict --max-error-rate 5%
+      transcript-clean audit raw/ --max orphan_tool_result=0.01 --report audit.html
+      transcript-clean audit raw/ --baseline stats/yesterday --max-drift 2% --stats-out stats/today
+    """
+    import json
+
+    from transcript_clean.audit import audit as run_audit
+    from transcript_clean.audit import parse_code_limit, parse_fraction
+    from transcript_clean.report import render_text
+
+    def limit_of(value: str | None, hint: str) -> float | None:
+        try:
+            return None if value is None else parse_fraction(value)
+        except ValueError as err:
+            raise click.BadParameter(str(err), param_hint=hint) from None
+
+    max_share: dict[str, float] = {}
+    for text in max_codes:
+        try:
+            code, share = parse_code_limit(text)
+        except ValueError as err:
+            raise click.BadParameter(str(err), param_hint="'--max'") from None
+        max_share[code] = share
+    if max_drift is not None and baseline is None:
+        raise click.UsageError("--max-drift needs --baseline")
+
+    bar = None
+
+    def on_start(src: Any, fmt: Any, total: int | None) -> None:
+        nonlocal bar
+        if not quiet and not as_json:
+            click.echo(f"reading {src.name} as {fmt.name} (column {fmt.column!r})", err=True)
+        bar = _progress_bar(quiet, total)
+
+    try:
+        result = run_audit(
+            source,
+            config=config,
+            format=format_,
+            column=column,
+            limit=limit,
+            samples=samples,
+            baseline=baseline,
+            max_error_rate=limit_of(max_error_rate, "'--max-error-rate'"),
+            max_share=max_share,
+            max_drift=limit_of(max_drift, "'--max-drift'"),
+            stats_out=stats_out,
+            report=report,
+            overwrite=overwrite,
+            batch_size=batch_size,
+            split=split,
+            subset=subset,
+            revision=revision,
+            streaming=streaming,
+            progress=lambda n: bar.update(n) if bar is not None else None,
+            on_start=on_start,
+        )
+    finally:
+        if bar is not None:
+            bar.close()
+    failed = [gate.describe() for gate in result.failed]
+    if as_json:
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        for line in failed:
+            click.echo(line, err=True)
+    elif quiet:
+        for line in failed:
+            click.echo(line)
+    else:
+        click.echo(render_text(result))
+        for path in (stats_out, report):
+            if path is not None:
+                click.echo(f"wrote {path}")
+    if failed:
+        click.echo(f"audit failed: {len(failed)} gate(s) exceeded", err=True)
+        raise click.exceptions.Exit(1)
