@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
+from difflib import SequenceMatcher
 from typing import Any
 
 from transcript_clean.errors import SourceError
@@ -20,7 +21,7 @@ from transcript_clean.model import (
     ToolCall,
     ToolResult,
 )
-from transcript_clean.pipeline import RowResult, clean_row, holds_json_text
+from transcript_clean.pipeline import RepairStep, RowResult, clean_row, holds_json_text
 from transcript_clean.policy import Config
 from transcript_clean.sources import Source
 
@@ -107,6 +108,20 @@ def render_transcript(messages: Sequence[Message], indent: str = "  ") -> str:
     return "\n".join(f"{indent}[{i}] {render_message(m)}" for i, m in enumerate(messages))
 
 
+def render_change(step: RepairStep) -> list[str]:
+    """The messages a repair removed (-) and added (+), with their indexes before and after."""
+    before = [render_message(m) for m in step.before]
+    after = [render_message(m) for m in step.after]
+    lines = []
+    matcher = SequenceMatcher(a=before, b=after, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        lines += [f"  - [{i}] {before[i]}" for i in range(i1, i2)]
+        lines += [f"  + [{j}] {after[j]}" for j in range(j1, j2)]
+    return lines
+
+
 def render_explanation(exp: Explanation) -> str:
     result = exp.result
     lines = [f"{exp.source} row {exp.row_number} (format {exp.format})", ""]
@@ -123,14 +138,7 @@ def render_explanation(exp: Explanation) -> str:
     else:
         lines += ["No violations.", ""]
     for step in result.steps:
-        lines += [
-            f"Repair {step.code}:",
-            "  before:",
-            render_transcript(step.before, "    "),
-            "  after:",
-            render_transcript(step.after, "    "),
-            "",
-        ]
+        lines += [f"Repair {step.code} (- before, + after):", *render_change(step), ""]
     outcome = {
         "unchanged": "kept unchanged",
         "repaired": "kept, repaired",
