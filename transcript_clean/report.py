@@ -9,13 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from transcript_clean.explain import render_transcript
+from transcript_clean.explain import render_message, render_transcript
 from transcript_clean.model import Message
 from transcript_clean.sinks import write_text_atomic
 from transcript_clean.stats import ACTIONS, render_accounting, render_table
 
 if TYPE_CHECKING:
     from transcript_clean.audit import AuditResult, Drift, Sample
+    from transcript_clean.pipeline import RepairStep
 
 __all__ = [
     "render_drift",
@@ -28,6 +29,8 @@ __all__ = [
 
 MAX_LINES = 40
 """A sample's transcript is shown up to this many messages; the rest is summed up in one line."""
+CONTEXT = 2
+"""Unchanged messages shown around what a repair changed."""
 
 
 def _pct(value: float) -> str:
@@ -45,8 +48,37 @@ def _transcript(messages: Sequence[Message]) -> str:
     return "\n".join(lines)
 
 
+def _changed(before: Sequence[Message], after: Sequence[Message]) -> tuple[str, str]:
+    """A repair's before and after, cut to the messages that differ and CONTEXT around them."""
+    same = min(len(before), len(after))
+    start = next((i for i in range(same) if before[i] != after[i]), same)
+    tail = 0
+    while tail < same - start and before[-1 - tail] == after[-1 - tail]:
+        tail += 1
+    low = max(0, start - CONTEXT)
+
+    def window(messages: Sequence[Message]) -> str:
+        high = min(len(messages), len(messages) - tail + CONTEXT)
+        lines = [f"[{i}] {render_message(messages[i])}" for i in range(low, high)]
+        if len(lines) > MAX_LINES:
+            lines = [*lines[:MAX_LINES], f"… {len(lines) - MAX_LINES} more messages"]
+        if low:
+            lines.insert(0, f"… {low} messages before, unchanged")
+        if high < len(messages):
+            lines.append(f"… {len(messages) - high} messages after, unchanged")
+        return "\n".join(lines)
+
+    return window(before), window(after)
+
+
+def _step_to_dict(step: RepairStep) -> dict[str, str]:
+    before, after = _changed(step.before, step.after)
+    return {"code": step.code, "before": before, "after": after}
+
+
 def sample_to_dict(sample: Sample) -> dict[str, Any]:
-    """A sample as JSON: its transcripts rendered as text, one message a line."""
+    """A sample as JSON: its transcripts rendered as text, one message a line; a repair's before
+    and after cut to what changed."""
     return {
         "code": sample.code,
         "action": sample.action,
@@ -55,10 +87,7 @@ def sample_to_dict(sample: Sample) -> dict[str, Any]:
         "violations": list(sample.violations),
         "outcome": sample.outcome,
         "reject_message": sample.reject_message,
-        "steps": [
-            {"code": s.code, "before": _transcript(s.before), "after": _transcript(s.after)}
-            for s in sample.steps
-        ],
+        "steps": [_step_to_dict(step) for step in sample.steps],
         "transcript": _transcript(sample.transcript),
     }
 
@@ -116,13 +145,22 @@ def _fenced(text: str) -> str:
     return f"{fence}text\n{text}\n{fence}"
 
 
+def _shows_reject(sample: Sample) -> bool:
+    """Whether the reject message adds to the violations listed (another code, or words)."""
+    return (
+        sample.outcome == "rejected"
+        and sample.reject_message is not None
+        and sample.reject_message not in sample.violations
+    )
+
+
 def _sample_text(sample: Sample) -> str:
     lines = [*(f"- {v}" for v in sample.violations)]
-    if sample.outcome == "rejected" and sample.reject_message:
+    if _shows_reject(sample):
         lines.append(f"rejected: {sample.reject_message}")
     for step in sample.steps:
-        lines += ["", f"repair {step.code}, before:", _transcript(step.before)]
-        lines += ["", "after:", _transcript(step.after)]
+        before, after = _changed(step.before, step.after)
+        lines += ["", f"repair {step.code}, before:", before, "", "after:", after]
     if not sample.steps and sample.transcript:
         lines += ["", "transcript:", _transcript(sample.transcript)]
     return "\n".join(lines)
@@ -190,6 +228,7 @@ th, td { padding: 7px 12px; text-align: left; border-bottom: 1px solid var(--lin
 th { background: #eef0f4; font-size: 13px; color: var(--muted); font-weight: 600; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
 tr:last-child td { border-bottom: none; }
+.src { font-family: ui-monospace, monospace; font-size: 12px; word-break: break-all; }
 .up { color: #a2261b; } .down { color: #17692f; }
 .chart { background: #fff; border: 1px solid var(--line); border-radius: 8px; padding: 12px; }
 .chart svg { width: 100%; height: auto; display: block; }
@@ -200,6 +239,7 @@ tr:last-child td { border-bottom: none; }
 .steps { display: grid; grid-template-columns: 1fr 1fr; gap: 10px; }
 pre { background: #f3f4f7; border: 1px solid var(--line); border-radius: 6px; padding: 8px 10px;
       margin: 4px 0; white-space: pre-wrap; word-break: break-word; }
+.repair { margin: 10px 0 2px; font-weight: 600; font-size: 13px; }
 .label { color: var(--muted); font-size: 12px; text-transform: uppercase; letter-spacing: .04em; }
 """
 
@@ -209,10 +249,12 @@ def _e(value: object) -> str:
 
 
 def _nice_ceiling(value: float) -> float:
-    """The smallest of 1, 2, 5 × 10^k at or above `value` (at most 1: a share)."""
-    for top in (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1.0):
-        if value <= top:
-            return top
+    """The smallest of 1, 2, 2.5, 5 × 10^k at or above `value` (at most 1: a share)."""
+    for exponent in range(-4, 1):
+        for step in (1.0, 2.0, 2.5, 5.0):
+            top = step * 10.0**exponent
+            if value <= top + 1e-12:
+                return min(top, 1.0)
     return 1.0
 
 
@@ -300,7 +342,9 @@ def _stats_html(result: AuditResult) -> str:
             f"{r['rows']:,}",
             f"{r['occurrences']:,}",
             _pct(r["share"]),
-            _e(f"{r['example_source']}#{r['example_row']}") if r["example_source"] else "",
+            f'<span class="src">{_e(r["example_source"])}#{r["example_row"]}</span>'
+            if r["example_source"]
+            else "",
         ]
         for r in records
     ]
@@ -323,22 +367,36 @@ def _drift_html(drift: Sequence[Drift]) -> str:
     return _table(["code", "previous", "current", "change"], rows, {1, 2, 3})
 
 
+EXPECTED_OUTCOME = {
+    "repaired": "repaired",
+    "dropped": "repaired",
+    "kept": "unchanged",
+    "rejected": "rejected",
+}
+
+
+def _fate(sample: Sample) -> str:
+    """The row's fate, when the code's action alone does not say it (another code decided)."""
+    if EXPECTED_OUTCOME.get(sample.action) == sample.outcome:
+        return ""
+    return f" (the row was {_e(sample.outcome)})"
+
+
 def _sample_html(sample: Sample) -> str:
     out = [
         '<div class="sample">',
         f'<div class="where">{_e(sample.source)} row {sample.row} '
-        f'<span class="meta">· {_e(sample.action)} · row {_e(sample.outcome)}</span></div>',
+        f'<span class="meta">· {_e(sample.action)}{_fate(sample)}</span></div>',
     ]
     if sample.violations:
         out.append("<ul>" + "".join(f"<li>{_e(v)}</li>" for v in sample.violations) + "</ul>")
-    if sample.outcome == "rejected" and sample.reject_message:
+    if _shows_reject(sample):
         out.append(f"<p>Rejected: {_e(sample.reject_message)}</p>")
     for step in sample.steps:
-        out.append(f'<div class="label">repair {_e(step.code)}</div><div class="steps">')
-        for label, messages in (("before", step.before), ("after", step.after)):
-            out.append(
-                f'<div><div class="label">{label}</div><pre>{_e(_transcript(messages))}</pre></div>'
-            )
+        out.append(f'<div class="repair">repair <code>{_e(step.code)}</code></div>')
+        out.append('<div class="steps">')
+        for label, text in zip(("before", "after"), _changed(step.before, step.after), strict=True):
+            out.append(f'<div><div class="label">{label}</div><pre>{_e(text)}</pre></div>')
         out.append("</div>")
     if not sample.steps and sample.transcript:
         out.append(
@@ -389,7 +447,10 @@ def render_html(result: AuditResult) -> str:
             ]
             for g in result.gates
         ]
-        body += ["<h2>Gates</h2>", _table(["gate", "measured", "limit", "", ""], rows, {1, 2})]
+        body += [
+            "<h2>Gates</h2>",
+            _table(["gate", "measured", "limit", "result", "detail"], rows, {1, 2}),
+        ]
     body += ["<h2>Share of rows per code</h2>", f'<div class="chart">{render_chart(result)}</div>']
     body += ["<h2>Error stats</h2>", _stats_html(result)]
     if result.drift is not None and result.baseline is not None:
