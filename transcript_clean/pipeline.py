@@ -12,9 +12,12 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from transcript_clean.errors import FormatError
+from transcript_clean.fastpath import clean_mask
 from transcript_clean.formats.base import Decoded, DecodeError, Format, Row
 from transcript_clean.model import AssistantMessage, Message
 from transcript_clean.policy import (
@@ -355,12 +358,17 @@ def clean_batch(
     source: str = "",
     first_row: int = 0,
     on_row: Callable[[int, Row, RowResult], None] | None = None,
+    fast: bool = True,
 ) -> BatchResult:
     """Clean one Arrow batch: `(kept, rejects, stats)`.
 
     `kept` has the input's schema and its rows in input order, an unchanged row value for value;
     `rejects` holds rejected rows as they came in plus `_reject_codes`, `_reject_message`,
     `_source` and `_source_row` (`first_row` + the row's position in the batch).
+
+    Rows the Arrow fast path proves clean skip the per-row path (`fast=False` sends every row
+    through it: the same result, slower); `on_row` sees every row that takes the per-row path,
+    which includes every row with a code.
     """
     table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
     fmt = _resolve_format(format, table)
@@ -371,10 +379,20 @@ def clean_batch(
         )
     as_json = holds_json_text(table.schema, fmt.column)
     stats = Stats()
-    kept: list[int] = []
     fitted: dict[int, pa.Table] = {}
     rejected: list[tuple[int, RowResult]] = []
-    for i, row in enumerate(table.to_pylist()):
+
+    # Rows the fast path proves canonical are kept as they are, without becoming Python objects.
+    mask = None if as_json or not fast else clean_mask(fmt, table.column(fmt.column))
+    if mask is None:
+        slow = np.arange(table.num_rows)
+    else:
+        slow = np.flatnonzero(~mask)
+        lengths = pc.fill_null(pc.list_value_length(table.column(fmt.column)), 0).to_numpy()
+        stats.add_clean_rows(int(mask.sum()), int(lengths[mask].sum()))
+    kept = np.ones(table.num_rows, dtype=bool)
+    slow_rows = table.take(pa.array(slow)).to_pylist() if len(slow) else []
+    for i, row in zip(slow.tolist(), slow_rows, strict=True):
         result = _clean_row_of(row, fmt, config, as_json)
         if result.status == "repaired":
             assert result.row is not None
@@ -384,13 +402,12 @@ def clean_batch(
                 unencodable(result, f"the repaired row does not fit the input's schema: {err}")
         if result.status == "rejected":
             rejected.append((i, result))
-        else:
-            kept.append(i)
+            kept[i] = False
         stats.add_row(result, source, first_row + i)
         if on_row is not None:
             on_row(first_row + i, row, result)
     return BatchResult(
-        _assemble_kept(table, kept, fitted),
+        _assemble_kept(table, np.flatnonzero(kept).tolist(), fitted),
         _assemble_rejects(table, rejected, source, first_row),
         stats,
     )

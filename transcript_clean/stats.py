@@ -86,6 +86,14 @@ class Stats:
             if code == EMPTY_ASSISTANT_TURN and action == "dropped":
                 self.empty_turns_dropped += counts.get(code, 0)
 
+    def add_clean_rows(self, rows: int, messages: int) -> None:
+        """Rows kept unchanged with no code (the fast path's), holding `messages` messages."""
+        self.rows_in += rows
+        self.rows_kept += rows
+        self.rows_clean += rows
+        self.messages_in += messages
+        self.messages_out += messages
+
     def merge(self, other: Stats) -> None:
         """Add `other`, which comes after `self` in input order (so examples stay the first)."""
         self.rows_in += other.rows_in
