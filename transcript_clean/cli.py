@@ -254,6 +254,7 @@ def explain(
 @click.option(
     "--stats-out",
     type=click.Path(file_okay=False),
+    metavar="DIR",
     default=None,
     help="Write stats.parquet, stats.csv and summary.json into DIR, as a clean run does.",
 )
