@@ -81,11 +81,17 @@ def write_summary(path: Path, rows_in: int, stats: list[tuple[str, str, int]]) -
 # the same stats as clean
 
 
+# Every message {role, content: str}: Arrow types the column, so the fast path runs on its rows.
+TYPED = [CLEAN, CONSECUTIVE, CLEAN, EMPTY, NO_ASSISTANT, CLEAN, CLEAN, CONSECUTIVE, CLEAN]
+
+
+@pytest.mark.parametrize("rows", [ROWS, TYPED], ids=["json-text", "typed"])
 @pytest.mark.parametrize("config", ["default", "strict"])
 @pytest.mark.parametrize("limit", [None, 7])
 def test_audit_reports_the_stats_clean_reports(
-    data: Path, tmp_path: Path, config: str, limit: int | None
+    tmp_path: Path, rows: list[list[dict[str, Any]]], config: str, limit: int | None
 ) -> None:
+    data = write_jsonl(tmp_path / "train.jsonl", rows)
     cleaned = clean(str(data), tmp_path / "out", config=config, limit=limit)
     audited = audit(str(data), config=config, limit=limit, stats_out=tmp_path / "stats")
 
@@ -407,6 +413,8 @@ def test_samples_are_the_first_rows_of_each_code(data: Path) -> None:
     }
     assert [s.row for s in audit(str(data), samples=5).samples["consecutive_assistant"]] == [1, 7]
     assert audit(str(data), samples=0).samples == {}
+    typed = write_jsonl(data.with_name("typed.jsonl"), TYPED)
+    assert [s.row for s in audit(str(typed)).samples["consecutive_assistant"]] == [1, 7]
 
 
 def test_samples_carry_the_repair_before_and_after(data: Path) -> None:
