@@ -1,7 +1,7 @@
 """transcript_clean: clean chat and tool-calling conversation datasets.
 
-    >>> from transcript_clean import clean
-    >>> clean("raw/*.parquet", "clean/", config="strict")  # doctest: +SKIP
+>>> from transcript_clean import clean
+>>> clean("raw/*.parquet", "clean/", config="strict")  # doctest: +SKIP
 """
 
 from __future__ import annotations

@@ -91,11 +91,11 @@ def _rows_with(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Mask:
 def _openai_mask(array: pa.Array) -> Mask:
     rows = len(array)
     lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
-    bad = np.asarray(array.is_null().to_numpy(zero_copy_only=False), dtype=bool) | (lengths == 0)
+    bad: Mask = _np(array.is_null()) | (lengths == 0)
 
     msgs = pc.list_flatten(array)
     if len(msgs) == 0:
-        return ~bad
+        return np.logical_not(bad)
     parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
     n = len(msgs)
     message_type = msgs.type
@@ -149,7 +149,7 @@ def _openai_mask(array: pa.Array) -> Mask:
     bad |= np.bincount(parent[is_assistant], minlength=rows) == 0  # no_assistant_turn
     if calling.any():
         bad |= _calls_bad(msgs, parent, rows, bad, is_tool)
-    return ~bad
+    return np.logical_not(bad)
 
 
 def _calls_bad(
