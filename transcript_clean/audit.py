@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import json
 import os
-import sys
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +30,7 @@ from transcript_clean.policy import (
 )
 from transcript_clean.sinks import write_table_atomic, write_text_atomic
 from transcript_clean.sources import Source, open_source
-from transcript_clean.stats import Stats
+from transcript_clean.stats import Stats, run_summary
 
 __all__ = [
     "STATS_FILES",
@@ -518,38 +516,21 @@ def _summary(
     src: Source, fmt: Format, cfg: Config, stats: Stats, limit: int | None, seconds: float
 ) -> dict[str, Any]:
     """A clean run's summary.json keys, plus the audit's own measures."""
-    from transcript_clean import __version__
-
-    return {
-        "command": "audit",
-        "source": src.name,
-        "format": fmt.name,
-        "column": fmt.column,
-        "config": cfg.to_dict(),
-        "fingerprint": src.fingerprint(),
-        "limit": limit,
-        "counts": stats.counts(),
-        "rows_in": stats.rows_in,
-        "rows_kept": stats.rows_kept,
-        "rows_repaired": stats.rows_repaired,
-        "rows_rejected": stats.rows_rejected,
-        "accounting_ok": stats.rows_in == stats.rows_kept + stats.rows_rejected,
-        "rows_with_violations": stats.rows_with_violations,
-        "error_rate": error_rate(stats),
-        "code_shares": code_shares(stats),
-        "stats": stats.records(),
-        "engine": "local",
-        "workers": 1,
-        "audited_at": datetime.now(UTC).isoformat(timespec="seconds"),
-        "seconds": round(seconds, 3),
-        "rows_per_second": round(stats.rows_in / seconds, 1) if seconds > 0 else None,
-        "versions": {
-            "transcript_clean": __version__,
-            "pyarrow": metadata.version("pyarrow"),
-            "datasets": metadata.version("datasets"),
-            "python": sys.version.split()[0],
-        },
-    }
+    return run_summary(
+        stats,
+        source=src.name,
+        format=fmt.name,
+        column=fmt.column,
+        config=cfg.to_dict(),
+        fingerprint=src.fingerprint(),
+        seconds=seconds,
+        command="audit",
+        limit=limit,
+        rows_with_violations=stats.rows_with_violations,
+        error_rate=error_rate(stats),
+        code_shares=code_shares(stats),
+        audited_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
 
 
 # ---------------------------------------------------------------------------------------------

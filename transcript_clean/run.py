@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
@@ -22,7 +21,7 @@ from transcript_clean.formats.base import Format
 from transcript_clean.policy import Config, load_config
 from transcript_clean.sinks import ParquetShard, shard_name, write_table_atomic, write_text_atomic
 from transcript_clean.sources import Source, json_columns, open_source
-from transcript_clean.stats import Stats, dataset_card
+from transcript_clean.stats import Stats, dataset_card, run_summary
 
 __all__ = ["DEFAULT_ROWS_PER_SHARD", "RunResult", "clean", "resolve_format"]
 
@@ -122,9 +121,10 @@ def clean(
     if on_start is not None:
         on_start(src, fmt, rows_total)
 
+    fingerprint = src.fingerprint()
     identity = {
         "source": src.name,
-        "fingerprint": src.fingerprint(),
+        "fingerprint": fingerprint,
         "format": fmt.name,
         "column": fmt.column,
         "config": cfg.to_dict(),
@@ -152,7 +152,17 @@ def clean(
             )
         stats.check()
         seconds = time.perf_counter() - started
-        summary = _summary(src, fmt, cfg, stats, identity, seconds, engine, workers)
+        summary = run_summary(
+            stats,
+            source=src.name,
+            format=fmt.name,
+            column=fmt.column,
+            config=cfg.to_dict(),
+            fingerprint=fingerprint,
+            seconds=seconds,
+            engine=engine,
+            workers=workers,
+        )
         _finalize(work, out, src, shards, stats, summary, overwrite)
     return RunResult(out, stats, summary)
 
@@ -286,44 +296,3 @@ def _parquet_rows(path: Path) -> int:
     import pyarrow.parquet as pq
 
     return int(pq.ParquetFile(path).metadata.num_rows)
-
-
-def _summary(
-    src: Source,
-    fmt: Format,
-    cfg: Config,
-    stats: Stats,
-    identity: dict[str, Any],
-    seconds: float,
-    engine: str,
-    workers: int,
-) -> dict[str, Any]:
-    import datasets
-    import pyarrow
-
-    from transcript_clean import __version__
-
-    return {
-        "source": src.name,
-        "format": fmt.name,
-        "column": fmt.column,
-        "config": cfg.to_dict(),
-        "fingerprint": identity["fingerprint"],
-        "counts": stats.counts(),
-        "rows_in": stats.rows_in,
-        "rows_kept": stats.rows_kept,
-        "rows_repaired": stats.rows_repaired,
-        "rows_rejected": stats.rows_rejected,
-        "accounting_ok": stats.rows_in == stats.rows_kept + stats.rows_rejected,
-        "stats": stats.records(),
-        "engine": engine,
-        "workers": workers,
-        "seconds": round(seconds, 3),
-        "rows_per_second": round(stats.rows_in / seconds, 1) if seconds > 0 else None,
-        "versions": {
-            "transcript_clean": __version__,
-            "pyarrow": pyarrow.__version__,
-            "datasets": datasets.__version__,
-            "python": sys.version.split()[0],
-        },
-    }

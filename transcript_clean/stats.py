@@ -183,6 +183,52 @@ def _fields(entry: CodeStats) -> dict[str, Any]:
     }
 
 
+def run_summary(
+    stats: Stats,
+    *,
+    source: str,
+    format: str,
+    column: str,
+    config: Mapping[str, Any],
+    fingerprint: str,
+    seconds: float,
+    engine: str = "local",
+    workers: int = 1,
+    **extra: Any,
+) -> dict[str, Any]:
+    """summary.json: the counts, the stats table, what ran on what, and how fast."""
+    import sys
+    from importlib import metadata
+
+    from transcript_clean import __version__
+
+    return {
+        "source": source,
+        "format": format,
+        "column": column,
+        "config": dict(config),
+        "fingerprint": fingerprint,
+        "counts": stats.counts(),
+        "rows_in": stats.rows_in,
+        "rows_kept": stats.rows_kept,
+        "rows_repaired": stats.rows_repaired,
+        "rows_rejected": stats.rows_rejected,
+        "accounting_ok": stats.rows_in == stats.rows_kept + stats.rows_rejected,
+        "stats": stats.records(),
+        **extra,
+        "engine": engine,
+        "workers": workers,
+        "seconds": round(seconds, 3),
+        "rows_per_second": round(stats.rows_in / seconds, 1) if seconds > 0 else None,
+        "versions": {
+            "transcript_clean": __version__,
+            "pyarrow": metadata.version("pyarrow"),
+            "datasets": metadata.version("datasets"),
+            "python": sys.version.split()[0],
+        },
+    }
+
+
 def render_table(records: list[dict[str, Any]], *, markdown: bool = False) -> str:
     """The stats table as aligned text for a terminal, or as a Markdown table."""
     header = ["code", "action", "rows", "occurrences", "share", "example"]
