@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+import json
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar
 
 from transcript_clean.errors import TranscriptCleanError
-from transcript_clean.model import Message
+from transcript_clean.model import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    Text,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
 
 Row = dict[str, Any]
 """One dataset row as Python values: column name -> value (what `pyarrow` `to_pylist` gives)."""
@@ -38,6 +47,9 @@ class Decoded:
     row: Row
     minted: frozenset[str] = field(default_factory=frozenset)
     """Call ids the decoder made up from positions; the encoder never writes them back."""
+    format: str | None = None
+    """The name of the format that decoded the row. Another format's encoder ignores the
+    messages' `origin` (source objects of a different shape) and writes them fresh."""
 
 
 class Format:
@@ -66,3 +78,141 @@ class Format:
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(column={self.column!r})"
+
+
+# ---------------------------------------------------------------------------------------------
+# helpers the format modules share: reading a row without letting anything but DecodeError out,
+# and writing values back so that an unchanged value leaves the source object as it was
+
+
+class _Missing:
+    """The value of a key a source object does not have (unlike None, which it may hold)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "MISSING"
+
+
+MISSING: Any = _Missing()
+
+TEXT_JOINER = "\n\n"
+"""What joins several text parts written into a format whose content is one string (SPEC R4)."""
+
+
+def join_texts(texts: Iterable[str]) -> str:
+    return TEXT_JOINER.join(texts)
+
+
+def kind_of(value: object) -> str:
+    """How an error message names the type of a JSON value."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
+
+
+def malformed(path: str, problem: str) -> DecodeError:
+    return DecodeError(MALFORMED_ROW, path, problem)
+
+
+def expect_object(value: object, path: str) -> Mapping[str, Any]:
+    if not isinstance(value, Mapping):
+        raise malformed(path, f"expected an object, got {kind_of(value)}")
+    return value
+
+
+def expect_list(value: object, path: str) -> list[Any]:
+    if not isinstance(value, list):
+        raise malformed(path, f"expected a list, got {kind_of(value)}")
+    return value
+
+
+def required_str(obj: Mapping[str, Any], key: str, path: str) -> str:
+    """`obj[key]`, a string; a missing key and None are both `missing`."""
+    value = obj.get(key)
+    if value is None:
+        raise malformed(path, f'missing "{key}"')
+    if not isinstance(value, str):
+        raise malformed(f"{path}.{key}", f"expected a string, got {kind_of(value)}")
+    return value
+
+
+def optional_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
+    value = obj.get(key)
+    if value is not None and not isinstance(value, str):
+        raise malformed(f"{path}.{key}", f"expected a string or null, got {kind_of(value)}")
+    return value
+
+
+def parse_arguments(value: object) -> tuple[Any, str | None]:
+    """`(arguments, raw_arguments)` of a call: a string is kept verbatim as the raw arguments and
+    parsed when it parses (else None); any other value is the arguments themselves."""
+    if not isinstance(value, str):
+        return value, None
+    try:
+        return json.loads(value), value
+    except (ValueError, RecursionError):
+        return None, value
+
+
+def put(out: dict[str, Any], key: str, value: Any) -> None:
+    """Sets `out[key] = value` unless it already holds it; a missing key holds None, so writing
+    None leaves a missing key missing (and an unchanged value leaves the source as it was)."""
+    if out.get(key) != value:
+        out[key] = value
+
+
+class IdMinter:
+    """Makes up stable call ids from positions for a row whose source has none.
+
+    `taken` is called once, at the first mint, for the ids the row really holds, so that a
+    minted id never collides with one of them.
+    """
+
+    __slots__ = ("_taken", "_used", "minted")
+
+    def __init__(self, taken: Callable[[], Iterable[str]]) -> None:
+        self._taken = taken
+        self._used: set[str] | None = None
+        self.minted: set[str] = set()
+
+    def __call__(self, base: str) -> str:
+        if self._used is None:
+            self._used = set(self._taken())
+        minted = base
+        while minted in self._used:
+            minted += "_"
+        self._used.add(minted)
+        self.minted.add(minted)
+        return minted
+
+
+def without_origins(messages: Sequence[Message]) -> list[Message]:
+    """The messages with every `origin` dropped, for an encoder writing another format's rows."""
+    out: list[Message] = []
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            out.append(SystemMessage(message.content))
+        elif isinstance(message, UserMessage):
+            out.append(UserMessage(tuple(_bare(p) for p in message.content)))
+        else:
+            out.append(AssistantMessage(tuple(_bare(p) for p in message.content), message.id))
+    return out
+
+
+def _bare(part: Any) -> Any:
+    if isinstance(part, ToolResult):
+        return replace(part, content=tuple(_bare(p) for p in part.content), origin=None)
+    if isinstance(part, Text | ToolCall):
+        return replace(part, origin=None)
+    return part

@@ -1,0 +1,202 @@
+"""`auto`: detecting the format from the columns and the first rows; and the registry."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from transcript_clean.errors import FormatError
+from transcript_clean.formats import (
+    FORMAT_NAMES,
+    FORMATS,
+    AnthropicFormat,
+    OpenAIFormat,
+    RigFormat,
+    ShareGPTFormat,
+    detect_format,
+    get_format,
+)
+
+
+def read_rows(path: Path) -> list[dict[str, Any]]:
+    if path.suffix == ".jsonl":
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    data = json.loads(path.read_text())
+    return data if isinstance(data, list) else [data]
+
+
+def columns_of(rows: list[dict[str, Any]]) -> list[str]:
+    return list(dict.fromkeys(key for row in rows for key in row))
+
+
+@pytest.mark.parametrize(
+    ("file", "name", "column"),
+    [
+        ("sharegpt/glaive_toolcall_en_demo.json", "sharegpt", "conversations"),
+        ("sharegpt/fastchat_dummy_conversation.json", "sharegpt", "conversations"),
+        ("sharegpt/axolotl_conversation_missingturns.json", "sharegpt", "conversations"),
+        ("openai/toy_chat_fine_tuning.jsonl", "openai", "messages"),
+        ("openai/functionary_test_case.json", "openai", "messages"),
+    ],
+)
+def test_the_shared_files_are_detected(
+    shared_data: Path, file: str, name: str, column: str
+) -> None:
+    rows = read_rows(shared_data / file)
+    fmt = detect_format(columns_of(rows), rows)
+    assert (fmt.name, fmt.column) == (name, column)
+
+
+def openai_row() -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": "user", "content": "Go"},
+            {
+                "role": "assistant",
+                "tool_calls": [{"id": "a", "function": {"name": "f", "arguments": "{}"}}],
+            },
+            {"role": "tool", "tool_call_id": "a", "content": "1"},
+        ]
+    }
+
+
+def anthropic_row() -> dict[str, Any]:
+    return {
+        "system": "Be brief.",
+        "messages": [
+            {"role": "user", "content": "Go"},
+            {
+                "role": "assistant",
+                "content": [{"type": "tool_use", "id": "a", "name": "f", "input": {}}],
+            },
+            {
+                "role": "user",
+                "content": [{"type": "tool_result", "tool_use_id": "a", "content": "1"}],
+            },
+        ],
+    }
+
+
+def rig_row() -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": "user", "content": [{"type": "text", "text": "Go"}]},
+            {
+                "role": "assistant",
+                "id": None,
+                "content": [
+                    {"type": "toolcall", "id": "a", "function": {"name": "f", "arguments": {}}}
+                ],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"type": "toolresult", "call": "a", "content": [{"type": "text", "text": "1"}]}
+                ],
+            },
+        ]
+    }
+
+
+@pytest.mark.parametrize(
+    ("row", "expected"),
+    [
+        (openai_row(), OpenAIFormat),
+        (anthropic_row(), AnthropicFormat),
+        (rig_row(), RigFormat),
+        ({"conversations": [{"from": "human", "value": "Hi"}]}, ShareGPTFormat),
+        # Plain chat reads the same in OpenAI's and Anthropic's formats: a system column says which.
+        ({"messages": [{"role": "user", "content": "Hi"}]}, OpenAIFormat),
+        ({"messages": [{"role": "user", "content": "Hi"}], "system": "s"}, AnthropicFormat),
+        (
+            {
+                "messages": [
+                    {"role": "assistant", "id": "m", "content": [{"type": "text", "text": "x"}]}
+                ]
+            },
+            RigFormat,
+        ),
+    ],
+)
+def test_each_format_is_detected_from_its_keys(row: dict[str, Any], expected: type) -> None:
+    assert type(detect_format(list(row), [row])) is expected
+
+
+def test_a_conversation_column_of_another_name_is_found() -> None:
+    row = {"id": 1, "dialogue": openai_row()["messages"]}
+    fmt = detect_format(["id", "dialogue"], [row])
+    assert (fmt.name, fmt.column) == ("openai", "dialogue")
+
+
+def test_a_column_stored_as_json_text_is_looked_into() -> None:
+    row = {
+        "conversations": json.dumps(
+            [{"from": "human", "value": "Hi"}, {"from": "gpt", "value": "Yo"}]
+        )
+    }
+    fmt = detect_format(["conversations"], [row])
+    assert fmt.name == "sharegpt"
+
+
+def test_sharegpt_with_user_and_assistant_tags_gets_those_tags() -> None:
+    row = {
+        "conversations": [
+            {"from": "user", "value": "Go"},
+            {"from": "function_call", "value": '{"name": "f", "arguments": {}}'},
+            {"from": "tool", "value": "1"},
+            {"from": "assistant", "value": "Done"},
+        ]
+    }
+    fmt = detect_format(["conversations"], [row])
+    assert isinstance(fmt, ShareGPTFormat)
+    assert fmt.tags["tool"] == "observation"
+    decoded = fmt.decode(row)
+    assert fmt.encode(decoded, decoded.messages) == row
+    assert "tags=" in repr(fmt)
+
+
+def test_the_format_that_reads_the_most_rows_wins() -> None:
+    # A rig part type points at rig, but only OpenAI reads these rows.
+    rows = [{"messages": [{"role": "tool", "content": [{"type": "reasoning", "x": 1}]}]}] * 3
+    assert detect_format(["messages"], rows).name == "openai"
+
+
+def test_without_rows_the_column_name_decides() -> None:
+    assert detect_format(["conversations"], []).name == "sharegpt"
+    assert detect_format(["id", "messages"], []).name == "openai"
+
+
+@pytest.mark.parametrize(
+    ("columns", "rows", "seen"),
+    [
+        (["text"], [{"text": "hello"}], "none (no column holds messages)"),
+        (["messages"], [{"messages": [{"role": "bot", "content": "x"}]}], "roles bot"),
+        (["chat"], [{"chat": [{"speaker": "a", "line": "x"}]}], "message keys line, speaker"),
+    ],
+)
+def test_when_nothing_fits_the_error_says_what_was_seen_and_tried(
+    columns: list[str], rows: list[dict[str, Any]], seen: str
+) -> None:
+    with pytest.raises(FormatError) as err:
+        detect_format(columns, rows)
+    message = str(err.value)
+    assert f"columns: {', '.join(columns)}" in message
+    assert seen in message
+    if "roles bot" in seen:
+        assert "openai on column 'messages': read 0 of 1 rows" in message
+        assert "rig on column 'messages'" in message
+
+
+def test_the_registry() -> None:
+    assert FORMAT_NAMES == ("openai", "sharegpt", "anthropic", "rig")
+    assert all(FORMATS[name].name == name for name in FORMAT_NAMES)
+    fmt = get_format("sharegpt", "messages", tags={"user": "user"})
+    assert (fmt.column, fmt.tags) == ("messages", {"user": "user"})  # type: ignore[attr-defined]
+    assert get_format("openai").column == "messages"
+    with pytest.raises(FormatError, match="unknown format 'chatml'"):
+        get_format("chatml")
+    with pytest.raises(FormatError, match="does not take options"):
+        get_format("openai", tags={})

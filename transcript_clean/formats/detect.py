@@ -1,0 +1,183 @@
+"""`auto`: which format a dataset is in, from its column names and the keys of its first rows.
+
+Each column holding lists of objects is a candidate conversation column. Its message keys, roles,
+tags and part types point at formats (an `observation` tag at ShareGPT, a `tool_use` block at
+Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI); each format pointed at is then
+tried on the first rows, and the one that reads the most of them wins (ties go to the one the
+keys point at most clearly).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from transcript_clean.errors import FormatError
+from transcript_clean.formats.base import DecodeError, Format
+from transcript_clean.formats.sharegpt import DEFAULT_TAGS
+
+SAMPLE_ROWS: Final = 20
+"""How many of the first rows detection looks at."""
+
+# Where conversations usually live: these columns are tried first.
+_USUAL_COLUMNS: Final = ("messages", "conversations", "conversation", "chat", "dialog")
+
+# Tags ShareGPT-style sets use beyond LLaMA-Factory's, and what they stand for.
+_TAG_ALIASES: Final[Mapping[str, str]] = {
+    **DEFAULT_TAGS,
+    "user": "user",
+    "assistant": "assistant",
+    "tool": "observation",
+}
+
+_OPENAI_ROLES: Final = {"system", "developer", "tool", "function"}
+_OPENAI_KEYS: Final = {"tool_calls", "tool_call_id", "function_call", "reasoning_content"}
+_OPENAI_PARTS: Final = {"image_url", "input_audio", "file", "refusal"}
+_ANTHROPIC_PARTS: Final = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
+_RIG_PARTS: Final = {"toolcall", "toolresult", "reasoning"}
+
+
+@dataclass
+class _Seen:
+    """What the first rows hold in one column."""
+
+    column: str
+    keys: set[str] = field(default_factory=set)
+    roles: set[str] = field(default_factory=set)
+    tags: set[str] = field(default_factory=set)
+    part_types: set[str] = field(default_factory=set)
+    assistant_ids: bool = False  # an assistant message has an "id" key (rig writes one)
+
+    def describe(self) -> str:
+        def listed(values: set[str]) -> str:
+            return ", ".join(sorted(values)) or "-"
+
+        return (
+            f"column {self.column!r}: message keys {listed(self.keys)}; roles "
+            f"{listed(self.roles)}; tags {listed(self.tags)}; part types {listed(self.part_types)}"
+        )
+
+
+def detect_format(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> Format:
+    """The format (with its conversation column set) of a dataset with these columns, judged by
+    its first rows. Raises `FormatError` naming the columns and keys seen and the formats tried.
+    """
+    sample = [_json_decoded(row) for row in rows[:SAMPLE_ROWS]]
+    seen = [s for s in (_look(column, sample) for column in _ordered(columns)) if s is not None]
+    if not sample:
+        for column, name in (("messages", "openai"), ("conversations", "sharegpt")):
+            if column in columns:
+                return _make(name, column)
+    candidates = [c for s in seen for c in _candidates(s, set(columns))]
+    tried: list[str] = []
+    best: tuple[int, Format] | None = None
+    for fmt in candidates:
+        read, first_error = _trial(fmt, sample)
+        tried.append(f"{fmt.name} on column {fmt.column!r}: read {read} of {len(sample)} rows")
+        if first_error is not None:
+            tried[-1] += f" ({first_error})"
+        if read and (best is None or read > best[0]):
+            best = (read, fmt)
+    if best is not None:
+        return best[1]
+    lines = [
+        "cannot tell the conversation format of these rows",
+        f"  columns: {', '.join(columns) or '-'}",
+        *(f"  {s.describe()}" for s in seen),
+        "  formats tried:"
+        + ("".join(f"\n    {t}" for t in tried) or " none (no column holds messages)"),
+        "Name the format and the column of the conversations to read them.",
+    ]
+    raise FormatError("\n".join(lines))
+
+
+def _make(name: str, column: str, **options: Any) -> Format:
+    from transcript_clean.formats import get_format  # the registry imports this module
+
+    return get_format(name, column, **options)
+
+
+def _json_decoded(row: Mapping[str, Any]) -> dict[str, Any]:
+    """The row with conversation columns stored as JSON strings decoded, as the cleaner reads
+    them."""
+    out = dict(row)
+    for key, value in row.items():
+        if isinstance(value, str) and value.lstrip().startswith("[{"):
+            with contextlib.suppress(ValueError, RecursionError):
+                out[key] = json.loads(value)
+    return out
+
+
+def _ordered(columns: Sequence[str]) -> list[str]:
+    usual = [c for c in _USUAL_COLUMNS if c in columns]
+    return usual + [c for c in columns if c not in usual]
+
+
+def _look(column: str, sample: list[dict[str, Any]]) -> _Seen | None:
+    """What the sample holds in `column`, or None when it holds no list of objects."""
+    seen = _Seen(column)
+    found = False
+    for row in sample:
+        messages = row.get(column)
+        if not isinstance(messages, list):
+            continue
+        for message in messages:
+            if not isinstance(message, Mapping):
+                continue
+            found = True
+            seen.keys.update(k for k in message if isinstance(k, str) and message[k] is not None)
+            role, tag = message.get("role"), message.get("from")
+            if isinstance(role, str):
+                seen.roles.add(role)
+                if role == "assistant" and "id" in message:
+                    seen.assistant_ids = True
+            if isinstance(tag, str):
+                seen.tags.add(tag)
+            content = message.get("content")
+            if isinstance(content, list):
+                seen.part_types.update(
+                    p["type"]
+                    for p in content
+                    if isinstance(p, Mapping) and isinstance(p.get("type"), str)
+                )
+    return seen if found else None
+
+
+def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
+    """The formats `seen` may be in, the most likely first."""
+    column = seen.column
+    if "from" in seen.keys and "value" in seen.keys:
+        if seen.tags <= set(DEFAULT_TAGS) or not seen.tags <= set(_TAG_ALIASES):
+            return [_make("sharegpt", column)]
+        # The set's own tags first, so that turns written fresh use them.
+        tags = {t: _TAG_ALIASES[t] for t in sorted(seen.tags)} | dict(DEFAULT_TAGS)
+        return [_make("sharegpt", column, tags=tags)]
+    if "role" not in seen.keys:
+        return []
+    types = seen.part_types
+    scores = {
+        "openai": 2 * bool(seen.roles & _OPENAI_ROLES)
+        + 2 * bool(seen.keys & _OPENAI_KEYS)
+        + 2 * bool(types & _OPENAI_PARTS),
+        "anthropic": 3 * bool(types & _ANTHROPIC_PARTS)
+        + bool("system" in columns and seen.roles <= {"user", "assistant"}),
+        "rig": 3 * bool(types & _RIG_PARTS) + 2 * seen.assistant_ids,
+    }
+    ranked = sorted(scores, key=lambda name: -scores[name])  # stable: openai first on ties
+    return [_make(name, column) for name in ranked]
+
+
+def _trial(fmt: Format, sample: list[dict[str, Any]]) -> tuple[int, str | None]:
+    """How many sample rows `fmt` reads, and why it could not read the first it could not."""
+    read, first_error = 0, None
+    for row in sample:
+        try:
+            fmt.decode(row)
+        except DecodeError as err:
+            first_error = first_error or f"{err.code}: {err}"
+        else:
+            read += 1
+    return read, first_error
