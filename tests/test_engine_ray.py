@@ -220,7 +220,7 @@ def test_help_names_the_engines_and_the_address() -> None:
     assert result.exit_code == 0
     text = " ".join(result.output.split())
     assert "--engine [local|ray]" in text
-    assert "[ray] extra" in text
+    assert "pipinstall'transcript-clean[ray]'" in "".join(text.split())  # wrapped at its "-"
     assert "--ray-address TEXT" in text and "RAY_ADDRESS" in text
 
 

@@ -123,12 +123,14 @@ def _progress_bar(quiet: bool, total: int | None) -> Any:
     type=click.Choice(["local", "ray"]),
     default="local",
     show_default=True,
-    help="local: this machine's processes; ray: a Ray cluster (needs the [ray] extra).",
+    help="local: processes on this machine; ray: Ray Data tasks on a local Ray or a cluster "
+    "(needs the [ray] extra: pip install 'transcript-clean[ray]').",
 )
 @click.option(
     "--ray-address",
     default=None,
-    help="Ray: the cluster to join (default: RAY_ADDRESS or a new local Ray).",
+    help="Ray: the cluster to join, HOST:PORT or auto (default: RAY_ADDRESS, else a new local "
+    "Ray on this machine).",
 )
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no table: only errors.")
 def clean(
