@@ -6,6 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 from transcript_clean.errors import FormatError
@@ -19,6 +20,7 @@ from transcript_clean.formats import (
     detect_format,
     get_format,
 )
+from transcript_clean.synthetic import arrow_schema, generate_rows
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:
@@ -200,3 +202,15 @@ def test_the_registry() -> None:
         get_format("chatml")
     with pytest.raises(FormatError, match="does not take options"):
         get_format("openai", tags={})
+
+
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt", "anthropic", "rig"])
+@pytest.mark.parametrize("through_arrow", [False, True], ids=["rows", "arrow rows"])
+def test_generated_rows_of_each_format_are_detected(fmt: str, through_arrow: bool) -> None:
+    rows = [row for row, _ in generate_rows(40, fmt, seed=11)]
+    table = pa.Table.from_pylist(rows, schema=arrow_schema(fmt))
+    if through_arrow:  # as the cleaner reads them: every key of the schema, absent ones null
+        rows = table.slice(0, 20).to_pylist()
+    detected = detect_format(table.column_names, rows)
+    assert detected.name == fmt
+    assert detected.column == ("conversations" if fmt == "sharegpt" else "messages")

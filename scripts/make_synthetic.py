@@ -1,0 +1,166 @@
+#!/usr/bin/env python
+"""Write generated conversation rows, with defects planted at known rates, to Parquet or JSONL.
+
+A thin command over `transcript_clean.synthetic.generate_rows`; see `--help`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import itertools
+import json
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+
+import click
+
+from transcript_clean.formats.base import Row
+from transcript_clean.synthetic import CODES, FORMATS, arrow_schema, default_rates, generate_rows
+
+
+def parse_rates(given: tuple[str, ...]) -> dict[str, float] | None:
+    """`CODE=R` options as rates (R a fraction, or a percentage such as `5%`); None if none."""
+    if not given:
+        return None
+    rates: dict[str, float] = {}
+    for item in given:
+        code, sep, value = item.partition("=")
+        if not sep or code not in CODES:
+            raise click.BadParameter(
+                f"{item!r}: expected CODE=R with CODE one of {', '.join(CODES)}",
+                param_hint="--rate",
+            )
+        try:
+            rate = float(value[:-1]) / 100 if value.endswith("%") else float(value)
+        except ValueError:
+            raise click.BadParameter(
+                f"{item!r}: {value!r} is not a number", param_hint="--rate"
+            ) from None
+        rates[code] = rate
+    return rates
+
+
+@click.command()
+@click.argument("output", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--rows",
+    type=click.IntRange(min=0),
+    default=10_000,
+    show_default=True,
+    help="How many rows to write.",
+)
+@click.option(
+    "--format",
+    "format_",
+    type=click.Choice(FORMATS),
+    default="openai",
+    show_default=True,
+    help="The conversation format of the rows.",
+)
+@click.option(
+    "--seed", type=int, default=0, show_default=True, help="The same seed gives the same rows."
+)
+@click.option(
+    "--rate",
+    "rates",
+    multiple=True,
+    metavar="CODE=R",
+    help="Plant CODE in a share R of the rows (0.05 or 5%). Repeatable; when given, "
+    "only the codes named are planted (default: about 10% of rows, all codes).",
+)
+@click.option(
+    "--rows-per-group",
+    type=click.IntRange(min=1),
+    default=100_000,
+    show_default=True,
+    help="Rows per Parquet row group, generated and written one group at a time.",
+)
+@click.option(
+    "--planted",
+    is_flag=True,
+    help="Also write OUTPUT's name with .planted.jsonl: per row, its sorted codes.",
+)
+def main(
+    output: Path,
+    rows: int,
+    format_: str,
+    seed: int,
+    rates: tuple[str, ...],
+    rows_per_group: int,
+    planted: bool,
+) -> None:
+    """Write ROWS generated rows of FORMAT to OUTPUT: zstd Parquet, or JSON Lines when OUTPUT
+    ends in .jsonl.
+
+    Rows are realistic chats with tool calls, parallel calls and their results; a row carries at
+    most one planted defect, a code a strict clean run reports.
+
+    \b
+    Examples:
+      make_synthetic.py sample.parquet --rows 100000 --format openai --seed 7
+      make_synthetic.py bad.jsonl --rows 1000 --format sharegpt \\
+          --rate orphan_tool_result=0.2 --rate trailing_tool_call=5% --planted
+    """
+    chosen = parse_rates(rates)
+    stream = generate_rows(rows, format_, seed, chosen)
+    try:
+        first = next(stream, None)  # the generator checks the rates before the first row
+    except ValueError as err:
+        raise click.UsageError(str(err)) from err
+    if first is not None:
+        stream = itertools.chain([first], stream)
+    output.parent.mkdir(parents=True, exist_ok=True)
+    sidecar = output.with_suffix(".planted.jsonl") if planted else None
+    started = time.perf_counter()
+    counts = write(output, stream, format_, rows_per_group, sidecar)
+    seconds = time.perf_counter() - started
+
+    click.echo(f"wrote {rows:,} {format_} rows to {output} in {seconds:.1f}s", err=True)
+    for code in CODES:
+        if counts[code]:
+            click.echo(
+                f"  {code:<24} {counts[code]:>9,}  ({counts[code] / max(rows, 1):.2%})", err=True
+            )
+    if sidecar is not None:
+        click.echo(f"planted codes per row: {sidecar}", err=True)
+    if chosen is None and set(default_rates(format_)) != set(CODES):
+        missing = sorted(set(CODES) - set(default_rates(format_)))
+        click.echo(f"({format_} rows carry no {', '.join(missing)})", err=True)
+
+
+def write(
+    output: Path,
+    rows: Iterator[tuple[Row, frozenset[str]]],
+    format_: str,
+    rows_per_group: int,
+    sidecar: Path | None,
+) -> Counter[str]:
+    """Writes `rows` a group at a time (bounded memory); returns how many carry each code."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    counts: Counter[str] = Counter()
+    schema = arrow_schema(format_)
+    with contextlib.ExitStack() as stack:
+        planted = stack.enter_context(open(sidecar, "w")) if sidecar is not None else None
+        if output.suffix == ".jsonl":
+            lines = stack.enter_context(open(output, "w", encoding="utf-8"))
+        else:
+            parquet = stack.enter_context(pq.ParquetWriter(output, schema, compression="zstd"))
+        while group := list(itertools.islice(rows, rows_per_group)):
+            if output.suffix == ".jsonl":
+                lines.writelines(json.dumps(row, ensure_ascii=False) + "\n" for row, _ in group)
+            else:
+                table = pa.Table.from_pylist([row for row, _ in group], schema=schema)
+                parquet.write_table(table, row_group_size=rows_per_group)
+            for _, codes in group:
+                counts.update(codes)
+                if planted is not None:
+                    planted.write(json.dumps(sorted(codes)) + "\n")
+    return counts
+
+
+if __name__ == "__main__":
+    main()

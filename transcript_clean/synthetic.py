@@ -1,0 +1,554 @@
+"""Realistic generated conversation rows with known defects, for tests, the demo and benchmarks.
+
+    >>> rows = list(generate_rows(1000, format="sharegpt", seed=0))
+    >>> row, planted = rows[0]            # planted: the codes a strict run finds in the row
+
+Each row is a chat, now and then with a system prompt, with tool calls (some parallel) and their
+results, reasoning where the format has it, an `id` column and a `tools` column where the format
+has one. A row carries at most one defect, drawn at the given rates. The rows of one format type
+together as Arrow (`arrow_schema`), so they write to Parquet in record batches.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final
+
+from transcript_clean.formats.base import Row
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+CODES: Final = (
+    "malformed_row",
+    "unknown_role",
+    "empty_assistant_turn",
+    "invalid_tool_arguments",
+    "orphan_tool_result",
+    "consecutive_assistant",
+    "unanswered_tool_call",
+    "trailing_tool_call",
+    "no_assistant_turn",
+)
+
+DEFAULT_RATES: Final[Mapping[str, float]] = {
+    "malformed_row": 0.01,
+    "unknown_role": 0.005,
+    "empty_assistant_turn": 0.02,
+    "invalid_tool_arguments": 0.015,
+    "orphan_tool_result": 0.01,
+    "consecutive_assistant": 0.01,
+    "unanswered_tool_call": 0.01,
+    "trailing_tool_call": 0.015,
+    "no_assistant_turn": 0.005,
+}
+"""About 10% of rows with a defect, spread over the codes."""
+
+FORMATS: Final = ("openai", "sharegpt", "anthropic", "rig")
+
+# Anthropic's `input` and rig's `arguments` are JSON objects: a bad call's string would not share
+# an Arrow type with them, so these formats get no invalid arguments.
+UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
+    "anthropic": frozenset({"invalid_tool_arguments"}),
+    "rig": frozenset({"invalid_tool_arguments"}),
+}
+
+
+def default_rates(format: str) -> dict[str, float]:
+    """`DEFAULT_RATES` without the codes `format`'s rows cannot carry."""
+    return {c: r for c, r in DEFAULT_RATES.items() if c not in UNSUPPORTED.get(format, ())}
+
+
+# ---------------------------------------------------------------------------------------------
+# what the conversations say
+
+SYSTEM_PROMPTS = (
+    "You are a helpful assistant.",
+    "You are a concise assistant. Answer in at most three sentences.",
+    "You are a travel assistant with access to live weather and currency tools.",
+    "You are a customer support agent for an online shop. Be polite and precise.",
+)
+CHAT = (
+    ("Hi! Who are you?", "I'm an AI assistant. How can I help you today?"),
+    (
+        "Can you explain what a hash map is?",
+        "A hash map stores key-value pairs and finds a value by hashing its key, so a lookup "
+        "takes constant time on average.",
+    ),
+    ("Give me a synonym for 'happy'.", "Cheerful, content or joyful, depending on the tone."),
+    ("What's the capital of Australia?", "The capital of Australia is Canberra."),
+    (
+        "Summarise the plot of Hamlet in one sentence.",
+        "Prince Hamlet feigns madness to avenge his father's murder by his uncle, and nearly "
+        "everyone dies.",
+    ),
+    (
+        "How do I reverse a list in Python?",
+        "Use `items.reverse()` to reverse it in place, or `items[::-1]` for a reversed copy.",
+    ),
+    ("Thanks, that's all!", "You're welcome. Have a great day!"),
+)
+THOUGHTS = (
+    "The user wants live data, so I should call the tool rather than guess.",
+    "I can answer this directly.",
+    "Two independent lookups: I can run them in parallel.",
+    "Let me make sure I use the right units.",
+)
+PREFACES = ("Let me check that for you.", "I'll look that up.", "One moment.")
+FOLLOW_UPS = ("Hello? Are you there?", "Sorry, let me rephrase.", "Never mind that, actually.")
+CITIES = ("Paris", "Tokyo", "Lagos", "Lima", "Oslo", "Hanoi", "Denver", "Cairo")
+WORDS = ("solar panels", "rust borrow checker", "sourdough", "marathon training", "jazz")
+
+# name, description, parameters (name -> JSON type), result keys, question, answer (the last
+# two formatted with the call's facts)
+TOOLS: Final = (
+    (
+        "get_weather",
+        "Current weather in a city",
+        {"city": "string", "unit": "string"},
+        ("city", "temperature", "conditions"),
+        "What's the weather in {city}?",
+        "It is {temperature} degrees and {conditions} in {city}.",
+    ),
+    (
+        "search_web",
+        "Search the web",
+        {"query": "string", "max_results": "integer"},
+        ("query", "title"),
+        "Find me something about {query}.",
+        'The top result about {query} is "{title}".',
+    ),
+    (
+        "convert_currency",
+        "Convert money",
+        {"amount": "integer", "from_currency": "string", "to_currency": "string"},
+        ("amount", "converted", "to_currency"),
+        "How much is {amount} {from_currency} in {to_currency}?",
+        "{amount} {from_currency} is {converted} {to_currency}.",
+    ),
+    (
+        "lookup_order",
+        "Status of an order",
+        {"order_id": "string"},
+        ("order_id", "status"),
+        "Where is my order {order_id}?",
+        "Order {order_id} is {status}.",
+    ),
+)
+_SPECS = {
+    name: {
+        "name": name,
+        "description": description,
+        "parameters": {
+            "type": "object",
+            "properties": {p: {"type": t} for p, t in params.items()},
+            "required": list(params),
+        },
+    }
+    for name, description, params, *_ in TOOLS
+}
+# The `tools` column as JSON text: LLaMA-Factory's list of functions, or OpenAI's tool objects.
+_TOOL_JSON = {name: json.dumps(spec) for name, spec in _SPECS.items()}
+_OPENAI_TOOL_JSON = {n: json.dumps({"type": "function", "function": s}) for n, s in _SPECS.items()}
+
+_Call = tuple[str, str, Any, str]  # id, name, arguments (None when bad), raw JSON arguments
+_Result = tuple[str | None, str, str]  # call id (None: answers nothing), tool name, text
+_Item = tuple[Any, ...]  # ("system", text) ("user", text) ("results", [_Result])
+#                          ("assistant", text | None, reasoning | None, (_Call, ...))
+
+
+def _pick(rng: random.Random, seq: tuple[Any, ...]) -> Any:
+    return seq[int(rng.random() * len(seq))]  # rng.choice, at a third of the cost
+
+
+def _int(rng: random.Random, low: int, high: int) -> int:
+    return low + int(rng.random() * (high - low + 1))
+
+
+def _facts(rng: random.Random, tool: str) -> dict[str, Any]:
+    """What a call to `tool` asks and what it finds."""
+    if tool == "get_weather":
+        conditions = _pick(rng, ("sunny", "cloudy", "raining", "windy"))
+        city, temperature = _pick(rng, CITIES), _int(rng, -5, 35)
+        return {
+            "city": city,
+            "unit": "celsius",
+            "temperature": temperature,
+            "conditions": conditions,
+        }
+    if tool == "search_web":
+        query = _pick(rng, WORDS)
+        return {"query": query, "max_results": _int(rng, 1, 5), "title": f"A guide to {query}"}
+    if tool == "convert_currency":
+        amount = _int(rng, 5, 900)
+        converted = round(amount * 1.08, 2)
+        return {
+            "amount": amount,
+            "from_currency": "EUR",
+            "to_currency": "USD",
+            "converted": converted,
+        }
+    status = _pick(rng, ("shipped", "delayed", "delivered"))
+    return {"order_id": f"A{_int(rng, 10000, 99999)}", "status": status}
+
+
+def _call(rng: random.Random, tool: tuple[Any, ...]) -> tuple[_Call, str, str, str]:
+    """A call to `tool`, and its question, result text and answer."""
+    name, _, params, result_keys, question, answer = tool
+    facts = _facts(rng, name)
+    arguments = {p: facts[p] for p in params}
+    result = json.dumps({k: facts[k] for k in result_keys})
+    call = (f"call_{rng.getrandbits(64):016x}", name, arguments, json.dumps(arguments))
+    return call, question.format(**facts), result, answer.format(**facts)
+
+
+def _tool_exchange(rng: random.Random, reasoning: bool) -> list[_Item]:
+    draw = rng.random()
+    width = 1 if draw < 0.7 else 2 if draw < 0.92 else 3
+    picked = [_call(rng, _pick(rng, TOOLS)) for _ in range(width)]
+    calls = tuple(c for c, _, _, _ in picked)
+    question = " Also, ".join(q for _, q, _, _ in picked)
+    thought = _pick(rng, THOUGHTS) if reasoning and rng.random() < 0.4 else None
+    preface = _pick(rng, PREFACES) if rng.random() < 0.3 else None
+    return [
+        ("user", question),
+        ("assistant", preface, thought, calls),
+        ("results", [(c[0], c[1], text) for c, (_, _, text, _) in zip(calls, picked, strict=True)]),
+        ("assistant", " ".join(a for _, _, _, a in picked), None, ()),
+    ]
+
+
+def _conversation(
+    rng: random.Random, with_calls: bool, reasoning: bool, system: bool
+) -> list[_Item]:
+    items: list[_Item] = []
+    if system and rng.random() < 0.35:
+        items.append(("system", _pick(rng, SYSTEM_PROMPTS)))
+    turns = _pick(rng, (1, 1, 2, 2, 3, 4))
+    tool_turn = int(rng.random() * turns) if with_calls or rng.random() < 0.5 else -1
+    for turn in range(turns):
+        if turn == tool_turn:
+            items.extend(_tool_exchange(rng, reasoning))
+        else:
+            question, answer = _pick(rng, CHAT)
+            thought = _pick(rng, THOUGHTS) if reasoning and rng.random() < 0.15 else None
+            items += [("user", question), ("assistant", answer, thought, ())]
+    return items
+
+
+def _plant(rng: random.Random, items: list[_Item], code: str) -> list[_Item]:
+    """`items` with the defect `code` planted (decode-level codes are planted in the row)."""
+    find = [i for i, item in enumerate(items) if item[0] == "results"]
+    if code == "empty_assistant_turn":
+        at = next(i for i, item in enumerate(items) if item[0] == "user") + 1
+        items[at:at] = [
+            ("assistant", rng.choice(("", " ", "\n")), None, ()),
+            ("user", rng.choice(FOLLOW_UPS)),
+        ]
+    elif code == "consecutive_assistant":
+        at = next(i for i, item in enumerate(items) if item[0] == "assistant" and not item[3]) + 1
+        items.insert(
+            at, ("assistant", "To add to that: let me know if you need anything else.", None, ())
+        )
+    elif code == "unanswered_tool_call":
+        at = rng.choice(find)
+        if len(items[at][1]) > 1 and rng.random() < 0.5:
+            items[at] = ("results", items[at][1][:-1])  # the last of parallel calls unanswered
+        else:
+            items[at] = ("user", rng.choice(FOLLOW_UPS))
+    elif code == "orphan_tool_result":
+        at = rng.choice(find)
+        items[at] = (
+            "results",
+            [*items[at][1], (None, items[at][1][0][1], '{"error": "duplicate"}')],
+        )
+    elif code == "invalid_tool_arguments":
+        at = rng.choice(find) - 1
+        kind, text, thought, calls = items[at]
+        k = rng.randrange(len(calls))
+        bad = rng.choice(('{"city": "Paris"', "city=Paris", '["Paris"]', '"Paris"'))
+        calls = (*calls[:k], (calls[k][0], calls[k][1], None, bad), *calls[k + 1 :])
+        items[at] = (kind, text, thought, calls)
+    elif code == "trailing_tool_call":
+        exchange = _tool_exchange(rng, reasoning=False)
+        items += exchange[:2]
+    elif code == "no_assistant_turn":
+        items = [item for item in items[:2] if item[0] in ("system", "user")]
+        if not items or items[-1][0] != "user":
+            items.append(("user", rng.choice(CHAT)[0]))
+    return items
+
+
+# ---------------------------------------------------------------------------------------------
+# the formats' rows
+
+
+def _openai(rng: random.Random, items: list[_Item], i: int) -> Row:
+    with_ids = rng.random() < 0.8  # else TRL's id-less shape: results answer by position
+    messages: list[Row] = []
+    for item in items:
+        kind = item[0]
+        if kind in ("system", "user"):
+            messages.append({"role": kind, "content": item[1]})
+        elif kind == "assistant":
+            message: Row = {"role": "assistant", "content": item[1]}
+            if item[2] is not None:
+                message["reasoning_content"] = item[2]
+            if item[3]:
+                message["tool_calls"] = [
+                    {**({"id": c[0]} if with_ids else {}), "type": "function",
+                     "function": {"name": c[1], "arguments": c[3]}}
+                    for c in item[3]
+                ]  # fmt: skip
+            messages.append(message)
+        else:
+            for call_id, name, text in item[1]:
+                if with_ids:
+                    messages.append(
+                        {"role": "tool", "tool_call_id": call_id or _bogus(rng), "content": text}
+                    )
+                else:
+                    messages.append({"role": "tool", "name": name, "content": text})
+    return {"id": i, "messages": messages, "tools": _tools_json(items, _OPENAI_TOOL_JSON)}
+
+
+def _sharegpt(rng: random.Random, items: list[_Item], i: int) -> Row:
+    turns: list[Row] = []
+    row: Row = {"id": i, "system": None}  # every row has every column
+    calls = 0  # of the last assistant turn
+    for item in items:
+        kind = item[0]
+        if kind == "system":
+            row["system"] = item[1]
+        elif kind == "user":
+            turns.append({"from": "human", "value": item[1]})
+        elif kind == "assistant":
+            if item[1] is not None or not item[3]:
+                turns.append({"from": "gpt", "value": item[1]})
+            if item[3]:
+                objects = [
+                    {"name": c[1], "arguments": c[2] if c[2] is not None else c[3]} for c in item[3]
+                ]
+                turns.append(
+                    {
+                        "from": "function_call",
+                        "value": json.dumps(objects[0] if len(objects) == 1 else objects),
+                    }
+                )
+                calls = len(objects)
+        else:
+            results = item[1]
+            if len(results) == calls > 1 and all(r[0] for r in results) and rng.random() < 0.5:
+                texts = [json.loads(text) for _, _, text in results]
+                turns.append({"from": "observation", "value": json.dumps(texts)})  # one per call
+            else:
+                turns.extend({"from": "observation", "value": text} for _, _, text in results)
+    row["conversations"] = turns
+    row["tools"] = _tools_json(items, _TOOL_JSON)
+    return row
+
+
+def _anthropic(rng: random.Random, items: list[_Item], i: int) -> Row:
+    row: Row = {"id": i, "system": None}  # every row has every column
+    messages: list[Row] = []
+    for item in items:
+        kind = item[0]
+        if kind == "system":
+            row["system"] = item[1]
+        elif kind == "user":
+            messages.append({"role": "user", "content": [{"type": "text", "text": item[1]}]})
+        elif kind == "assistant":
+            blocks: list[Row] = []
+            if item[2] is not None:
+                if rng.random() < 0.05:
+                    blocks.append(
+                        {"type": "redacted_thinking", "data": f"{rng.getrandbits(256):064x}"}
+                    )
+                else:
+                    blocks.append(
+                        {
+                            "type": "thinking",
+                            "thinking": item[2],
+                            "signature": f"{rng.getrandbits(192):048x}",
+                        }
+                    )
+            if item[1] is not None:
+                blocks.append({"type": "text", "text": item[1]})
+            blocks.extend(
+                {"type": "tool_use", "id": _toolu(c[0]), "name": c[1], "input": c[2]}
+                for c in item[3]
+            )
+            messages.append({"role": "assistant", "content": blocks})
+        else:
+            messages.append(
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": _toolu(c or _bogus(rng)), "content": t}
+                    for c, _, t in item[1]
+                ]}
+            )  # fmt: skip
+    row["messages"] = messages
+    return row
+
+
+def _rig(rng: random.Random, items: list[_Item], i: int) -> Row:
+    messages: list[Row] = []
+    for item in items:
+        kind = item[0]
+        if kind == "user":
+            messages.append({"role": "user", "content": [{"type": "text", "text": item[1]}]})
+        elif kind == "assistant":
+            parts: list[Row] = []
+            if item[2] is not None:
+                parts.append(
+                    {
+                        "type": "reasoning",
+                        "id": None,
+                        "signature": None,
+                        "content": [{"type": "text", "text": item[2]}],
+                    }
+                )
+            if item[1] is not None:
+                parts.append({"type": "text", "text": item[1]})
+            parts.extend(
+                {"type": "toolcall", "id": c[0], "function": {"name": c[1], "arguments": c[2]},
+                 "signature": None, "additional_params": None}
+                for c in item[3]
+            )  # fmt: skip
+            messages.append({"role": "assistant", "id": None, "content": parts})
+        elif kind == "results":
+            messages.append(
+                {"role": "user", "content": [
+                    {"type": "toolresult", "call": call_id or _bogus(rng),
+                     "name": name, "content": [{"type": "text", "text": text}]}
+                    for call_id, name, text in item[1]
+                ]}
+            )  # fmt: skip
+    return {"id": i, "messages": messages}
+
+
+def _bogus(rng: random.Random) -> str:
+    """The id of a call nobody made."""
+    return f"call_{rng.getrandbits(64):016x}"
+
+
+def _toolu(call_id: str) -> str:
+    return "toolu_" + call_id.removeprefix("call_")
+
+
+def _tools_json(items: list[_Item], specs: Mapping[str, str]) -> str:
+    """The tools the row calls (or one, when it calls none), as a JSON list."""
+    used = dict.fromkeys(c[1] for item in items if item[0] == "assistant" for c in item[3])
+    return "[" + ", ".join(specs[name] for name in used or ("get_weather",)) + "]"
+
+
+_Render = Callable[[random.Random, list[_Item], int], Row]
+_RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
+    # renderer, conversation column, has reasoning, has a system prompt
+    "openai": (_openai, "messages", True, True),
+    "sharegpt": (_sharegpt, "conversations", False, True),
+    "anthropic": (_anthropic, "messages", True, True),
+    "rig": (_rig, "messages", True, False),  # rig keeps the preamble out of the history
+}
+
+
+def _break(rng: random.Random, row: Row, format: str, code: str) -> None:
+    """Plants a defect the decoder rejects: an unknown role, or a field that cannot be read."""
+    messages = row["conversations" if format == "sharegpt" else "messages"]
+    message = rng.choice(messages)
+    if code == "unknown_role":
+        if format == "sharegpt":
+            message["from"] = rng.choice(("bing", "chatgpt", "bot"))
+        else:
+            message["role"] = {"openai": "narrator", "anthropic": "system", "rig": "tool"}[format]
+    elif format == "openai":
+        message["role"] = None
+    else:
+        message["value" if format == "sharegpt" else "content"] = None
+
+
+def arrow_schema(format: str) -> pa.Schema:
+    """The Arrow schema every generated row of `format` fits (keys a row lacks are null)."""
+    import pyarrow as pa
+
+    s = pa.string()
+    params = {p: t for tool in TOOLS for p, t in tool[2].items()}
+    arguments = pa.struct([(p, pa.int64() if t == "integer" else s) for p, t in params.items()])
+    if format == "openai":
+        function = pa.struct([("name", s), ("arguments", s)])
+        call = pa.struct([("id", s), ("type", s), ("function", function)])
+        message = pa.struct(
+            [("role", s), ("content", s), ("reasoning_content", s), ("tool_calls", pa.list_(call)),
+             ("tool_call_id", s), ("name", s)]
+        )  # fmt: skip
+        return pa.schema([("id", pa.int64()), ("messages", pa.list_(message)), ("tools", s)])
+    if format == "sharegpt":
+        turn = pa.struct([("from", s), ("value", s)])
+        return pa.schema(
+            [("id", pa.int64()), ("system", s), ("conversations", pa.list_(turn)), ("tools", s)]
+        )
+    if format == "anthropic":
+        block = pa.struct(
+            [("type", s), ("text", s), ("thinking", s), ("signature", s), ("data", s), ("id", s),
+             ("name", s), ("input", arguments), ("tool_use_id", s), ("content", s)]
+        )  # fmt: skip
+        message = pa.struct([("role", s), ("content", pa.list_(block))])
+        return pa.schema([("id", pa.int64()), ("system", s), ("messages", pa.list_(message))])
+    if format == "rig":
+        piece = pa.struct([("type", s), ("text", s)])
+        function = pa.struct([("name", s), ("arguments", arguments)])
+        part = pa.struct(
+            [("type", s), ("text", s), ("id", s), ("signature", s), ("content", pa.list_(piece)),
+             ("function", function), ("additional_params", pa.null()), ("call", s), ("name", s)]
+        )  # fmt: skip
+        message = pa.struct([("role", s), ("id", s), ("content", pa.list_(part))])
+        return pa.schema([("id", pa.int64()), ("messages", pa.list_(message))])
+    return _bad_format(format)
+
+
+# ---------------------------------------------------------------------------------------------
+# the generator
+
+
+def generate_rows(
+    n: int, format: str = "openai", seed: int = 0, rates: Mapping[str, float] | None = None
+) -> Iterator[tuple[Row, frozenset[str]]]:
+    """`n` rows of `format`, each with the set of codes planted in it (empty for a clean row).
+
+    `rates` gives each code's share of rows (codes left out: none); None is
+    `default_rates(format)`. A row carries at most one code, so the rates add up to at most 1.
+    """
+    render, _, reasoning, system = _RENDER.get(format) or _bad_format(format)
+    rates = default_rates(format) if rates is None else dict(rates)
+    unknown = sorted(set(rates) - set(CODES))
+    if unknown:
+        raise ValueError(f"unknown codes {unknown}; the codes are {', '.join(CODES)}")
+    unsupported = sorted(c for c, r in rates.items() if r > 0 and c in UNSUPPORTED.get(format, ()))
+    if unsupported:
+        raise ValueError(f"{format} rows cannot carry {unsupported}")
+    if any(r < 0 for r in rates.values()) or sum(rates.values()) > 1 + 1e-9:
+        raise ValueError(f"rates must be at least 0 and add up to at most 1, got {rates}")
+    thresholds: list[tuple[float, str]] = []
+    total = 0.0
+    for code in CODES:
+        if rates.get(code, 0) > 0:
+            total += rates[code]
+            thresholds.append((total, code))
+
+    rng = random.Random(seed)
+    needs_calls = {"invalid_tool_arguments", "orphan_tool_result", "unanswered_tool_call"}
+    for i in range(n):
+        draw = rng.random()
+        planted = next((c for limit, c in thresholds if draw < limit), None)
+        items = _conversation(rng, planted in needs_calls, reasoning, system)
+        if planted is not None and planted not in ("malformed_row", "unknown_role"):
+            items = _plant(rng, items, planted)
+        row = render(rng, items, i)
+        if planted in ("malformed_row", "unknown_role"):
+            _break(rng, row, format, planted)
+        yield row, frozenset() if planted is None else frozenset((planted,))
+
+
+def _bad_format(format: str) -> Any:
+    raise ValueError(f"unknown format {format!r}; the formats are {', '.join(FORMATS)}")
