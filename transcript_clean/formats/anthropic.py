@@ -282,28 +282,20 @@ def _input_out(call: ToolCall) -> Any:
 
 def _result_out(result: ToolResult) -> Row:
     parts = result.content
-    texts_only = all(isinstance(p, Text) for p in parts)
     if result.origin is None:
         out: Row = {"type": "tool_result", "tool_use_id": result.call}
-        if parts:
-            out["content"] = (
-                join_texts(p.text for p in parts if isinstance(p, Text))
-                if texts_only
-                else [
-                    _text_out(p) if isinstance(p, Text) else {"type": p.kind, **p.data}
-                    for p in parts
-                ]
-            )
+        was: Any = MISSING
     else:
         out = dict(result.origin)
         put(out, "tool_use_id", result.call)
         was = out.get("content")
-        if isinstance(was, list) or not texts_only:
-            out["content"] = [
-                _text_out(p) if isinstance(p, Text) else {"type": p.kind, **p.data} for p in parts
-            ]
-        elif parts or was is not None:
-            put(out, "content", join_texts(p.text for p in parts if isinstance(p, Text)))
+    # A string stays a string and blocks stay blocks; a fresh result's texts are one string.
+    if isinstance(was, list) or not all(isinstance(p, Text) for p in parts):
+        out["content"] = [
+            _text_out(p) if isinstance(p, Text) else {"type": p.kind, **p.data} for p in parts
+        ]
+    elif parts or was not in (None, MISSING):
+        put(out, "content", join_texts(p.text for p in parts if isinstance(p, Text)))
     if result.status == "error":
         put(out, "is_error", True)
     elif out.get("is_error"):

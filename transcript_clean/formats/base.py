@@ -126,6 +126,8 @@ def malformed(path: str, problem: str) -> DecodeError:
 
 
 def expect_object(value: object, path: str) -> Mapping[str, Any]:
+    if type(value) is dict:  # the common case, without the cost of an ABC check
+        return value
     if not isinstance(value, Mapping):
         raise malformed(path, f"expected an object, got {kind_of(value)}")
     return value

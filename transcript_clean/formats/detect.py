@@ -105,9 +105,10 @@ def _json_decoded(row: Mapping[str, Any]) -> dict[str, Any]:
     them."""
     out = dict(row)
     for key, value in row.items():
-        if isinstance(value, str) and value.lstrip().startswith("[{"):
+        text = value.lstrip() if isinstance(value, str) else ""
+        if text.startswith("[") and text[1:].lstrip().startswith("{"):
             with contextlib.suppress(ValueError, RecursionError):
-                out[key] = json.loads(value)
+                out[key] = json.loads(text)
     return out
 
 

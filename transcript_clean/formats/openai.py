@@ -233,8 +233,8 @@ def _tool_result(
     name = obj.get("name")
     if not isinstance(name, str):
         name = call.name if call is not None else None
-    content: tuple[UserPart, ...] = _content_parts(obj.get("content"), f"{path}.content")
-    return ToolResult(call_id, content, name, origin=obj)  # type: ignore[arg-type]
+    content = _content_parts(obj.get("content"), f"{path}.content")
+    return ToolResult(call_id, content, name, origin=obj)
 
 
 # ---------------------------------------------------------------------------------------------
