@@ -171,20 +171,26 @@ def _calls_bad(
     call_row = parent[call_msg]
     ids = pc.struct_field(calls, "id")
     function = pc.struct_field(calls, "function")
-    flag = _np(calls.is_null()) | _np(ids.is_null()) | _np(function.is_null())
+    flag = _np(calls.is_null()) | _np(function.is_null())
     flag |= _np(pc.struct_field(function, "name").is_null())
     flag |= ~_objects(pc.struct_field(function, "arguments"))
 
+    # Each call is answered by its own id, or, with no ids on either side (TRL's shape), by
+    # position, which the decoder pairs the same way; a mix is left to the per-row path.
     tool_ids = pc.struct_field(msgs.filter(pa.array(is_tool & good_msg)), "tool_call_id")
-    flag |= ~_np(pc.equal(ids, tool_ids))  # a null tool_call_id answers by position: per row
+    same_id = _np(pc.equal(ids, tool_ids))
+    both_missing = _np(ids.is_null()) & _np(tool_ids.is_null())
+    flag |= ~(same_id | both_missing)
 
     # A repeated id in one turn is one pending call answered twice.
-    codes = pc.dictionary_encode(pc.fill_null(ids, "")).indices.to_numpy().astype(np.int64)
-    keys = call_msg * (int(codes.max(initial=0)) + 1) + codes
+    named = np.flatnonzero(~both_missing)
+    named_ids = pc.fill_null(ids, "").take(pa.array(named))
+    codes = pc.dictionary_encode(named_ids).indices.to_numpy().astype(np.int64)
+    keys = call_msg[named] * (int(codes.max(initial=0)) + 1) + codes
     order = np.argsort(keys, kind="stable")
     repeated = np.zeros(len(keys), dtype=bool)
     repeated[order[1:]] = keys[order[1:]] == keys[order[:-1]]
-    flag |= repeated
+    flag[named[repeated]] = True
     return _rows_with(flag, call_row, rows)
 
 
