@@ -79,7 +79,7 @@ def _json_decoded(rows: list[dict[str, Any]], source: Source) -> list[dict[str, 
 
 
 def clean(
-    source: str | Source,
+    source: str | os.PathLike[str] | Source,
     output: str | os.PathLike[str],
     *,
     config: Config | str | os.PathLike[str] | None = None,
@@ -112,7 +112,9 @@ def clean(
     src = (
         source
         if isinstance(source, Source)
-        else open_source(source, split=split, subset=subset, revision=revision, streaming=streaming)
+        else open_source(
+            os.fspath(source), split=split, subset=subset, revision=revision, streaming=streaming
+        )
     )
     fmt = resolve_format(src, format, column)
     out = Path(output).absolute()

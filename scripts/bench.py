@@ -1,0 +1,303 @@
+#!/usr/bin/env python3
+"""Benchmark a cleaning run against the Parquet read+write floor, in one run.
+
+Times, each in its own process (peak RSS is the whole process tree's, sampled every 20 ms):
+  floor         pyarrow iter_batches read + ParquetWriter write of the same file, same compression
+  datasets      datasets.load_dataset(...).filter(validator).to_parquet(), a plain Python validator
+  clean -w N    transcript-clean clean with --workers N, for each N asked
+
+Prints wall time, the ratio to the floor and peak RSS, and writes them to a JSON file.
+
+    .venv/bin/python scripts/bench.py --rows 200000
+    .venv/bin/python scripts/bench.py --rows 2000000 --skip datasets
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import click
+
+ROOT = Path(__file__).resolve().parent.parent
+PYTHON = sys.executable
+
+
+# ---------------------------------------------------------------------------------------------
+# measuring a process tree
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        with open(f"/proc/{pid}/task/{pid}/children") as f:
+            return [int(p) for p in f.read().split()]
+    except OSError:
+        return []
+
+
+def _rss_kb(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _tree_rss_kb(pid: int) -> int:
+    total, stack = 0, [pid]
+    while stack:
+        p = stack.pop()
+        total += _rss_kb(p)
+        stack.extend(_children(p))
+    return total
+
+
+def measure(command: list[str]) -> dict[str, float]:
+    """Run `command`; its wall time and the peak RSS of its process tree."""
+    peak = 0
+    started = time.perf_counter()
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    done = threading.Event()
+
+    def sample() -> None:
+        nonlocal peak
+        while not done.is_set():
+            peak = max(peak, _tree_rss_kb(process.pid))
+            done.wait(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    _, stderr = process.communicate()
+    seconds = time.perf_counter() - started
+    done.set()
+    sampler.join()
+    if process.returncode != 0:
+        raise click.ClickException(f"{' '.join(command)} failed:\n{stderr.decode()[-2000:]}")
+    return {"seconds": seconds, "peak_rss_mb": peak / 1024}
+
+
+# ---------------------------------------------------------------------------------------------
+# the steps, run in child processes: `bench.py step NAME SOURCE OUTPUT`
+
+
+def step_floor(source: str, output: str) -> None:
+    import pyarrow.parquet as pq
+
+    parquet = pq.ParquetFile(source)
+    with pq.ParquetWriter(output, parquet.schema_arrow, compression="zstd") as writer:
+        for batch in parquet.iter_batches(batch_size=4096):
+            writer.write_batch(batch)
+
+
+def plain_validator(row: dict[str, Any]) -> bool:
+    """What a user writes first: every assistant turn says something, every call's arguments are
+    a JSON object and every call is answered by the tool messages right after it."""
+    pending: list[str] = []
+    previous = None
+    for message in row["messages"]:
+        role = message.get("role")
+        if role == "tool":
+            if message.get("tool_call_id") not in pending:
+                return False
+            pending.remove(message["tool_call_id"])
+            previous = role
+            continue
+        if pending:
+            return False
+        if role == "assistant":
+            if previous == "assistant":
+                return False
+            calls = message.get("tool_calls") or []
+            if not (message.get("content") or "").strip() and not calls:
+                return False
+            for call in calls:
+                try:
+                    if not isinstance(json.loads(call["function"]["arguments"]), dict):
+                        return False
+                except (TypeError, ValueError, KeyError):
+                    return False
+                pending.append(call.get("id"))
+        elif role not in ("system", "user"):
+            return False
+        previous = role
+    return not pending and previous is not None
+
+
+def step_datasets(source: str, output: str) -> None:
+    import datasets
+
+    datasets.disable_progress_bars()
+    cache = tempfile.mkdtemp(prefix="bench-hf-")
+    try:
+        ds = datasets.load_dataset("parquet", data_files=source, split="train", cache_dir=cache)
+        ds.filter(plain_validator).to_parquet(output, compression="zstd")
+    finally:
+        shutil.rmtree(cache, ignore_errors=True)
+
+
+STEPS = {"floor": step_floor, "datasets": step_datasets}
+
+
+# ---------------------------------------------------------------------------------------------
+
+
+def ensure_dataset(path: Path, rows: int, fmt: str, seed: int) -> None:
+    marker = path.with_suffix(".json")
+    wanted = {"rows": rows, "format": fmt, "seed": seed}
+    if path.exists() and marker.exists() and json.loads(marker.read_text()) == wanted:
+        return
+    click.echo(f"generating {rows:,} {fmt} rows into {path} ...", err=True)
+    subprocess.run(
+        [
+            PYTHON,
+            str(ROOT / "scripts" / "make_synthetic.py"),
+            str(path),
+            "--rows",
+            str(rows),
+            "--format",
+            fmt,
+            "--seed",
+            str(seed),
+        ],
+        check=True,
+    )
+    marker.write_text(json.dumps(wanted))
+
+
+@click.group(invoke_without_command=True)
+@click.option("--rows", type=int, default=200_000, show_default=True)
+@click.option("--format", "fmt", default="openai", show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--workers", default="1,2", show_default=True, help="Worker counts to run clean with."
+)
+@click.option("--skip", multiple=True, type=click.Choice(["floor", "datasets", "clean"]))
+@click.option(
+    "--dir",
+    "workdir",
+    type=click.Path(),
+    default="bench",
+    show_default=True,
+    help="Where the dataset and outputs go (the dataset is reused).",
+)
+@click.option(
+    "--json",
+    "json_out",
+    type=click.Path(),
+    default=None,
+    help="Results file (default: DIR/results-ROWS.json).",
+)
+@click.pass_context
+def main(
+    ctx: click.Context,
+    rows: int,
+    fmt: str,
+    seed: int,
+    workers: str,
+    skip: tuple[str, ...],
+    workdir: str,
+    json_out: str | None,
+) -> None:
+    """Time the floor, the datasets pipeline and transcript-clean in one run."""
+    if ctx.invoked_subcommand is not None:
+        return
+    folder = Path(workdir)
+    folder.mkdir(parents=True, exist_ok=True)
+    source = folder / f"{fmt}-{rows}.parquet"
+    ensure_dataset(source, rows, fmt, seed)
+    size_mb = source.stat().st_size / 2**20
+
+    runs: list[tuple[str, list[str]]] = []
+    if "floor" not in skip:
+        runs.append(
+            (
+                "floor",
+                [PYTHON, __file__, "step", "floor", str(source), str(folder / "floor.parquet")],
+            )
+        )
+    if "datasets" not in skip:
+        runs.append(
+            (
+                "datasets filter",
+                [
+                    PYTHON,
+                    __file__,
+                    "step",
+                    "datasets",
+                    str(source),
+                    str(folder / "datasets.parquet"),
+                ],
+            )
+        )
+    if "clean" not in skip:
+        for n in (int(w) for w in workers.split(",")):
+            out = folder / f"clean-w{n}"
+            runs.append(
+                (
+                    f"clean --workers {n}",
+                    [
+                        str(Path(PYTHON).parent / "transcript-clean"),
+                        "clean",
+                        str(source),
+                        str(out),
+                        "--overwrite",
+                        "--quiet",
+                        "--workers",
+                        str(n),
+                        "--format",
+                        fmt,
+                    ],
+                )
+            )
+
+    results: dict[str, dict[str, float]] = {}
+    for name, command in runs:
+        click.echo(f"running {name} ...", err=True)
+        results[name] = measure(command)
+
+    floor = results.get("floor", {}).get("seconds")
+    click.echo(f"\n{rows:,} {fmt} rows, {size_mb:.1f} MiB zstd Parquet ({source})\n")
+    click.echo(f"{'step':<20} {'seconds':>9} {'x floor':>8} {'peak RSS':>10}")
+    for name, r in results.items():
+        ratio = f"{r['seconds'] / floor:.2f}" if floor else "-"
+        r["x_floor"] = r["seconds"] / floor if floor else float("nan")
+        click.echo(f"{name:<20} {r['seconds']:>9.2f} {ratio:>8} {r['peak_rss_mb']:>7.0f} MB")
+    target = Path(json_out) if json_out else folder / f"results-{rows}.json"
+    target.write_text(
+        json.dumps(
+            {
+                "rows": rows,
+                "format": fmt,
+                "seed": seed,
+                "input_mb": size_mb,
+                "cpus": os.cpu_count(),
+                "results": results,
+            },
+            indent=2,
+        )
+    )
+    click.echo(f"\nwrote {target}")
+
+
+@main.command()
+@click.argument("name", type=click.Choice(sorted(STEPS)))
+@click.argument("source")
+@click.argument("output")
+def step(name: str, source: str, output: str) -> None:
+    """Run one baseline step (used by the benchmark itself)."""
+    STEPS[name](source, output)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,201 @@
+"""The Arrow fast path against the per-row path: a differential test.
+
+Whatever the fast path proves clean, the per-row path must keep unchanged with no code; and on
+generated data of every defect kind the two must agree row for row (the fast path may only be
+conservative on shapes the generator does not make).
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from transcript_clean.fastpath import clean_mask
+from transcript_clean.formats import get_format
+from transcript_clean.pipeline import clean_batch, clean_row
+from transcript_clean.policy import DEFAULT, STRICT
+from transcript_clean.synthetic import generate_rows
+
+OPENAI = get_format("openai")
+
+MESSAGE = pa.struct(
+    [
+        ("role", pa.string()),
+        ("content", pa.string()),
+        ("reasoning_content", pa.string()),
+        (
+            "tool_calls",
+            pa.list_(
+                pa.struct(
+                    [
+                        ("id", pa.string()),
+                        ("type", pa.string()),
+                        (
+                            "function",
+                            pa.struct([("name", pa.string()), ("arguments", pa.string())]),
+                        ),
+                    ]
+                )
+            ),
+        ),
+        ("tool_call_id", pa.string()),
+    ]
+)
+SCHEMA = pa.schema([("messages", pa.list_(MESSAGE))])
+
+
+def python_clean(row: dict[str, Any]) -> bool:
+    result = clean_row(row, OPENAI, DEFAULT)
+    return result.status == "unchanged" and not result.actions
+
+
+def check(
+    rows: list[dict[str, Any]], schema: pa.Schema | None = None
+) -> tuple[np.ndarray, list[bool]]:
+    table = pa.Table.from_pylist(rows, schema=schema)
+    mask = clean_mask(OPENAI, table.column("messages"))
+    assert mask is not None
+    expected = [python_clean(r) for r in table.to_pylist()]
+    for i, (fast, slow) in enumerate(zip(mask.tolist(), expected, strict=True)):
+        assert not fast or slow, (
+            f"the fast path passed row {i}, which the per-row path flags: {rows[i]}"
+        )
+    return mask, expected
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_verdicts_equal_on_generated_data_of_every_defect_kind(seed: int) -> None:
+    rows, planted = [], []
+    for row, codes in generate_rows(3000, format="openai", seed=seed):
+        rows.append(row)
+        planted.append(codes)
+    kinds = set().union(*planted)
+    assert {
+        "empty_assistant_turn",
+        "invalid_tool_arguments",
+        "orphan_tool_result",
+        "consecutive_assistant",
+        "unanswered_tool_call",
+        "trailing_tool_call",
+        "no_assistant_turn",
+    } <= kinds
+    mask, expected = check(rows)
+    assert mask.tolist() == expected
+    assert mask.sum() > 2000  # most generated rows are clean and take the fast path
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+@pytest.mark.parametrize("size", [1, 10, 500])
+def test_fast_and_slow_batches_give_identical_output(config: Any, size: int) -> None:
+    rows = [row for row, _ in generate_rows(size, format="openai", seed=size)]
+    table = pa.Table.from_pylist(rows)
+    fast = clean_batch(table, config, format=OPENAI, source="s", first_row=7)
+    slow = clean_batch(table, config, format=OPENAI, source="s", first_row=7, fast=False)
+    assert fast.kept.equals(slow.kept)
+    assert fast.rejects.equals(slow.rejects)
+    assert fast.stats == slow.stats
+
+
+def msg(
+    role: str,
+    content: str | None = "x",
+    calls: list[dict[str, Any]] | None = None,
+    call_id: str | None = None,
+    reasoning: str | None = None,
+) -> dict[str, Any]:
+    return {
+        "role": role,
+        "content": content,
+        "reasoning_content": reasoning,
+        "tool_calls": calls,
+        "tool_call_id": call_id,
+    }
+
+
+def call(id: str | None, args: str = "{}", name: str | None = "f") -> dict[str, Any]:
+    return {"id": id, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+HAND: list[list[dict[str, Any]]] = [
+    [msg("user"), msg("assistant")],
+    [msg("system"), msg("user"), msg("assistant", "\u3000")],  # ideographic space is blank
+    [msg("user"), msg("assistant", "\x1f")],  # so is a unit separator, for str.strip
+    [msg("user"), msg("assistant", " ", reasoning="thinking")],
+    [msg("user"), msg("assistant", None, [call("a")]), msg("tool", call_id="a"), msg("assistant")],
+    [
+        msg("user"),
+        msg("assistant", None, [call("a"), call("b")]),
+        msg("tool", call_id="b"),
+        msg("tool", call_id="a"),
+        msg("assistant"),
+    ],  # answered out of order: valid, per-row path
+    [
+        msg("user"),
+        msg("assistant", None, [call("a"), call("a")]),
+        msg("tool", call_id="a"),
+        msg("tool", call_id="a"),
+    ],
+    [msg("user"), msg("assistant", None, [call(None)]), msg("tool"), msg("assistant")],
+    [msg("user"), msg("assistant", None, [call("a", "[1]")]), msg("tool", call_id="a")],
+    [msg("user"), msg("assistant", None, [call("a", ' {"k": 1} ')]), msg("tool", call_id="a")],
+    [msg("user"), msg("assistant", None, [call("a", "{bad")]), msg("tool", call_id="a")],
+    [msg("user"), msg("assistant", None, [call("a", name=None)]), msg("tool", call_id="a")],
+    [msg("user"), msg("assistant", None, [call("a")]), msg("system"), msg("tool", call_id="a")],
+    [msg("user"), msg("tool", call_id="a"), msg("assistant")],
+    [msg("user"), msg("assistant"), msg("assistant")],
+    [msg("user"), msg("assistant"), msg("system"), msg("assistant")],
+    [msg("user"), msg("assistant", None, [call("a")])],
+    [msg("user")],
+    [],
+    [msg("developer"), msg("user"), msg("assistant")],
+    [msg("user"), msg("robot")],
+    [msg("user", calls=[call("z")]), msg("assistant")],
+]
+
+
+def test_hand_made_shapes() -> None:
+    rows = [{"messages": m} for m in HAND] + [{"messages": None}]
+    mask, expected = check(rows, SCHEMA)
+    assert mask.tolist()[:5] == [True, False, False, True, True]
+    assert sum(expected) >= sum(mask.tolist())
+
+
+ROLES = st.sampled_from(["system", "user", "assistant", "assistant", "tool", "tool"])
+IDS = st.sampled_from(["a", "b", "c", None])
+ARGS = st.sampled_from(["{}", '{"x": 1}', "[]", "{oops", " {} ", "null", '"s"'])
+TEXT = st.sampled_from(["hi", "", " ", "\u00a0", None])
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> dict[str, Any]:
+    role = draw(ROLES)
+    calls = None
+    if role == "assistant" and draw(st.booleans()):
+        calls = [call(draw(IDS), draw(ARGS)) for _ in range(draw(st.integers(1, 3)))]
+    return msg(
+        role,
+        draw(TEXT),
+        calls,
+        draw(IDS) if role == "tool" else None,
+        draw(st.sampled_from([None, None, "", "why"])),
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(messages(), max_size=7), min_size=1, max_size=8))
+def test_fast_path_never_passes_a_row_the_per_row_path_flags(
+    rows: list[list[dict[str, Any]]],
+) -> None:
+    check([{"messages": m} for m in rows], SCHEMA)
+
+
+def test_other_formats_and_json_text_have_no_fast_path() -> None:
+    table = pa.table({"messages": [json.dumps([{"role": "user", "content": "x"}])]})
+    assert clean_mask(OPENAI, table.column("messages")) is None
+    assert clean_mask(get_format("sharegpt"), pa.array([[{"from": "human", "value": "x"}]])) is None
