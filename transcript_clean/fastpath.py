@@ -9,14 +9,12 @@ valid shape, say) is merely left to the per-row path, so the two paths always ag
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.formats.base import Format
+from transcript_clean.formats.base import Format, loads
 
 __all__ = ["clean_mask"]
 
@@ -212,6 +210,6 @@ def _objects(arguments: pa.Array) -> Mask:
 
 def _is_object(text: str) -> bool:
     try:
-        return isinstance(json.loads(text), dict)
+        return isinstance(loads(text), dict)
     except (ValueError, RecursionError):
         return False

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, NamedTuple
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -229,12 +230,15 @@ def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = 
             return _reject(result, str(err))
 
     # R6: nothing invalid is ever written. A repaired invalid call keeps its arguments (the
-    # repair answers it), so that code never blocks; nor does any code the config keeps.
-    remaining = [
-        v
-        for v in find_violations(current)
-        if v.code != INVALID_TOOL_ARGUMENTS and config.action(v.code) != "keep"
-    ]
+    # repair answers it), so that code never blocks; nor does any code the config keeps. A
+    # transcript no repair touched holds just the codes found, each of them kept.
+    remaining = []
+    if current is not work:
+        remaining = [
+            v
+            for v in find_violations(current)
+            if v.code != INVALID_TOOL_ARGUMENTS and config.action(v.code) != "keep"
+        ]
     if remaining:
         for v in remaining:
             result.actions[v.code] = "rejected"
@@ -297,15 +301,19 @@ def _repair(
         (CONSECUTIVE_ASSISTANT, merge_consecutive_assistant),
         (UNANSWERED_TOOL_CALL, interrupted),
     ]
+    changed = False  # a repair that changed nothing cannot have uncovered a new code
     for code, repair in chain:
         runs = config.action(code) == "repair"
+        wanted = code in result.actions
         if code == UNANSWERED_TOOL_CALL:
             runs = runs or include_trailing
-        if not runs:
+            wanted = wanted or (include_trailing and TRAILING_TOOL_CALL in result.actions)
+        if not runs or not (wanted or changed):
             continue
         after = repair(messages)
         if after == messages:
             continue
+        changed = True
         if trace:
             result.steps.append(RepairStep(code, tuple(messages), tuple(after)))
         fixed = [code]
@@ -379,8 +387,6 @@ def clean_batch(
         )
     as_json = holds_json_text(table.schema, fmt.column)
     stats = Stats()
-    fitted: dict[int, pa.Table] = {}
-    rejected: list[tuple[int, RowResult]] = []
 
     # Rows the fast path proves canonical are kept as they are, without becoming Python objects.
     mask = None if as_json or not fast else clean_mask(fmt, table.column(fmt.column))
@@ -390,24 +396,24 @@ def clean_batch(
         slow = np.flatnonzero(~mask)
         lengths = pc.fill_null(pc.list_value_length(table.column(fmt.column)), 0).to_numpy()
         stats.add_clean_rows(int(mask.sum()), int(lengths[mask].sum()))
+
+    positions: list[int] = slow.tolist()
+    rows = table.take(pa.array(slow)).to_pylist() if positions else []
+    results = [_clean_row_of(row, fmt, config, as_json) for row in rows]
+    repaired = {i: r for i, r in zip(positions, results, strict=True) if r.status == "repaired"}
+    fitted = _fit_repaired(repaired, table.schema, fmt.column if as_json else None)
+
     kept = np.ones(table.num_rows, dtype=bool)
-    slow_rows = table.take(pa.array(slow)).to_pylist() if len(slow) else []
-    for i, row in zip(slow.tolist(), slow_rows, strict=True):
-        result = _clean_row_of(row, fmt, config, as_json)
-        if result.status == "repaired":
-            assert result.row is not None
-            try:
-                fitted[i] = _fit(result.row, table.schema, fmt.column if as_json else None)
-            except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError) as err:
-                unencodable(result, f"the repaired row does not fit the input's schema: {err}")
+    rejected: list[tuple[int, RowResult]] = []
+    for i, row, result in zip(positions, rows, results, strict=True):
         if result.status == "rejected":
-            rejected.append((i, result))
             kept[i] = False
+            rejected.append((i, result))
         stats.add_row(result, source, first_row + i)
         if on_row is not None:
             on_row(first_row + i, row, result)
     return BatchResult(
-        _assemble_kept(table, np.flatnonzero(kept).tolist(), fitted),
+        _assemble_kept(table, kept, fitted),
         _assemble_rejects(table, rejected, source, first_row),
         stats,
     )
@@ -433,23 +439,52 @@ def _clean_row_of(row: Row, fmt: Format, config: Config, as_json: bool) -> RowRe
     return clean_row(row, fmt, config)
 
 
-def _fit(row: Row, schema: pa.Schema, json_column: str | None) -> pa.Table:
-    """A repaired row as a one-row table of the input's schema."""
-    if json_column is not None:
-        row = {**row, json_column: json.dumps(row[json_column], ensure_ascii=False)}
-    return pa.Table.from_pylist([row], schema=schema)
+def _fit_repaired(
+    repaired: dict[int, RowResult], schema: pa.Schema, json_column: str | None
+) -> dict[int, pa.Table]:
+    """The repaired rows as one-row tables of the input's schema, converted together. A row that
+    does not fit the schema any more is rejected as `unencodable_row` (and left out)."""
+    if not repaired:
+        return {}
+    rows = []
+    for result in repaired.values():
+        assert result.row is not None
+        row = result.row
+        if json_column is not None:
+            row = {**row, json_column: json.dumps(row[json_column], ensure_ascii=False)}
+        rows.append(row)
+    try:
+        table = pa.Table.from_pylist(rows, schema=schema)
+        return {i: table.slice(k, 1) for k, i in enumerate(repaired)}
+    except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError):
+        pass  # find the rows that do not fit, one by one
+    fitted = {}
+    for (i, result), row in zip(repaired.items(), rows, strict=True):
+        try:
+            fitted[i] = pa.Table.from_pylist([row], schema=schema)
+        except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError) as err:
+            unencodable(result, f"the repaired row does not fit the input's schema: {err}")
+    return fitted
 
 
-def _assemble_kept(table: pa.Table, kept: list[int], fitted: dict[int, pa.Table]) -> pa.Table:
-    """The kept rows in input order: unchanged ones taken from the input's Arrow data as they
-    are, repaired ones from their re-encoded tables."""
-    if not fitted:
-        return table.take(pa.array(kept, pa.int64()))
-    # Index into [input rows..., repaired rows...] so that one `take` keeps the input order.
-    extra = sorted(fitted)
-    combined = pa.concat_tables([table, *(fitted[i] for i in extra)])
-    slot = {i: table.num_rows + k for k, i in enumerate(extra)}
-    return combined.take(pa.array([slot.get(i, i) for i in kept], pa.int64()))
+def _assemble_kept(
+    table: pa.Table, kept: npt.NDArray[np.bool_], fitted: dict[int, pa.Table]
+) -> pa.Table:
+    """The kept rows in input order: runs of unchanged rows sliced from the input, repaired rows
+    from their re-encoded tables."""
+    unchanged = kept.copy()
+    unchanged[list(fitted)] = False
+    edges = np.flatnonzero(np.diff(np.concatenate(([0], unchanged.view(np.int8), [0]))))
+    pieces = [
+        (int(a), table.slice(int(a), int(b - a)))
+        for a, b in zip(edges[::2], edges[1::2], strict=True)
+    ]
+    pieces += list(fitted.items())
+    pieces.sort(key=lambda piece: piece[0])
+    if not pieces:
+        return table.slice(0, 0)
+    # One contiguous copy: a Parquet writer handed thousands of tiny chunks is slower than this.
+    return pa.concat_tables([piece for _, piece in pieces]).combine_chunks()
 
 
 def _assemble_rejects(
