@@ -75,17 +75,38 @@ def source_options(f: F) -> F:
     return f
 
 
-def _progress_bar(quiet: bool, total: int | None) -> Any:
-    from tqdm import tqdm
+class Progress:
+    """What a long command shows on stderr: the source and format it read, and a tqdm bar (rows,
+    rows/s) when stderr is a terminal. `start` and `update` are the library's callbacks."""
 
-    return tqdm(
-        total=total,
-        unit=" rows",
-        unit_scale=True,
-        file=sys.stderr,
-        disable=quiet or not sys.stderr.isatty(),
-        dynamic_ncols=True,
-    )
+    def __init__(self, quiet: bool) -> None:
+        self.quiet = quiet
+        self.bar: Any = None
+
+    def start(self, src: Any, fmt: Any, total: int | None) -> None:
+        from tqdm import tqdm
+
+        if not self.quiet:
+            click.echo(f"reading {src.name} as {fmt.name} (column {fmt.column!r})", err=True)
+        self.bar = tqdm(
+            total=total,
+            unit=" rows",
+            unit_scale=True,
+            file=sys.stderr,
+            disable=self.quiet or not sys.stderr.isatty(),
+            dynamic_ncols=True,
+        )
+
+    def update(self, rows: int) -> None:
+        if self.bar is not None:
+            self.bar.update(rows)
+
+    def __enter__(self) -> Progress:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.close()
 
 
 @main.command()
@@ -168,15 +189,7 @@ def clean(
     from transcript_clean.run import clean as run_clean
     from transcript_clean.stats import render_accounting, render_table
 
-    bar = None
-
-    def on_start(src: Any, fmt: Any, total: int | None) -> None:
-        nonlocal bar
-        if not quiet:
-            click.echo(f"reading {src.name} as {fmt.name} (column {fmt.column!r})", err=True)
-        bar = _progress_bar(quiet, total)
-
-    try:
+    with Progress(quiet) as progress:
         result = run_clean(
             source,
             output,
@@ -195,12 +208,9 @@ def clean(
             subset=subset,
             revision=revision,
             streaming=streaming,
-            progress=lambda n: bar.update(n) if bar is not None else None,
-            on_start=on_start,
+            progress=progress.update,
+            on_start=progress.start,
         )
-    finally:
-        if bar is not None:
-            bar.close()
     if not quiet:
         click.echo(render_table(result.stats.records()))
         click.echo()
@@ -368,15 +378,7 @@ def audit(
     if max_drift is not None and baseline is None:
         raise click.UsageError("--max-drift needs --baseline")
 
-    bar = None
-
-    def on_start(src: Any, fmt: Any, total: int | None) -> None:
-        nonlocal bar
-        if not quiet and not as_json:
-            click.echo(f"reading {src.name} as {fmt.name} (column {fmt.column!r})", err=True)
-        bar = _progress_bar(quiet, total)
-
-    try:
+    with Progress(quiet or as_json) as progress:
         result = run_audit(
             source,
             config=config,
@@ -396,12 +398,9 @@ def audit(
             subset=subset,
             revision=revision,
             streaming=streaming,
-            progress=lambda n: bar.update(n) if bar is not None else None,
-            on_start=on_start,
+            progress=progress.update,
+            on_start=progress.start,
         )
-    finally:
-        if bar is not None:
-            bar.close()
     failed = [gate.describe() for gate in result.failed]
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
