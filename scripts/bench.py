@@ -141,7 +141,7 @@ def step_datasets(source: str, output: str) -> None:
     cache = tempfile.mkdtemp(prefix="bench-hf-")
     try:
         ds = datasets.load_dataset("parquet", data_files=source, split="train", cache_dir=cache)
-        ds.filter(plain_validator).to_parquet(output, compression="zstd")
+        ds.filter(plain_validator).to_parquet(output)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
