@@ -45,8 +45,12 @@ def local_ray() -> Iterator[Any]:
         import ray  # CI installed the extra: a missing Ray is a failure here, not a skip
     else:
         ray = pytest.importorskip("ray", reason=f"needs the [ray] extra: {INSTALL_HINT}")
-    ray.init(
-        num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.WARNING
+    ray.init(  # "local": never a cluster `ray start` left running on this machine
+        address="local",
+        num_cpus=2,
+        include_dashboard=False,
+        log_to_driver=False,
+        logging_level=logging.WARNING,
     )
     yield ray
     ray.shutdown()
@@ -244,7 +248,8 @@ class FakeRay:
 @pytest.mark.parametrize(
     ("address", "env", "joined", "num_cpus"),
     [
-        (None, None, None, 2),  # a new local Ray, with the CPUs asked for
+        (None, None, "local", 2),  # a new local Ray, with the CPUs asked for
+        ("local", None, "local", 2),
         ("10.0.0.1:6379", None, "10.0.0.1:6379", None),
         (None, "ray://head:10001", "ray://head:10001", None),
         ("auto", "ray://head:10001", "auto", None),  # the option wins over the variable

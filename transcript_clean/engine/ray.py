@@ -105,20 +105,20 @@ def _ray_session(ray: Any, address: str | None, num_cpus: int | None) -> Iterato
     if ray.is_initialized():
         yield
         return
-    address = address or os.environ.get("RAY_ADDRESS") or None
+    # "local" starts a new Ray even when `ray start` left one running on this machine
+    address = address or os.environ.get("RAY_ADDRESS") or "local"
     try:
         ray.init(
             address=address,
-            num_cpus=None if address else num_cpus,  # a cluster has its own resources
+            num_cpus=num_cpus if address == "local" else None,  # a cluster has its own
             ignore_reinit_error=True,
             include_dashboard=False,
             log_to_driver=False,
             logging_level=logging.WARNING,
         )
     except (ConnectionError, RuntimeError, ValueError) as exc:
-        raise EngineError(
-            f"cannot start or join Ray at {address or 'a new local Ray'}: {exc}"
-        ) from exc
+        where = "a new local Ray" if address == "local" else f"the Ray cluster at {address}"
+        raise EngineError(f"cannot start or join {where}: {exc}") from exc
     try:
         yield
     finally:
