@@ -377,3 +377,21 @@ def test_clean_batch_inside_datasets_map() -> None:
     )
     assert cleaned.num_rows == sum(1 for codes in planted if not codes)
     assert cleaned.features == ds.features
+
+
+def test_a_run_that_fails_before_any_block_leaves_nothing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import transcript_clean.engine.local as local
+
+    source = tmp_path / "in.parquet"
+    make_dataset(source, 20, "openai")
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise OSError("disk on fire")
+
+    monkeypatch.setattr(local, "run_block", broken)
+    with pytest.raises(OSError, match="disk on fire"):
+        clean(source, tmp_path / "out")
+    assert not (tmp_path / "out.partial").exists()
+    assert not (tmp_path / "out").exists()

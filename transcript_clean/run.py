@@ -147,6 +147,8 @@ def clean(
                 rows_per_shard=rows_per_shard,
                 limit=limit,
                 address=ray_address,
+                batch_size=batch_size,
+                progress=progress,
             )
         else:
             stats, shards = _run_local(
@@ -235,7 +237,15 @@ def _workdir(
     work.mkdir(parents=True, exist_ok=True)
     if not marker.exists():
         write_text_atomic(marker, json.dumps(identity, indent=2, sort_keys=True))
-    yield work
+    try:
+        yield work
+    except BaseException:
+        # A run that failed before finishing any block (an engine that could not start, a bad
+        # first batch) leaves nothing worth resuming; one that got further keeps its blocks.
+        blocks = work / "blocks"
+        if not (blocks.exists() and any(blocks.iterdir())):
+            shutil.rmtree(work, ignore_errors=True)
+        raise
     if work.exists():
         shutil.rmtree(work)
 
