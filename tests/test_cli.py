@@ -1,0 +1,60 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from transcript_clean import __version__
+from transcript_clean.cli import main
+
+
+def test_version_and_help() -> None:
+    runner = CliRunner()
+    assert (
+        runner.invoke(main, ["--version"]).output.strip()
+        == f"transcript-clean, version {__version__}"
+    )
+    result = runner.invoke(main, ["--help"])
+    assert result.exit_code == 0
+    for command in ("clean", "audit", "explain"):
+        assert command in result.output
+
+
+@pytest.mark.parametrize("command", ["clean", "audit", "explain"])
+def test_every_command_explains_itself_with_an_example(command: str) -> None:
+    result = CliRunner().invoke(main, [command, "--help"])
+    assert result.exit_code == 0
+    assert "Example" in result.output
+    assert "transcript-clean " + command in result.output
+
+
+def test_help_does_not_load_pyarrow_or_datasets() -> None:
+    code = (
+        "import sys; from transcript_clean.cli import main\n"
+        "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('pyarrow', 'datasets', 'ray') if m in sys.modules))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("[]")
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["clean", "missing.parquet", "out"], "no such file or folder: missing.parquet"),
+        (["clean", "missing.parquet", "out", "--config", "lenient"], "no config named 'lenient'"),
+        (["explain", "missing.parquet", "--row", "0"], "missing.parquet"),
+        (["clean", "x", "y", "--workers", "0"], "--workers"),
+    ],
+)
+def test_bad_input_is_a_one_line_error_with_exit_status_2(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str], words: str
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2
+    assert words in result.output
+    assert "Traceback" not in result.output

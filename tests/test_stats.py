@@ -1,0 +1,105 @@
+from __future__ import annotations
+
+import csv
+import io
+
+import pytest
+
+from transcript_clean.pipeline import RowResult, Violation
+from transcript_clean.stats import AccountingError, Stats, render_accounting, render_table
+
+
+def result(status: str, **actions: str) -> RowResult:
+    violations = [Violation(code, 0, None, f"{code} here") for code in actions]
+    return RowResult(
+        status,
+        violations,
+        dict(actions),
+        messages_in=4,
+        messages_out=0 if status == "rejected" else 4,
+    )  # type: ignore[arg-type]
+
+
+def test_rows_are_counted_by_fate_and_code() -> None:
+    stats = Stats()
+    stats.add_row(result("unchanged"), "a", 0)
+    stats.add_row(result("repaired", orphan_tool_result="repaired"), "a", 1)
+    stats.add_row(result("rejected", malformed_row="rejected"), "a", 2)
+    stats.add_row(
+        result("repaired", empty_assistant_turn="dropped", orphan_tool_result="repaired"), "a", 3
+    )
+    stats.check()
+    assert stats.counts() == {
+        "rows_in": 4,
+        "rows_kept": 3,
+        "rows_repaired": 2,
+        "rows_rejected": 1,
+        "rows_clean": 1,
+        "messages_in": 16,
+        "messages_out": 12,
+        "empty_turns_dropped": 1,
+    }
+    assert stats.rows_with_violations == 3
+    records = stats.records()
+    # in the order the cleaner meets the codes, not the order they were seen
+    assert [(r["code"], r["action"], r["rows"]) for r in records] == [
+        ("malformed_row", "rejected", 1),
+        ("empty_assistant_turn", "dropped", 1),
+        ("orphan_tool_result", "repaired", 2),
+    ]
+    assert records[2]["share"] == 0.5
+    assert (records[2]["example_source"], records[2]["example_row"]) == ("a", 1)
+
+
+def test_merge_keeps_the_first_example_and_adds_the_counts() -> None:
+    first, second = Stats(), Stats()
+    first.add_row(result("repaired", orphan_tool_result="repaired"), "a", 7)
+    second.add_row(result("repaired", orphan_tool_result="repaired"), "b", 0)
+    second.add_clean_rows(10, 40)
+    first.merge(second)
+    assert first.rows_in == 12 and first.rows_clean == 10 and first.messages_in == 48
+    (record,) = first.records()
+    assert (record["rows"], record["example_source"], record["example_row"]) == (2, "a", 7)
+    assert Stats.from_dict(first.to_dict()) == first
+
+
+def test_check_fails_when_a_row_is_lost() -> None:
+    stats = Stats(rows_in=3, rows_kept=1, rows_rejected=1)
+    with pytest.raises(AccountingError, match="3 rows in, but 1 kept \\+ 1 rejected = 2"):
+        stats.check()
+
+
+def test_csv_and_table_agree() -> None:
+    stats = Stats()
+    stats.add_row(result("rejected", no_assistant_turn="rejected"), "src", 5)
+    rows = list(csv.DictReader(io.StringIO(stats.csv())))
+    assert rows == [
+        {
+            "code": "no_assistant_turn",
+            "action": "rejected",
+            "rows": "1",
+            "occurrences": "1",
+            "share": "1.0",
+            "example_source": "src",
+            "example_row": "5",
+        }
+    ]
+    assert stats.table().to_pylist() == stats.records()
+
+
+def test_rendering() -> None:
+    stats = Stats()
+    assert render_table(stats.records()) == "no violations found"
+    stats.add_row(result("repaired", orphan_tool_result="repaired"), "s|x", 0)
+    text = render_table(stats.records())
+    assert text.splitlines()[0].split() == [
+        "code",
+        "action",
+        "rows",
+        "occurrences",
+        "share",
+        "example",
+    ]
+    assert "100.00%" in text
+    assert "s\\|x#0" in render_table(stats.records(), markdown=True)
+    assert render_accounting(stats) == "rows in 1 = kept 1 (repaired 1) + rejected 0"
