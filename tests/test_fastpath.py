@@ -199,3 +199,39 @@ def test_other_formats_and_json_text_have_no_fast_path() -> None:
     table = pa.table({"messages": [json.dumps([{"role": "user", "content": "x"}])]})
     assert clean_mask(OPENAI, table.column("messages")) is None
     assert clean_mask(get_format("sharegpt"), pa.array([[{"from": "human", "value": "x"}]])) is None
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.lists(messages(), max_size=7), min_size=1, max_size=8))
+def test_fast_and_slow_batches_agree_on_any_rows(rows: list[list[dict[str, Any]]]) -> None:
+    table = pa.Table.from_pylist(
+        [{"messages": m, "id": i} for i, m in enumerate(rows)],
+        schema=SCHEMA.append(pa.field("id", pa.int64())),
+    )
+    fast = clean_batch(table, DEFAULT, format=OPENAI, source="s")
+    slow = clean_batch(table, DEFAULT, format=OPENAI, source="s", fast=False)
+    assert fast.kept.to_pylist() == slow.kept.to_pylist()
+    assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
+    assert fast.stats == slow.stats
+
+
+def test_generated_rows_exercise_every_fast_verdict() -> None:
+    from transcript_clean.fastpath import fast_verdicts
+
+    rows = [row for row, _ in generate_rows(2000, format="openai", seed=5)]
+    table = pa.Table.from_pylist(rows)
+    verdicts = fast_verdicts(OPENAI, table.column("messages"), trailing=True, emptied=True)
+    assert verdicts is not None
+    assert verdicts.trailing.sum() > 10 and verdicts.emptied.sum() > 10
+    assert (
+        not (verdicts.clean & verdicts.trailing).any()
+        and not (verdicts.clean & verdicts.emptied).any()
+    )
+    for i in np.flatnonzero(verdicts.trailing | verdicts.emptied)[:50]:
+        result = clean_row(rows[i], OPENAI, DEFAULT)
+        expected = (
+            {"trailing_tool_call": "kept"}
+            if verdicts.trailing[i]
+            else {"empty_assistant_turn": "dropped"}
+        )
+        assert result.actions == expected

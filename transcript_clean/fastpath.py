@@ -9,6 +9,8 @@ valid shape, say) is merely left to the per-row path, so the two paths always ag
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
@@ -16,7 +18,7 @@ import pyarrow.compute as pc
 
 from transcript_clean.formats.base import Format, loads
 
-__all__ = ["clean_mask"]
+__all__ = ["Verdicts", "clean_mask", "fast_verdicts"]
 
 Mask = npt.NDArray[np.bool_]
 
@@ -28,15 +30,71 @@ _NOT_SPACE = (
 )
 
 
+@dataclass(slots=True)
+class Verdicts:
+    """What the fast path decided for each row of a batch (the rest take the per-row path)."""
+
+    clean: Mask
+    """Canonical, with no code: kept as it is."""
+    trailing: Mask
+    """Canonical but for calls pending at the very end: kept as it is, as `trailing_tool_call`."""
+    trailing_calls: npt.NDArray[np.int64]
+    """Per row, the pending calls of that last turn (one per id)."""
+    emptied: Mask
+    """Canonical once its empty assistant turns are dropped: repaired (R1) here."""
+    dropped: npt.NDArray[np.int64]
+    """Per row, the empty assistant turns dropped."""
+    emptied_column: pa.Array | None
+    """The conversation column with every empty assistant turn dropped (for the emptied rows)."""
+
+    @property
+    def handled(self) -> Mask:
+        return self.clean | self.trailing | self.emptied
+
+
 def clean_mask(fmt: Format, column: pa.Array | pa.ChunkedArray) -> Mask | None:
     """For each row, whether it is provably canonical with no code; None when this format or
     column shape has no fast path (then every row takes the per-row path)."""
+    verdicts = fast_verdicts(fmt, column)
+    return None if verdicts is None else verdicts.clean
+
+
+def fast_verdicts(
+    fmt: Format,
+    column: pa.Array | pa.ChunkedArray,
+    *,
+    trailing: bool = False,
+    emptied: bool = False,
+) -> Verdicts | None:
+    """The rows the fast path settles: always the clean ones; with `trailing`, those whose only
+    code is calls pending at the end (for a config that keeps them); with `emptied`, those whose
+    only code is empty assistant turns (for a config that repairs them). None when this format
+    or column shape has no fast path."""
     if fmt.name != "openai":
         return None
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if not _openai_shape(array.type):
         return None
-    return _openai_mask(array)
+    rows = len(array)
+    scan = _scan(array)
+    pending = scan.trailing if trailing else np.zeros(rows, dtype=bool)
+    plain = ~scan.bad & ~scan.blank
+    verdicts = Verdicts(
+        clean=plain & ~scan.trailing,
+        trailing=plain & pending,
+        trailing_calls=scan.trailing_calls,
+        emptied=np.zeros(rows, dtype=bool),
+        dropped=scan.dropped,
+        emptied_column=None,
+    )
+    if emptied and scan.blank.any():
+        # R1 first, then the checks, as the per-row path does: scan the rows again without
+        # their empty turns.
+        without = _drop_messages(array, scan.blank_messages, scan.parent)
+        again = _scan(without)
+        verdicts.emptied = scan.blank & ~again.bad & ~again.blank & ~again.trailing
+        verdicts.emptied_column = without
+    return verdicts
 
 
 def _field_type(struct: pa.DataType, name: str) -> pa.DataType | None:
@@ -86,16 +144,33 @@ def _rows_with(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Mask:
     return np.bincount(parent[flags], minlength=rows) > 0
 
 
-def _openai_mask(array: pa.Array) -> Mask:
+@dataclass(slots=True)
+class _Scan:
+    bad: Mask
+    """Rows with anything the fast path does not settle (besides empty turns and trailing calls)."""
+    blank: Mask
+    """Rows with an empty assistant turn."""
+    trailing: Mask
+    """Rows whose last message is an assistant turn with calls (pending at the end)."""
+    trailing_calls: npt.NDArray[np.int64]
+    dropped: npt.NDArray[np.int64]
+    blank_messages: Mask
+    parent: npt.NDArray[np.int64]
+
+
+def _scan(array: pa.Array) -> _Scan:
     rows = len(array)
     lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
     bad: Mask = _np(array.is_null()) | (lengths == 0)
+    nothing = np.zeros(rows, dtype=bool)
 
     msgs = pc.list_flatten(array)
-    if len(msgs) == 0:
-        return np.logical_not(bad)
     parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
     n = len(msgs)
+    if n == 0:
+        empty = np.zeros(0, dtype=bool)
+        counts = np.zeros(rows, dtype=np.int64)
+        return _Scan(bad | True, nothing, nothing.copy(), counts, counts, empty, parent)
     message_type = msgs.type
 
     role = pc.struct_field(msgs, "role")
@@ -109,21 +184,21 @@ def _openai_mask(array: pa.Array) -> Mask:
     if message_type.get_field_index("tool_calls") >= 0:
         calls_list = pc.struct_field(msgs, "tool_calls")
         n_calls = pc.fill_null(pc.list_value_length(calls_list), 0).to_numpy().astype(np.int64)
-    for name in ("function_call",):  # the legacy shape: left to the per-row path
-        if message_type.get_field_index(name) >= 0:
-            flag |= ~_np(pc.is_null(pc.struct_field(msgs, name)))
+    if message_type.get_field_index("function_call") >= 0:  # legacy: left to the per-row path
+        flag |= ~_np(pc.is_null(pc.struct_field(msgs, "function_call")))
 
     # An assistant turn says something: text, a call, or reasoning (SPEC section 2).
     said = _np(pc.match_substring_regex(content, _NOT_SPACE)) | (n_calls > 0)
     if message_type.get_field_index("reasoning_content") >= 0:
-        said |= _np(
-            pc.match_substring_regex(pc.struct_field(msgs, "reasoning_content"), _NOT_SPACE)
-        )
-    flag |= is_assistant & ~said
+        reasoning = pc.struct_field(msgs, "reasoning_content")
+        said |= _np(pc.match_substring_regex(reasoning, _NOT_SPACE))
+    blank = is_assistant & ~said
 
     # Neighbours within a row.
     same_prev = np.zeros(n, dtype=bool)
     same_prev[1:] = parent[1:] == parent[:-1]
+    is_last = np.ones(n, dtype=bool)
+    is_last[:-1] = ~same_prev[1:]
     prev_assistant = np.zeros(n, dtype=bool)
     prev_assistant[1:] = is_assistant[:-1]
     flag |= is_assistant & prev_assistant & same_prev  # consecutive_assistant
@@ -139,25 +214,55 @@ def _openai_mask(array: pa.Array) -> Mask:
     flag |= run_start & ~(prev_calling & same_prev)  # orphan results
     next_tool = np.zeros(n, dtype=bool)
     next_tool[:-1] = is_tool[1:] & same_prev[1:]
-    flag |= calling & ~next_tool  # unanswered or trailing
+    pending_at_end = calling & is_last  # trailing_tool_call
+    flag |= calling & ~next_tool & ~is_last  # unanswered
     answered = np.flatnonzero(calling & next_tool)
     flag[answered] |= run_len[run_id[answered + 1]] != n_calls[answered]
 
     bad |= _rows_with(flag, parent, rows)
-    bad |= np.bincount(parent[is_assistant], minlength=rows) == 0  # no_assistant_turn
+    bad |= np.bincount(parent[is_assistant & ~blank], minlength=rows) == 0  # no_assistant_turn
+    trailing_calls = np.zeros(rows, dtype=np.int64)
     if calling.any():
-        bad |= _calls_bad(msgs, parent, rows, bad, is_tool)
-    return np.logical_not(bad)
+        calls_bad, pending_ids = _calls_bad(msgs, parent, rows, bad, is_tool, pending_at_end)
+        bad |= calls_bad
+        trailing_calls = pending_ids
+    return _Scan(
+        bad=bad,
+        blank=_rows_with(blank, parent, rows),
+        trailing=_rows_with(pending_at_end, parent, rows),
+        trailing_calls=trailing_calls,
+        dropped=np.bincount(parent[blank], minlength=rows).astype(np.int64),
+        blank_messages=blank,
+        parent=parent,
+    )
+
+
+def _drop_messages(array: pa.Array, drop: Mask, parent: npt.NDArray[np.int64]) -> pa.Array:
+    """The list column without the flagged messages (null rows stay null)."""
+    keep = ~drop
+    counts = np.bincount(parent[keep], minlength=len(array))
+    offsets = np.zeros(len(array) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    values = pc.list_flatten(array).filter(pa.array(keep))
+    mask = array.is_null() if array.null_count else None
+    return pa.ListArray.from_arrays(pa.array(offsets), values, type=array.type, mask=mask)
 
 
 def _calls_bad(
-    msgs: pa.Array, parent: npt.NDArray[np.int64], rows: int, bad: Mask, is_tool: Mask
-) -> Mask:
-    """Rows whose calls are not all well formed and answered, in order, by their own ids.
+    msgs: pa.Array,
+    parent: npt.NDArray[np.int64],
+    rows: int,
+    bad: Mask,
+    is_tool: Mask,
+    pending_at_end: Mask,
+) -> tuple[Mask, npt.NDArray[np.int64]]:
+    """Rows whose calls are not all well formed and answered, in order, by their own ids; and,
+    per row, the number of distinct calls still pending at the end.
 
-    Only rows that passed the structural checks are looked at: in those, the k-th call of a
-    turn is followed by its run's k-th tool message, so the calls of all such rows, flattened in
-    order, line up one to one with their tool messages.
+    Only rows that passed the structural checks are looked at: in those, the k-th call of an
+    answered turn is followed by its run's k-th tool message, so the calls of all such turns,
+    flattened in order, line up one to one with their tool messages. The calls of a turn that
+    ends the history have no results to line up with.
     """
     good_msg = ~bad[parent]
     calls_list = pc.struct_field(msgs, "tool_calls")
@@ -175,21 +280,27 @@ def _calls_bad(
 
     # Each call is answered by its own id, or, with no ids on either side (TRL's shape), by
     # position, which the decoder pairs the same way; a mix is left to the per-row path.
+    at_end = pending_at_end[call_msg]
+    answered = np.flatnonzero(~at_end)
+    answered_ids = ids.take(pa.array(answered))
     tool_ids = pc.struct_field(msgs.filter(pa.array(is_tool & good_msg)), "tool_call_id")
-    same_id = _np(pc.equal(ids, tool_ids))
-    both_missing = _np(ids.is_null()) & _np(tool_ids.is_null())
-    flag |= ~(same_id | both_missing)
+    same_id = _np(pc.equal(answered_ids, tool_ids))
+    both_missing = _np(answered_ids.is_null()) & _np(tool_ids.is_null())
+    flag[answered] |= ~(same_id | both_missing)
 
-    # A repeated id in one turn is one pending call answered twice.
-    named = np.flatnonzero(~both_missing)
-    named_ids = pc.fill_null(ids, "").take(pa.array(named))
-    codes = pc.dictionary_encode(named_ids).indices.to_numpy().astype(np.int64)
+    # A repeated id in an answered turn is one pending call answered twice; in a turn that ends
+    # the history it is one pending call. A call without an id gets one of its own.
+    named = np.flatnonzero(~_np(ids.is_null()))
+    codes = pc.dictionary_encode(ids.take(pa.array(named))).indices.to_numpy().astype(np.int64)
     keys = call_msg[named] * (int(codes.max(initial=0)) + 1) + codes
     order = np.argsort(keys, kind="stable")
     repeated = np.zeros(len(keys), dtype=bool)
     repeated[order[1:]] = keys[order[1:]] == keys[order[:-1]]
-    flag[named[repeated]] = True
-    return _rows_with(flag, call_row, rows)
+    flag[named[repeated & ~at_end[named]]] = True
+    distinct = np.ones(len(call_msg), dtype=bool)
+    distinct[named[repeated]] = False
+    pending = np.bincount(call_row[at_end & distinct], minlength=rows).astype(np.int64)
+    return _rows_with(flag, call_row, rows), pending
 
 
 def _objects(arguments: pa.Array) -> Mask:

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.errors import FormatError
-from transcript_clean.fastpath import clean_mask
+from transcript_clean.fastpath import Verdicts, fast_verdicts
 from transcript_clean.formats.base import Decoded, DecodeError, Format, Row
 from transcript_clean.model import AssistantMessage, Message
 from transcript_clean.policy import (
@@ -388,20 +388,31 @@ def clean_batch(
     as_json = holds_json_text(table.schema, fmt.column)
     stats = Stats()
 
-    # Rows the fast path proves canonical are kept as they are, without becoming Python objects.
-    mask = None if as_json or not fast else clean_mask(fmt, table.column(fmt.column))
-    if mask is None:
+    # Rows the fast path settles never become Python objects: clean ones are kept as they are,
+    # and, where the config keeps or repairs them, rows whose only code is calls pending at the
+    # end or empty assistant turns. `on_row` must see every row with a code, so with it only
+    # clean rows are settled here.
+    verdicts = None
+    if fast and not as_json:
+        verdicts = fast_verdicts(
+            fmt,
+            table.column(fmt.column),
+            trailing=on_row is None and config.action(TRAILING_TOOL_CALL) == "keep",
+            emptied=on_row is None and config.action(EMPTY_ASSISTANT_TURN) == "repair",
+        )
+    settled: dict[int, pa.Table] = {}
+    if verdicts is None:
         slow = np.arange(table.num_rows)
     else:
-        slow = np.flatnonzero(~mask)
-        lengths = pc.fill_null(pc.list_value_length(table.column(fmt.column)), 0).to_numpy()
-        stats.add_clean_rows(int(mask.sum()), int(lengths[mask].sum()))
+        slow = np.flatnonzero(~verdicts.handled)
+        settled = _settle(table, fmt.column, verdicts, stats, source, first_row)
 
     positions: list[int] = slow.tolist()
     rows = table.take(pa.array(slow)).to_pylist() if positions else []
     results = [_clean_row_of(row, fmt, config, as_json) for row in rows]
     repaired = {i: r for i, r in zip(positions, results, strict=True) if r.status == "repaired"}
     fitted = _fit_repaired(repaired, table.schema, fmt.column if as_json else None)
+    fitted.update(settled)
 
     kept = np.ones(table.num_rows, dtype=bool)
     rejected: list[tuple[int, RowResult]] = []
@@ -417,6 +428,41 @@ def clean_batch(
         _assemble_rejects(table, rejected, source, first_row),
         stats,
     )
+
+
+def _settle(
+    table: pa.Table, column: str, verdicts: Verdicts, stats: Stats, source: str, first_row: int
+) -> dict[int, pa.Table]:
+    """Count the rows the fast path settled, as the per-row path would have; returns the rows it
+    repaired (empty turns dropped), as one-row tables of the input's schema."""
+    lengths = pc.fill_null(pc.list_value_length(table.column(column)), 0).to_numpy()
+    clean, trailing, emptied = verdicts.clean, verdicts.trailing, verdicts.emptied
+    stats.add_clean_rows(int(clean.sum()), int(lengths[clean].sum()))
+    if trailing.any():
+        messages = int(lengths[trailing].sum())
+        stats.add_kept_rows(int(trailing.sum()), messages, messages)
+        first = int(np.flatnonzero(trailing)[0])
+        calls = int(verdicts.trailing_calls[trailing].sum())
+        stats.add_code(
+            TRAILING_TOOL_CALL, "kept", int(trailing.sum()), calls, source, first_row + first
+        )
+    if not emptied.any():
+        return {}
+    assert verdicts.emptied_column is not None
+    positions = np.flatnonzero(emptied)
+    dropped = int(verdicts.dropped[emptied].sum())
+    messages = int(lengths[emptied].sum())
+    stats.add_kept_rows(len(positions), messages, messages - dropped, repaired=True)
+    rows = len(positions)
+    stats.add_code(
+        EMPTY_ASSISTANT_TURN, "dropped", rows, dropped, source, first_row + int(positions[0])
+    )
+    stats.empty_turns_dropped += dropped
+    index = pa.array(positions)
+    repaired = table.take(index)
+    at = table.schema.get_field_index(column)
+    repaired = repaired.set_column(at, table.schema.field(at), verdicts.emptied_column.take(index))
+    return {int(i): repaired.slice(k, 1) for k, i in enumerate(positions)}
 
 
 def _resolve_format(format: Format | str, table: pa.Table) -> Format:

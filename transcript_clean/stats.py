@@ -76,23 +76,38 @@ class Stats:
         self.rows_clean += not result.actions
         counts = result.occurrences()
         for code, action in result.actions.items():
-            entry = self.codes.get((code, action))
-            if entry is None:
-                entry = self.codes[(code, action)] = CodeStats(
-                    example_source=source, example_row=row
-                )
-            entry.rows += 1
-            entry.occurrences += counts.get(code, 1)
+            self.add_code(code, action, 1, counts.get(code, 1), source, row)
             if code == EMPTY_ASSISTANT_TURN and action == "dropped":
                 self.empty_turns_dropped += counts.get(code, 0)
 
+    def add_code(
+        self, code: str, action: str, rows: int, occurrences: int, source: str, first: int
+    ) -> None:
+        """Count `rows` rows with `code` handled by `action`; `first` is the first of them. Within
+        one source the example is the earliest row, whatever order the rows are added in."""
+        entry = self.codes.get((code, action))
+        if entry is None:
+            entry = self.codes[(code, action)] = CodeStats(example_source=source, example_row=first)
+        elif entry.example_source == source and (entry.example_row or 0) > first:
+            entry.example_row = first
+        entry.rows += rows
+        entry.occurrences += occurrences
+
     def add_clean_rows(self, rows: int, messages: int) -> None:
         """Rows kept unchanged with no code (the fast path's), holding `messages` messages."""
+        self.add_kept_rows(rows, messages, messages)
+        self.rows_clean += rows
+
+    def add_kept_rows(
+        self, rows: int, messages_in: int, messages_out: int, *, repaired: bool = False
+    ) -> None:
+        """Rows kept (repaired ones too) that the fast path settled; their codes go to
+        `add_code`."""
         self.rows_in += rows
         self.rows_kept += rows
-        self.rows_clean += rows
-        self.messages_in += messages
-        self.messages_out += messages
+        self.rows_repaired += rows if repaired else 0
+        self.messages_in += messages_in
+        self.messages_out += messages_out
 
     def merge(self, other: Stats) -> None:
         """Add `other`, which comes after `self` in input order (so examples stay the first)."""
