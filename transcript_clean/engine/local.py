@@ -10,11 +10,22 @@ from __future__ import annotations
 
 import json
 import os
+from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures import (
+    FIRST_COMPLETED,
+    Future,
+    ProcessPoolExecutor,
+    ThreadPoolExecutor,
+    wait,
+)
 from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
+from queue import Full, Queue
+from threading import Event, Thread
+
+import pyarrow as pa
 
 from transcript_clean.formats.base import Format
 from transcript_clean.pipeline import clean_batch, reject_schema
@@ -78,27 +89,87 @@ def load_block_stats(workdir: Path, index: int) -> Stats:
 
 
 def run_block(job: BlockJob, block: Block, progress: Callable[[int], None] | None = None) -> Stats:
-    """Clean one block into its data and rejects shards; returns (and records) its stats."""
+    """Clean one block into its data and rejects shards; returns (and records) its stats.
+
+    Reading and writing Parquet (decompressing, compressing) run in Arrow's C++ without the
+    GIL, so they go on two helper threads while this one cleans: the next batch is read and the
+    last one written as the current one is cleaned. One writer thread, fed in order, keeps the
+    files byte for byte what a plain loop would write; the queues hold a batch or two, so memory
+    stays bounded by the batch size.
+    """
     schema = job.source.schema
     stats = Stats()
     data = ParquetShard(job.workdir / "data" / shard_name(block.index), schema)
     rejects = ParquetShard(job.workdir / "rejects" / shard_name(block.index), reject_schema(schema))
-    with data, rejects:
+    batches = job.source.read(block.part, block.start, block.stop, job.batch_size)
+    with data, rejects, ThreadPoolExecutor(1, "transcript-clean-writer") as writer:
+        writes: deque[Future[None]] = deque()
         row = block.start
-        for batch in job.source.read(block.part, block.start, block.stop, job.batch_size):
+        for batch in _prefetched(batches):
             kept, rejected, batch_stats = clean_batch(
                 batch, job.config, format=job.format, source=block.part.name, first_row=row
             )
-            data.write(kept)
-            rejects.write(rejected)
+            writes.append(writer.submit(_write, data, kept, rejects, rejected))
+            while len(writes) > 2:
+                writes.popleft().result()
             stats.merge(batch_stats)
             row += batch.num_rows
             if progress is not None:
                 progress(batch.num_rows)
+        while writes:
+            writes.popleft().result()
     write_text_atomic(
         job.workdir / "blocks" / f"{block.index:05d}.json", json.dumps(stats.to_dict())
     )
     return stats
+
+
+def _write(data: ParquetShard, kept: pa.Table, rejects: ParquetShard, rejected: pa.Table) -> None:
+    data.write(kept)
+    rejects.write(rejected)
+
+
+_END = object()
+
+
+def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[pa.RecordBatch]:
+    """`batches`, read ahead by up to `depth` on a helper thread; its errors are raised here."""
+    queue: Queue[object] = Queue(maxsize=depth)
+    stop = Event()
+
+    def put(item: object) -> bool:
+        """Hand `item` over unless the consumer has gone."""
+        while not stop.is_set():
+            try:
+                queue.put(item, timeout=0.1)
+                return True
+            except Full:
+                continue
+        return False
+
+    def read() -> None:
+        try:
+            for batch in batches:
+                if not put(batch):
+                    return
+            put(_END)
+        except BaseException as err:  # handed to the consumer, which raises it
+            put(err)
+
+    thread = Thread(target=read, name="transcript-clean-reader", daemon=True)
+    thread.start()
+    try:
+        while True:
+            item = queue.get()
+            if item is _END:
+                return
+            if isinstance(item, BaseException):
+                raise item
+            assert isinstance(item, pa.RecordBatch)
+            yield item
+    finally:
+        stop.set()
+        thread.join()
 
 
 def _run_block_in_worker(job: BlockJob, block: Block) -> Stats:
