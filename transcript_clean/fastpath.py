@@ -88,11 +88,12 @@ def fast_verdicts(
         emptied_column=None,
     )
     if emptied and scan.blank.any():
-        # R1 first, then the checks, as the per-row path does: scan the rows again without
-        # their empty turns.
+        # R1 first, then the checks, as the per-row path does: scan the rows that had empty
+        # turns again without them.
         without = _drop_messages(array, scan.blank_messages, scan.parent)
-        again = _scan(without)
-        verdicts.emptied = scan.blank & ~again.bad & ~again.blank & ~again.trailing
+        blank_rows = np.flatnonzero(scan.blank)
+        again = _scan(without.take(pa.array(blank_rows)))
+        verdicts.emptied[blank_rows] = ~again.bad & ~again.blank & ~again.trailing
         verdicts.emptied_column = without
     return verdicts
 
