@@ -58,3 +58,17 @@ def test_bad_input_is_a_one_line_error_with_exit_status_2(
     assert result.exit_code == 2
     assert words in result.output
     assert "Traceback" not in result.output
+
+
+def test_option_defaults_are_the_library_defaults() -> None:
+    """The CLI spells its defaults out (so --help stays free of heavy imports): they must not
+    drift from the library's."""
+    from transcript_clean.run import DEFAULT_ROWS_PER_SHARD
+    from transcript_clean.sources import DEFAULT_BATCH_SIZE
+
+    def default(command: str, name: str) -> object:
+        return next(p.default for p in main.commands[command].params if p.name == name)
+
+    assert default("clean", "batch_size") == DEFAULT_BATCH_SIZE
+    assert default("audit", "batch_size") == DEFAULT_BATCH_SIZE
+    assert default("clean", "rows_per_shard") == DEFAULT_ROWS_PER_SHARD

@@ -29,7 +29,7 @@ from transcript_clean.policy import (
     load_config,
 )
 from transcript_clean.sinks import write_table_atomic, write_text_atomic
-from transcript_clean.sources import Source, open_source
+from transcript_clean.sources import DEFAULT_BATCH_SIZE, Source, open_source
 from transcript_clean.stats import Stats, run_summary
 
 __all__ = [
@@ -50,7 +50,6 @@ __all__ = [
 ]
 
 DEFAULT_SAMPLES = 3
-DEFAULT_BATCH_SIZE = 4096
 STATS_FILES = ("stats.parquet", "stats.csv", "summary.json")
 """What `--stats-out` writes: the stats files of a cleaning run's OUTPUT, same names and layout."""
 REPORT_SUFFIXES = (".md", ".markdown", ".html", ".htm")

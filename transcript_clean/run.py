@@ -20,13 +20,12 @@ from transcript_clean.errors import OutputError, SourceError
 from transcript_clean.formats.base import Format
 from transcript_clean.policy import Config, load_config
 from transcript_clean.sinks import ParquetShard, shard_name, write_table_atomic, write_text_atomic
-from transcript_clean.sources import Source, json_columns, open_source
+from transcript_clean.sources import DEFAULT_BATCH_SIZE, Source, json_columns, open_source
 from transcript_clean.stats import Stats, dataset_card, run_summary
 
 __all__ = ["DEFAULT_ROWS_PER_SHARD", "RunResult", "clean", "resolve_format"]
 
 DEFAULT_ROWS_PER_SHARD = 100_000
-DEFAULT_BATCH_SIZE = 4096
 
 
 @dataclass(slots=True)

@@ -30,7 +30,7 @@ import pyarrow.parquet as pq
 
 from transcript_clean.errors import SourceError
 
-DEFAULT_BATCH_SIZE = 8192
+DEFAULT_BATCH_SIZE = 4096
 JSON_COLUMNS_KEY = b"transcript_clean.json_columns"
 """Schema metadata key: the comma-separated columns that hold JSON text instead of typed values."""
 

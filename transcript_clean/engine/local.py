@@ -9,7 +9,6 @@ gives the same files as one process, and a killed run resumes at the first block
 from __future__ import annotations
 
 import json
-import os
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import (
@@ -213,7 +212,3 @@ def run_blocks(
                     if progress is not None:
                         progress(done[b.index].rows_in)
             yield block, done.pop(block.index)
-
-
-def default_workers() -> int:
-    return max(1, min(os.cpu_count() or 1, 8))

@@ -32,13 +32,12 @@ from transcript_clean.errors import EngineError, TranscriptCleanError
 from transcript_clean.formats.base import Format
 from transcript_clean.policy import Config
 from transcript_clean.sinks import shard_name
-from transcript_clean.sources import Source
+from transcript_clean.sources import DEFAULT_BATCH_SIZE, Source
 from transcript_clean.stats import Stats
 
 __all__ = ["run_ray"]
 
 INSTALL_HINT = "pip install 'transcript-clean[ray]'"
-DEFAULT_BATCH_SIZE = 4096
 
 
 def run_ray(
