@@ -395,3 +395,38 @@ def test_a_run_that_fails_before_any_block_leaves_nothing(
         clean(source, tmp_path / "out")
     assert not (tmp_path / "out.partial").exists()
     assert not (tmp_path / "out").exists()
+
+
+def test_ctrl_c_says_how_to_resume(tmp_path: Path) -> None:
+    source = tmp_path / "in.parquet"
+    make_dataset(source, 4000, "openai", seed=2)
+    out = tmp_path / "out"
+    command = [
+        sys.executable,
+        "-m",
+        "transcript_clean",
+        "clean",
+        str(source),
+        str(out),
+        "--rows-per-shard",
+        "50",
+    ]
+    process = subprocess.Popen(
+        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+    )
+    blocks = tmp_path / "out.partial" / "blocks"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if blocks.exists() and len(list(blocks.iterdir())) >= 2:
+            break
+        time.sleep(0.005)
+    assert process.poll() is None, "the run finished before it could be interrupted"
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130
+    assert "with --resume to finish it" in stderr
+    assert not out.exists()
+    resumed = CliRunner().invoke(
+        main, ["clean", str(source), str(out), "--rows-per-shard", "50", "--resume"]
+    )
+    assert resumed.exit_code == 0, resumed.output

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any, TypeVar
 
 import click
@@ -109,6 +111,25 @@ class Progress:
             self.bar.close()
 
 
+@contextmanager
+def _resumable(output: str) -> Iterator[None]:
+    """Ctrl-C during a run: say how to finish it, and exit 130 as an interrupted program does."""
+    try:
+        yield
+    except KeyboardInterrupt:
+        partial = Path(output).absolute()
+        partial = partial.with_name(partial.name + ".partial")
+        if partial.exists():
+            click.echo(
+                f"\ninterrupted: {partial} keeps the finished shards; run the same command "
+                "with --resume to finish it",
+                err=True,
+            )
+        else:
+            click.echo("\ninterrupted", err=True)
+        sys.exit(130)
+
+
 @main.command()
 @click.argument("source")
 @click.argument("output", type=click.Path(file_okay=False))
@@ -189,7 +210,7 @@ def clean(
     from transcript_clean.run import clean as run_clean
     from transcript_clean.stats import render_accounting, render_table
 
-    with Progress(quiet) as progress:
+    with Progress(quiet) as progress, _resumable(output):
         result = run_clean(
             source,
             output,
