@@ -5,7 +5,7 @@ import io
 
 import pytest
 
-from transcript_clean.pipeline import RowResult, Violation
+from transcript_clean.rows import RowResult, Violation
 from transcript_clean.stats import AccountingError, Stats, render_accounting, render_table
 
 

@@ -21,8 +21,9 @@ from transcript_clean.model import dump_messages, parse_messages
 from transcript_clean.transcript import TranscriptError, transcript_errors, validate_canonical
 
 if TYPE_CHECKING:
-    from transcript_clean.pipeline import clean_batch, clean_row
+    from transcript_clean.pipeline import clean_batch
     from transcript_clean.policy import Config, load_config
+    from transcript_clean.rows import clean_row
     from transcript_clean.run import RunResult, clean
 
 __version__ = "0.1.0"
@@ -54,7 +55,7 @@ _LAZY = {
     "clean": "transcript_clean.run",
     "RunResult": "transcript_clean.run",
     "clean_batch": "transcript_clean.pipeline",
-    "clean_row": "transcript_clean.pipeline",
+    "clean_row": "transcript_clean.rows",
     "Config": "transcript_clean.policy",
     "load_config": "transcript_clean.policy",
 }

@@ -20,7 +20,7 @@ from typing import Any
 from transcript_clean.errors import OutputError, TranscriptCleanError
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.model import Message
-from transcript_clean.pipeline import RepairStep, RowResult, clean_batch, clean_row
+from transcript_clean.pipeline import clean_batch
 from transcript_clean.policy import (
     CODES,
     TRAILING_TOOL_CALL,
@@ -28,6 +28,7 @@ from transcript_clean.policy import (
     Config,
     load_config,
 )
+from transcript_clean.rows import RepairStep, RowResult, clean_row
 from transcript_clean.sinks import write_table_atomic, write_text_atomic
 from transcript_clean.sources import DEFAULT_BATCH_SIZE, Source, open_source
 from transcript_clean.stats import Stats, run_summary

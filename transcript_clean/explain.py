@@ -21,8 +21,9 @@ from transcript_clean.model import (
     ToolCall,
     ToolResult,
 )
-from transcript_clean.pipeline import RepairStep, RowResult, clean_row, holds_json_text
+from transcript_clean.pipeline import holds_json_text
 from transcript_clean.policy import Config
+from transcript_clean.rows import RepairStep, RowResult, clean_row
 from transcript_clean.sources import Source
 
 __all__ = [

@@ -16,7 +16,7 @@ from transcript_clean.stats import ACTIONS, render_accounting, render_table
 
 if TYPE_CHECKING:
     from transcript_clean.audit import AuditResult, Drift, Sample
-    from transcript_clean.pipeline import RepairStep
+    from transcript_clean.rows import RepairStep
 
 __all__ = [
     "render_drift",

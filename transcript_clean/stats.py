@@ -14,7 +14,7 @@ from transcript_clean.errors import TranscriptCleanError
 from transcript_clean.policy import CODES, EMPTY_ASSISTANT_TURN
 
 if TYPE_CHECKING:
-    from transcript_clean.pipeline import RowResult
+    from transcript_clean.rows import RowResult
 
 ACTIONS = ("dropped", "repaired", "kept", "rejected")
 
