@@ -77,6 +77,15 @@ def source_options(f: F) -> F:
     return f
 
 
+batch_size_option = click.option(
+    "--batch-size",
+    type=click.IntRange(min=1),
+    default=4096,
+    show_default=True,
+    help="Rows per Arrow batch (memory is bounded by this, not by the input).",
+)
+
+
 class Progress:
     """What a long command shows on stderr: the source and format it read, and a tqdm bar (rows,
     rows/s) when stderr is a terminal. `start` and `update` are the library's callbacks."""
@@ -153,13 +162,7 @@ def _resumable(output: str) -> Iterator[None]:
     show_default=True,
     help="Processes cleaning blocks in parallel; the output is the same for any number.",
 )
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=4096,
-    show_default=True,
-    help="Rows per Arrow batch (memory is bounded by this, not by the input).",
-)
+@batch_size_option
 @click.option(
     "--engine",
     type=click.Choice(["local", "ray"]),
@@ -277,13 +280,7 @@ def explain(
 @click.option(
     "--limit", type=click.IntRange(min=0), default=None, help="Audit only the first N rows."
 )
-@click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=4096,
-    show_default=True,
-    help="Rows per Arrow batch (memory is bounded by this, not by the input).",
-)
+@batch_size_option
 @click.option(
     "--stats-out",
     type=click.Path(file_okay=False),

@@ -21,9 +21,9 @@ from transcript_clean.model import (
     ToolCall,
     ToolResult,
 )
-from transcript_clean.pipeline import holds_json_text
+from transcript_clean.pipeline import clean_stored_row, holds_json_text
 from transcript_clean.policy import Config
-from transcript_clean.rows import RepairStep, RowResult, clean_row
+from transcript_clean.rows import RepairStep, RowResult
 from transcript_clean.sources import Source
 
 __all__ = [
@@ -65,10 +65,8 @@ def read_row(source: Source, number: int) -> Row:
 
 def explain_row(source: Source, number: int, fmt: Format, config: Config) -> Explanation:
     row = read_row(source, number)
-    clean_input = dict(row)
-    if holds_json_text(source.schema, fmt.column) and isinstance(row.get(fmt.column), str):
-        clean_input[fmt.column] = json.loads(row[fmt.column])
-    result = clean_row(clean_input, fmt, config, trace=True)
+    as_json = holds_json_text(source.schema, fmt.column)
+    result = clean_stored_row(row, fmt, config, as_json=as_json, trace=True)
     return Explanation(source.name, number, fmt.name, row, result)
 
 

@@ -1,9 +1,10 @@
 """The Arrow-native fast path: which rows are already canonical, decided per batch, not per row.
 
-`clean_mask` looks at the flattened messages of a batch with pyarrow.compute and NumPy and marks
-the rows it can prove clean: rows the per-row path would keep unchanged with no code at all. Those
-rows are written from the input's Arrow data and never become Python objects; every other row
-takes the per-row path. The mask is conservative: a row it cannot prove clean (an unusual but
+`fast_verdicts` looks at the flattened messages of a batch with pyarrow.compute and NumPy and
+settles the rows it can prove: clean rows (kept unchanged with no code at all), and, where the
+config allows, rows whose only code is calls pending at the end or empty assistant turns. Those
+rows never become Python objects; every other row takes the per-row path (`clean_mask` is the
+clean part alone). The mask is conservative: a row it cannot prove clean (an unusual but
 valid shape, say) is merely left to the per-row path, so the two paths always agree.
 """
 

@@ -46,6 +46,7 @@ __all__ = [
     "Violation",
     "clean_batch",
     "clean_row",
+    "clean_stored_row",
     "holds_json_text",
     "reject_schema",
 ]
@@ -132,7 +133,7 @@ def clean_batch(
     positions: list[int] = slow.tolist()
     with _cyclic_gc_paused():
         rows = table.take(pa.array(slow)).to_pylist() if positions else []
-        results = [_clean_row_of(row, fmt, config, as_json) for row in rows]
+        results = [clean_stored_row(row, fmt, config, as_json=as_json) for row in rows]
     repaired = {i: r for i, r in zip(positions, results, strict=True) if r.status == "repaired"}
     fitted = _fit_repaired(repaired, table.schema, fmt.column if as_json else None)
     fitted.update(settled)
@@ -215,14 +216,18 @@ def _resolve_format(format: Format | str, table: pa.Table) -> Format:
     return get_format(format)
 
 
-def _clean_row_of(row: Row, fmt: Format, config: Config, as_json: bool) -> RowResult:
+def clean_stored_row(
+    row: Row, fmt: Format, config: Config, *, as_json: bool, trace: bool = False
+) -> RowResult:
+    """`clean_row` for a row as it is stored: a conversation kept as JSON text (`as_json`, see
+    `holds_json_text`) is parsed first, and text that does not parse is a `malformed_row`."""
     if as_json:
         text = row[fmt.column]
         try:
             row = {**row, fmt.column: json.loads(text) if text is not None else None}
         except (TypeError, json.JSONDecodeError) as err:
             return rejected_row(MALFORMED_ROW, f"{fmt.column}: not valid JSON ({err})")
-    return clean_row(row, fmt, config)
+    return clean_row(row, fmt, config, trace=trace)
 
 
 def _fit_repaired(

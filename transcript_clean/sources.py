@@ -224,7 +224,20 @@ def _digest(*items: object) -> str:
 # Parquet ----------------------------------------------------------------------------------------
 
 
-class ParquetSource(Source):
+class _FileSource(Source):
+    """Files under one local root, one part each."""
+
+    _parts: list[Part]
+    _root: Path
+
+    def parts(self) -> list[Part]:
+        return list(self._parts)
+
+    def local_roots(self) -> list[Path]:
+        return [self._root]
+
+
+class ParquetSource(_FileSource):
     """Parquet files, one part each. Reads only the row groups a range touches."""
 
     kind = "parquet"
@@ -261,12 +274,6 @@ class ParquetSource(Source):
 
     def _size_and_footer(self, key: str) -> tuple[int, bytes]:
         return os.path.getsize(key), _footer(Path(key))
-
-    def parts(self) -> list[Part]:
-        return list(self._parts)
-
-    def local_roots(self) -> list[Path]:
-        return [self._root]
 
     def read(
         self,
@@ -512,7 +519,7 @@ def _read_footer(handle: IO[bytes] | pa.NativeFile, name: str) -> bytes:
 # JSON -------------------------------------------------------------------------------------------
 
 
-class JsonSource(Source):
+class JsonSource(_FileSource):
     """JSON files, one part each: a list of row objects, one row object, or JSON Lines.
 
     The files are read whole into memory and become one Arrow table. A column Arrow cannot hold
@@ -537,12 +544,6 @@ class JsonSource(Source):
         self._table = rows_to_table(rows)
         self._fingerprint = _digest("json", digests)
         super().__init__(name, self._table.schema)
-
-    def parts(self) -> list[Part]:
-        return list(self._parts)
-
-    def local_roots(self) -> list[Path]:
-        return [self._root]
 
     def read(
         self,
