@@ -216,22 +216,167 @@ def test_fast_and_slow_batches_agree_on_any_rows(rows: list[list[dict[str, Any]]
 
 
 def test_generated_rows_exercise_every_fast_verdict() -> None:
-    from transcript_clean.fastpath import fast_verdicts
+    from transcript_clean.fastpath import FAST_REPAIRS, fast_verdicts
 
-    rows = [row for row, _ in generate_rows(2000, format="openai", seed=5)]
+    rows = [row for row, _ in generate_rows(3000, format="openai", seed=5)]
     table = pa.Table.from_pylist(rows)
-    verdicts = fast_verdicts(OPENAI, table.column("messages"), trailing=True, emptied=True)
-    assert verdicts is not None
-    assert verdicts.trailing.sum() > 10 and verdicts.emptied.sum() > 10
-    assert (
-        not (verdicts.clean & verdicts.trailing).any()
-        and not (verdicts.clean & verdicts.emptied).any()
+    verdicts = fast_verdicts(
+        OPENAI, table.column("messages"), keep_trailing=True, repair=FAST_REPAIRS
     )
-    for i in np.flatnonzero(verdicts.trailing | verdicts.emptied)[:50]:
-        result = clean_row(rows[i], OPENAI, DEFAULT)
-        expected = (
-            {"trailing_tool_call": "kept"}
-            if verdicts.trailing[i]
-            else {"empty_assistant_turn": "dropped"}
-        )
-        assert result.actions == expected
+    assert verdicts is not None
+    assert verdicts.trailing.sum() > 10
+    assert {fix.code for fix in verdicts.repairs} == FAST_REPAIRS
+    settled = [verdicts.clean, verdicts.trailing] + [fix.rows for fix in verdicts.repairs]
+    assert (np.sum(settled, axis=0) <= 1).all()  # each row settled once, by one verdict
+    expected: dict[str, dict[str, str]] = {}
+    for fix in verdicts.repairs:
+        assert fix.rows.sum() > 10
+        for i in np.flatnonzero(fix.rows)[:30]:
+            expected[str(i)] = {fix.code: fix.action}
+    for i in np.flatnonzero(verdicts.trailing)[:30]:
+        expected[str(i)] = {"trailing_tool_call": "kept"}
+    for i, actions in expected.items():
+        assert clean_row(rows[int(i)], OPENAI, DEFAULT).actions == actions
+
+
+JSONISH = st.text(alphabet=st.sampled_from(list('{}[]:,"\\/ \t\n\x0b\x01abnrtu0123456789.eE+-')))
+FLAT_VALUES = st.one_of(
+    st.text(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.booleans()
+)
+
+
+def flat(text: str) -> bool:
+    from transcript_clean.fastpath import _FLAT_OBJECT
+
+    return bool(pa.compute.match_substring_regex(pa.array([text]), _FLAT_OBJECT)[0].as_py())
+
+
+@st.composite
+def near_objects(draw: st.DrawFn) -> str:
+    """A flat object's JSON with one character changed, dropped or put in."""
+    text = json.dumps(draw(st.dictionaries(st.text(), FLAT_VALUES, min_size=1)))
+    at = draw(st.integers(0, len(text)))
+    glyph = draw(st.sampled_from([*'{}[]:,"\\ \x01\x0b0e.-u', "\u00e9", "\\ud800"]))
+    return text[:at] + draw(st.sampled_from([glyph, ""])) + text[at + draw(st.integers(0, 1)) :]
+
+
+TRICKY = [
+    '{"a": 01}',
+    '{"a": 1.}',
+    '{"a": .5}',
+    '{"a": +1}',
+    '{"a": -}',
+    '{"a": 1e}',
+    '{"a": 1,}',
+    "{,}",
+    '{"a" 1}',
+    '{"a": tru}',
+    '{"a": NaN}',
+    '{"a": Infinity}',
+    '{"a": "\\x"}',
+    '{"a": "\\u12"}',
+    '{"a": "\x01"}',
+    '{"a": "\n"}',
+    '{"a": 1}}',
+    '{"a": 1}x',
+    '{"a"}',
+    "\x0b{}",
+    "{}\x0c",
+    '{"a": 1 "b": 2}',
+    "{'a': 1}",
+    '{"a": [1]}',
+    '{"a": "b"',
+]
+
+
+@settings(max_examples=3000, deadline=None)
+@given(st.one_of(JSONISH, st.text(), near_objects(), st.sampled_from(TRICKY)))
+def test_what_the_flat_object_pattern_accepts_json_reads_as_an_object(text: str) -> None:
+    if flat(text):
+        assert isinstance(json.loads(text), dict), text
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.dictionaries(st.text(), st.one_of(FLAT_VALUES, st.none())), st.booleans())
+def test_the_flat_object_pattern_accepts_flat_objects(value: dict[str, Any], ascii: bool) -> None:
+    assert flat(json.dumps(value, ensure_ascii=ascii, indent=2 if ascii else None))
+
+
+# Results named by their tool, as rows without call ids have them.
+NAMED = pa.schema([("messages", pa.list_(pa.struct([*MESSAGE, pa.field("name", pa.string())])))])
+
+
+KINDS = ("chat", "call", "extra", "invalid", "system", "orphan", "consecutive", "empty")
+
+
+@st.composite
+def near_repairs(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A valid conversation of a few exchanges, some of them with a defect the fast path
+    repairs (or one that looks like it), and now and then one message taken out."""
+    out = [msg("user")]
+    maybe_text = st.sampled_from(["r", "", None])
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from([*KINDS, "chat", "call", "consecutive"]))
+        if kind in ("call", "extra", "invalid", "system"):
+            ids = draw(st.sampled_from([["a"], ["a", "b"], ["a", "b"], [None, None]]))
+            args = [draw(st.sampled_from(["{}", '{"x": [1]}'])) for _ in ids]
+            if kind == "invalid":
+                bad = draw(st.sampled_from(["{bad", "[1]", "x" * 600, "null", ""]))
+                args[draw(st.integers(0, len(ids) - 1))] = bad
+            calls = [call(i, a) for i, a in zip(ids, args, strict=True)]
+            out.append(msg("assistant", draw(maybe_text), calls, reasoning=draw(maybe_text)))
+            if kind == "system":
+                out.append(msg("system"))
+            for i in ids:  # a result's stray reasoning is an extra key R2 must not keep
+                result = msg("tool", draw(maybe_text), call_id=i, reasoning=draw(maybe_text))
+                out.append({**result, "name": draw(st.sampled_from([None, "f"]))})
+            if kind == "extra":
+                again = draw(st.sampled_from(["a", "b", "z", None]))
+                out.append(msg("tool", "again", call_id=again))
+            out += [msg("assistant", "done"), msg("user", "more")]
+        elif kind == "orphan":
+            out.append(msg("tool", "lost", call_id=draw(st.sampled_from(["a", "z", "", None]))))
+        elif kind == "consecutive":
+            out.append(msg("assistant", "one", reasoning=draw(st.sampled_from([None, None, "r"]))))
+            out.append(msg("assistant", draw(st.sampled_from(["two", "two", "one", " "]))))
+            out.append(msg("user", "more"))
+        elif kind == "empty":
+            out += [msg("assistant", draw(st.sampled_from(["", " "]))), msg("user", "more")]
+        else:
+            out += [msg("assistant", "sure"), msg("user", "more")]
+    out.append(msg("assistant", "bye"))
+    if draw(st.integers(0, 3)) == 0:
+        out.pop(draw(st.integers(0, len(out) - 1)))
+    return out
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(near_repairs(), min_size=1, max_size=6), st.sampled_from([DEFAULT, STRICT]))
+def test_fast_and_slow_batches_agree_near_the_fast_repairs(
+    rows: list[list[dict[str, Any]]], config: Any
+) -> None:
+    table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=NAMED)
+    fast = clean_batch(table, config, format=OPENAI, source="s")
+    slow = clean_batch(table, config, format=OPENAI, source="s", fast=False)
+    assert fast.kept.to_pylist() == slow.kept.to_pylist()
+    assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
+    assert fast.stats == slow.stats
+
+
+def test_near_repairs_reach_every_fast_repair() -> None:
+    from collections import Counter
+
+    from transcript_clean.fastpath import FAST_REPAIRS, fast_verdicts
+
+    reached: Counter[str] = Counter()
+
+    @settings(max_examples=80, derandomize=True, database=None, deadline=None)
+    @given(st.lists(near_repairs(), min_size=10, max_size=10))
+    def collect(rows: list[list[dict[str, Any]]]) -> None:
+        table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=NAMED)
+        verdicts = fast_verdicts(OPENAI, table.column("messages"), repair=FAST_REPAIRS)
+        assert verdicts is not None
+        reached.update({fix.code: int(fix.rows.sum()) for fix in verdicts.repairs})
+
+    collect()
+    assert all(reached[code] >= 10 for code in FAST_REPAIRS), reached

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.errors import FormatError
-from transcript_clean.fastpath import Verdicts, fast_verdicts
+from transcript_clean.fastpath import FAST_REPAIRS, Verdicts, fast_verdicts
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.policy import (
     DEFAULT,
@@ -113,15 +113,15 @@ def clean_batch(
 
     # Rows the fast path settles never become Python objects: clean ones are kept as they are,
     # and, where the config keeps or repairs them, rows whose only code is calls pending at the
-    # end or empty assistant turns. `on_row` must see every row with a code, so with it only
+    # end or one the fast path repairs. `on_row` must see every row with a code, so with it only
     # clean rows are settled here.
     verdicts = None
     if fast and not as_json:
         verdicts = fast_verdicts(
             fmt,
             table.column(fmt.column),
-            trailing=on_row is None and config.action(TRAILING_TOOL_CALL) == "keep",
-            emptied=on_row is None and config.action(EMPTY_ASSISTANT_TURN) == "repair",
+            keep_trailing=on_row is None and config.action(TRAILING_TOOL_CALL) == "keep",
+            repair=[c for c in FAST_REPAIRS if on_row is None and config.action(c) == "repair"],
         )
     settled: dict[int, pa.Table] = {}
     if verdicts is None:
@@ -175,9 +175,9 @@ def _settle(
     table: pa.Table, column: str, verdicts: Verdicts, stats: Stats, source: str, first_row: int
 ) -> dict[int, pa.Table]:
     """Count the rows the fast path settled, as the per-row path would have; returns the rows it
-    repaired (empty turns dropped), as one-row tables of the input's schema."""
+    repaired, as one-row tables of the input's schema."""
     lengths = pc.fill_null(pc.list_value_length(table.column(column)), 0).to_numpy()
-    clean, trailing, emptied = verdicts.clean, verdicts.trailing, verdicts.emptied
+    clean, trailing, repaired = verdicts.clean, verdicts.trailing, verdicts.repaired
     stats.add_clean_rows(int(clean.sum()), int(lengths[clean].sum()))
     if trailing.any():
         messages = int(lengths[trailing].sum())
@@ -187,23 +187,26 @@ def _settle(
         stats.add_code(
             TRAILING_TOOL_CALL, "kept", int(trailing.sum()), calls, source, first_row + first
         )
-    if not emptied.any():
+    if not repaired.any():
         return {}
-    assert verdicts.emptied_column is not None
-    positions = np.flatnonzero(emptied)
-    dropped = int(verdicts.dropped[emptied].sum())
-    messages = int(lengths[emptied].sum())
-    stats.add_kept_rows(len(positions), messages, messages - dropped, repaired=True)
-    rows = len(positions)
-    stats.add_code(
-        EMPTY_ASSISTANT_TURN, "dropped", rows, dropped, source, first_row + int(positions[0])
+    fixed = verdicts.repaired_column
+    assert fixed is not None
+    written = pc.fill_null(pc.list_value_length(fixed), 0).to_numpy()
+    positions = np.flatnonzero(repaired)
+    stats.add_kept_rows(
+        len(positions), int(lengths[repaired].sum()), int(written[repaired].sum()), repaired=True
     )
-    stats.empty_turns_dropped += dropped
+    for fix in verdicts.repairs:
+        first = first_row + int(np.flatnonzero(fix.rows)[0])
+        occurrences = int(fix.occurrences[fix.rows].sum())
+        stats.add_code(fix.code, fix.action, int(fix.rows.sum()), occurrences, source, first)
+        if fix.code == EMPTY_ASSISTANT_TURN:
+            stats.empty_turns_dropped += occurrences
     index = pa.array(positions)
-    repaired = table.take(index)
+    rows = table.take(index)
     at = table.schema.get_field_index(column)
-    repaired = repaired.set_column(at, table.schema.field(at), verdicts.emptied_column.take(index))
-    return {int(i): repaired.slice(k, 1) for k, i in enumerate(positions)}
+    rows = rows.set_column(at, table.schema.field(at), fixed.take(index))
+    return {int(i): rows.slice(k, 1) for k, i in enumerate(positions)}
 
 
 def _resolve_format(format: Format | str, table: pa.Table) -> Format:
