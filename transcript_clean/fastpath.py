@@ -86,7 +86,7 @@ class Verdicts:
     """Canonical once one kind of defect is repaired here: kept as `repaired_column` holds it."""
     repairs: list[FastRepair] = field(default_factory=list)
     repaired_column: pa.Array | None = None
-    """The conversation column with the repairs done (valid for the repaired rows)."""
+    """The repaired rows' conversations, in order, as they are written."""
 
     @property
     def handled(self) -> Mask:
@@ -141,7 +141,8 @@ def fast_verdicts(
                 if other != code:
                     rows_ = rows_ & ~other_rows
         alone[code] = rows_
-    repaired_column, counts = _repair(array, scan, alone)
+    subset = np.flatnonzero(np.logical_or.reduce(list(alone.values())))
+    fixed, counts = _repair(array.type, scan, alone, subset)
 
     # R2 leaves nothing to check (the calls stay invalid, and R6 lets that code pass); the rows
     # whose messages were dropped or merged are scanned again.
@@ -151,11 +152,11 @@ def fast_verdicts(
         if code in alone:
             again_rows |= alone[code]
     if again_rows.any():
-        positions = np.flatnonzero(again_rows)
-        again = _scan(repaired_column.take(pa.array(positions)))
+        within = np.flatnonzero(again_rows[subset])
+        again = _scan(fixed.take(_indices(within)))
         fine = ~again.bad & ~again.trailing & ~np.logical_or.reduce(list(again.kinds().values()))
         ok = np.zeros(rows, dtype=bool)
-        ok[positions[fine]] = True
+        ok[subset[within[fine]]] = True
         for code in accepted:
             if code != INVALID_TOOL_ARGUMENTS:
                 accepted[code] = accepted[code] & ok
@@ -164,7 +165,7 @@ def fast_verdicts(
             action = "dropped" if code == EMPTY_ASSISTANT_TURN else "repaired"
             verdicts.repairs.append(FastRepair(code, action, rows_, counts[code]))
             verdicts.repaired |= rows_
-    verdicts.repaired_column = repaired_column
+    verdicts.repaired_column = fixed.filter(pa.array(verdicts.repaired[subset]))
     return verdicts
 
 
@@ -207,7 +208,9 @@ def _openai_shape(type_: pa.DataType) -> bool:
 
 def _np(array: pa.Array | pa.ChunkedArray, fill: bool = False) -> Mask:
     """A boolean Arrow array as NumPy, nulls as `fill`."""
-    return np.asarray(pc.fill_null(array, fill).to_numpy(zero_copy_only=False), dtype=bool)
+    if array.null_count:
+        array = pc.fill_null(array, fill)
+    return np.asarray(array.to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _rows_with(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Mask:
@@ -455,9 +458,9 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
 
 
 def _repair(
-    array: pa.Array, scan: _Scan, rows_by_code: dict[str, Mask]
+    type_: pa.DataType, scan: _Scan, rows_by_code: dict[str, Mask], subset: Counts
 ) -> tuple[pa.Array, dict[str, Counts]]:
-    """The column with each code's repair done in its rows, and per code its occurrences per
+    """The rows at `subset`, each with its code's repair done, and per code its occurrences per
     row: R1 drops the empty turns, R2 answers the invalid calls, R3 drops the orphans and R4
     appends each second assistant message's text to the first's (or drops it when the two say
     the same)."""
@@ -485,14 +488,26 @@ def _repair(
         ):
             if then != first:
                 texts[i - 1] = join_texts([first, then])
-    values = _rewrite(scan.msgs, texts, fresh)
     counts = {
         EMPTY_ASSISTANT_TURN: _count(scan.blank, parent, rows),
         INVALID_TOOL_ARGUMENTS: scan.invalid,
         ORPHAN_TOOL_RESULT: _count(scan.orphan, parent, rows),
         CONSECUTIVE_ASSISTANT: _count(scan.second, parent, rows),
     }
-    return _drop_messages(array, values, drop, parent), counts
+
+    # Only the subset's messages are rewritten: their positions among the batch's, renumbered.
+    row_at = np.full(rows, -1, dtype=np.int64)
+    row_at[subset] = np.arange(len(subset), dtype=np.int64)
+    chosen = np.flatnonzero(row_at[parent] >= 0)
+    at = np.full(len(parent), -1, dtype=np.int64)
+    at[chosen] = np.arange(len(chosen), dtype=np.int64)
+    values = _rewrite(
+        scan.msgs.take(_indices(chosen)),
+        {int(at[i]): text for i, text in texts.items()},
+        [int(at[i]) for i in fresh],
+    )
+    column = _drop_messages(type_, len(subset), values, drop[chosen], row_at[parent[chosen]])
+    return column, counts
 
 
 def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: list[int]) -> pa.Array:
@@ -518,19 +533,18 @@ def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: list[int]) -> pa.Arra
     return pa.StructArray.from_arrays(children, fields=list(msgs.type), mask=mask)
 
 
-def _drop_messages(array: pa.Array, values: pa.Array, drop: Mask, parent: Counts) -> pa.Array:
-    """The list column of `values` (its flattened messages) without the flagged ones (null rows
-    stay null)."""
+def _drop_messages(
+    type_: pa.DataType, rows: int, values: pa.Array, drop: Mask, parent: Counts
+) -> pa.Array:
+    """A list column of `rows` rows from their flattened messages `values` (`parent` gives each
+    one's row; no row is null), without the flagged ones."""
     keep = ~drop
-    counts = np.bincount(parent[keep], minlength=len(array))
-    large = pa.types.is_large_list(array.type)
-    offsets = np.zeros(len(array) + 1, dtype=np.int64 if large else np.int32)
+    counts = np.bincount(parent[keep], minlength=rows)
+    large = pa.types.is_large_list(type_)
+    offsets = np.zeros(rows + 1, dtype=np.int64 if large else np.int32)
     np.cumsum(counts, out=offsets[1:])
     kind = pa.LargeListArray if large else pa.ListArray
-    mask = array.is_null() if array.null_count else None
-    return kind.from_arrays(
-        pa.array(offsets), values.filter(pa.array(keep)), type=array.type, mask=mask
-    )
+    return kind.from_arrays(pa.array(offsets), values.filter(pa.array(keep)), type=type_)
 
 
 def _objects(arguments: pa.Array) -> Mask:
@@ -541,11 +555,11 @@ def _objects(arguments: pa.Array) -> Mask:
         return np.zeros(len(arguments), dtype=bool)
     # A flat object is one for sure; of the rest, only text that looks like one is parsed.
     out = _np(pc.match_substring_regex(arguments, _FLAT_OBJECT))
-    looks = _np(pc.match_substring_regex(arguments, r"^\s*\{"))
-    candidates = np.flatnonzero(looks & ~out)
-    if len(candidates):
-        texts = arguments.take(_indices(candidates)).to_pylist()
-        out[candidates] = [_is_object(t) for t in texts]
+    rest = np.flatnonzero(~out)
+    if len(rest):
+        texts = arguments.take(_indices(rest))
+        candidates = rest[_np(pc.match_substring_regex(texts, r"^\s*\{"))]
+        out[candidates] = [_is_object(t) for t in arguments.take(_indices(candidates)).to_pylist()]
     return out
 
 

@@ -191,21 +191,18 @@ def _settle(
         return {}
     fixed = verdicts.repaired_column
     assert fixed is not None
-    written = pc.fill_null(pc.list_value_length(fixed), 0).to_numpy()
     positions = np.flatnonzero(repaired)
-    stats.add_kept_rows(
-        len(positions), int(lengths[repaired].sum()), int(written[repaired].sum()), repaired=True
-    )
+    written = int(pc.sum(pc.list_value_length(fixed)).as_py() or 0)
+    stats.add_kept_rows(len(positions), int(lengths[repaired].sum()), written, repaired=True)
     for fix in verdicts.repairs:
         first = first_row + int(np.flatnonzero(fix.rows)[0])
         occurrences = int(fix.occurrences[fix.rows].sum())
         stats.add_code(fix.code, fix.action, int(fix.rows.sum()), occurrences, source, first)
         if fix.code == EMPTY_ASSISTANT_TURN:
             stats.empty_turns_dropped += occurrences
-    index = pa.array(positions)
-    rows = table.take(index)
+    rows = table.take(pa.array(positions))
     at = table.schema.get_field_index(column)
-    rows = rows.set_column(at, table.schema.field(at), fixed.take(index))
+    rows = rows.set_column(at, table.schema.field(at), fixed)
     return {int(i): rows.slice(k, 1) for k, i in enumerate(positions)}
 
 
