@@ -120,3 +120,11 @@ def test_verdicts_for_another_batch_are_refused() -> None:
     with pytest.raises(ValueError, match="verdicts for 3 rows given for a batch of 2"):
         clean_batch(pa.Table.from_pylist(rows[:2]), format=OPENAI, verdicts=verdicts)
 
+
+def test_kept_rows_may_come_in_chunks_of_the_input_schema() -> None:
+    rows = [row(user("q"), assistant("a" if i % 3 else "")) for i in range(7)]
+    t = table(rows)
+    kept, _, _ = clean_batch(t, DEFAULT, format=FMT)
+    assert kept.schema == t.schema
+    assert kept.combine_chunks().to_pylist() == kept.to_pylist()
+    assert kept.column("messages").num_chunks > 1  # one copy, made by whoever writes them
