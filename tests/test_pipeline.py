@@ -4,11 +4,15 @@ import pyarrow as pa
 import pytest
 from canonical import FMT, call, res, row
 
+from transcript_clean.errors import FormatError
+from transcript_clean.formats import get_format
 from transcript_clean.formats.base import Row
 from transcript_clean.model import assistant, parse_messages, system, user
-from transcript_clean.pipeline import clean_batch
-from transcript_clean.policy import DEFAULT
+from transcript_clean.pipeline import batch_verdicts, clean_batch
+from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.synthetic import generate_rows
 
+OPENAI = get_format("openai")
 GOOD = row(system("s"), user("hi"), assistant(call("c1")), user(res("c1")), assistant("done"))
 
 
@@ -65,3 +69,62 @@ def test_json_text_columns_are_decoded_and_written_back_as_text() -> None:
     ]
     assert rejects.column("_reject_codes").to_pylist() == [["malformed_row"]]
     assert "not valid JSON" in rejects.column("_reject_message")[0].as_py()
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+@pytest.mark.parametrize("size", [1, 37, 600])
+def test_verdicts_computed_ahead_give_the_same_result(config: Config, size: int) -> None:
+    t = pa.Table.from_pylist([r for r, _ in generate_rows(size, format="openai", seed=size)])
+    verdicts = batch_verdicts(t, config, format=OPENAI)
+    assert verdicts is not None
+    ahead = clean_batch(t, config, format=OPENAI, source="s", first_row=5, verdicts=verdicts)
+    here = clean_batch(t, config, format=OPENAI, source="s", first_row=5)
+    assert ahead.kept.equals(here.kept)
+    assert ahead.rejects.equals(here.rejects)
+    assert ahead.stats == here.stats
+    assert ahead.kept.schema == t.schema
+
+
+def test_verdicts_without_codes_leave_every_row_with_a_code_to_on_row() -> None:
+    t = pa.Table.from_pylist([r for r, _ in generate_rows(300, format="openai", seed=3)])
+    seen: dict[str, list[int]] = {"ahead": [], "here": []}
+    for name, verdicts in [
+        ("ahead", batch_verdicts(t, format=OPENAI, codes=False)),
+        ("here", None),
+    ]:
+        result = clean_batch(
+            t,
+            format=OPENAI,
+            verdicts=verdicts,
+            on_row=lambda i, _row, result, name=name: seen[name].append(i),
+        )
+        assert result.stats.rows_in == 300
+    assert seen["ahead"] == seen["here"]
+    assert 0 < len(seen["here"]) < 300
+
+
+def test_no_verdicts_for_json_text_or_formats_without_a_fast_path() -> None:
+    import json
+
+    as_text = pa.table({"messages": [json.dumps(GOOD["messages"])]})
+    assert batch_verdicts(as_text, format=FMT) is None
+    sharegpt = pa.table({"conversations": [[{"from": "human", "value": "x"}]]})
+    assert batch_verdicts(sharegpt, format="sharegpt") is None
+    with pytest.raises(FormatError, match="no column 'conversations'"):
+        batch_verdicts(pa.table({"messages": [[{"role": "user"}]]}), format="sharegpt")
+
+
+def test_verdicts_for_another_batch_are_refused() -> None:
+    rows = [r for r, _ in generate_rows(3, format="openai", seed=1)]
+    verdicts = batch_verdicts(pa.Table.from_pylist(rows), format=OPENAI)
+    with pytest.raises(ValueError, match="verdicts for 3 rows given for a batch of 2"):
+        clean_batch(pa.Table.from_pylist(rows[:2]), format=OPENAI, verdicts=verdicts)
+
+
+def test_kept_rows_may_come_in_chunks_of_the_input_schema() -> None:
+    rows = [row(user("q"), assistant("a" if i % 3 else "")) for i in range(7)]
+    t = table(rows)
+    kept, _, _ = clean_batch(t, DEFAULT, format=FMT)
+    assert kept.schema == t.schema
+    assert kept.combine_chunks().to_pylist() == kept.to_pylist()
+    assert kept.column("messages").num_chunks > 1  # one copy, made by whoever writes them

@@ -44,6 +44,7 @@ __all__ = [
     "RepairStep",
     "RowResult",
     "Violation",
+    "batch_verdicts",
     "clean_batch",
     "clean_row",
     "clean_stored_row",
@@ -81,6 +82,34 @@ def reject_schema(schema: pa.Schema) -> pa.Schema:
     return out
 
 
+def batch_verdicts(
+    batch: pa.RecordBatch | pa.Table,
+    config: Config = DEFAULT,
+    *,
+    format: Format | str = "auto",
+    codes: bool = True,
+) -> Verdicts | None:
+    """What the Arrow fast path settles in `batch`: the first step of `clean_batch`, which can
+    run ahead of it (on the thread that reads the batches, say) and be handed to it as
+    `verdicts`. None when the fast path settles nothing here (the format has none, or the
+    column holds JSON text).
+
+    Rows the fast path settles never become Python objects: clean ones are kept as they are,
+    and, where the config keeps or repairs them, rows whose only code is calls pending at the
+    end or one the fast path repairs (`FAST_REPAIRS`). `codes=False` settles the clean rows
+    alone: `clean_batch`'s `on_row` must see every row with a code.
+    """
+    table, fmt = _prepared(batch, format)
+    if holds_json_text(table.schema, fmt.column):
+        return None
+    return fast_verdicts(
+        fmt,
+        table.column(fmt.column),
+        keep_trailing=codes and config.action(TRAILING_TOOL_CALL) == "keep",
+        repair=[c for c in FAST_REPAIRS if codes and config.action(c) == "repair"],
+    )
+
+
 def clean_batch(
     batch: pa.RecordBatch | pa.Table,
     config: Config = DEFAULT,
@@ -90,41 +119,32 @@ def clean_batch(
     first_row: int = 0,
     on_row: Callable[[int, Row, RowResult], None] | None = None,
     fast: bool = True,
+    verdicts: Verdicts | None = None,
 ) -> BatchResult:
     """Clean one Arrow batch: `(kept, rejects, stats)`.
 
-    `kept` has the input's schema and its rows in input order, an unchanged row value for value;
+    `kept` has the input's schema and its rows in input order, an unchanged row value for value
+    (its columns may come in many chunks: `combine_chunks` makes them one);
     `rejects` holds rejected rows as they came in plus `_reject_codes`, `_reject_message`,
     `_source` and `_source_row` (`first_row` + the row's position in the batch).
 
     Rows the Arrow fast path proves clean skip the per-row path (`fast=False` sends every row
     through it: the same result, slower); `on_row` sees every row that takes the per-row path,
-    which includes every row with a code.
+    which includes every row with a code. `verdicts` is the fast path's answer computed ahead
+    by `batch_verdicts` for this batch, config and format (with `codes=on_row is None`); by
+    default it is computed here.
     """
-    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
-    fmt = _resolve_format(format, table)
-    if fmt.column not in table.column_names:
-        raise FormatError(
-            f"no column {fmt.column!r} for format {fmt.name}; the columns are "
-            f"{', '.join(table.column_names)}"
-        )
+    table, fmt = _prepared(batch, format)
     as_json = holds_json_text(table.schema, fmt.column)
     stats = Stats()
-
-    # Rows the fast path settles never become Python objects: clean ones are kept as they are,
-    # and, where the config keeps or repairs them, rows whose only code is calls pending at the
-    # end or one the fast path repairs. `on_row` must see every row with a code, so with it only
-    # clean rows are settled here.
-    verdicts = None
-    if fast and not as_json:
-        verdicts = fast_verdicts(
-            fmt,
-            table.column(fmt.column),
-            keep_trailing=on_row is None and config.action(TRAILING_TOOL_CALL) == "keep",
-            repair=[c for c in FAST_REPAIRS if on_row is None and config.action(c) == "repair"],
+    if verdicts is None and fast:
+        verdicts = batch_verdicts(table, config, format=fmt, codes=on_row is None)
+    elif verdicts is not None and len(verdicts.handled) != table.num_rows:
+        raise ValueError(
+            f"verdicts for {len(verdicts.handled)} rows given for a batch of {table.num_rows}"
         )
     settled: dict[int, pa.Table] = {}
-    if verdicts is None:
+    if verdicts is None or not fast:
         slow = np.arange(table.num_rows)
     else:
         slow = np.flatnonzero(~verdicts.handled)
@@ -206,6 +226,18 @@ def _settle(
     return {int(i): rows.slice(k, 1) for k, i in enumerate(positions)}
 
 
+def _prepared(batch: pa.RecordBatch | pa.Table, format: Format | str) -> tuple[pa.Table, Format]:
+    """`batch` as a table, and its format, which must find its column there."""
+    table = batch if isinstance(batch, pa.Table) else pa.Table.from_batches([batch])
+    fmt = _resolve_format(format, table)
+    if fmt.column not in table.column_names:
+        raise FormatError(
+            f"no column {fmt.column!r} for format {fmt.name}; the columns are "
+            f"{', '.join(table.column_names)}"
+        )
+    return table, fmt
+
+
 def _resolve_format(format: Format | str, table: pa.Table) -> Format:
     if isinstance(format, Format):
         return format
@@ -274,8 +306,9 @@ def _assemble_kept(
     pieces.sort(key=lambda piece: piece[0])
     if not pieces:
         return table.slice(0, 0)
-    # One contiguous copy: a Parquet writer handed thousands of tiny chunks is slower than this.
-    return pa.concat_tables([piece for _, piece in pieces]).combine_chunks()
+    # No copy here: the engine makes the chunks one on its writer thread, where the copy runs
+    # beside the cleaning of the next batch.
+    return pa.concat_tables([piece for _, piece in pieces])
 
 
 def _assemble_rejects(

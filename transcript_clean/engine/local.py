@@ -23,11 +23,13 @@ from multiprocessing import get_context
 from pathlib import Path
 from queue import Full, Queue
 from threading import Event, Thread
+from typing import TypeVar, cast
 
 import pyarrow as pa
 
+from transcript_clean.fastpath import Verdicts
 from transcript_clean.formats.base import Format
-from transcript_clean.pipeline import clean_batch, reject_schema
+from transcript_clean.pipeline import batch_verdicts, clean_batch, reject_schema
 from transcript_clean.policy import Config
 from transcript_clean.sinks import ParquetShard, shard_name, write_text_atomic
 from transcript_clean.sources import Part, Source
@@ -90,11 +92,12 @@ def load_block_stats(workdir: Path, index: int) -> Stats:
 def run_block(job: BlockJob, block: Block, progress: Callable[[int], None] | None = None) -> Stats:
     """Clean one block into its data and rejects shards; returns (and records) its stats.
 
-    Reading and writing Parquet (decompressing, compressing) run in Arrow's C++ without the
-    GIL, so they go on two helper threads while this one cleans: the next batch is read and the
-    last one written as the current one is cleaned. One writer thread, fed in order, keeps the
-    files byte for byte what a plain loop would write; the queues hold a batch or two, so memory
-    stays bounded by the batch size.
+    Reading and writing Parquet (decompressing, compressing), most of the fast path's checks
+    and copying the kept rows together run in Arrow's C++ or NumPy without the GIL, so they go
+    on two helper threads while this one runs the per-row Python: the next batch is read and
+    checked, and the last one copied and written, as the current one is cleaned. One writer
+    thread, fed in order, keeps the files byte for byte what a plain loop would write; the
+    queues hold a batch or two, so memory stays bounded by the batch size.
     """
     schema = job.source.schema
     stats = Stats()
@@ -104,9 +107,14 @@ def run_block(job: BlockJob, block: Block, progress: Callable[[int], None] | Non
     with data, rejects, ThreadPoolExecutor(1, "transcript-clean-writer") as writer:
         writes: deque[Future[None]] = deque()
         row = block.start
-        for batch in _prefetched(batches):
+        for batch, verdicts in _prefetched(_with_verdicts(batches, job)):
             kept, rejected, batch_stats = clean_batch(
-                batch, job.config, format=job.format, source=block.part.name, first_row=row
+                batch,
+                job.config,
+                format=job.format,
+                source=block.part.name,
+                first_row=row,
+                verdicts=verdicts,
             )
             writes.append(writer.submit(_write, data, kept, rejects, rejected))
             while len(writes) > 2:
@@ -123,16 +131,28 @@ def run_block(job: BlockJob, block: Block, progress: Callable[[int], None] | Non
     return stats
 
 
+def _with_verdicts(
+    batches: Iterator[pa.RecordBatch], job: BlockJob
+) -> Iterator[tuple[pa.RecordBatch, Verdicts | None]]:
+    """Each batch with what the fast path settles in it (run on the reader thread)."""
+    for batch in batches:
+        yield batch, batch_verdicts(batch, job.config, format=job.format)
+
+
 def _write(data: ParquetShard, kept: pa.Table, rejects: ParquetShard, rejected: pa.Table) -> None:
-    data.write(kept)
+    # One contiguous copy of the kept rows, made here rather than in `clean_batch`: a Parquet
+    # writer handed thousands of tiny chunks is slower than this, and the chunks written decide
+    # the file's pages, so one chunk per batch keeps the bytes what they always were.
+    data.write(kept.combine_chunks())
     rejects.write(rejected)
 
 
 _END = object()
+T = TypeVar("T")
 
 
-def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[pa.RecordBatch]:
-    """`batches`, read ahead by up to `depth` on a helper thread; its errors are raised here."""
+def _prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
+    """`items`, made ahead by up to `depth` on a helper thread; its errors are raised here."""
     queue: Queue[object] = Queue(maxsize=depth)
     stop = Event()
 
@@ -148,8 +168,8 @@ def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[p
 
     def read() -> None:
         try:
-            for batch in batches:
-                if not put(batch):
+            for item in items:
+                if not put(item):
                     return
             put(_END)
         except BaseException as err:  # handed to the consumer, which raises it
@@ -164,8 +184,7 @@ def _prefetched(batches: Iterator[pa.RecordBatch], depth: int = 2) -> Iterator[p
                 return
             if isinstance(item, BaseException):
                 raise item
-            assert isinstance(item, pa.RecordBatch)
-            yield item
+            yield cast(T, item)
     finally:
         stop.set()
         thread.join()

@@ -1,0 +1,82 @@
+"""The local engine's block runner: its helper threads change nothing in the files it writes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from transcript_clean.engine.local import BlockJob, plan_blocks, run_block
+from transcript_clean.errors import SourceError
+from transcript_clean.formats import get_format
+from transcript_clean.pipeline import clean_batch, reject_schema
+from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.sinks import ParquetShard, shard_name
+from transcript_clean.sources import open_source
+from transcript_clean.stats import Stats
+from transcript_clean.synthetic import generate_rows
+
+
+def plain_block(job: BlockJob, index: int, folder: Path) -> Stats:
+    """What `run_block` writes, by a plain loop on one thread: each batch's kept rows as one
+    contiguous table, as `clean_batch` returned them before the copy moved to the writer."""
+    block = plan_blocks(job.source, 10**9)[index]
+    schema = job.source.schema
+    stats = Stats()
+    with (
+        ParquetShard(folder / "data" / shard_name(index), schema) as data,
+        ParquetShard(folder / "rejects" / shard_name(index), reject_schema(schema)) as rejects,
+    ):
+        row = block.start
+        for batch in job.source.read(block.part, block.start, block.stop, job.batch_size):
+            kept, rejected, batch_stats = clean_batch(
+                batch, job.config, format=job.format, source=block.part.name, first_row=row
+            )
+            data.write(kept.combine_chunks())
+            rejects.write(rejected)
+            stats.merge(batch_stats)
+            row += batch.num_rows
+    return stats
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+@pytest.mark.parametrize("batch_size", [64, 1000])
+def test_run_block_writes_what_a_plain_loop_writes(
+    tmp_path: Path, config: Config, batch_size: int
+) -> None:
+    source = tmp_path / "in.parquet"
+    rows = [r for r, _ in generate_rows(1500, format="openai", seed=batch_size)]
+    # Megabytes of text, so that a column chunk spans several pages: where pages end depends
+    # on the chunks the writer is handed.
+    pad = [f"{i:06d}" * 300 for i in range(len(rows))]
+    table = pa.Table.from_pylist(rows).append_column("pad", pa.array(pad))
+    pq.write_table(table, source, row_group_size=300)
+    job = BlockJob(
+        open_source(str(source)), get_format("openai"), config, tmp_path / "a", batch_size
+    )
+    [block] = plan_blocks(job.source, 10**9)
+    for folder in ("data", "rejects", "blocks"):
+        (job.workdir / folder).mkdir(parents=True)
+
+    stats = run_block(job, block)
+    expected = plain_block(job, 0, tmp_path / "b")
+
+    assert stats == expected
+    assert stats.rows_in == 1500 and stats.rows_rejected > 0 and stats.rows_clean > 0
+    for folder in ("data", "rejects"):
+        written = (tmp_path / "a" / folder / shard_name(0)).read_bytes()
+        assert written == (tmp_path / "b" / folder / shard_name(0)).read_bytes()
+
+
+def test_an_error_while_reading_ahead_is_raised_by_run_block(tmp_path: Path) -> None:
+    source = tmp_path / "in.parquet"
+    rows = [r for r, _ in generate_rows(50, format="openai", seed=1)]
+    pq.write_table(pa.Table.from_pylist(rows), source)
+    job = BlockJob(open_source(str(source)), get_format("openai"), DEFAULT, tmp_path / "a", 16)
+    [block] = plan_blocks(job.source, 10**9)
+    source.write_bytes(b"PAR1 no longer parquet")
+    with pytest.raises(SourceError, match=r"in\.parquet"):
+        run_block(job, block)
+    assert not (tmp_path / "a" / "data" / shard_name(0)).exists()
