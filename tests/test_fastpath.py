@@ -208,8 +208,12 @@ def test_fast_and_slow_batches_agree_on_any_rows(rows: list[list[dict[str, Any]]
         [{"messages": m, "id": i} for i, m in enumerate(rows)],
         schema=SCHEMA.append(pa.field("id", pa.int64())),
     )
-    fast = clean_batch(table, DEFAULT, format=OPENAI, source="s")
-    slow = clean_batch(table, DEFAULT, format=OPENAI, source="s", fast=False)
+    assert_fast_and_slow_agree(table, DEFAULT)
+
+
+def assert_fast_and_slow_agree(table: pa.Table, config: Any) -> None:
+    fast = clean_batch(table, config, format=OPENAI, source="s")
+    slow = clean_batch(table, config, format=OPENAI, source="s", fast=False)
     assert fast.kept.to_pylist() == slow.kept.to_pylist()
     assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
     assert fast.stats == slow.stats
@@ -356,11 +360,7 @@ def test_fast_and_slow_batches_agree_near_the_fast_repairs(
     rows: list[list[dict[str, Any]]], config: Any
 ) -> None:
     table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=NAMED)
-    fast = clean_batch(table, config, format=OPENAI, source="s")
-    slow = clean_batch(table, config, format=OPENAI, source="s", fast=False)
-    assert fast.kept.to_pylist() == slow.kept.to_pylist()
-    assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
-    assert fast.stats == slow.stats
+    assert_fast_and_slow_agree(table, config)
 
 
 def test_near_repairs_reach_every_fast_repair() -> None:
