@@ -80,3 +80,26 @@ def test_an_error_while_reading_ahead_is_raised_by_run_block(tmp_path: Path) -> 
     with pytest.raises(SourceError, match=r"in\.parquet"):
         run_block(job, block)
     assert not (tmp_path / "a" / "data" / shard_name(0)).exists()
+
+
+def test_two_workers_share_the_blocks_with_this_process(tmp_path: Path) -> None:
+    from transcript_clean.engine.local import run_blocks
+
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist([r for r, _ in generate_rows(600, seed=3)]), source)
+    outputs = {}
+    for workers in (1, 2):
+        job = BlockJob(
+            open_source(str(source)), get_format("openai"), DEFAULT, tmp_path / str(workers), 50
+        )
+        reported: list[int] = []
+        blocks = plan_blocks(job.source, 100)
+        order = [
+            b.index for b, _ in run_blocks(job, blocks, workers=workers, progress=reported.append)
+        ]
+        assert order == list(range(6)) and sum(reported) == 600
+        outputs[workers] = {p.name: p.read_bytes() for p in (job.workdir / "data").iterdir()}
+        if workers == 2:
+            # A block cleaned here reports batch by batch (50 rows); one from the pool, whole.
+            assert 50 in reported and 100 in reported
+    assert outputs[1] == outputs[2]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import (
     FIRST_COMPLETED,
     Future,
@@ -216,18 +216,33 @@ def run_blocks(
             yield block, done.pop(block.index)
         return
 
-    # `spawn`: a forked child would inherit Arrow's thread pools mid-flight.
-    with ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn")) as pool:
-        futures: dict[Future[Stats], Block] = {
-            pool.submit(_run_block_in_worker, job, b): b for b in todo
-        }
-        pending = set(futures)
+    # This process is one of the workers: it cleans blocks from the front of the input while
+    # the pool's processes take them from the back, so `--workers 2` starts one process, not
+    # two, and nobody waits for a process to start. `spawn`: a forked child would inherit
+    # Arrow's thread pools mid-flight.
+    left = deque(todo)
+    running: dict[Future[Stats], Block] = {}
+
+    def finish(futures: Iterable[Future[Stats]]) -> None:
+        for future in futures:
+            block = running.pop(future)
+            done[block.index] = future.result()
+            if progress is not None:
+                progress(done[block.index].rows_in)
+
+    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=get_context("spawn")) as pool:
         for block in blocks:
             while block.index not in done:
-                finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in finished:
-                    b = futures[future]
-                    done[b.index] = future.result()
-                    if progress is not None:
-                        progress(done[b.index].rows_in)
+                finish([future for future in running if future.done()])
+                while left and len(running) < workers - 1:
+                    last = left.pop()
+                    running[pool.submit(_run_block_in_worker, job, last)] = last
+                if block.index in done:
+                    break
+                if left:
+                    first = left.popleft()
+                    done[first.index] = run_block(job, first, progress)
+                else:
+                    finished, _ = wait(running, return_when=FIRST_COMPLETED)
+                    finish(finished)
             yield block, done.pop(block.index)
