@@ -20,8 +20,7 @@ from transcript_clean.synthetic import generate_rows
 
 
 def plain_block(job: BlockJob, index: int, folder: Path) -> Stats:
-    """What `run_block` writes, by a plain loop on one thread: each batch's kept rows as one
-    contiguous table, as `clean_batch` returned them before the copy moved to the writer."""
+    """What `run_block` writes, by a plain loop on one thread."""
     block = plan_blocks(job.source, 10**9)[index]
     schema = job.source.schema
     stats = Stats()
@@ -34,7 +33,7 @@ def plain_block(job: BlockJob, index: int, folder: Path) -> Stats:
             kept, rejected, batch_stats = clean_batch(
                 batch, job.config, format=job.format, source=block.part.name, first_row=row
             )
-            data.write(kept.combine_chunks())
+            data.write(kept)
             rejects.write(rejected)
             stats.merge(batch_stats)
             row += batch.num_rows

@@ -123,8 +123,9 @@ def clean_batch(
 ) -> BatchResult:
     """Clean one Arrow batch: `(kept, rejects, stats)`.
 
-    `kept` has the input's schema and its rows in input order, an unchanged row value for value
-    (its columns may come in many chunks: `combine_chunks` makes them one);
+    `kept` has the input's schema and its rows in input order, an unchanged row value for value,
+    in one contiguous chunk (a Parquet writer handed many small chunks is slower, and the
+    chunks it is handed decide the file's pages);
     `rejects` holds rejected rows as they came in plus `_reject_codes`, `_reject_message`,
     `_source` and `_source_row` (`first_row` + the row's position in the batch).
 
@@ -143,7 +144,7 @@ def clean_batch(
         raise ValueError(
             f"verdicts for {len(verdicts.handled)} rows given for a batch of {table.num_rows}"
         )
-    settled: dict[int, pa.Table] = {}
+    settled: Replaced | None = None
     if verdicts is None or not fast:
         slow = np.arange(table.num_rows)
     else:
@@ -156,7 +157,6 @@ def clean_batch(
         results = [clean_stored_row(row, fmt, config, as_json=as_json) for row in rows]
     repaired = {i: r for i, r in zip(positions, results, strict=True) if r.status == "repaired"}
     fitted = _fit_repaired(repaired, table.schema, fmt.column if as_json else None)
-    fitted.update(settled)
 
     kept = np.ones(table.num_rows, dtype=bool)
     rejected: list[tuple[int, RowResult]] = []
@@ -168,7 +168,7 @@ def clean_batch(
         if on_row is not None:
             on_row(first_row + i, row, result)
     return BatchResult(
-        _assemble_kept(table, kept, fitted),
+        _assemble_kept(table, kept, [r for r in (settled, fitted) if r is not None]),
         _assemble_rejects(table, rejected, source, first_row),
         stats,
     )
@@ -191,11 +191,18 @@ def _cyclic_gc_paused() -> Iterator[None]:
         gc.enable()
 
 
+class Replaced(NamedTuple):
+    """Rows of a batch written anew: their positions in the batch, and the rows, in that order."""
+
+    positions: npt.NDArray[np.int64]
+    rows: pa.Table
+
+
 def _settle(
     table: pa.Table, column: str, verdicts: Verdicts, stats: Stats, source: str, first_row: int
-) -> dict[int, pa.Table]:
+) -> Replaced | None:
     """Count the rows the fast path settled, as the per-row path would have; returns the rows it
-    repaired, as one-row tables of the input's schema."""
+    repaired."""
     lengths = pc.fill_null(pc.list_value_length(table.column(column)), 0).to_numpy()
     clean, trailing, repaired = verdicts.clean, verdicts.trailing, verdicts.repaired
     stats.add_clean_rows(int(clean.sum()), int(lengths[clean].sum()))
@@ -208,7 +215,7 @@ def _settle(
             TRAILING_TOOL_CALL, "kept", int(trailing.sum()), calls, source, first_row + first
         )
     if not repaired.any():
-        return {}
+        return None
     fixed = verdicts.repaired_column
     assert fixed is not None
     positions = np.flatnonzero(repaired)
@@ -222,8 +229,7 @@ def _settle(
             stats.empty_turns_dropped += occurrences
     rows = table.take(pa.array(positions))
     at = table.schema.get_field_index(column)
-    rows = rows.set_column(at, table.schema.field(at), fixed)
-    return {int(i): rows.slice(k, 1) for k, i in enumerate(positions)}
+    return Replaced(positions, rows.set_column(at, table.schema.field(at), fixed))
 
 
 def _prepared(batch: pa.RecordBatch | pa.Table, format: Format | str) -> tuple[pa.Table, Format]:
@@ -264,11 +270,11 @@ def clean_stored_row(
 
 def _fit_repaired(
     repaired: dict[int, RowResult], schema: pa.Schema, json_column: str | None
-) -> dict[int, pa.Table]:
-    """The repaired rows as one-row tables of the input's schema, converted together. A row that
-    does not fit the schema any more is rejected as `unencodable_row` (and left out)."""
+) -> Replaced | None:
+    """The repaired rows in the input's schema, converted together. A row that does not fit the
+    schema any more is rejected as `unencodable_row` (and left out)."""
     if not repaired:
-        return {}
+        return None
     rows = []
     for result in repaired.values():
         assert result.row is not None
@@ -277,38 +283,33 @@ def _fit_repaired(
             row = {**row, json_column: json.dumps(row[json_column], ensure_ascii=False)}
         rows.append(row)
     try:
-        table = pa.Table.from_pylist(rows, schema=schema)
-        return {i: table.slice(k, 1) for k, i in enumerate(repaired)}
+        return Replaced(np.fromiter(repaired, np.int64), pa.Table.from_pylist(rows, schema=schema))
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError):
         pass  # find the rows that do not fit, one by one
-    fitted = {}
+    positions, fitted = [], []
     for (i, result), row in zip(repaired.items(), rows, strict=True):
         try:
-            fitted[i] = pa.Table.from_pylist([row], schema=schema)
+            fitted.append(pa.Table.from_pylist([row], schema=schema))
+            positions.append(i)
         except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError) as err:
             unencodable(result, f"the repaired row does not fit the input's schema: {err}")
-    return fitted
+    if not fitted:
+        return None
+    return Replaced(np.array(positions, np.int64), pa.concat_tables(fitted))
 
 
 def _assemble_kept(
-    table: pa.Table, kept: npt.NDArray[np.bool_], fitted: dict[int, pa.Table]
+    table: pa.Table, kept: npt.NDArray[np.bool_], replaced: list[Replaced]
 ) -> pa.Table:
-    """The kept rows in input order: runs of unchanged rows sliced from the input, repaired rows
-    from their re-encoded tables."""
-    unchanged = kept.copy()
-    unchanged[list(fitted)] = False
-    edges = np.flatnonzero(np.diff(np.concatenate(([0], unchanged.view(np.int8), [0]))))
-    pieces = [
-        (int(a), table.slice(int(a), int(b - a)))
-        for a, b in zip(edges[::2], edges[1::2], strict=True)
-    ]
-    pieces += list(fitted.items())
-    pieces.sort(key=lambda piece: piece[0])
-    if not pieces:
-        return table.slice(0, 0)
-    # No copy here: the engine makes the chunks one on its writer thread, where the copy runs
-    # beside the cleaning of the next batch.
-    return pa.concat_tables([piece for _, piece in pieces])
+    """The kept rows in input order, gathered with one `take`: unchanged rows from the input,
+    repaired ones from the tables they were written anew into."""
+    index = np.arange(table.num_rows, dtype=np.int64)
+    end = table.num_rows
+    for positions, _ in replaced:
+        index[positions] = end + np.arange(len(positions), dtype=np.int64)
+        end += len(positions)
+    source = pa.concat_tables([table, *(rows for _, rows in replaced)])
+    return source.take(pa.array(index[kept]))
 
 
 def _assemble_rejects(

@@ -140,10 +140,7 @@ def _with_verdicts(
 
 
 def _write(data: ParquetShard, kept: pa.Table, rejects: ParquetShard, rejected: pa.Table) -> None:
-    # One contiguous copy of the kept rows, made here rather than in `clean_batch`: a Parquet
-    # writer handed thousands of tiny chunks is slower than this, and the chunks written decide
-    # the file's pages, so one chunk per batch keeps the bytes what they always were.
-    data.write(kept.combine_chunks())
+    data.write(kept)
     rejects.write(rejected)
 
 
