@@ -167,7 +167,7 @@ def test_hand_made_shapes() -> None:
 
 
 ROLES = st.sampled_from(["system", "user", "assistant", "assistant", "tool", "tool"])
-IDS = st.sampled_from(["a", "b", "c", None])
+IDS = st.sampled_from(["a", "b", "c", "", None])
 ARGS = st.sampled_from(["{}", '{"x": 1}', "[]", "{oops", " {} ", "null", '"s"'])
 TEXT = st.sampled_from(["hi", "", " ", "\u00a0", None])
 

@@ -431,11 +431,13 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
     distinct = np.ones(len(call_msg), dtype=bool)
     distinct[named[repeated]] = False
     scan.trailing_calls = _count(at_end & distinct, call_row, rows)
+    # An empty call id is no id to the decoder (it mints one), while a result's empty id names
+    # no call: what such a row pairs with is the per-row path's to find out.
+    flag |= _np(pc.equal(ids, ""))
     scan.bad |= _rows_with(flag, call_row, rows)
     # R2 is done here only where the calls carry ids: results made for calls without one are
     # written with the tool's name instead (TRL's shape), which is the per-row path's to do.
-    unnamed = _np(pc.equal(ids, ""), True)
-    scan.bad |= _rows_with(invalid, call_row, rows) & _rows_with(unnamed, call_row, rows)
+    scan.bad |= _rows_with(invalid, call_row, rows) & _rows_with(_np(ids.is_null()), call_row, rows)
     scan.invalid = _count(invalid, call_row, rows)
 
     # R2's answers: in a turn with an invalid call, that call's result becomes feedback and its
