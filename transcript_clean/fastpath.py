@@ -247,6 +247,9 @@ class _Scan:
     """Per row, calls whose arguments are text that is not a JSON object."""
     answers: dict[int, str]
     """The tool messages answering a turn with an invalid call, and what R2 makes them say."""
+    names: dict[int, str]
+    """Of those, the ones answering a call without an id: the tool's name they are written with
+    (as TRL's rows name their results)."""
 
     def kinds(self) -> dict[str, Mask]:
         """Per code the fast path repairs, the rows that have it."""
@@ -277,7 +280,9 @@ def _scan(array: pa.Array) -> _Scan:
     n = len(msgs)
     if n == 0:
         empty = np.zeros(0, dtype=bool)
-        return _Scan(rows, bad | True, nothing, none, parent, msgs, empty, empty, empty, none, {})
+        return _Scan(
+            rows, bad | True, nothing, none, parent, msgs, empty, empty, empty, none, {}, {}
+        )
     message_type = msgs.type
 
     role = pc.struct_field(msgs, "role")
@@ -364,6 +369,7 @@ def _scan(array: pa.Array) -> _Scan:
         second=second,
         invalid=none,
         answers={},
+        names={},
     )
     _calls(scan, is_tool, pending_at_end)
     return scan
@@ -435,9 +441,13 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
     # no call: what such a row pairs with is the per-row path's to find out.
     flag |= _np(pc.equal(ids, ""))
     scan.bad |= _rows_with(flag, call_row, rows)
-    # R2 is done here only where the calls carry ids: results made for calls without one are
-    # written with the tool's name instead (TRL's shape), which is the per-row path's to do.
-    scan.bad |= _rows_with(invalid, call_row, rows) & _rows_with(_np(ids.is_null()), call_row, rows)
+    name_type = _field_type(msgs.type, "name")
+    if name_type is not None and not _is_text(name_type):
+        # A result made for a call without an id is written with the tool's name, which such
+        # a column cannot hold: the per-row path's to find out.
+        scan.bad |= _rows_with(invalid, call_row, rows) & _rows_with(
+            _np(ids.is_null()), call_row, rows
+        )
     scan.invalid = _count(invalid, call_row, rows)
 
     # R2's answers: in a turn with an invalid call, that call's result becomes feedback and its
@@ -447,16 +457,20 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
     replaced = np.flatnonzero(turn_invalid[call_msg[answered]] & ~scan.bad[call_row[answered]])
     if len(replaced):
         which = answered[replaced]
+        tools = names.take(_indices(which)).to_pylist()
         texts = [
             invalid_arguments_feedback(name, raw) if bad else TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER
             for name, raw, bad in zip(
-                names.take(_indices(which)).to_pylist(),
+                tools,
                 arguments.take(_indices(which)).to_pylist(),
                 invalid[which].tolist(),
                 strict=True,
             )
         ]
-        scan.answers = dict(zip(answering[replaced].tolist(), texts, strict=True))
+        at = answering[replaced].tolist()
+        scan.answers = dict(zip(at, texts, strict=True))
+        unnamed = _np(ids.take(_indices(which)).is_null()).tolist()
+        scan.names = {i: tool for i, tool, no_id in zip(at, tools, unnamed, strict=True) if no_id}
 
 
 def _repair(
@@ -506,30 +520,35 @@ def _repair(
     values = _rewrite(
         scan.msgs.take(_indices(chosen)),
         {int(at[i]): text for i, text in texts.items()},
-        [int(at[i]) for i in fresh],
+        {int(at[i]): scan.names.get(i) for i in fresh},
     )
     column = _drop_messages(type_, len(subset), values, drop[chosen], row_at[parent[chosen]])
     return column, counts
 
 
-def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: list[int]) -> pa.Array:
+def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: dict[int, str | None]) -> pa.Array:
     """The messages with new `content` at the positions of `texts`; those in `fresh` are tool
-    results made anew (R2): their role, id and content, and no other field."""
+    results made anew (R2): their role, id (or, for a call without one, the tool's name) and
+    content, and no other field."""
     if not texts:
         return msgs
     n = len(msgs)
-    positions = np.array(sorted(texts), dtype=np.int64)
-    fresh_positions = np.array(fresh, dtype=np.int64)
+    fresh_positions = np.array(sorted(fresh), dtype=np.int64)
     children = []
     for child_field, child in zip(msgs.type, msgs.flatten(), strict=True):
-        index = np.arange(n, dtype=np.int64)
+        new: pa.Array | None = None
+        positions = fresh_positions
         if child_field.name == "content":
+            positions = np.array(sorted(texts), dtype=np.int64)
             new = pa.array([texts[int(p)] for p in positions], child.type)
+        elif child_field.name == "name" and _is_text(child.type):
+            new = pa.array([fresh[int(p)] for p in positions], child.type)
+        elif child_field.name not in ("role", "tool_call_id"):
+            new = pa.nulls(len(positions), child.type)
+        if new is not None and len(positions):
+            index = np.arange(n, dtype=np.int64)
             index[positions] = n + np.arange(len(positions), dtype=np.int64)
             child = pa.concat_arrays([child, new]).take(_indices(index))
-        elif child_field.name not in ("role", "tool_call_id") and len(fresh_positions):
-            index[fresh_positions] = n
-            child = pa.concat_arrays([child, pa.nulls(1, child.type)]).take(_indices(index))
         children.append(child)
     mask = msgs.is_null() if msgs.null_count else None
     return pa.StructArray.from_arrays(children, fields=list(msgs.type), mask=mask)
