@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -102,3 +103,36 @@ def test_two_workers_share_the_blocks_with_this_process(tmp_path: Path) -> None:
             # A block cleaned here reports batch by batch (50 rows); one from the pool, whole.
             assert 50 in reported and 100 in reported
     assert outputs[1] == outputs[2]
+
+
+def test_a_failed_last_write_leaves_the_block_not_done(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import transcript_clean.engine.local as local
+
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist([r for r, _ in generate_rows(300, seed=4)]), source)
+    job = BlockJob(open_source(str(source)), get_format("openai"), DEFAULT, tmp_path / "w", 50)
+    blocks = plan_blocks(job.source, 100)
+    write = local._write
+    calls = 0
+
+    def failing(*args: Any) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 6:  # the last batch of the third block: the loop never waits for it
+            raise OSError("disk full")
+        write(*args)
+
+    monkeypatch.setattr(local, "_write", failing)
+    finished = []
+    with pytest.raises(OSError, match="disk full"):
+        for block, _ in local.run_blocks(job, blocks):
+            finished.append(block.index)
+    assert finished == [0, 1]
+    done = ["00000.json", "00001.json"]
+    assert sorted(p.name for p in (job.workdir / "blocks").iterdir()) == done
+    assert sorted(p.name for p in (job.workdir / "data").iterdir()) == [
+        shard_name(0),
+        shard_name(1),
+    ]

@@ -390,7 +390,7 @@ def test_a_run_that_fails_before_any_block_leaves_nothing(
     def broken(*args: object, **kwargs: object) -> None:
         raise OSError("disk on fire")
 
-    monkeypatch.setattr(local, "run_block", broken)
+    monkeypatch.setattr(local, "clean_block", broken)
     with pytest.raises(OSError, match="disk on fire"):
         clean(source, tmp_path / "out")
     assert not (tmp_path / "out.partial").exists()

@@ -90,22 +90,35 @@ def load_block_stats(workdir: Path, index: int) -> Stats:
 
 
 def run_block(job: BlockJob, block: Block, progress: Callable[[int], None] | None = None) -> Stats:
-    """Clean one block into its data and rejects shards; returns (and records) its stats.
+    """Clean one block into its data and rejects shards; returns (and records) its stats."""
+    with ThreadPoolExecutor(1, "transcript-clean-writer") as writer:
+        return clean_block(job, block, writer, progress).result()
 
-    Reading and writing Parquet (decompressing, compressing), most of the fast path's checks
-    and copying the kept rows together run in Arrow's C++ or NumPy without the GIL, so they go
-    on two helper threads while this one runs the per-row Python: the next batch is read and
-    checked, and the last one copied and written, as the current one is cleaned. One writer
-    thread, fed in order, keeps the files byte for byte what a plain loop would write; the
-    queues hold a batch or two, so memory stays bounded by the batch size.
+
+def clean_block(
+    job: BlockJob,
+    block: Block,
+    writer: ThreadPoolExecutor,
+    progress: Callable[[int], None] | None = None,
+) -> Future[Stats]:
+    """`run_block`, writing on `writer` (one thread): returns once every batch is cleaned, with
+    a future done when the block's shards are closed and its stats recorded, so that the next
+    block can start while this one's last row group is written.
+
+    Reading and writing Parquet (decompressing, compressing) and most of the fast path's checks
+    run in Arrow's C++ or NumPy without the GIL, so they go on two helper threads while this one
+    runs the per-row Python: the next batch is read and checked, and the last one written, as
+    the current one is cleaned. One writer thread, fed in order, keeps the files byte for byte
+    what a plain loop would write; the queues hold a batch or two, so memory stays bounded by
+    the batch size.
     """
     schema = job.source.schema
     stats = Stats()
     data = ParquetShard(job.workdir / "data" / shard_name(block.index), schema)
     rejects = ParquetShard(job.workdir / "rejects" / shard_name(block.index), reject_schema(schema))
     batches = job.source.read(block.part, block.start, block.stop, job.batch_size)
-    with data, rejects, ThreadPoolExecutor(1, "transcript-clean-writer") as writer:
-        writes: deque[Future[None]] = deque()
+    writes: deque[Future[None]] = deque()
+    try:
         row = block.start
         for batch, verdicts in _prefetched(_with_verdicts(batches, job)):
             kept, rejected, batch_stats = clean_batch(
@@ -123,11 +136,35 @@ def run_block(job: BlockJob, block: Block, progress: Callable[[int], None] | Non
             row += batch.num_rows
             if progress is not None:
                 progress(batch.num_rows)
-        while writes:
-            writes.popleft().result()
-    write_text_atomic(
-        job.workdir / "blocks" / f"{block.index:05d}.json", json.dumps(stats.to_dict())
-    )
+    except BaseException:
+        for write in writes:  # the files go once nothing writes to them any more
+            wait([write])
+        data.abort()
+        rejects.abort()
+        raise
+    marker = job.workdir / "blocks" / f"{block.index:05d}.json"
+    return writer.submit(_finish, list(writes), data, rejects, marker, stats)
+
+
+def _finish(
+    writes: list[Future[None]],
+    data: ParquetShard,
+    rejects: ParquetShard,
+    marker: Path,
+    stats: Stats,
+) -> Stats:
+    """Close a block's shards and record its stats, which marks it done; after a failed write,
+    drop the shards instead."""
+    try:
+        for write in writes:  # done already: the writer runs its tasks in order
+            write.result()
+        data.close()
+        rejects.close()
+    except BaseException:
+        data.abort()
+        rejects.abort()
+        raise
+    write_text_atomic(marker, json.dumps(stats.to_dict()))
     return stats
 
 
@@ -187,6 +224,13 @@ def _prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
         thread.join()
 
 
+def _settled(
+    queued: tuple[Block, Future[Stats] | None], done: dict[int, Stats]
+) -> tuple[Block, Stats]:
+    block, future = queued
+    return block, done.pop(block.index) if future is None else future.result()
+
+
 def _run_block_in_worker(job: BlockJob, block: Block) -> Stats:
     return run_block(job, block)
 
@@ -207,10 +251,17 @@ def run_blocks(
         progress(sum(s.rows_in for s in done.values()))
 
     if workers <= 1 or len(todo) <= 1:
-        for block in blocks:
-            if block.index not in done:
-                done[block.index] = run_block(job, block, progress)
-            yield block, done.pop(block.index)
+        # One writer thread for every block: a block's last row group is written and its files
+        # closed while the next block is read and cleaned.
+        with ThreadPoolExecutor(1, "transcript-clean-writer") as writer:
+            queued: deque[tuple[Block, Future[Stats] | None]] = deque()
+            for block in blocks:
+                started = None if block.index in done else clean_block(job, block, writer, progress)
+                queued.append((block, started))
+                while len(queued) > 1:
+                    yield _settled(queued.popleft(), done)
+            while queued:
+                yield _settled(queued.popleft(), done)
         return
 
     # This process is one of the workers: it cleans blocks from the front of the input while
