@@ -97,7 +97,7 @@ def step_floor(source: str, output: str) -> None:
 
     parquet = pq.ParquetFile(source)
     with pq.ParquetWriter(output, parquet.schema_arrow, compression="zstd") as writer:
-        for batch in parquet.iter_batches(batch_size=4096):
+        for batch in parquet.iter_batches(batch_size=4096):  # the cleaner's default
             writer.write_batch(batch)
 
 
