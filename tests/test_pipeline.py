@@ -108,8 +108,8 @@ def test_no_verdicts_for_json_text_or_formats_without_a_fast_path() -> None:
 
     as_text = pa.table({"messages": [json.dumps(GOOD["messages"])]})
     assert batch_verdicts(as_text, format=FMT) is None
-    sharegpt = pa.table({"conversations": [[{"from": "human", "value": "x"}]]})
-    assert batch_verdicts(sharegpt, format="sharegpt") is None
+    rig = pa.table({"messages": [[{"role": "user", "content": [{"text": "x"}]}]]})
+    assert batch_verdicts(rig, format="rig") is None
     with pytest.raises(FormatError, match="no column 'conversations'"):
         batch_verdicts(pa.table({"messages": [[{"role": "user"}]]}), format="sharegpt")
 

@@ -107,6 +107,7 @@ def batch_verdicts(
         table.column(fmt.column),
         keep_trailing=codes and config.action(TRAILING_TOOL_CALL) == "keep",
         repair=[c for c in FAST_REPAIRS if codes and config.action(c) == "repair"],
+        schema=table.schema,
     )
 
 

@@ -1,27 +1,31 @@
-"""The Arrow-native fast path: which rows are already canonical, decided per batch, not per row.
-
-`fast_verdicts` looks at the flattened messages of a batch with pyarrow.compute and NumPy and
-settles the rows it can prove: clean rows (kept unchanged with no code at all), rows whose only
-code is calls pending at the end (when the config keeps them), and rows with a single kind of
-defect the config repairs and Arrow can repair as the per-row path would: empty assistant turns
-(R1), calls with invalid arguments (R2), orphan results (R3) and consecutive assistant text
-messages (R4). Those rows never become Python objects; every other row takes the per-row path
-(`clean_mask` is the clean part alone). The verdicts are conservative: a row the fast path
-cannot prove (an unusual but valid shape, say) is merely left to the per-row path, so the two
-paths always agree.
-"""
+"""The fast path for the OpenAI format: messages as plain-text structs."""
 
 from __future__ import annotations
 
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.formats.base import Format, join_texts, loads
+from transcript_clean.fastpath.base import (
+    NOT_SPACE,
+    Counts,
+    FastRepair,
+    Mask,
+    Verdicts,
+    as_mask,
+    count,
+    field_type,
+    indices,
+    is_text,
+    objects,
+    rows_with,
+    shift,
+)
+from transcript_clean.formats.base import join_texts
 from transcript_clean.policy import (
     CONSECUTIVE_ASSISTANT,
     EMPTY_ASSISTANT_TURN,
@@ -33,87 +37,16 @@ from transcript_clean.transcript import (
     invalid_arguments_feedback,
 )
 
-__all__ = ["FAST_REPAIRS", "FastRepair", "Verdicts", "clean_mask", "fast_verdicts"]
-
-Mask = npt.NDArray[np.bool_]
-Counts = npt.NDArray[np.int64]
-
-FAST_REPAIRS = frozenset(
-    {EMPTY_ASSISTANT_TURN, INVALID_TOOL_ARGUMENTS, ORPHAN_TOOL_RESULT, CONSECUTIVE_ASSISTANT}
-)
-"""The codes whose repair the fast path can do itself."""
-
-# A character that `str.strip()` keeps: the text holds something (SPEC section 2's blank test).
-# The class lists every character for which Python's `str.isspace()` is true.
-_NOT_SPACE = (
-    "[^\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}"
-    "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
-)
+__all__ = ["openai_verdicts"]
 
 
-# A flat JSON object (values strings, numbers, true, false or null), in RFC 8259's grammar:
-# text it matches is one `json.loads` reads as a dict, so most arguments need no parsing.
-_WS = r"[ \t\n\r]*"
-_STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
-_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
-_MEMBER = f"{_WS}{_STRING}{_WS}:{_WS}(?:{_STRING}|{_NUMBER}|true|false|null){_WS}"
-_FLAT_OBJECT = f"^{_WS}\\{{(?:{_MEMBER}(?:,{_MEMBER})*|{_WS})\\}}{_WS}$"
-
-
-@dataclass(slots=True, frozen=True)
-class FastRepair:
-    """The rows the fast path repaired for one code, as the stats count them."""
-
-    code: str
-    action: str
-    """As the stats name it: `dropped` for empty turns, `repaired` for the rest."""
-    rows: Mask
-    occurrences: Counts
-    """Per row, the code's occurrences (turns dropped, calls answered, results dropped...)."""
-
-
-@dataclass(slots=True)
-class Verdicts:
-    """What the fast path decided for each row of a batch (the rest take the per-row path)."""
-
-    clean: Mask
-    """Canonical, with no code: kept as it is."""
-    trailing: Mask
-    """Canonical but for calls pending at the very end: kept as it is, as `trailing_tool_call`."""
-    trailing_calls: Counts
-    """Per row, the pending calls of that last turn (one per id)."""
-    repaired: Mask
-    """Canonical once one kind of defect is repaired here: kept as `repaired_column` holds it."""
-    repairs: list[FastRepair] = field(default_factory=list)
-    repaired_column: pa.Array | None = None
-    """The repaired rows' conversations, in order, as they are written."""
-
-    @property
-    def handled(self) -> Mask:
-        return self.clean | self.trailing | self.repaired
-
-
-def clean_mask(fmt: Format, column: pa.Array | pa.ChunkedArray) -> Mask | None:
-    """For each row, whether it is provably canonical with no code; None when this format or
-    column shape has no fast path (then every row takes the per-row path)."""
-    verdicts = fast_verdicts(fmt, column)
-    return None if verdicts is None else verdicts.clean
-
-
-def fast_verdicts(
-    fmt: Format,
-    column: pa.Array | pa.ChunkedArray,
-    *,
-    keep_trailing: bool = False,
-    repair: Collection[str] = (),
+def openai_verdicts(
+    array: pa.Array, *, keep_trailing: bool = False, repair: Collection[str] = ()
 ) -> Verdicts | None:
     """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
     only code is calls pending at the end (for a config that keeps them); and those whose only
     code is one of `repair` (codes of `FAST_REPAIRS` the config repairs). None when this format
     or column shape has no fast path."""
-    if fmt.name != "openai":
-        return None
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if not _openai_shape(array.type):
         return None
     rows = len(array)
@@ -153,7 +86,7 @@ def fast_verdicts(
             again_rows |= alone[code]
     if again_rows.any():
         within = np.flatnonzero(again_rows[subset])
-        again = _scan(fixed.take(_indices(within)))
+        again = _scan(fixed.take(indices(within)))
         fine = ~again.bad & ~again.trailing & ~np.logical_or.reduce(list(again.kinds().values()))
         ok = np.zeros(rows, dtype=bool)
         ok[subset[within[fine]]] = True
@@ -169,15 +102,6 @@ def fast_verdicts(
     return verdicts
 
 
-def _field_type(struct: pa.DataType, name: str) -> pa.DataType | None:
-    index = struct.get_field_index(name)
-    return None if index < 0 else struct.field(index).type
-
-
-def _is_text(type_: pa.DataType | None) -> bool:
-    return type_ is not None and (pa.types.is_string(type_) or pa.types.is_large_string(type_))
-
-
 def _openai_shape(type_: pa.DataType) -> bool:
     """Messages as plain-text OpenAI structs: the shape the fast path reads."""
     if not (pa.types.is_list(type_) or pa.types.is_large_list(type_)):
@@ -185,46 +109,25 @@ def _openai_shape(type_: pa.DataType) -> bool:
     message = type_.value_type
     if not pa.types.is_struct(message):
         return False
-    if not _is_text(_field_type(message, "role")) or not _is_text(_field_type(message, "content")):
+    if not is_text(field_type(message, "role")) or not is_text(field_type(message, "content")):
         return False
     for name in ("tool_call_id", "reasoning_content"):
-        kind = _field_type(message, name)
-        if kind is not None and not _is_text(kind):
+        kind = field_type(message, name)
+        if kind is not None and not is_text(kind):
             return False
-    calls = _field_type(message, "tool_calls")
+    calls = field_type(message, "tool_calls")
     if calls is None:
         return True
     if not pa.types.is_list(calls) or not pa.types.is_struct(calls.value_type):
         return False
-    function = _field_type(calls.value_type, "function")
+    function = field_type(calls.value_type, "function")
     return (
-        _is_text(_field_type(calls.value_type, "id"))
+        is_text(field_type(calls.value_type, "id"))
         and function is not None
         and pa.types.is_struct(function)
-        and _is_text(_field_type(function, "name"))
-        and _field_type(function, "arguments") is not None
+        and is_text(field_type(function, "name"))
+        and field_type(function, "arguments") is not None
     )
-
-
-def _np(array: pa.Array | pa.ChunkedArray, fill: bool = False) -> Mask:
-    """A boolean Arrow array as NumPy, nulls as `fill`."""
-    if array.null_count:
-        array = pc.fill_null(array, fill)
-    return np.asarray(array.to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def _rows_with(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Mask:
-    """Rows where any of their elements is flagged."""
-    return _count(flags, parent, rows) > 0
-
-
-def _count(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Counts:
-    """Per row, its elements flagged."""
-    return np.bincount(parent[flags], minlength=rows).astype(np.int64)
-
-
-def _indices(positions: npt.NDArray[np.int64]) -> pa.Array:
-    return pa.array(positions, type=pa.int64())
 
 
 @dataclass(slots=True)
@@ -254,24 +157,17 @@ class _Scan:
     def kinds(self) -> dict[str, Mask]:
         """Per code the fast path repairs, the rows that have it."""
         return {
-            EMPTY_ASSISTANT_TURN: _rows_with(self.blank, self.parent, self.rows),
+            EMPTY_ASSISTANT_TURN: rows_with(self.blank, self.parent, self.rows),
             INVALID_TOOL_ARGUMENTS: self.invalid > 0,
-            ORPHAN_TOOL_RESULT: _rows_with(self.orphan, self.parent, self.rows),
-            CONSECUTIVE_ASSISTANT: _rows_with(self.second, self.parent, self.rows),
+            ORPHAN_TOOL_RESULT: rows_with(self.orphan, self.parent, self.rows),
+            CONSECUTIVE_ASSISTANT: rows_with(self.second, self.parent, self.rows),
         }
-
-
-def _shift(values: Mask) -> Mask:
-    """`values` moved one place on: each element sees its predecessor's (the first, False)."""
-    out = np.zeros(len(values), dtype=bool)
-    out[1:] = values[:-1]
-    return out
 
 
 def _scan(array: pa.Array) -> _Scan:
     rows = len(array)
     lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
-    bad: Mask = _np(array.is_null()) | (lengths == 0)
+    bad: Mask = as_mask(array.is_null()) | (lengths == 0)
     nothing = np.zeros(rows, dtype=bool)
     none = np.zeros(rows, dtype=np.int64)
 
@@ -287,17 +183,17 @@ def _scan(array: pa.Array) -> _Scan:
 
     role = pc.struct_field(msgs, "role")
     content = pc.struct_field(msgs, "content")
-    is_assistant = _np(pc.equal(role, "assistant"))
-    is_tool = _np(pc.equal(role, "tool"))
-    known = _np(pc.is_in(role, pa.array(["system", "developer", "user", "assistant", "tool"])))
-    flag = ~known | _np(msgs.is_null())
+    is_assistant = as_mask(pc.equal(role, "assistant"))
+    is_tool = as_mask(pc.equal(role, "tool"))
+    known = as_mask(pc.is_in(role, pa.array(["system", "developer", "user", "assistant", "tool"])))
+    flag = ~known | as_mask(msgs.is_null())
 
     n_calls = np.zeros(n, dtype=np.int64)
     if message_type.get_field_index("tool_calls") >= 0:
         calls_list = pc.struct_field(msgs, "tool_calls")
         n_calls = pc.fill_null(pc.list_value_length(calls_list), 0).to_numpy().astype(np.int64)
     if message_type.get_field_index("function_call") >= 0:  # legacy: left to the per-row path
-        flag |= ~_np(pc.is_null(pc.struct_field(msgs, "function_call")))
+        flag |= ~as_mask(pc.is_null(pc.struct_field(msgs, "function_call")))
 
     # An assistant turn says something: text, a call, or reasoning (SPEC section 2). Only the
     # assistant messages without calls need their text looked at.
@@ -305,14 +201,14 @@ def _scan(array: pa.Array) -> _Scan:
     look = np.flatnonzero(is_assistant & (n_calls == 0))
     said = n_calls > 0
     if len(look):
-        said[look] = _np(pc.match_substring_regex(content.take(_indices(look)), _NOT_SPACE))
+        said[look] = as_mask(pc.match_substring_regex(content.take(indices(look)), NOT_SPACE))
     if message_type.get_field_index("reasoning_content") >= 0:
         reasoning = pc.struct_field(msgs, "reasoning_content")
-        has_reasoning = ~_np(reasoning.is_null())
+        has_reasoning = ~as_mask(reasoning.is_null())
         thought = np.flatnonzero(is_assistant & ~said & has_reasoning)
         if len(thought):
-            said[thought] = _np(
-                pc.match_substring_regex(reasoning.take(_indices(thought)), _NOT_SPACE)
+            said[thought] = as_mask(
+                pc.match_substring_regex(reasoning.take(indices(thought)), NOT_SPACE)
             )
     blank = is_assistant & ~said
 
@@ -324,9 +220,9 @@ def _scan(array: pa.Array) -> _Scan:
 
     # Two assistant messages in a row: R4 merges the second into the first when both are plain
     # text (no calls, no reasoning) and there is no third; anything else is the per-row path's.
-    consecutive = is_assistant & _shift(is_assistant) & same_prev
-    text_only = is_assistant & (n_calls == 0) & ~has_reasoning & ~_np(content.is_null())
-    mergeable = text_only & _shift(text_only) & ~_shift(consecutive)
+    consecutive = is_assistant & shift(is_assistant) & same_prev
+    text_only = is_assistant & (n_calls == 0) & ~has_reasoning & ~as_mask(content.is_null())
+    mergeable = text_only & shift(text_only) & ~shift(consecutive)
     second = consecutive & mergeable
     flag |= consecutive & ~mergeable
 
@@ -336,7 +232,7 @@ def _scan(array: pa.Array) -> _Scan:
     # in call order (checked in `_calls`); results past its calls answer nothing (R3), and nor
     # does any other run: a calling turn followed by anything but its results is flagged as
     # unanswered below, so no pending call is left for it.
-    run_start = is_tool & ~(_shift(is_tool) & same_prev)
+    run_start = is_tool & ~(shift(is_tool) & same_prev)
     starts = np.flatnonzero(run_start)
     tool = np.flatnonzero(is_tool)
     run_of_tool = (np.cumsum(run_start) - 1)[tool]
@@ -348,19 +244,19 @@ def _scan(array: pa.Array) -> _Scan:
     orphan[tool] = ~after_call[run_of_tool] | (place >= run_calls[run_of_tool])
 
     pending_at_end = calling & is_last  # trailing_tool_call
-    next_tool = _shift(is_tool[::-1])[::-1] & ~is_last
+    next_tool = shift(is_tool[::-1])[::-1] & ~is_last
     flag |= calling & ~next_tool & ~is_last  # unanswered
     run_len = np.bincount(run_of_tool, minlength=len(starts))
     answered = np.flatnonzero(calling & next_tool)
     next_run = np.searchsorted(starts, answered + 1)
     flag[answered] |= run_len[next_run] < n_calls[answered]  # calls without results
 
-    bad |= _rows_with(flag, parent, rows)
-    bad |= _count(is_assistant & ~blank, parent, rows) == 0  # no_assistant_turn
+    bad |= rows_with(flag, parent, rows)
+    bad |= count(is_assistant & ~blank, parent, rows) == 0  # no_assistant_turn
     scan = _Scan(
         rows=rows,
         bad=bad,
-        trailing=_rows_with(pending_at_end, parent, rows),
+        trailing=rows_with(pending_at_end, parent, rows),
         trailing_calls=none,
         parent=parent,
         msgs=msgs,
@@ -399,14 +295,14 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
     call_row = parent[call_msg]
     ids = pc.struct_field(calls, "id")
     function = pc.struct_field(calls, "function")
-    flag = _np(calls.is_null()) | _np(function.is_null())
+    flag = as_mask(calls.is_null()) | as_mask(function.is_null())
     names = pc.struct_field(function, "name")
-    flag |= _np(names.is_null())
+    flag |= as_mask(names.is_null())
     arguments = pc.struct_field(function, "arguments")
-    invalid = ~_objects(arguments)
-    if _is_text(arguments.type):
-        flag |= invalid & _np(arguments.is_null())  # no arguments at all: the per-row path's
-        invalid &= ~_np(arguments.is_null())
+    invalid = ~objects(arguments)
+    if is_text(arguments.type):
+        flag |= invalid & as_mask(arguments.is_null())  # no arguments at all: the per-row path's
+        invalid &= ~as_mask(arguments.is_null())
     else:
         flag |= invalid
         invalid[:] = False
@@ -415,20 +311,20 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
     # position, which the decoder pairs the same way; a mix is left to the per-row path.
     at_end = pending_at_end[call_msg]
     answered = np.flatnonzero(~at_end)
-    answered_ids = ids.take(_indices(answered))
+    answered_ids = ids.take(indices(answered))
     answering = np.flatnonzero(is_tool & good_msg & ~scan.orphan)
     if "tool_call_id" in msgs.type.names:
-        tool_ids = pc.struct_field(msgs, "tool_call_id").take(_indices(answering))
+        tool_ids = pc.struct_field(msgs, "tool_call_id").take(indices(answering))
     else:
         tool_ids = pa.nulls(len(answering), pa.string())
-    same_id = _np(pc.equal(answered_ids, tool_ids))
-    both_missing = _np(answered_ids.is_null()) & _np(tool_ids.is_null())
+    same_id = as_mask(pc.equal(answered_ids, tool_ids))
+    both_missing = as_mask(answered_ids.is_null()) & as_mask(tool_ids.is_null())
     flag[answered] |= ~(same_id | both_missing)
 
     # A repeated id in an answered turn is one pending call answered twice; in a turn that ends
     # the history it is one pending call. A call without an id gets one of its own.
-    named = np.flatnonzero(~_np(ids.is_null()))
-    codes = pc.dictionary_encode(ids.take(_indices(named))).indices.to_numpy().astype(np.int64)
+    named = np.flatnonzero(~as_mask(ids.is_null()))
+    codes = pc.dictionary_encode(ids.take(indices(named))).indices.to_numpy().astype(np.int64)
     keys = call_msg[named] * (int(codes.max(initial=0)) + 1) + codes
     order = np.argsort(keys, kind="stable")
     repeated = np.zeros(len(keys), dtype=bool)
@@ -436,19 +332,19 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
     flag[named[repeated & ~at_end[named]]] = True
     distinct = np.ones(len(call_msg), dtype=bool)
     distinct[named[repeated]] = False
-    scan.trailing_calls = _count(at_end & distinct, call_row, rows)
+    scan.trailing_calls = count(at_end & distinct, call_row, rows)
     # An empty call id is no id to the decoder (it mints one), while a result's empty id names
     # no call: what such a row pairs with is the per-row path's to find out.
-    flag |= _np(pc.equal(ids, ""))
-    scan.bad |= _rows_with(flag, call_row, rows)
-    name_type = _field_type(msgs.type, "name")
-    if name_type is not None and not _is_text(name_type):
+    flag |= as_mask(pc.equal(ids, ""))
+    scan.bad |= rows_with(flag, call_row, rows)
+    name_type = field_type(msgs.type, "name")
+    if name_type is not None and not is_text(name_type):
         # A result made for a call without an id is written with the tool's name, which such
         # a column cannot hold: the per-row path's to find out.
-        scan.bad |= _rows_with(invalid, call_row, rows) & _rows_with(
-            _np(ids.is_null()), call_row, rows
+        scan.bad |= rows_with(invalid, call_row, rows) & rows_with(
+            as_mask(ids.is_null()), call_row, rows
         )
-    scan.invalid = _count(invalid, call_row, rows)
+    scan.invalid = count(invalid, call_row, rows)
 
     # R2's answers: in a turn with an invalid call, that call's result becomes feedback and its
     # peers' `not_executed`, each in the place of the call's own result.
@@ -457,19 +353,19 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
     replaced = np.flatnonzero(turn_invalid[call_msg[answered]] & ~scan.bad[call_row[answered]])
     if len(replaced):
         which = answered[replaced]
-        tools = names.take(_indices(which)).to_pylist()
+        tools = names.take(indices(which)).to_pylist()
         texts = [
             invalid_arguments_feedback(name, raw) if bad else TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER
             for name, raw, bad in zip(
                 tools,
-                arguments.take(_indices(which)).to_pylist(),
+                arguments.take(indices(which)).to_pylist(),
                 invalid[which].tolist(),
                 strict=True,
             )
         ]
         at = answering[replaced].tolist()
         scan.answers = dict(zip(at, texts, strict=True))
-        unnamed = _np(ids.take(_indices(which)).is_null()).tolist()
+        unnamed = as_mask(ids.take(indices(which)).is_null()).tolist()
         scan.names = {i: tool for i, tool, no_id in zip(at, tools, unnamed, strict=True) if no_id}
 
 
@@ -498,17 +394,17 @@ def _repair(
         texts.update((i, scan.answers[i]) for i in fresh)
     if len(seconds):
         content = pc.struct_field(scan.msgs, "content")
-        firsts = content.take(_indices(seconds - 1)).to_pylist()
+        firsts = content.take(indices(seconds - 1)).to_pylist()
         for i, first, then in zip(
-            seconds.tolist(), firsts, content.take(_indices(seconds)).to_pylist(), strict=True
+            seconds.tolist(), firsts, content.take(indices(seconds)).to_pylist(), strict=True
         ):
             if then != first:
                 texts[i - 1] = join_texts([first, then])
     counts = {
-        EMPTY_ASSISTANT_TURN: _count(scan.blank, parent, rows),
+        EMPTY_ASSISTANT_TURN: count(scan.blank, parent, rows),
         INVALID_TOOL_ARGUMENTS: scan.invalid,
-        ORPHAN_TOOL_RESULT: _count(scan.orphan, parent, rows),
-        CONSECUTIVE_ASSISTANT: _count(scan.second, parent, rows),
+        ORPHAN_TOOL_RESULT: count(scan.orphan, parent, rows),
+        CONSECUTIVE_ASSISTANT: count(scan.second, parent, rows),
     }
 
     # Only the subset's messages are rewritten: their positions among the batch's, renumbered.
@@ -518,7 +414,7 @@ def _repair(
     at = np.full(len(parent), -1, dtype=np.int64)
     at[chosen] = np.arange(len(chosen), dtype=np.int64)
     values = _rewrite(
-        scan.msgs.take(_indices(chosen)),
+        scan.msgs.take(indices(chosen)),
         {int(at[i]): text for i, text in texts.items()},
         {int(at[i]): scan.names.get(i) for i in fresh},
     )
@@ -541,14 +437,14 @@ def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: dict[int, str | None]
         if child_field.name == "content":
             positions = np.array(sorted(texts), dtype=np.int64)
             new = pa.array([texts[int(p)] for p in positions], child.type)
-        elif child_field.name == "name" and _is_text(child.type):
+        elif child_field.name == "name" and is_text(child.type):
             new = pa.array([fresh[int(p)] for p in positions], child.type)
         elif child_field.name not in ("role", "tool_call_id"):
             new = pa.nulls(len(positions), child.type)
         if new is not None and len(positions):
             index = np.arange(n, dtype=np.int64)
             index[positions] = n + np.arange(len(positions), dtype=np.int64)
-            child = pa.concat_arrays([child, new]).take(_indices(index))
+            child = pa.concat_arrays([child, new]).take(indices(index))
         children.append(child)
     mask = msgs.is_null() if msgs.null_count else None
     return pa.StructArray.from_arrays(children, fields=list(msgs.type), mask=mask)
@@ -566,26 +462,3 @@ def _drop_messages(
     np.cumsum(counts, out=offsets[1:])
     kind = pa.LargeListArray if large else pa.ListArray
     return kind.from_arrays(pa.array(offsets), values.filter(pa.array(keep)), type=type_)
-
-
-def _objects(arguments: pa.Array) -> Mask:
-    """Whether each call's arguments are a JSON object (a struct is one; text must parse)."""
-    if pa.types.is_struct(arguments.type) or pa.types.is_map(arguments.type):
-        return ~_np(arguments.is_null())
-    if not _is_text(arguments.type):
-        return np.zeros(len(arguments), dtype=bool)
-    # A flat object is one for sure; of the rest, only text that looks like one is parsed.
-    out = _np(pc.match_substring_regex(arguments, _FLAT_OBJECT))
-    rest = np.flatnonzero(~out)
-    if len(rest):
-        texts = arguments.take(_indices(rest))
-        candidates = rest[_np(pc.match_substring_regex(texts, r"^\s*\{"))]
-        out[candidates] = [_is_object(t) for t in arguments.take(_indices(candidates)).to_pylist()]
-    return out
-
-
-def _is_object(text: str) -> bool:
-    try:
-        return isinstance(loads(text), dict)
-    except (ValueError, RecursionError):
-        return False

@@ -1,0 +1,233 @@
+"""The ShareGPT fast path against the per-row path: a differential test, as for OpenAI."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from transcript_clean.fastpath import clean_mask, fast_verdicts
+from transcript_clean.formats import get_format
+from transcript_clean.formats.sharegpt import ShareGPTFormat
+from transcript_clean.pipeline import clean_batch, clean_row
+from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.synthetic import generate_rows
+
+SHAREGPT = get_format("sharegpt")
+TURN = pa.struct([("from", pa.string()), ("value", pa.string())])
+SCHEMA = pa.schema([("conversations", pa.list_(TURN)), ("system", pa.string())])
+
+
+def per_row_clean(row: dict[str, Any], fmt: Any = SHAREGPT) -> bool:
+    result = clean_row(row, fmt, DEFAULT)
+    return result.status == "unchanged" and not result.actions
+
+
+def assert_fast_and_slow_agree(table: pa.Table, config: Config, fmt: Any = SHAREGPT) -> None:
+    fast = clean_batch(table, config, format=fmt, source="s")
+    slow = clean_batch(table, config, format=fmt, source="s", fast=False)
+    assert fast.kept.to_pylist() == slow.kept.to_pylist()
+    assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
+    assert fast.stats == slow.stats
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_verdicts_equal_on_generated_data_of_every_defect_kind(seed: int) -> None:
+    rows, planted = [], []
+    for row, codes in generate_rows(3000, format="sharegpt", seed=seed):
+        rows.append(row)
+        planted.append(codes)
+    assert len(set().union(*planted)) >= 8  # every kind ShareGPT rows can carry
+    table = pa.Table.from_pylist(rows)
+    mask = clean_mask(SHAREGPT, table.column("conversations"))
+    assert mask is not None
+    assert mask.tolist() == [per_row_clean(r) for r in table.to_pylist()]
+    assert mask.sum() > 2000
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+@pytest.mark.parametrize("size", [1, 10, 500])
+def test_fast_and_slow_batches_give_identical_output(config: Config, size: int) -> None:
+    rows = [row for row, _ in generate_rows(size, format="sharegpt", seed=size)]
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config)
+
+
+def call(name: object = "f", arguments: object = None) -> dict[str, Any]:
+    return {"name": name, "arguments": {} if arguments is None else arguments}
+
+
+CALLS = st.sampled_from(
+    [
+        json.dumps(call()),
+        json.dumps([call(), call("g", {"x": 1})]),
+        json.dumps([call()]),
+        json.dumps([]),
+        json.dumps(call(arguments='{"x": 1}')),
+        json.dumps(call(arguments="[1]")),
+        json.dumps(call(arguments="{oops")),
+        json.dumps({"arguments": {}}),
+        json.dumps(call(name=3)),
+        json.dumps("f"),
+        "{not json",
+        " ",
+    ]
+)
+OBSERVATIONS = st.sampled_from(["18 C", "", '["a", "b"]', "[1, 2, 3]", ' ["x"]', "[oops", "{}"])
+TEXTS = st.sampled_from(["hi", "", " ", "\u3000", "\x1f"])
+
+
+TAGS = ("human", "gpt", "gpt", "system", "function_call", "function_call", "observation", "robot")
+
+
+@st.composite
+def turns(draw: st.DrawFn) -> dict[str, Any]:
+    tag = draw(st.sampled_from(TAGS))
+    if tag == "function_call":
+        value = draw(CALLS)
+    elif tag == "observation":
+        value = draw(OBSERVATIONS)
+    else:
+        value = draw(TEXTS)
+    return {"from": tag, "value": draw(st.sampled_from([value, value, value, None]))}
+
+
+ROWS = st.lists(
+    st.tuples(st.lists(turns(), max_size=8), st.sampled_from([None, "", "Be brief."])),
+    min_size=1,
+    max_size=8,
+)
+
+
+def table_of(rows: list[tuple[list[dict[str, Any]], str | None]]) -> pa.Table:
+    return pa.Table.from_pylist([{"conversations": c, "system": s} for c, s in rows], schema=SCHEMA)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ROWS)
+def test_fast_path_never_passes_a_row_the_per_row_path_flags(
+    rows: list[tuple[list[dict[str, Any]], str | None]],
+) -> None:
+    table = table_of(rows)
+    mask = clean_mask(SHAREGPT, table.column("conversations"))
+    assert mask is not None
+    for fast, row in zip(mask.tolist(), table.to_pylist(), strict=True):
+        assert not fast or per_row_clean(row), row
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ROWS, st.sampled_from([DEFAULT, STRICT]))
+def test_fast_and_slow_batches_agree_on_any_rows(
+    rows: list[tuple[list[dict[str, Any]], str | None]], config: Config
+) -> None:
+    assert_fast_and_slow_agree(table_of(rows), config)
+
+
+def test_clean_rows_and_calls_pending_at_the_end_are_settled() -> None:
+    fc = {"from": "function_call", "value": json.dumps([call(), call("g")])}
+    rows = [
+        [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}],
+        [{"from": "human", "value": "q"}, fc, {"from": "observation", "value": '["1", "2"]'}],
+        [{"from": "human", "value": "q"}, {"from": "gpt", "value": ""}, fc],  # pending at end
+        [{"from": "human", "value": "q"}, {"from": "gpt", "value": " "}],  # empty turn
+        [{"from": "human", "value": "q"}, fc, {"from": "observation", "value": '["1", "2", "3"]'}],
+    ]
+    table = table_of([(r, None) for r in rows])
+    verdicts = fast_verdicts(SHAREGPT, table.column("conversations"), keep_trailing=True)
+    assert verdicts is not None
+    assert verdicts.clean.tolist() == [True, True, False, False, False]
+    assert verdicts.trailing.tolist() == [False, False, True, False, False]
+    assert verdicts.trailing_calls.tolist()[2] == 2
+    assert_fast_and_slow_agree(table, DEFAULT)
+
+
+def test_the_formats_tags_are_read() -> None:
+    fmt = ShareGPTFormat(tags={"user": "user", "assistant": "assistant", "tool": "observation"})
+    rows = [
+        [{"from": "user", "value": "q"}, {"from": "assistant", "value": "a"}],
+        [{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}],  # unknown tags here
+    ]
+    table = table_of([(r, None) for r in rows])
+    mask = clean_mask(fmt, table.column("conversations"))
+    assert mask is not None and mask.tolist() == [True, False]
+    assert_fast_and_slow_agree(table, DEFAULT, fmt)
+
+
+def test_a_system_column_that_is_not_text_means_no_fast_path() -> None:
+    turns_ = [[{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]]
+    table = pa.table({"conversations": turns_, "system": [[1]]})
+    assert fast_verdicts(SHAREGPT, table.column("conversations"), schema=table.schema) is None
+    assert_fast_and_slow_agree(table, DEFAULT)
+    assert np.asarray(clean_mask(SHAREGPT, table.column("conversations"))).all()
+
+
+@st.composite
+def near_valid(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A valid conversation of a few exchanges, now and then with a defect or a turn taken out
+    or put in: the rows the fast path must get exactly right."""
+
+    def turn(tag: str, value: str) -> dict[str, Any]:
+        return {"from": tag, "value": value}
+
+    one, two = json.dumps(call()), json.dumps([call(), call("g", '{"x": 1}')])
+    out: list[dict[str, Any]] = []
+    for _ in range(draw(st.integers(1, 3))):
+        out.append(turn(draw(st.sampled_from(["human", "human", "system"])), "q"))
+        kind = draw(st.sampled_from(["chat", "one", "two", "list", "split", "said", "chat"]))
+        if kind == "chat":
+            out.append(turn("gpt", draw(st.sampled_from(["a", "a", " ", ""]))))
+            continue
+        if kind == "said":
+            out.append(turn("gpt", draw(st.sampled_from(["let me look", "", " "]))))
+        if kind == "split":
+            out += [turn("function_call", one), turn("function_call", one)]
+        else:
+            out.append(turn("function_call", one if kind in ("one", "said") else two))
+        answers = 1 if kind in ("one", "said") else 2
+        if kind == "list":
+            items = draw(st.sampled_from([2, 2, 1, 3]))
+            out.append(turn("observation", json.dumps([f"r{k}" for k in range(items)])))
+        else:
+            out += [turn("observation", "r")] * answers
+        out.append(turn("gpt", "done"))
+    if draw(st.integers(0, 3)) == 0:  # a call pending at the end
+        out += [turn("human", "q"), turn("function_call", draw(st.sampled_from([one, two])))]
+    if draw(st.integers(0, 2)) == 0:
+        at = draw(st.integers(0, len(out) - 1))
+        extra = draw(st.sampled_from(["human", "gpt", "observation", "function_call", "system"]))
+        out.insert(at, turn(extra, one if extra == "function_call" else "x"))
+    if draw(st.integers(0, 2)) == 0:
+        out.pop(draw(st.integers(0, len(out) - 1)))
+    return out
+
+
+NEAR = st.lists(st.tuples(near_valid(), st.sampled_from([None, "Be brief."])), max_size=8)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(NEAR.filter(bool), st.sampled_from([DEFAULT, STRICT]))
+def test_fast_and_slow_batches_agree_near_valid_rows(
+    rows: list[tuple[list[dict[str, Any]], str | None]], config: Config
+) -> None:
+    assert_fast_and_slow_agree(table_of(rows), config)
+
+
+def test_near_valid_rows_reach_every_verdict() -> None:
+    seen = [0, 0, 0]
+
+    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
+    @given(st.lists(st.tuples(near_valid(), st.none()), min_size=10, max_size=10))
+    def collect(rows: list[tuple[list[dict[str, Any]], str | None]]) -> None:
+        table = table_of(rows)
+        verdicts = fast_verdicts(SHAREGPT, table.column("conversations"), keep_trailing=True)
+        assert verdicts is not None
+        seen[0] += int(verdicts.clean.sum())
+        seen[1] += int(verdicts.trailing.sum())
+        seen[2] += int((~verdicts.handled).sum())
+
+    collect()
+    assert min(seen) >= 20, seen  # clean, pending at the end, and left to the per-row path

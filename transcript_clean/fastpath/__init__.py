@@ -1,0 +1,53 @@
+"""The Arrow-native fast path: which rows are already canonical, decided per batch, not per row.
+
+`fast_verdicts` looks at the flattened messages of a batch with pyarrow.compute and NumPy and
+settles the rows it can prove: clean rows (kept unchanged with no code at all), rows whose only
+code is calls pending at the end (when the config keeps them), and rows with a single kind of
+defect the config repairs and Arrow can repair as the per-row path would: empty assistant turns
+(R1), calls with invalid arguments (R2), orphan results (R3) and consecutive assistant text
+messages (R4). Those rows never become Python objects; every other row takes the per-row path
+(`clean_mask` is the clean part alone). The verdicts are conservative: a row the fast path
+cannot prove (an unusual but valid shape, say) is merely left to the per-row path, so the two
+paths always agree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import pyarrow as pa
+
+from transcript_clean.fastpath.base import FAST_REPAIRS, FastRepair, Mask, Verdicts
+from transcript_clean.fastpath.openai import openai_verdicts
+from transcript_clean.fastpath.sharegpt import sharegpt_verdicts
+from transcript_clean.formats.base import Format
+
+__all__ = ["FAST_REPAIRS", "FastRepair", "Verdicts", "clean_mask", "fast_verdicts"]
+
+
+def clean_mask(fmt: Format, column: pa.Array | pa.ChunkedArray) -> Mask | None:
+    """For each row, whether it is provably canonical with no code; None when this format or
+    column shape has no fast path (then every row takes the per-row path)."""
+    verdicts = fast_verdicts(fmt, column)
+    return None if verdicts is None else verdicts.clean
+
+
+def fast_verdicts(
+    fmt: Format,
+    column: pa.Array | pa.ChunkedArray,
+    *,
+    keep_trailing: bool = False,
+    repair: Collection[str] = (),
+    schema: pa.Schema | None = None,
+) -> Verdicts | None:
+    """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
+    only code is calls pending at the end (for a config that keeps them); and, for the OpenAI
+    format, those whose only code is one of `repair` (codes of `FAST_REPAIRS` the config
+    repairs). `schema` is the batch's, when other columns matter to the format (ShareGPT's
+    `system`). None when this format or column shape has no fast path."""
+    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if fmt.name == "openai":
+        return openai_verdicts(array, keep_trailing=keep_trailing, repair=repair)
+    if fmt.name == "sharegpt":
+        return sharegpt_verdicts(fmt, array, keep_trailing=keep_trailing, schema=schema)
+    return None

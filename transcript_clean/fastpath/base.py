@@ -1,0 +1,135 @@
+"""What the fast path's modules share: the verdicts they return, and Arrow and NumPy helpers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.formats.base import loads
+from transcript_clean.policy import (
+    CONSECUTIVE_ASSISTANT,
+    EMPTY_ASSISTANT_TURN,
+    INVALID_TOOL_ARGUMENTS,
+    ORPHAN_TOOL_RESULT,
+)
+
+Mask = npt.NDArray[np.bool_]
+Counts = npt.NDArray[np.int64]
+
+FAST_REPAIRS = frozenset(
+    {EMPTY_ASSISTANT_TURN, INVALID_TOOL_ARGUMENTS, ORPHAN_TOOL_RESULT, CONSECUTIVE_ASSISTANT}
+)
+"""The codes whose repair the fast path can do itself."""
+
+# A character that `str.strip()` keeps: the text holds something (SPEC section 2's blank test).
+# The class lists every character for which Python's `str.isspace()` is true.
+NOT_SPACE = (
+    "[^\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}"
+    "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
+)
+
+
+# A flat JSON object (values strings, numbers, true, false or null), in RFC 8259's grammar:
+# text it matches is one `json.loads` reads as a dict, so most arguments need no parsing.
+_WS = r"[ \t\n\r]*"
+_STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
+_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_MEMBER = f"{_WS}{_STRING}{_WS}:{_WS}(?:{_STRING}|{_NUMBER}|true|false|null){_WS}"
+FLAT_OBJECT = f"^{_WS}\\{{(?:{_MEMBER}(?:,{_MEMBER})*|{_WS})\\}}{_WS}$"
+
+
+@dataclass(slots=True, frozen=True)
+class FastRepair:
+    """The rows the fast path repaired for one code, as the stats count them."""
+
+    code: str
+    action: str
+    """As the stats name it: `dropped` for empty turns, `repaired` for the rest."""
+    rows: Mask
+    occurrences: Counts
+    """Per row, the code's occurrences (turns dropped, calls answered, results dropped...)."""
+
+
+@dataclass(slots=True)
+class Verdicts:
+    """What the fast path decided for each row of a batch (the rest take the per-row path)."""
+
+    clean: Mask
+    """Canonical, with no code: kept as it is."""
+    trailing: Mask
+    """Canonical but for calls pending at the very end: kept as it is, as `trailing_tool_call`."""
+    trailing_calls: Counts
+    """Per row, the pending calls of that last turn (one per id)."""
+    repaired: Mask
+    """Canonical once one kind of defect is repaired here: kept as `repaired_column` holds it."""
+    repairs: list[FastRepair] = field(default_factory=list)
+    repaired_column: pa.Array | None = None
+    """The repaired rows' conversations, in order, as they are written."""
+
+    @property
+    def handled(self) -> Mask:
+        return self.clean | self.trailing | self.repaired
+
+
+def field_type(struct: pa.DataType, name: str) -> pa.DataType | None:
+    index = struct.get_field_index(name)
+    return None if index < 0 else struct.field(index).type
+
+
+def is_text(type_: pa.DataType | None) -> bool:
+    return type_ is not None and (pa.types.is_string(type_) or pa.types.is_large_string(type_))
+
+
+def as_mask(array: pa.Array | pa.ChunkedArray, fill: bool = False) -> Mask:
+    """A boolean Arrow array as NumPy, nulls as `fill`."""
+    if array.null_count:
+        array = pc.fill_null(array, fill)
+    return np.asarray(array.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def rows_with(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Mask:
+    """Rows where any of their elements is flagged."""
+    return count(flags, parent, rows) > 0
+
+
+def count(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Counts:
+    """Per row, its elements flagged."""
+    return np.bincount(parent[flags], minlength=rows).astype(np.int64)
+
+
+def indices(positions: npt.NDArray[np.int64]) -> pa.Array:
+    return pa.array(positions, type=pa.int64())
+
+
+def shift(values: Mask) -> Mask:
+    """`values` moved one place on: each element sees its predecessor's (the first, False)."""
+    out = np.zeros(len(values), dtype=bool)
+    out[1:] = values[:-1]
+    return out
+
+
+def objects(arguments: pa.Array) -> Mask:
+    """Whether each call's arguments are a JSON object (a struct is one; text must parse)."""
+    if pa.types.is_struct(arguments.type) or pa.types.is_map(arguments.type):
+        return ~as_mask(arguments.is_null())
+    if not is_text(arguments.type):
+        return np.zeros(len(arguments), dtype=bool)
+    # A flat object is one for sure; of the rest, only text that looks like one is parsed.
+    out = as_mask(pc.match_substring_regex(arguments, FLAT_OBJECT))
+    rest = np.flatnonzero(~out)
+    if len(rest):
+        texts = arguments.take(indices(rest))
+        candidates = rest[as_mask(pc.match_substring_regex(texts, r"^\s*\{"))]
+        out[candidates] = [is_object(t) for t in arguments.take(indices(candidates)).to_pylist()]
+    return out
+
+
+def is_object(text: str) -> bool:
+    try:
+        return isinstance(loads(text), dict)
+    except (ValueError, RecursionError):
+        return False

@@ -1,0 +1,177 @@
+"""The fast path for the ShareGPT format: which rows are canonical, decided on the flattened turns.
+
+A row is settled here when it is clean, or (for a config that keeps them) when its only code is
+calls pending at the end; every other row takes the per-row path, which repairs. Tags are read
+through the format's `tags`. `function_call` values are parsed (in Python: they are a small share
+of the turns), as is the value of an observation that answers several calls at once.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.fastpath.base import (
+    NOT_SPACE,
+    Mask,
+    Verdicts,
+    as_mask,
+    count,
+    field_type,
+    indices,
+    is_text,
+    rows_with,
+    shift,
+)
+from transcript_clean.formats.base import Format, parse_arguments
+
+__all__ = ["sharegpt_verdicts"]
+
+
+def sharegpt_verdicts(
+    fmt: Format, array: pa.Array, *, keep_trailing: bool = False, schema: pa.Schema | None = None
+) -> Verdicts | None:
+    """The clean rows (and, with `keep_trailing`, those whose only code is calls pending at the
+    end) of a ShareGPT conversation column; None when the column or the row's `system` column
+    has a shape this does not read."""
+    tags: dict[str, str] = dict(getattr(fmt, "tags", {}))
+    if not tags or not _sharegpt_shape(array.type):
+        return None
+    system = None if schema is None else field_type(pa.struct(list(schema)), "system")
+    if system is not None and not is_text(system):
+        return None  # the decoder would reject what is not text, row by row
+    rows = len(array)
+    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
+    bad: Mask = as_mask(array.is_null()) | (lengths == 0)
+    nothing = np.zeros(rows, dtype=bool)
+    turns = pc.list_flatten(array)
+    parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
+    n = len(turns)
+    if n == 0:
+        return Verdicts(nothing, nothing.copy(), np.zeros(rows, dtype=np.int64), nothing.copy())
+
+    tag = pc.struct_field(turns, "from")
+    value = pc.struct_field(turns, "value")
+
+    def role(name: str) -> Mask:
+        return as_mask(pc.is_in(tag, pa.array([t for t, r in tags.items() if r == name], tag.type)))
+
+    is_user, is_gpt, is_system = role("user"), role("assistant"), role("system")
+    is_call, is_obs = role("function_call"), role("observation")
+    flag = ~(is_user | is_gpt | is_system | is_call | is_obs)  # an unknown tag, or no tag
+    flag |= as_mask(turns.is_null()) | as_mask(value.is_null())
+
+    same_prev = np.zeros(n, dtype=bool)
+    same_prev[1:] = parent[1:] == parent[:-1]
+    same_next = np.zeros(n, dtype=bool)
+    same_next[:-1] = same_prev[1:]
+    said_turn = is_gpt | is_call  # a turn of an assistant message
+    # A function_call right after a gpt or function_call turn is the same assistant message.
+    goes_on = is_call & shift(said_turn) & same_prev
+    starts = said_turn & ~goes_on
+    flag |= is_gpt & shift(said_turn) & same_prev  # consecutive_assistant
+    next_goes_on = np.zeros(n, dtype=bool)
+    next_goes_on[:-1] = goes_on[1:]
+    ends = said_turn & ~next_goes_on  # the last turn of each assistant message
+
+    # Empty assistant turns: text that is blank, with no call after it.
+    gpt = np.flatnonzero(is_gpt & ~next_goes_on)
+    if len(gpt):
+        said = as_mask(pc.match_substring_regex(value.take(indices(gpt)), NOT_SPACE))
+        flag[gpt[~said]] = True
+
+    # The calls of each assistant message, parsed; a value that is not calls is malformed.
+    calls = np.zeros(n, dtype=np.int64)
+    call_turns = np.flatnonzero(is_call & ~(bad | rows_with(flag, parent, rows))[parent])
+    if len(call_turns):
+        texts = value.take(indices(call_turns)).to_pylist()
+        for at, text in zip(call_turns.tolist(), texts, strict=True):
+            found = _count_calls(text)
+            if found is None:
+                flag[at] = True
+            else:
+                calls[at] = found
+    message = np.cumsum(starts) - 1
+    per_message = np.bincount(message[said_turn], weights=calls[said_turn]).astype(np.int64)
+    calling_end = np.zeros(n, dtype=bool)
+    calling_end[ends] = per_message[message[ends]] > 0
+    pending = np.zeros(n, dtype=np.int64)
+    pending[ends] = per_message[message[ends]]
+
+    # Observation runs: right after a message with calls, one result per call, or one value
+    # holding a JSON list of one item per call; anything else is orphan or unanswered.
+    run_start = is_obs & ~(shift(is_obs) & same_prev)
+    run_of = np.cumsum(run_start) - 1
+    run_starts = np.flatnonzero(run_start)
+    run_len = np.bincount(run_of[is_obs], minlength=len(run_starts))
+    before = np.maximum(run_starts - 1, 0)
+    answers = np.where(same_prev[run_starts] & calling_end[before], pending[before], 0)
+    fits = run_len == answers
+    split = np.flatnonzero((run_len == 1) & (answers >= 2))
+    if len(split):
+        texts = value.take(indices(run_starts[split])).to_pylist()
+        fits[split] = [_list_of(t, int(k)) for t, k in zip(texts, answers[split], strict=True)]
+    flag[run_starts[~fits]] = True  # answers == 0: an orphan run
+    next_obs = np.zeros(n, dtype=bool)
+    next_obs[:-1] = is_obs[1:]
+    flag |= calling_end & same_next & ~next_obs  # unanswered (or a system turn first)
+
+    bad |= rows_with(flag, parent, rows)
+    bad |= count(starts, parent, rows) == 0  # no_assistant_turn
+    last = np.flatnonzero(~same_next)  # each row's last turn
+    trailing = np.zeros(rows, dtype=bool)
+    trailing_calls = np.zeros(rows, dtype=np.int64)
+    trailing[parent[last]] = calling_end[last]
+    trailing_calls[parent[last]] = pending[last]
+    plain = ~bad
+    return Verdicts(
+        clean=plain & ~trailing,
+        trailing=plain & trailing if keep_trailing else np.zeros(rows, dtype=bool),
+        trailing_calls=trailing_calls,
+        repaired=np.zeros(rows, dtype=bool),
+    )
+
+
+def _sharegpt_shape(type_: pa.DataType) -> bool:
+    """Turns as structs with text `from` and `value`: the shape the fast path reads."""
+    if not (pa.types.is_list(type_) or pa.types.is_large_list(type_)):
+        return False
+    turn = type_.value_type
+    return (
+        pa.types.is_struct(turn)
+        and is_text(field_type(turn, "from"))
+        and is_text(field_type(turn, "value"))
+    )
+
+
+def _count_calls(text: str) -> int | None:
+    """How many well-formed calls a `function_call` value holds (a name, and arguments that are
+    a JSON object); None when it holds anything else."""
+    try:
+        data: Any = json.loads(text)
+    except (ValueError, RecursionError):
+        return None
+    objects = data if isinstance(data, list) else [data]
+    if not objects:
+        return None
+    for obj in objects:
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            return None
+        if not isinstance(parse_arguments(obj.get("arguments"))[0], dict):
+            return None
+    return len(objects)
+
+
+def _list_of(text: str, items: int) -> bool:
+    """Whether an observation value is a JSON list of `items` items (one result per call)."""
+    if not text.lstrip().startswith("["):
+        return False
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError):
+        return False
+    return isinstance(data, list) and len(data) == items
