@@ -1,14 +1,14 @@
 """The Arrow-native fast path: which rows are already canonical, decided per batch, not per row.
 
 `fast_verdicts` looks at the flattened messages of a batch with pyarrow.compute and NumPy and
-settles the rows it can prove: clean rows (kept unchanged with no code at all), rows whose only
-code is calls pending at the end (when the config keeps them), and rows with a single kind of
-defect the config repairs and Arrow can repair as the per-row path would: empty assistant turns
-(R1), calls with invalid arguments (R2), orphan results (R3) and consecutive assistant text
-messages (R4). Those rows never become Python objects; every other row takes the per-row path
-(`clean_mask` is the clean part alone). The verdicts are conservative: a row the fast path
-cannot prove (an unusual but valid shape, say) is merely left to the per-row path, so the two
-paths always agree.
+settles the rows it can prove: clean rows (kept unchanged with no code at all) and rows whose
+only code is calls pending at the end (when the config keeps them), in the OpenAI and ShareGPT
+formats; and, in the OpenAI format, rows with a single kind of defect the config repairs and
+Arrow can repair as the per-row path would: empty assistant turns (R1), calls with invalid
+arguments (R2), orphan results (R3) and consecutive assistant text messages (R4). Those rows
+never become Python objects; every other row takes the per-row path (`clean_mask` is the clean
+part alone). The verdicts are conservative: a row the fast path cannot prove (an unusual but
+valid shape, say) is merely left to the per-row path, so the two paths always agree.
 """
 
 from __future__ import annotations
