@@ -8,7 +8,6 @@ of the turns), as is the value of an observation that answers several calls at o
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import numpy as np
@@ -27,7 +26,7 @@ from transcript_clean.fastpath.base import (
     rows_with,
     shift,
 )
-from transcript_clean.formats.base import Format, parse_arguments
+from transcript_clean.formats.base import Format, loads, parse_arguments
 
 __all__ = ["sharegpt_verdicts"]
 
@@ -152,7 +151,7 @@ def _count_calls(text: str) -> int | None:
     """How many well-formed calls a `function_call` value holds (a name, and arguments that are
     a JSON object); None when it holds anything else."""
     try:
-        data: Any = json.loads(text)
+        data: Any = loads(text)
     except (ValueError, RecursionError):
         return None
     objects = data if isinstance(data, list) else [data]
@@ -171,7 +170,7 @@ def _list_of(text: str, items: int) -> bool:
     if not text.lstrip().startswith("["):
         return False
     try:
-        data = json.loads(text)
+        data = loads(text)
     except (ValueError, RecursionError):
         return False
     return isinstance(data, list) and len(data) == items
