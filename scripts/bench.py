@@ -15,6 +15,7 @@ to the floor and the largest peak RSS, and written to a JSON file.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -135,19 +136,68 @@ def plain_validator(row: dict[str, Any]) -> bool:
     return not pending and previous is not None
 
 
-def step_datasets(source: str, output: str) -> None:
+def plain_sharegpt_validator(row: dict[str, Any]) -> bool:
+    """The same for ShareGPT turns: every gpt turn says something, every function_call value is
+    a {name, arguments} object (or a list of them) with object arguments, and observations answer
+    the calls right before them, one each or all in one JSON list."""
+    pending = 0
+    previous = None
+    for turn in row["conversations"]:
+        tag, value = turn.get("from"), turn.get("value") or ""
+        if tag == "observation":
+            if not pending:
+                return False
+            answered = 1
+            if pending > 1 and previous == "function_call" and value.lstrip().startswith("["):
+                with contextlib.suppress(ValueError):
+                    items = json.loads(value)
+                    answered = len(items) if len(items) == pending else 1
+            pending -= answered
+        elif tag == "function_call":
+            if pending and previous != "function_call":
+                return False
+            try:
+                calls = json.loads(value)
+            except ValueError:
+                return False
+            calls = calls if isinstance(calls, list) else [calls]
+            for call in calls:
+                if not isinstance(call, dict) or not isinstance(call.get("name"), str):
+                    return False
+                arguments = call.get("arguments")
+                if isinstance(arguments, str):
+                    with contextlib.suppress(ValueError):
+                        arguments = json.loads(arguments)
+                if not isinstance(arguments, dict):
+                    return False
+            pending += len(calls)
+            if not calls:
+                return False
+        elif tag in ("gpt", "human", "system"):
+            if pending or (tag == "gpt" and (previous == "gpt" or not value.strip())):
+                return False
+        else:
+            return False
+        previous = tag
+    return not pending and previous is not None
+
+
+VALIDATORS = {"openai": plain_validator, "sharegpt": plain_sharegpt_validator}
+
+
+def step_datasets(source: str, output: str, fmt: str) -> None:
     import datasets
 
     datasets.disable_progress_bars()
     cache = tempfile.mkdtemp(prefix="bench-hf-")
     try:
         ds = datasets.load_dataset("parquet", data_files=source, split="train", cache_dir=cache)
-        ds.filter(plain_validator).to_parquet(output)
+        ds.filter(VALIDATORS[fmt]).to_parquet(output)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
 
 
-STEPS = {"floor": step_floor, "datasets": step_datasets}
+STEPS = {"floor": lambda source, output, fmt: step_floor(source, output), "datasets": step_datasets}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -204,7 +254,7 @@ def ensure_dataset(path: Path, rows: int, fmt: str, seed: int) -> None:
     "json_out",
     type=click.Path(),
     default=None,
-    help="Results file (default: DIR/results-ROWS.json).",
+    help="Results file (default: DIR/results-FORMAT-ROWS.json).",
 )
 @click.pass_context
 def main(
@@ -221,6 +271,11 @@ def main(
     """Time the floor, the datasets pipeline and transcript-clean in one run."""
     if ctx.invoked_subcommand is not None:
         return
+    if "datasets" not in skip and fmt not in VALIDATORS:
+        raise click.UsageError(
+            f"the datasets step has a plain validator for {' and '.join(VALIDATORS)} rows only: "
+            f"pass --skip datasets for {fmt}"
+        )
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
     source = folder / f"{fmt}-{rows}.parquet"
@@ -246,6 +301,8 @@ def main(
                     "datasets",
                     str(source),
                     str(folder / "datasets.parquet"),
+                    "--format",
+                    fmt,
                 ],
             )
         )
@@ -289,7 +346,7 @@ def main(
         ratio = f"{r['seconds'] / floor:.2f}" if floor else "-"
         r["x_floor"] = r["seconds"] / floor if floor else float("nan")
         click.echo(f"{name:<20} {r['seconds']:>9.2f} {ratio:>8} {r['peak_rss_mb']:>7.0f} MB")
-    target = Path(json_out) if json_out else folder / f"results-{rows}.json"
+    target = Path(json_out) if json_out else folder / f"results-{fmt}-{rows}.json"
     target.write_text(
         json.dumps(
             {
@@ -310,9 +367,10 @@ def main(
 @click.argument("name", type=click.Choice(sorted(STEPS)))
 @click.argument("source")
 @click.argument("output")
-def step(name: str, source: str, output: str) -> None:
+@click.option("--format", "fmt", default="openai", show_default=True)
+def step(name: str, source: str, output: str, fmt: str) -> None:
     """Run one baseline step (used by the benchmark itself)."""
-    STEPS[name](source, output)
+    STEPS[name](source, output, fmt)
 
 
 if __name__ == "__main__":
