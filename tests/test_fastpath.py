@@ -381,3 +381,41 @@ def test_near_repairs_reach_every_fast_repair() -> None:
 
     collect()
     assert all(reached[code] >= 10 for code in FAST_REPAIRS), reached
+
+
+def test_arguments_held_as_a_map_are_not_an_object() -> None:
+    map_call = pa.struct(
+        [
+            ("id", pa.string()),
+            (
+                "function",
+                pa.struct(
+                    [("name", pa.string()), ("arguments", pa.map_(pa.string(), pa.string()))]
+                ),
+            ),
+        ]
+    )
+    message = pa.struct(
+        [
+            ("role", pa.string()),
+            ("content", pa.string()),
+            ("tool_calls", pa.list_(map_call)),
+            ("tool_call_id", pa.string()),
+        ]
+    )
+    calls = [{"id": "a", "function": {"name": "f", "arguments": [("x", "1")]}}]
+    conversation = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": calls},
+        {"role": "tool", "content": "r", "tool_call_id": "a"},
+        {"role": "assistant", "content": "ok"},
+    ]
+    table = pa.Table.from_pylist(
+        [{"messages": conversation}], schema=pa.schema([("messages", pa.list_(message))])
+    )
+    # Read back, a map is a list of pairs: the per-row path finds invalid arguments.
+    assert clean_row(table.to_pylist()[0], OPENAI, DEFAULT).actions == {
+        "invalid_tool_arguments": "repaired"
+    }
+    assert clean_mask(OPENAI, table.column("messages")).tolist() == [False]
+    assert_fast_and_slow_agree(table, DEFAULT)

@@ -113,8 +113,9 @@ def shift(values: Mask) -> Mask:
 
 
 def objects(arguments: pa.Array) -> Mask:
-    """Whether each call's arguments are a JSON object (a struct is one; text must parse)."""
-    if pa.types.is_struct(arguments.type) or pa.types.is_map(arguments.type):
+    """Whether each call's arguments are a JSON object: a struct is one, text must parse, and
+    anything else (a map reads back as a list of pairs) is not."""
+    if pa.types.is_struct(arguments.type):
         return ~as_mask(arguments.is_null())
     if not is_text(arguments.type):
         return np.zeros(len(arguments), dtype=bool)
