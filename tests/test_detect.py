@@ -214,3 +214,12 @@ def test_generated_rows_of_each_format_are_detected(fmt: str, through_arrow: boo
     detected = detect_format(table.column_names, rows)
     assert detected.name == fmt
     assert detected.column == ("conversations" if fmt == "sharegpt" else "messages")
+
+
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt", "anthropic", "rig"])
+@pytest.mark.parametrize("seed", range(5))
+def test_a_bad_row_in_the_sample_does_not_change_the_format(fmt: str, seed: int) -> None:
+    # Generated rows carry planted defects, malformed rows among them: the OpenAI reader takes
+    # an Anthropic row missing its content where the Anthropic reader rightly refuses it.
+    rows = [row for row, _ in generate_rows(20, format=fmt, seed=seed)]
+    assert detect_format(list(rows[0]), rows).name == fmt

@@ -3,8 +3,9 @@
 Each column holding lists of objects is a candidate conversation column. Its message keys, roles,
 tags and part types point at formats (an `observation` tag at ShareGPT, a `tool_use` block at
 Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI); each format pointed at is then
-tried on the first rows, and the one that reads the most of them wins (ties go to the one the
-keys point at most clearly).
+tried on the first rows: the one the keys point at most clearly wins if it reads nearly as many
+of them as any (`NEARLY`), so that a few bad rows cannot hand the dataset to a more lenient
+reader.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from transcript_clean.formats.sharegpt import DEFAULT_TAGS
 
 SAMPLE_ROWS: Final = 20
 """How many of the first rows detection looks at."""
+
+NEARLY: Final = 0.8
+"""The most likely format wins if it reads this share of what the best reader reads."""
 
 # Where conversations usually live: these columns are tried first.
 _USUAL_COLUMNS: Final = ("messages", "conversations", "conversation", "chat", "dialog")
@@ -73,16 +77,19 @@ def detect_format(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> 
                 return _make(name, column)
     candidates = [c for s in seen for c in _candidates(s, set(columns))]
     tried: list[str] = []
-    best: tuple[int, Format] | None = None
+    reads: list[tuple[int, Format]] = []
     for fmt in candidates:
         read, first_error = _trial(fmt, sample)
         tried.append(f"{fmt.name} on column {fmt.column!r}: read {read} of {len(sample)} rows")
         if first_error is not None:
             tried[-1] += f" ({first_error})"
-        if read and (best is None or read > best[0]):
-            best = (read, fmt)
-    if best is not None:
-        return best[1]
+        reads.append((read, fmt))
+    most = max((read for read, _ in reads), default=0)
+    for read, fmt in reads:  # the most likely first
+        # A few bad rows in the sample must not hand the dataset to a more lenient reader
+        # (OpenAI's reads Anthropic blocks as media): nearly as many rows read is enough.
+        if read and read >= most * NEARLY:
+            return fmt
     lines = [
         "cannot tell the conversation format of these rows",
         f"  columns: {', '.join(columns) or '-'}",
