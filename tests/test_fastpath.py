@@ -198,8 +198,8 @@ def test_fast_path_never_passes_a_row_the_per_row_path_flags(
 def test_json_text_and_formats_without_one_have_no_fast_path() -> None:
     table = pa.table({"messages": [json.dumps([{"role": "user", "content": "x"}])]})
     assert clean_mask(OPENAI, table.column("messages")) is None
-    blocks = pa.array([[{"role": "user", "content": [{"type": "text", "text": "x"}]}]])
-    assert clean_mask(get_format("anthropic"), blocks) is None
+    parts = pa.array([[{"role": "user", "content": [{"type": "text", "text": "x"}]}]])
+    assert clean_mask(get_format("rig"), parts) is None
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])

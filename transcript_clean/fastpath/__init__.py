@@ -2,13 +2,13 @@
 
 `fast_verdicts` looks at the flattened messages of a batch with pyarrow.compute and NumPy and
 settles the rows it can prove: clean rows (kept unchanged with no code at all) and rows whose
-only code is calls pending at the end (when the config keeps them), in the OpenAI and ShareGPT
-formats; and, in the OpenAI format, rows with a single kind of defect the config repairs and
-Arrow can repair as the per-row path would: empty assistant turns (R1), calls with invalid
-arguments (R2), orphan results (R3) and consecutive assistant text messages (R4). Those rows
-never become Python objects; every other row takes the per-row path (`clean_mask` is the clean
-part alone). The verdicts are conservative: a row the fast path cannot prove (an unusual but
-valid shape, say) is merely left to the per-row path, so the two paths always agree.
+only code is calls pending at the end (when the config keeps them), in the OpenAI, ShareGPT and
+Anthropic formats; and, in the OpenAI format, rows with a single kind of defect the config
+repairs and Arrow can repair as the per-row path would: empty assistant turns (R1), calls with
+invalid arguments (R2), orphan results (R3) and consecutive assistant text messages (R4). Those
+rows never become Python objects; every other row takes the per-row path (`clean_mask` is the
+clean part alone). The verdicts are conservative: a row the fast path cannot prove (an unusual
+but valid shape, say) is merely left to the per-row path, so the two paths always agree.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from collections.abc import Collection
 
 import pyarrow as pa
 
+from transcript_clean.fastpath.anthropic import anthropic_verdicts
 from transcript_clean.fastpath.base import FAST_REPAIRS, FastRepair, Mask, Verdicts
 from transcript_clean.fastpath.openai import openai_verdicts
 from transcript_clean.fastpath.sharegpt import sharegpt_verdicts
@@ -43,11 +44,13 @@ def fast_verdicts(
     """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
     only code is calls pending at the end (for a config that keeps them); and, for the OpenAI
     format, those whose only code is one of `repair` (codes of `FAST_REPAIRS` the config
-    repairs). `schema` is the batch's, when other columns matter to the format (ShareGPT's
-    `system`). None when this format or column shape has no fast path."""
+    repairs). `schema` is the batch's, when other columns matter to the format (the `system`
+    column of ShareGPT and Anthropic). None when this format or column shape has no fast path."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if fmt.name == "openai":
         return openai_verdicts(array, keep_trailing=keep_trailing, repair=repair)
     if fmt.name == "sharegpt":
         return sharegpt_verdicts(fmt, array, keep_trailing=keep_trailing, schema=schema)
+    if fmt.name == "anthropic":
+        return anthropic_verdicts(array, keep_trailing=keep_trailing, schema=schema)
     return None

@@ -1,0 +1,233 @@
+"""The Anthropic fast path against the per-row path: a differential test, as for OpenAI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from transcript_clean.fastpath import clean_mask, fast_verdicts
+from transcript_clean.formats import get_format
+from transcript_clean.pipeline import clean_batch, clean_row
+from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.synthetic import generate_rows
+
+ANTHROPIC = get_format("anthropic")
+BLOCK = pa.struct(
+    [
+        ("type", pa.string()),
+        ("text", pa.string()),
+        ("thinking", pa.string()),
+        ("signature", pa.string()),
+        ("data", pa.string()),
+        ("id", pa.string()),
+        ("name", pa.string()),
+        ("input", pa.struct([("city", pa.string())])),
+        ("tool_use_id", pa.string()),
+        ("content", pa.string()),
+        ("is_error", pa.bool_()),
+    ]
+)
+MESSAGE = pa.struct([("role", pa.string()), ("content", pa.list_(BLOCK))])
+SCHEMA = pa.schema([("messages", pa.list_(MESSAGE)), ("system", pa.string())])
+
+
+def per_row_clean(row: dict[str, Any]) -> bool:
+    result = clean_row(row, ANTHROPIC, DEFAULT)
+    return result.status == "unchanged" and not result.actions
+
+
+def assert_fast_and_slow_agree(table: pa.Table, config: Config) -> None:
+    fast = clean_batch(table, config, format=ANTHROPIC, source="s")
+    slow = clean_batch(table, config, format=ANTHROPIC, source="s", fast=False)
+    assert fast.kept.to_pylist() == slow.kept.to_pylist()
+    assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
+    assert fast.stats == slow.stats
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_verdicts_equal_on_generated_data_of_every_defect_kind(seed: int) -> None:
+    rows, planted = [], []
+    for row, codes in generate_rows(3000, format="anthropic", seed=seed):
+        rows.append(row)
+        planted.append(codes)
+    assert len(set().union(*planted)) >= 7  # every kind Anthropic rows can carry
+    table = pa.Table.from_pylist(rows)
+    mask = clean_mask(ANTHROPIC, table.column("messages"))
+    assert mask is not None
+    assert mask.tolist() == [per_row_clean(r) for r in table.to_pylist()]
+    assert mask.sum() > 2000
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+@pytest.mark.parametrize("size", [1, 10, 500])
+def test_fast_and_slow_batches_give_identical_output(config: Config, size: int) -> None:
+    rows = [row for row, _ in generate_rows(size, format="anthropic", seed=size)]
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config)
+
+
+def text(value: str | None = "hi") -> dict[str, Any]:
+    return {"type": "text", "text": value}
+
+
+def use(id: str | None = "a", city: str | None = "Paris", input: bool = True) -> dict[str, Any]:
+    return {"type": "tool_use", "id": id, "name": "f", "input": {"city": city} if input else None}
+
+
+def result(id: str | None = "a", error: bool | None = None) -> dict[str, Any]:
+    return {"type": "tool_result", "tool_use_id": id, "content": "18 C", "is_error": error}
+
+
+BLOCKS = st.sampled_from(
+    [
+        text(),
+        text(" "),
+        text(""),
+        text(None),
+        use(),
+        use("b"),
+        use(None),
+        use(input=False),
+        result(),
+        result("b"),
+        result("z", True),
+        result(None),
+        {"type": "thinking", "thinking": "hmm", "signature": None},
+        {"type": "thinking", "thinking": " ", "signature": "sig"},
+        {"type": "thinking", "thinking": " ", "signature": None},
+        {"type": "redacted_thinking", "data": "xyz"},
+        {"type": "image"},
+        {"type": None},
+    ]
+)
+
+
+@st.composite
+def messages(draw: st.DrawFn) -> dict[str, Any]:
+    role = draw(st.sampled_from(["user", "assistant", "assistant", "system", None]))
+    content = draw(st.one_of(st.none(), st.lists(BLOCKS, max_size=3)))
+    return {"role": role, "content": content}
+
+
+@st.composite
+def near_valid(draw: st.DrawFn) -> list[dict[str, Any]]:
+    """A valid conversation of a few exchanges, now and then with a message changed, taken out
+    or put in: the rows the fast path must get exactly right."""
+    out: list[dict[str, Any]] = []
+    for k in range(draw(st.integers(1, 3))):
+        out.append({"role": "user", "content": [text("q")]})
+        kind = draw(st.sampled_from(["chat", "one", "two", "thought", "chat"]))
+        if kind == "chat":
+            out.append({"role": "assistant", "content": [text(draw(st.sampled_from(["a", " "])))]})
+            continue
+        ids = [f"{k}a"] if kind in ("one", "thought") else [f"{k}a", f"{k}b"]
+        said = [text("let me look")] if draw(st.booleans()) else []
+        if kind == "thought":
+            said.insert(0, {"type": "thinking", "thinking": "hmm", "signature": "s"})
+        out.append({"role": "assistant", "content": said + [use(i) for i in ids]})
+        answers = [result(i, draw(st.sampled_from([None, False, True]))) for i in ids]
+        out.append({"role": "user", "content": draw(st.permutations(answers))})
+        out.append({"role": "assistant", "content": [text("done")]})
+    if draw(st.integers(0, 3)) == 0:  # calls pending at the end
+        pending = [use("p"), use("q")][: draw(st.integers(1, 2))]
+        out += [{"role": "user", "content": [text("q")]}, {"role": "assistant", "content": pending}]
+    if draw(st.integers(0, 2)) == 0:
+        out.insert(draw(st.integers(0, len(out))), draw(messages()))
+    if draw(st.integers(0, 2)) == 0:
+        out.pop(draw(st.integers(0, len(out) - 1)))
+    return out
+
+
+def table_of(rows: list[tuple[list[dict[str, Any]], str | None]]) -> pa.Table:
+    return pa.Table.from_pylist([{"messages": m, "system": s} for m, s in rows], schema=SCHEMA)
+
+
+ROWS = st.lists(
+    st.tuples(
+        st.one_of(st.lists(messages(), max_size=6), near_valid(), near_valid()),
+        st.sampled_from([None, "", "Be brief."]),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(ROWS, st.sampled_from([DEFAULT, STRICT]))
+def test_fast_and_slow_batches_agree_on_any_rows(
+    rows: list[tuple[list[dict[str, Any]], str | None]], config: Config
+) -> None:
+    assert_fast_and_slow_agree(table_of(rows), config)
+
+
+def test_near_valid_rows_reach_every_verdict() -> None:
+    seen = [0, 0, 0]
+
+    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
+    @given(st.lists(st.tuples(near_valid(), st.none()), min_size=10, max_size=10))
+    def collect(rows: list[tuple[list[dict[str, Any]], str | None]]) -> None:
+        table = table_of(rows)
+        verdicts = fast_verdicts(ANTHROPIC, table.column("messages"), keep_trailing=True)
+        assert verdicts is not None
+        seen[0] += int(verdicts.clean.sum())
+        seen[1] += int(verdicts.trailing.sum())
+        seen[2] += int((~verdicts.handled).sum())
+
+    collect()
+    assert min(seen) >= 20, seen  # clean, pending at the end, and left to the per-row path
+
+
+def test_text_content_is_read_too() -> None:
+    schema = pa.schema(
+        [("messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())])))]
+    )
+    rows = [
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}],
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": " "}],
+        [{"role": "user", "content": "q"}, {"role": "assistant", "content": None}],
+        [{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}],
+    ]
+    table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=schema)
+    mask = clean_mask(ANTHROPIC, table.column("messages"))
+    assert mask is not None and mask.tolist() == [True, False, False, False]
+    assert_fast_and_slow_agree(table, DEFAULT)
+
+
+def test_a_system_prompt_of_blocks_means_no_fast_path() -> None:
+    conversation = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
+    table = pa.table({"messages": [conversation], "system": [[{"type": "text", "text": "s"}]]})
+    assert fast_verdicts(ANTHROPIC, table.column("messages"), schema=table.schema) is None
+    assert_fast_and_slow_agree(table, DEFAULT)
+
+
+def conversation(*turns: tuple[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
+    return [{"role": role, "content": blocks} for role, blocks in turns]
+
+
+HAND = [
+    # a call made twice is pending once (and counted once when it ends the history)
+    conversation(("user", [text()]), ("assistant", [use(), use()])),
+    # a result given twice: the second answers nothing
+    conversation(("user", [text()]), ("assistant", [use()]), ("user", [result(), result()])),
+    conversation(("user", [text()]), ("assistant", [{"type": "thinking", "thinking": " "}])),
+    conversation(("user", [text()]), ("assistant", [text(None), use()]), ("user", [result()])),
+    conversation(("user", [text()]), ("assistant", [use(input=False)]), ("user", [result()])),
+    conversation(("user", [text()]), ("assistant", [text(), {"type": "image"}])),
+    conversation(("user", [text()]), ("assistant", [text(), result()])),
+    conversation(("user", [text(), use()]), ("assistant", [text()])),
+    conversation(("user", [result()]), ("assistant", [text()])),
+    conversation(("user", [text()]), ("assistant", [use()]), ("user", [result(None)])),
+    conversation(("user", [text()]), ("assistant", [use(), use("b")]), ("user", [result("b")])),
+    conversation(("user", [text()]), ("assistant", [text(), {"type": "redacted_thinking"}])),
+    conversation(("user", [text()]), ("assistant", [text(), {"type": "thinking"}])),
+]
+
+
+@pytest.mark.parametrize("index", range(len(HAND)))
+def test_hand_made_shapes(index: int) -> None:
+    table = table_of([(HAND[index], None)])
+    assert clean_mask(ANTHROPIC, table.column("messages")).tolist() == [False]
+    assert_fast_and_slow_agree(table, DEFAULT)

@@ -1,0 +1,195 @@
+"""The fast path for the Anthropic format: which rows are canonical, decided on the flattened
+messages and their flattened content blocks.
+
+A row is settled here when it is clean, or (for a config that keeps them) when its only code is
+calls pending at the end; every other row takes the per-row path, which repairs. Content is read
+as a list of blocks (text, tool_use, thinking and redacted_thinking from the assistant; text and
+tool_result from the user) or as plain text; any other block, like an image, leaves its row to
+the per-row path.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.fastpath.base import (
+    NOT_SPACE,
+    Mask,
+    Verdicts,
+    as_mask,
+    count,
+    field_type,
+    indices,
+    is_text,
+    objects,
+    rows_with,
+    shift,
+)
+
+__all__ = ["anthropic_verdicts"]
+
+
+def anthropic_verdicts(
+    array: pa.Array, *, keep_trailing: bool = False, schema: pa.Schema | None = None
+) -> Verdicts | None:
+    """The clean rows (and, with `keep_trailing`, those whose only code is calls pending at the
+    end) of an Anthropic `messages` column; None when the column or the row's `system` column
+    has a shape this does not read."""
+    content_type = _content_type(array.type)
+    if content_type is None:
+        return None
+    system = None if schema is None else field_type(pa.struct(list(schema)), "system")
+    if system is not None and not is_text(system):
+        return None  # a system prompt of blocks: the decoder checks them row by row
+    rows = len(array)
+    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
+    bad: Mask = as_mask(array.is_null()) | (lengths == 0)
+    msgs = pc.list_flatten(array)
+    parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
+    n = len(msgs)
+    nothing = np.zeros(rows, dtype=bool)
+    if n == 0:
+        return Verdicts(nothing, nothing.copy(), np.zeros(rows, dtype=np.int64), nothing.copy())
+
+    role = pc.struct_field(msgs, "role")
+    content = pc.struct_field(msgs, "content")
+    is_user = as_mask(pc.equal(role, "user"))
+    is_assistant = as_mask(pc.equal(role, "assistant"))
+    flag = ~(is_user | is_assistant) | as_mask(msgs.is_null()) | as_mask(content.is_null())
+    same_prev = np.zeros(n, dtype=bool)
+    same_prev[1:] = parent[1:] == parent[:-1]
+    flag |= is_assistant & shift(is_assistant) & same_prev  # consecutive_assistant
+
+    calls = np.zeros(n, dtype=np.int64)
+    if is_text(content_type):
+        said = as_mask(pc.match_substring_regex(content, NOT_SPACE))
+    else:
+        said, calls = _blocks(content, is_user, is_assistant, same_prev, flag)
+    flag |= is_assistant & ~said  # empty_assistant_turn
+
+    bad |= rows_with(flag, parent, rows)
+    bad |= count(is_assistant, parent, rows) == 0  # no_assistant_turn
+    last = np.flatnonzero(np.append(~same_prev[1:], True))  # each row's last message
+    trailing = np.zeros(rows, dtype=bool)
+    trailing_calls = np.zeros(rows, dtype=np.int64)
+    trailing[parent[last]] = is_assistant[last] & (calls[last] > 0)
+    trailing_calls[parent[last]] = calls[last]
+    plain = ~bad
+    return Verdicts(
+        clean=plain & ~trailing,
+        trailing=plain & trailing if keep_trailing else np.zeros(rows, dtype=bool),
+        trailing_calls=trailing_calls,
+        repaired=np.zeros(rows, dtype=bool),
+    )
+
+
+def _content_type(type_: pa.DataType) -> pa.DataType | None:
+    """The `content` type of messages this reads: text, or a list of blocks whose fields have
+    the types the decoder expects; None for any other shape."""
+    if not (pa.types.is_list(type_) or pa.types.is_large_list(type_)):
+        return None
+    message = type_.value_type
+    if not pa.types.is_struct(message) or not is_text(field_type(message, "role")):
+        return None
+    content = field_type(message, "content")
+    if content is None or is_text(content):
+        return content
+    if not (pa.types.is_list(content) or pa.types.is_large_list(content)):
+        return None
+    block = content.value_type
+    if not pa.types.is_struct(block) or not is_text(field_type(block, "type")):
+        return None
+    for name in ("text", "thinking", "signature", "data", "id", "name", "tool_use_id", "content"):
+        kind = field_type(block, name)
+        if kind is not None and not is_text(kind):
+            return None
+    error = field_type(block, "is_error")
+    if error is not None and not pa.types.is_boolean(error):
+        return None
+    return content
+
+
+def _blocks(
+    content: pa.Array, is_user: Mask, is_assistant: Mask, same_prev: Mask, flag: Mask
+) -> tuple[Mask, npt.NDArray[np.int64]]:
+    """Check the content blocks, flagging their messages in `flag`; returns, per message,
+    whether it says something (an assistant turn that is not empty) and its calls."""
+    n = len(content)
+    blocks = pc.list_flatten(content)
+    owner = pc.list_parent_indices(content).to_numpy().astype(np.int64)
+    said = np.zeros(n, dtype=bool)
+    calls = np.zeros(n, dtype=np.int64)
+    if len(blocks) == 0:
+        return said, calls
+    names = set(blocks.type.names)
+
+    def field(name: str) -> pa.Array:
+        if name in names:
+            return pc.struct_field(blocks, name)
+        return pa.nulls(len(blocks), pa.string())
+
+    kind = field("type")
+    text_block = as_mask(pc.equal(kind, "text"))
+    use = as_mask(pc.equal(kind, "tool_use"))
+    thinking = as_mask(pc.equal(kind, "thinking"))
+    redacted = as_mask(pc.equal(kind, "redacted_thinking"))
+    result = as_mask(pc.equal(kind, "tool_result"))
+    by_assistant = is_assistant[owner]
+    known = text_block | (by_assistant & (use | thinking | redacted)) | (~by_assistant & result)
+    wrong = ~known | as_mask(blocks.is_null())
+    wrong |= text_block & as_mask(field("text").is_null())
+    wrong |= thinking & as_mask(field("thinking").is_null())
+    wrong |= redacted & as_mask(field("data").is_null())
+    wrong |= use & (as_mask(field("id").is_null()) | as_mask(field("name").is_null()))
+    if "input" in names:
+        wrong |= use & ~objects(pc.struct_field(blocks, "input"))
+    else:
+        wrong |= use  # no arguments at all
+
+    # An assistant turn says something: text, a call, or reasoning (SPEC section 2).
+    says = use | redacted
+    look = np.flatnonzero(text_block & by_assistant)
+    if len(look):
+        says[look] = as_mask(pc.match_substring_regex(field("text").take(indices(look)), NOT_SPACE))
+    thought = np.flatnonzero(thinking)
+    if len(thought):
+        texts = field("thinking").take(indices(thought))
+        signed = ~as_mask(field("signature").take(indices(thought)).is_null())
+        says[thought] = as_mask(pc.match_substring_regex(texts, NOT_SPACE)) | signed
+    said = np.bincount(owner[says], minlength=n) > 0
+    flag |= np.bincount(owner[wrong], minlength=n) > 0
+
+    # Each call is answered once, by id, in the user message right after its turn, and every
+    # result answers a call of the turn right before it.
+    uses, results = np.flatnonzero(use), np.flatnonzero(result)
+    ids = pa.concat_arrays(
+        [field("id").take(indices(uses)), field("tool_use_id").take(indices(results))]
+    )
+    codes = pc.dictionary_encode(ids)
+    code = pc.fill_null(codes.indices, -1).to_numpy().astype(np.int64)  # no id: flagged above
+    width = len(codes.dictionary) + 1
+    # A call is keyed by its message and id, a result by the message before it and its id: a
+    # result after anything but a turn with that call (or without an id) matches no call.
+    call_keys = owner[uses] * width + code[: len(uses)]
+    result_keys = (owner[results] - 1) * width + code[len(uses) :]
+    flag[owner[uses[_repeated(call_keys)]]] = True  # one pending call, counted twice here
+    flag[owner[results[_repeated(result_keys)]]] = True
+    flag[owner[results[~np.isin(result_keys, call_keys)]]] = True  # answers no call
+    calls = np.bincount(owner[uses], minlength=n).astype(np.int64)
+    followed = np.zeros(n, dtype=bool)
+    followed[:-1] = same_prev[1:]
+    unanswered = ~np.isin(call_keys, result_keys) & followed[owner[uses]]
+    flag[owner[uses[unanswered]]] = True
+    return said, calls
+
+
+def _repeated(keys: npt.NDArray[np.int64]) -> Mask:
+    """Which keys occur earlier in `keys` too."""
+    out = np.zeros(len(keys), dtype=bool)
+    if len(keys):
+        order = np.argsort(keys, kind="stable")
+        out[order[1:]] = keys[order[1:]] == keys[order[:-1]]
+    return out
