@@ -67,7 +67,7 @@ def anthropic_verdicts(
     if is_text(content_type):
         said = as_mask(pc.match_substring_regex(content, NOT_SPACE))
     else:
-        said, calls = _blocks(content, is_user, is_assistant, same_prev, flag)
+        said, calls = _blocks(content, is_assistant, same_prev, flag)
     flag |= is_assistant & ~said  # empty_assistant_turn
 
     bad |= rows_with(flag, parent, rows)
@@ -113,7 +113,7 @@ def _content_type(type_: pa.DataType) -> pa.DataType | None:
 
 
 def _blocks(
-    content: pa.Array, is_user: Mask, is_assistant: Mask, same_prev: Mask, flag: Mask
+    content: pa.Array, is_assistant: Mask, same_prev: Mask, flag: Mask
 ) -> tuple[Mask, npt.NDArray[np.int64]]:
     """Check the content blocks, flagging their messages in `flag`; returns, per message,
     whether it says something (an assistant turn that is not empty) and its calls."""
