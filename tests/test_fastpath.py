@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from differential import assert_fast_and_slow_agree, per_row_clean
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -51,8 +52,7 @@ SCHEMA = pa.schema([("messages", pa.list_(MESSAGE))])
 
 
 def python_clean(row: dict[str, Any]) -> bool:
-    result = clean_row(row, OPENAI, DEFAULT)
-    return result.status == "unchanged" and not result.actions
+    return per_row_clean(row, OPENAI)
 
 
 def check(
@@ -209,15 +209,7 @@ def test_fast_and_slow_batches_agree_on_any_rows(rows: list[list[dict[str, Any]]
         [{"messages": m, "id": i} for i, m in enumerate(rows)],
         schema=SCHEMA.append(pa.field("id", pa.int64())),
     )
-    assert_fast_and_slow_agree(table, DEFAULT)
-
-
-def assert_fast_and_slow_agree(table: pa.Table, config: Any) -> None:
-    fast = clean_batch(table, config, format=OPENAI, source="s")
-    slow = clean_batch(table, config, format=OPENAI, source="s", fast=False)
-    assert fast.kept.to_pylist() == slow.kept.to_pylist()
-    assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
-    assert fast.stats == slow.stats
+    assert_fast_and_slow_agree(table, DEFAULT, OPENAI)
 
 
 def test_generated_rows_exercise_every_fast_verdict() -> None:
@@ -361,7 +353,7 @@ def test_fast_and_slow_batches_agree_near_the_fast_repairs(
     rows: list[list[dict[str, Any]]], config: Any
 ) -> None:
     table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=NAMED)
-    assert_fast_and_slow_agree(table, config)
+    assert_fast_and_slow_agree(table, config, OPENAI)
 
 
 def test_near_repairs_reach_every_fast_repair() -> None:
@@ -418,4 +410,4 @@ def test_arguments_held_as_a_map_are_not_an_object() -> None:
         "invalid_tool_arguments": "repaired"
     }
     assert clean_mask(OPENAI, table.column("messages")).tolist() == [False]
-    assert_fast_and_slow_agree(table, DEFAULT)
+    assert_fast_and_slow_agree(table, DEFAULT, OPENAI)

@@ -6,12 +6,16 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from differential import (
+    assert_fast_and_slow_agree,
+    assert_verdicts_equal_on_generated_rows,
+    verdicts_reached,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats import get_format
-from transcript_clean.pipeline import clean_batch, clean_row
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.synthetic import generate_rows
 
@@ -35,38 +39,16 @@ MESSAGE = pa.struct([("role", pa.string()), ("content", pa.list_(BLOCK))])
 SCHEMA = pa.schema([("messages", pa.list_(MESSAGE)), ("system", pa.string())])
 
 
-def per_row_clean(row: dict[str, Any]) -> bool:
-    result = clean_row(row, ANTHROPIC, DEFAULT)
-    return result.status == "unchanged" and not result.actions
-
-
-def assert_fast_and_slow_agree(table: pa.Table, config: Config) -> None:
-    fast = clean_batch(table, config, format=ANTHROPIC, source="s")
-    slow = clean_batch(table, config, format=ANTHROPIC, source="s", fast=False)
-    assert fast.kept.to_pylist() == slow.kept.to_pylist()
-    assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
-    assert fast.stats == slow.stats
-
-
 @pytest.mark.parametrize("seed", [0, 1])
 def test_verdicts_equal_on_generated_data_of_every_defect_kind(seed: int) -> None:
-    rows, planted = [], []
-    for row, codes in generate_rows(3000, format="anthropic", seed=seed):
-        rows.append(row)
-        planted.append(codes)
-    assert len(set().union(*planted)) >= 7  # every kind Anthropic rows can carry
-    table = pa.Table.from_pylist(rows)
-    mask = clean_mask(ANTHROPIC, table.column("messages"))
-    assert mask is not None
-    assert mask.tolist() == [per_row_clean(r) for r in table.to_pylist()]
-    assert mask.sum() > 2000
+    assert_verdicts_equal_on_generated_rows(ANTHROPIC, seed, kinds=7)
 
 
 @pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
 @pytest.mark.parametrize("size", [1, 10, 500])
 def test_fast_and_slow_batches_give_identical_output(config: Config, size: int) -> None:
     rows = [row for row, _ in generate_rows(size, format="anthropic", seed=size)]
-    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config)
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, ANTHROPIC)
 
 
 def text(value: str | None = "hi") -> dict[str, Any]:
@@ -160,23 +142,12 @@ ROWS = st.lists(
 def test_fast_and_slow_batches_agree_on_any_rows(
     rows: list[tuple[list[dict[str, Any]], str | None]], config: Config
 ) -> None:
-    assert_fast_and_slow_agree(table_of(rows), config)
+    assert_fast_and_slow_agree(table_of(rows), config, ANTHROPIC)
 
 
 def test_near_valid_rows_reach_every_verdict() -> None:
-    seen = [0, 0, 0]
-
-    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
-    @given(st.lists(st.tuples(near_valid(), st.none()), min_size=10, max_size=10))
-    def collect(rows: list[tuple[list[dict[str, Any]], str | None]]) -> None:
-        table = table_of(rows)
-        verdicts = fast_verdicts(ANTHROPIC, table.column("messages"), keep_trailing=True)
-        assert verdicts is not None
-        seen[0] += int(verdicts.clean.sum())
-        seen[1] += int(verdicts.trailing.sum())
-        seen[2] += int((~verdicts.handled).sum())
-
-    collect()
+    tables = st.lists(st.tuples(near_valid(), st.none()), min_size=10, max_size=10).map(table_of)
+    seen = verdicts_reached(tables, ANTHROPIC)
     assert min(seen) >= 20, seen  # clean, pending at the end, and left to the per-row path
 
 
@@ -193,14 +164,14 @@ def test_text_content_is_read_too() -> None:
     table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=schema)
     mask = clean_mask(ANTHROPIC, table.column("messages"))
     assert mask is not None and mask.tolist() == [True, False, False, False]
-    assert_fast_and_slow_agree(table, DEFAULT)
+    assert_fast_and_slow_agree(table, DEFAULT, ANTHROPIC)
 
 
 def test_a_system_prompt_of_blocks_means_no_fast_path() -> None:
     conversation = [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]
     table = pa.table({"messages": [conversation], "system": [[{"type": "text", "text": "s"}]]})
     assert fast_verdicts(ANTHROPIC, table.column("messages"), schema=table.schema) is None
-    assert_fast_and_slow_agree(table, DEFAULT)
+    assert_fast_and_slow_agree(table, DEFAULT, ANTHROPIC)
 
 
 def conversation(*turns: tuple[str, list[dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -230,4 +201,4 @@ HAND = [
 def test_hand_made_shapes(index: int) -> None:
     table = table_of([(HAND[index], None)])
     assert clean_mask(ANTHROPIC, table.column("messages")).tolist() == [False]
-    assert_fast_and_slow_agree(table, DEFAULT)
+    assert_fast_and_slow_agree(table, DEFAULT, ANTHROPIC)

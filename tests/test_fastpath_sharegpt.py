@@ -8,13 +8,18 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from differential import (
+    assert_fast_and_slow_agree,
+    assert_verdicts_equal_on_generated_rows,
+    per_row_clean,
+    verdicts_reached,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats import get_format
 from transcript_clean.formats.sharegpt import ShareGPTFormat
-from transcript_clean.pipeline import clean_batch, clean_row
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.synthetic import generate_rows
 
@@ -23,38 +28,16 @@ TURN = pa.struct([("from", pa.string()), ("value", pa.string())])
 SCHEMA = pa.schema([("conversations", pa.list_(TURN)), ("system", pa.string())])
 
 
-def per_row_clean(row: dict[str, Any], fmt: Any = SHAREGPT) -> bool:
-    result = clean_row(row, fmt, DEFAULT)
-    return result.status == "unchanged" and not result.actions
-
-
-def assert_fast_and_slow_agree(table: pa.Table, config: Config, fmt: Any = SHAREGPT) -> None:
-    fast = clean_batch(table, config, format=fmt, source="s")
-    slow = clean_batch(table, config, format=fmt, source="s", fast=False)
-    assert fast.kept.to_pylist() == slow.kept.to_pylist()
-    assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
-    assert fast.stats == slow.stats
-
-
 @pytest.mark.parametrize("seed", [0, 1])
 def test_verdicts_equal_on_generated_data_of_every_defect_kind(seed: int) -> None:
-    rows, planted = [], []
-    for row, codes in generate_rows(3000, format="sharegpt", seed=seed):
-        rows.append(row)
-        planted.append(codes)
-    assert len(set().union(*planted)) >= 8  # every kind ShareGPT rows can carry
-    table = pa.Table.from_pylist(rows)
-    mask = clean_mask(SHAREGPT, table.column("conversations"))
-    assert mask is not None
-    assert mask.tolist() == [per_row_clean(r) for r in table.to_pylist()]
-    assert mask.sum() > 2000
+    assert_verdicts_equal_on_generated_rows(SHAREGPT, seed, kinds=8)
 
 
 @pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
 @pytest.mark.parametrize("size", [1, 10, 500])
 def test_fast_and_slow_batches_give_identical_output(config: Config, size: int) -> None:
     rows = [row for row, _ in generate_rows(size, format="sharegpt", seed=size)]
-    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config)
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, SHAREGPT)
 
 
 def call(name: object = "f", arguments: object = None) -> dict[str, Any]:
@@ -116,7 +99,7 @@ def test_fast_path_never_passes_a_row_the_per_row_path_flags(
     mask = clean_mask(SHAREGPT, table.column("conversations"))
     assert mask is not None
     for fast, row in zip(mask.tolist(), table.to_pylist(), strict=True):
-        assert not fast or per_row_clean(row), row
+        assert not fast or per_row_clean(row, SHAREGPT), row
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -124,7 +107,7 @@ def test_fast_path_never_passes_a_row_the_per_row_path_flags(
 def test_fast_and_slow_batches_agree_on_any_rows(
     rows: list[tuple[list[dict[str, Any]], str | None]], config: Config
 ) -> None:
-    assert_fast_and_slow_agree(table_of(rows), config)
+    assert_fast_and_slow_agree(table_of(rows), config, SHAREGPT)
 
 
 def test_clean_rows_and_calls_pending_at_the_end_are_settled() -> None:
@@ -142,7 +125,7 @@ def test_clean_rows_and_calls_pending_at_the_end_are_settled() -> None:
     assert verdicts.clean.tolist() == [True, True, False, False, False]
     assert verdicts.trailing.tolist() == [False, False, True, False, False]
     assert verdicts.trailing_calls.tolist()[2] == 2
-    assert_fast_and_slow_agree(table, DEFAULT)
+    assert_fast_and_slow_agree(table, DEFAULT, SHAREGPT)
 
 
 def test_the_formats_tags_are_read() -> None:
@@ -161,7 +144,7 @@ def test_a_system_column_that_is_not_text_means_no_fast_path() -> None:
     turns_ = [[{"from": "human", "value": "q"}, {"from": "gpt", "value": "a"}]]
     table = pa.table({"conversations": turns_, "system": [[1]]})
     assert fast_verdicts(SHAREGPT, table.column("conversations"), schema=table.schema) is None
-    assert_fast_and_slow_agree(table, DEFAULT)
+    assert_fast_and_slow_agree(table, DEFAULT, SHAREGPT)
     assert np.asarray(clean_mask(SHAREGPT, table.column("conversations"))).all()
 
 
@@ -213,21 +196,10 @@ NEAR = st.lists(st.tuples(near_valid(), st.sampled_from([None, "Be brief."])), m
 def test_fast_and_slow_batches_agree_near_valid_rows(
     rows: list[tuple[list[dict[str, Any]], str | None]], config: Config
 ) -> None:
-    assert_fast_and_slow_agree(table_of(rows), config)
+    assert_fast_and_slow_agree(table_of(rows), config, SHAREGPT)
 
 
 def test_near_valid_rows_reach_every_verdict() -> None:
-    seen = [0, 0, 0]
-
-    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
-    @given(st.lists(st.tuples(near_valid(), st.none()), min_size=10, max_size=10))
-    def collect(rows: list[tuple[list[dict[str, Any]], str | None]]) -> None:
-        table = table_of(rows)
-        verdicts = fast_verdicts(SHAREGPT, table.column("conversations"), keep_trailing=True)
-        assert verdicts is not None
-        seen[0] += int(verdicts.clean.sum())
-        seen[1] += int(verdicts.trailing.sum())
-        seen[2] += int((~verdicts.handled).sum())
-
-    collect()
+    tables = st.lists(st.tuples(near_valid(), st.none()), min_size=10, max_size=10).map(table_of)
+    seen = verdicts_reached(tables, SHAREGPT)
     assert min(seen) >= 20, seen  # clean, pending at the end, and left to the per-row path
