@@ -665,7 +665,24 @@ def _same(a: Any, b: Any) -> bool:
 # datasets and the Hub ---------------------------------------------------------------------------
 
 
-class DatasetSource(Source):
+class _DatasetsSource(Source):
+    """What the `datasets` sources share: a fingerprint and local roots known when opened."""
+
+    def __init__(
+        self, name: str, schema: pa.Schema, fingerprint: str, roots: list[Path] | None
+    ) -> None:
+        super().__init__(name, schema)
+        self._fingerprint = fingerprint
+        self._roots = roots or []
+
+    def local_roots(self) -> list[Path]:
+        return list(self._roots)
+
+    def fingerprint(self) -> str:
+        return self._fingerprint
+
+
+class DatasetSource(_DatasetsSource):
     """A `datasets.Dataset` (Arrow-backed, usually memory-mapped), one part, read by slices."""
 
     def __init__(
@@ -677,18 +694,13 @@ class DatasetSource(Source):
         fingerprint: str,
         roots: list[Path],
     ) -> None:
-        super().__init__(name, dataset.features.arrow_schema)
+        super().__init__(name, dataset.features.arrow_schema, fingerprint, roots)
         self.kind = kind
         self._dataset = dataset
         self._part = Part(part_name, dataset.num_rows, None)
-        self._fingerprint = fingerprint
-        self._roots = roots
 
     def parts(self) -> list[Part]:
         return [self._part]
-
-    def local_roots(self) -> list[Path]:
-        return list(self._roots)
 
     def read(
         self,
@@ -704,11 +716,8 @@ class DatasetSource(Source):
                 arrow[low : min(low + batch_size, stop)], self.schema, batch_size
             )
 
-    def fingerprint(self) -> str:
-        return self._fingerprint
 
-
-class StreamingSource(Source):
+class StreamingSource(_DatasetsSource):
     """A streaming `datasets.IterableDataset`: one part of unknown length, read from its start."""
 
     kind = "hub"
@@ -725,16 +734,11 @@ class StreamingSource(Source):
             except Exception as exc:  # the network, the Hub, a bad file: name the dataset
                 raise SourceError(f"cannot read dataset {name}: {exc}") from exc
             schema = pa.schema([]) if first is None else first.schema
-        super().__init__(name, schema)
+        super().__init__(name, schema, fingerprint, roots)
         self._dataset = dataset
-        self._fingerprint = fingerprint
-        self._roots = roots or []
 
     def parts(self) -> list[Part]:
         return [Part(self.name, None, None)]
-
-    def local_roots(self) -> list[Path]:
-        return list(self._roots)
 
     def read(
         self,
@@ -752,9 +756,6 @@ class StreamingSource(Source):
                 yield from _table_batches(table, self.schema, batch_size)
         except Exception as exc:  # the network, the Hub, a bad file: name the dataset
             raise SourceError(f"cannot read dataset {self.name}: {exc}") from exc
-
-    def fingerprint(self) -> str:
-        return self._fingerprint
 
 
 def load_hub(

@@ -22,11 +22,16 @@ from transcript_clean.fastpath.base import (
     as_mask,
     count,
     field_type,
+    flatten,
     indices,
     is_text,
+    neighbours,
     objects,
+    pending_verdicts,
+    repeated,
     rows_with,
     shift,
+    text_or_absent,
 )
 
 __all__ = ["anthropic_verdicts"]
@@ -41,49 +46,33 @@ def anthropic_verdicts(
     content_type = _content_type(array.type)
     if content_type is None:
         return None
-    system = None if schema is None else field_type(pa.struct(list(schema)), "system")
-    if system is not None and not is_text(system):
+    if not text_or_absent(schema, "system"):
         return None  # a system prompt of blocks: the decoder checks them row by row
     rows = len(array)
-    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
-    bad: Mask = as_mask(array.is_null()) | (lengths == 0)
-    msgs = pc.list_flatten(array)
-    parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
+    bad, msgs, parent = flatten(array)
     n = len(msgs)
-    nothing = np.zeros(rows, dtype=bool)
-    if n == 0:
-        return Verdicts(nothing, nothing.copy(), np.zeros(rows, dtype=np.int64), nothing.copy())
+    if n == 0:  # every row is null or empty, so bad
+        return pending_verdicts(bad, parent, np.zeros(0, dtype=np.int64), keep_trailing=False)
 
     role = pc.struct_field(msgs, "role")
     content = pc.struct_field(msgs, "content")
     is_user = as_mask(pc.equal(role, "user"))
     is_assistant = as_mask(pc.equal(role, "assistant"))
     flag = ~(is_user | is_assistant) | as_mask(msgs.is_null()) | as_mask(content.is_null())
-    same_prev = np.zeros(n, dtype=bool)
-    same_prev[1:] = parent[1:] == parent[:-1]
+    same_prev, same_next = neighbours(parent)
     flag |= is_assistant & shift(is_assistant) & same_prev  # consecutive_assistant
 
     calls = np.zeros(n, dtype=np.int64)
     if is_text(content_type):
         said = as_mask(pc.match_substring_regex(content, NOT_SPACE))
     else:
-        said, calls = _blocks(content, is_assistant, same_prev, flag)
+        said, calls = _blocks(content, is_assistant, same_next, flag)
     flag |= is_assistant & ~said  # empty_assistant_turn
 
     bad |= rows_with(flag, parent, rows)
     bad |= count(is_assistant, parent, rows) == 0  # no_assistant_turn
-    last = np.flatnonzero(np.append(~same_prev[1:], True))  # each row's last message
-    trailing = np.zeros(rows, dtype=bool)
-    trailing_calls = np.zeros(rows, dtype=np.int64)
-    trailing[parent[last]] = is_assistant[last] & (calls[last] > 0)
-    trailing_calls[parent[last]] = calls[last]
-    plain = ~bad
-    return Verdicts(
-        clean=plain & ~trailing,
-        trailing=plain & trailing if keep_trailing else np.zeros(rows, dtype=bool),
-        trailing_calls=trailing_calls,
-        repaired=np.zeros(rows, dtype=bool),
-    )
+    pending = np.where(is_assistant, calls, 0)
+    return pending_verdicts(bad, parent, pending, keep_trailing=keep_trailing)
 
 
 def _content_type(type_: pa.DataType) -> pa.DataType | None:
@@ -113,7 +102,7 @@ def _content_type(type_: pa.DataType) -> pa.DataType | None:
 
 
 def _blocks(
-    content: pa.Array, is_assistant: Mask, same_prev: Mask, flag: Mask
+    content: pa.Array, is_assistant: Mask, same_next: Mask, flag: Mask
 ) -> tuple[Mask, npt.NDArray[np.int64]]:
     """Check the content blocks, flagging their messages in `flag`; returns, per message,
     whether it says something (an assistant turn that is not empty) and its calls."""
@@ -175,21 +164,10 @@ def _blocks(
     # result after anything but a turn with that call (or without an id) matches no call.
     call_keys = owner[uses] * width + code[: len(uses)]
     result_keys = (owner[results] - 1) * width + code[len(uses) :]
-    flag[owner[uses[_repeated(call_keys)]]] = True  # one pending call, counted twice here
-    flag[owner[results[_repeated(result_keys)]]] = True
+    flag[owner[uses[repeated(call_keys)]]] = True  # one pending call, counted twice here
+    flag[owner[results[repeated(result_keys)]]] = True
     flag[owner[results[~np.isin(result_keys, call_keys)]]] = True  # answers no call
     calls = np.bincount(owner[uses], minlength=n).astype(np.int64)
-    followed = np.zeros(n, dtype=bool)
-    followed[:-1] = same_prev[1:]
-    unanswered = ~np.isin(call_keys, result_keys) & followed[owner[uses]]
+    unanswered = ~np.isin(call_keys, result_keys) & same_next[owner[uses]]
     flag[owner[uses[unanswered]]] = True
     return said, calls
-
-
-def _repeated(keys: npt.NDArray[np.int64]) -> Mask:
-    """Which keys occur earlier in `keys` too."""
-    out = np.zeros(len(keys), dtype=bool)
-    if len(keys):
-        order = np.argsort(keys, kind="stable")
-        out[order[1:]] = keys[order[1:]] == keys[order[:-1]]
-    return out

@@ -75,6 +75,35 @@ class Verdicts:
         return self.clean | self.trailing | self.repaired
 
 
+def pending_verdicts(
+    bad: Mask,
+    parent: npt.NDArray[np.int64],
+    calls_at: Counts,
+    *,
+    keep_trailing: bool,
+) -> Verdicts:
+    """The verdicts of a format whose fast path repairs nothing: rows not `bad` are clean, or,
+    when their last element has calls pending (`calls_at`, per element), kept as they are if
+    `keep_trailing`."""
+    rows = len(bad)
+    last = np.flatnonzero(~neighbours(parent)[1])  # each row's last element
+    trailing_calls = np.zeros(rows, dtype=np.int64)
+    trailing_calls[parent[last]] = calls_at[last]
+    trailing = trailing_calls > 0
+    return Verdicts(
+        clean=~bad & ~trailing,
+        trailing=~bad & trailing if keep_trailing else np.zeros(rows, dtype=bool),
+        trailing_calls=trailing_calls,
+        repaired=np.zeros(rows, dtype=bool),
+    )
+
+
+def text_or_absent(schema: pa.Schema | None, name: str) -> bool:
+    """Whether the column `name` of `schema` holds text, or is not there."""
+    kind = None if schema is None else field_type(pa.struct(list(schema)), name)
+    return kind is None or is_text(kind)
+
+
 def field_type(struct: pa.DataType, name: str) -> pa.DataType | None:
     index = struct.get_field_index(name)
     return None if index < 0 else struct.field(index).type
@@ -103,6 +132,33 @@ def count(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Counts:
 
 def indices(positions: npt.NDArray[np.int64]) -> pa.Array:
     return pa.array(positions, type=pa.int64())
+
+
+def flatten(array: pa.Array) -> tuple[Mask, pa.Array, npt.NDArray[np.int64]]:
+    """A list column's rows that are null or empty (so not settled here), its elements
+    flattened, and each element's row."""
+    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
+    empty: Mask = as_mask(array.is_null()) | (lengths == 0)
+    parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
+    return empty, pc.list_flatten(array), parent
+
+
+def neighbours(parent: npt.NDArray[np.int64]) -> tuple[Mask, Mask]:
+    """Per element, whether the one before it and the one after it are in the same row."""
+    same_prev = np.zeros(len(parent), dtype=bool)
+    same_prev[1:] = parent[1:] == parent[:-1]
+    same_next = np.zeros(len(parent), dtype=bool)
+    same_next[:-1] = same_prev[1:]
+    return same_prev, same_next
+
+
+def repeated(keys: npt.NDArray[np.int64]) -> Mask:
+    """Which keys occur earlier in `keys` too."""
+    out = np.zeros(len(keys), dtype=bool)
+    if len(keys):
+        order = np.argsort(keys, kind="stable")
+        out[order[1:]] = keys[order[1:]] == keys[order[:-1]]
+    return out
 
 
 def shift(values: Mask) -> Mask:

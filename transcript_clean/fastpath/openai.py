@@ -19,9 +19,12 @@ from transcript_clean.fastpath.base import (
     as_mask,
     count,
     field_type,
+    flatten,
     indices,
     is_text,
+    neighbours,
     objects,
+    repeated,
     rows_with,
     shift,
 )
@@ -166,19 +169,13 @@ class _Scan:
 
 def _scan(array: pa.Array) -> _Scan:
     rows = len(array)
-    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
-    bad: Mask = as_mask(array.is_null()) | (lengths == 0)
     nothing = np.zeros(rows, dtype=bool)
     none = np.zeros(rows, dtype=np.int64)
-
-    msgs = pc.list_flatten(array)
-    parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
+    bad, msgs, parent = flatten(array)
     n = len(msgs)
-    if n == 0:
+    if n == 0:  # every row is null or empty, so bad
         empty = np.zeros(0, dtype=bool)
-        return _Scan(
-            rows, bad | True, nothing, none, parent, msgs, empty, empty, empty, none, {}, {}
-        )
+        return _Scan(rows, bad, nothing, none, parent, msgs, empty, empty, empty, none, {}, {})
     message_type = msgs.type
 
     role = pc.struct_field(msgs, "role")
@@ -212,11 +209,8 @@ def _scan(array: pa.Array) -> _Scan:
             )
     blank = is_assistant & ~said
 
-    # Neighbours within a row.
-    same_prev = np.zeros(n, dtype=bool)
-    same_prev[1:] = parent[1:] == parent[:-1]
-    is_last = np.ones(n, dtype=bool)
-    is_last[:-1] = ~same_prev[1:]
+    same_prev, same_next = neighbours(parent)
+    is_last = ~same_next
 
     # Two assistant messages in a row: R4 merges the second into the first when both are plain
     # text (no calls, no reasoning) and there is no third; anything else is the per-row path's.
@@ -326,12 +320,10 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
     named = np.flatnonzero(~as_mask(ids.is_null()))
     codes = pc.dictionary_encode(ids.take(indices(named))).indices.to_numpy().astype(np.int64)
     keys = call_msg[named] * (int(codes.max(initial=0)) + 1) + codes
-    order = np.argsort(keys, kind="stable")
-    repeated = np.zeros(len(keys), dtype=bool)
-    repeated[order[1:]] = keys[order[1:]] == keys[order[:-1]]
-    flag[named[repeated & ~at_end[named]]] = True
+    twice = repeated(keys)
+    flag[named[twice & ~at_end[named]]] = True
     distinct = np.ones(len(call_msg), dtype=bool)
-    distinct[named[repeated]] = False
+    distinct[named[twice]] = False
     scan.trailing_calls = count(at_end & distinct, call_row, rows)
     # An empty call id is no id to the decoder (it mints one), while a result's empty id names
     # no call: what such a row pairs with is the per-row path's to find out.

@@ -8,8 +8,6 @@ of the turns), as is the value of an observation that answers several calls at o
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -21,12 +19,17 @@ from transcript_clean.fastpath.base import (
     as_mask,
     count,
     field_type,
+    flatten,
     indices,
     is_text,
+    neighbours,
+    pending_verdicts,
     rows_with,
     shift,
+    text_or_absent,
 )
-from transcript_clean.formats.base import Format, loads, parse_arguments
+from transcript_clean.formats.base import Format
+from transcript_clean.formats.sharegpt import read_calls, split_list
 
 __all__ = ["sharegpt_verdicts"]
 
@@ -40,18 +43,13 @@ def sharegpt_verdicts(
     tags: dict[str, str] = dict(getattr(fmt, "tags", {}))
     if not tags or not _sharegpt_shape(array.type):
         return None
-    system = None if schema is None else field_type(pa.struct(list(schema)), "system")
-    if system is not None and not is_text(system):
+    if not text_or_absent(schema, "system"):
         return None  # the decoder would reject what is not text, row by row
     rows = len(array)
-    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
-    bad: Mask = as_mask(array.is_null()) | (lengths == 0)
-    nothing = np.zeros(rows, dtype=bool)
-    turns = pc.list_flatten(array)
-    parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
+    bad, turns, parent = flatten(array)
     n = len(turns)
-    if n == 0:
-        return Verdicts(nothing, nothing.copy(), np.zeros(rows, dtype=np.int64), nothing.copy())
+    if n == 0:  # every row is null or empty, so bad
+        return pending_verdicts(bad, parent, np.zeros(0, dtype=np.int64), keep_trailing=False)
 
     tag = pc.struct_field(turns, "from")
     value = pc.struct_field(turns, "value")
@@ -64,10 +62,7 @@ def sharegpt_verdicts(
     flag = ~(is_user | is_gpt | is_system | is_call | is_obs)  # an unknown tag, or no tag
     flag |= as_mask(turns.is_null()) | as_mask(value.is_null())
 
-    same_prev = np.zeros(n, dtype=bool)
-    same_prev[1:] = parent[1:] == parent[:-1]
-    same_next = np.zeros(n, dtype=bool)
-    same_next[:-1] = same_prev[1:]
+    same_prev, same_next = neighbours(parent)
     said_turn = is_gpt | is_call  # a turn of an assistant message
     # A function_call right after a gpt or function_call turn is the same assistant message.
     goes_on = is_call & shift(said_turn) & same_prev
@@ -113,7 +108,9 @@ def sharegpt_verdicts(
     split = np.flatnonzero((run_len == 1) & (answers >= 2))
     if len(split):
         texts = value.take(indices(run_starts[split])).to_pylist()
-        fits[split] = [_list_of(t, int(k)) for t, k in zip(texts, answers[split], strict=True)]
+        fits[split] = [
+            split_list(t, int(k)) is not None for t, k in zip(texts, answers[split], strict=True)
+        ]
     flag[run_starts[~fits]] = True  # answers == 0: an orphan run
     next_obs = np.zeros(n, dtype=bool)
     next_obs[:-1] = is_obs[1:]
@@ -121,18 +118,7 @@ def sharegpt_verdicts(
 
     bad |= rows_with(flag, parent, rows)
     bad |= count(starts, parent, rows) == 0  # no_assistant_turn
-    last = np.flatnonzero(~same_next)  # each row's last turn
-    trailing = np.zeros(rows, dtype=bool)
-    trailing_calls = np.zeros(rows, dtype=np.int64)
-    trailing[parent[last]] = calling_end[last]
-    trailing_calls[parent[last]] = pending[last]
-    plain = ~bad
-    return Verdicts(
-        clean=plain & ~trailing,
-        trailing=plain & trailing if keep_trailing else np.zeros(rows, dtype=bool),
-        trailing_calls=trailing_calls,
-        repaired=np.zeros(rows, dtype=bool),
-    )
+    return pending_verdicts(bad, parent, pending, keep_trailing=keep_trailing)
 
 
 def _sharegpt_shape(type_: pa.DataType) -> bool:
@@ -149,28 +135,12 @@ def _sharegpt_shape(type_: pa.DataType) -> bool:
 
 def _count_calls(text: str) -> int | None:
     """How many well-formed calls a `function_call` value holds (a name, and arguments that are
-    a JSON object); None when it holds anything else."""
-    try:
-        data: Any = loads(text)
-    except (ValueError, RecursionError):
+    a JSON object); None when it holds anything else (the decoder would call it malformed, or
+    the calls invalid)."""
+    calls = read_calls(text)
+    if not calls:
         return None
-    objects = data if isinstance(data, list) else [data]
-    if not objects:
-        return None
-    for obj in objects:
-        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+    for name, arguments, _ in calls:
+        if not isinstance(name, str) or not isinstance(arguments, dict):
             return None
-        if not isinstance(parse_arguments(obj.get("arguments"))[0], dict):
-            return None
-    return len(objects)
-
-
-def _list_of(text: str, items: int) -> bool:
-    """Whether an observation value is a JSON list of `items` items (one result per call)."""
-    if not text.lstrip().startswith("["):
-        return False
-    try:
-        data = loads(text)
-    except (ValueError, RecursionError):
-        return False
-    return isinstance(data, list) and len(data) == items
+    return len(calls)

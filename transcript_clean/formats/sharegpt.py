@@ -35,6 +35,7 @@ from transcript_clean.formats.base import (
     expect_object,
     join_texts,
     kind_of,
+    loads,
     malformed,
     parse_arguments,
     put,
@@ -228,7 +229,7 @@ class ShareGPTFormat(Format):
 
     def _calls_out(self, group: list[ToolCall]) -> Row:
         origin = group[0].origin
-        if origin is not None and _read_calls(origin.get("value")) == [_call_key(c) for c in group]:
+        if origin is not None and read_calls(origin.get("value")) == [_call_key(c) for c in group]:
             return dict(origin)
         objects = [{"name": c.name, "arguments": _arguments_out(c)} for c in group]
         value = json.dumps(objects[0] if len(objects) == 1 else objects, ensure_ascii=False)
@@ -252,7 +253,7 @@ class ShareGPTFormat(Format):
             and all(r.origin is origin for r in results)
             and [r.call for r in results] == [c.id for c in calls]
         ):
-            if origin is not None and _split_list(origin.get("value"), len(texts)) == texts:
+            if origin is not None and split_list(origin.get("value"), len(texts)) == texts:
                 yield dict(origin)
             else:
                 yield self._turn_out(origin, "observation", _list_value(texts))
@@ -268,7 +269,7 @@ class ShareGPTFormat(Format):
 def _parse_call_objects(value: str) -> list[Any] | None:
     """The objects of a `function_call` value, or None when it is not JSON."""
     try:
-        data = json.loads(value)
+        data = loads(value)
     except (ValueError, RecursionError):
         return None
     return data if isinstance(data, list) else [data]
@@ -292,7 +293,7 @@ def _call_key(call: ToolCall) -> tuple[Any, ...]:
     return (call.name, call.arguments, call.raw_arguments)
 
 
-def _read_calls(value: object) -> list[tuple[Any, ...]] | None:
+def read_calls(value: object) -> list[tuple[Any, ...]] | None:
     """What `_calls` reads from a turn's value, to tell whether calls changed since."""
     objects = _parse_call_objects(value) if isinstance(value, str) else None
     if objects is None or not all(isinstance(o, Mapping) for o in objects):
@@ -315,7 +316,7 @@ def _results(
     """A run of observation turns: the k-th answers the k-th call of the turn before; one turn
     with a JSON list of one item per call answers them all."""
     if len(run) == 1 and len(answers) >= 2:
-        texts = _split_list(run[0][2], len(answers))
+        texts = split_list(run[0][2], len(answers))
         if texts is not None:
             return tuple(
                 ToolResult(c.id, (Text(t),), c.name, origin=run[0][0])
@@ -331,12 +332,12 @@ def _results(
     return tuple(results)
 
 
-def _split_list(value: object, count: int) -> list[str] | None:
+def split_list(value: object, count: int) -> list[str] | None:
     """The texts of an observation value that is a JSON list of `count` items, else None."""
     if not isinstance(value, str) or not value.lstrip().startswith("["):
         return None
     try:
-        items = json.loads(value)
+        items = loads(value)
     except (ValueError, RecursionError):
         return None
     if not isinstance(items, list) or len(items) != count:
@@ -345,7 +346,7 @@ def _split_list(value: object, count: int) -> list[str] | None:
 
 
 def _list_value(texts: list[str]) -> str:
-    """One observation value for several results; `_split_list` reads the texts back."""
+    """One observation value for several results; `split_list` reads the texts back."""
     items: list[Any] = []
     for text in texts:
         item: Any = text
