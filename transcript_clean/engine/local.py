@@ -31,7 +31,12 @@ from transcript_clean.fastpath import Verdicts
 from transcript_clean.formats.base import Format
 from transcript_clean.pipeline import batch_verdicts, clean_batch, reject_schema
 from transcript_clean.policy import Config
-from transcript_clean.sinks import ParquetShard, shard_name, write_text_atomic
+from transcript_clean.sinks import (
+    DEFAULT_ROW_GROUP_SIZE,
+    ParquetShard,
+    shard_name,
+    write_text_atomic,
+)
 from transcript_clean.sources import Part, Source
 from transcript_clean.stats import Stats
 
@@ -118,6 +123,10 @@ def clean_block(
     rejects = ParquetShard(job.workdir / "rejects" / shard_name(block.index), reject_schema(schema))
     batches = job.source.read(block.part, block.start, block.stop, job.batch_size)
     writes: deque[Future[None]] = deque()
+    # A shard writes a row group at a time, a long pause every `row_group_size` rows: as many
+    # batches may wait for the writer meanwhile, so that this thread goes on cleaning. They
+    # hold no more rows than the shard buffers anyway.
+    queued_writes = max(2, DEFAULT_ROW_GROUP_SIZE // job.batch_size)
     try:
         row = block.start
         for batch, verdicts in _prefetched(_with_verdicts(batches, job)):
@@ -130,7 +139,7 @@ def clean_block(
                 verdicts=verdicts,
             )
             writes.append(writer.submit(_write, data, kept, rejects, rejected))
-            while len(writes) > 2:
+            while len(writes) > queued_writes:
                 writes.popleft().result()
             stats.merge(batch_stats)
             row += batch.num_rows
