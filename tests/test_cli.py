@@ -72,3 +72,54 @@ def test_option_defaults_are_the_library_defaults() -> None:
     assert default("clean", "batch_size") == DEFAULT_BATCH_SIZE
     assert default("audit", "batch_size") == DEFAULT_BATCH_SIZE
     assert default("clean", "rows_per_shard") == DEFAULT_ROWS_PER_SHARD
+
+
+class _Terminal:
+    """A stand-in stderr that says it is a terminal, keeping what is written to it."""
+
+    def __init__(self) -> None:
+        self.text = ""
+
+    def isatty(self) -> bool:
+        return True
+
+    def write(self, text: str) -> int:
+        self.text += text
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+class _Named:
+    name, column = "sample", "messages"
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, terminal: bool) -> None:
+    from transcript_clean.cli import Progress
+
+    stderr = _Terminal()
+    if not terminal:
+        stderr.isatty = lambda: False  # type: ignore[method-assign]
+    monkeypatch.setattr(sys, "stderr", stderr)
+    with Progress(quiet=False) as progress:
+        progress.start(_Named(), _Named(), 10)
+        progress.update(4)
+        assert (progress.bar is not None) == terminal
+        if terminal:
+            assert progress.bar.n == 4
+    assert "reading sample" in stderr.text
+    assert (" 40%" in stderr.text) == terminal
+
+
+def test_quiet_progress_shows_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    from transcript_clean.cli import Progress
+
+    stderr = _Terminal()
+    monkeypatch.setattr(sys, "stderr", stderr)
+    with Progress(quiet=True) as progress:
+        progress.start(_Named(), _Named(), 10)
+        progress.update(4)
+        assert progress.bar is None
+    assert stderr.text == ""

@@ -95,17 +95,14 @@ class Progress:
         self.bar: Any = None
 
     def start(self, src: Any, fmt: Any, total: int | None) -> None:
-        from tqdm import tqdm
-
         if not self.quiet:
             click.echo(f"reading {src.name} as {fmt.name} (column {fmt.column!r})", err=True)
+        if self.quiet or not sys.stderr.isatty():
+            return  # no bar: tqdm is not even imported (it starts a monitor thread)
+        from tqdm import tqdm
+
         self.bar = tqdm(
-            total=total,
-            unit=" rows",
-            unit_scale=True,
-            file=sys.stderr,
-            disable=self.quiet or not sys.stderr.isatty(),
-            dynamic_ncols=True,
+            total=total, unit=" rows", unit_scale=True, file=sys.stderr, dynamic_ncols=True
         )
 
     def update(self, rows: int) -> None:
