@@ -105,6 +105,28 @@ def test_two_workers_share_the_blocks_with_this_process(tmp_path: Path) -> None:
     assert outputs[1] == outputs[2]
 
 
+def test_workers_started_ahead_clean_blocks_and_stay_the_callers(tmp_path: Path) -> None:
+    from transcript_clean.engine.local import run_blocks
+    from transcript_clean.engine.workers import start_workers
+
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist([r for r, _ in generate_rows(600, seed=5)]), source)
+    outputs = {}
+    with start_workers(1) as pool:
+        for name, given in (("own", None), ("given", pool)):
+            job = BlockJob(
+                open_source(str(source)), get_format("openai"), DEFAULT, tmp_path / name, 50
+            )
+            reported: list[int] = []
+            blocks = plan_blocks(job.source, 100)
+            list(run_blocks(job, blocks, workers=2, progress=reported.append, pool=given))
+            assert 100 in reported  # a block was cleaned by a worker process
+            outputs[name] = {p.name: p.read_bytes() for p in (job.workdir / "data").iterdir()}
+        # run_blocks left the given pool running: it is the caller's to shut down.
+        assert pool.submit(sum, [1, 2]).result() == 3
+    assert outputs["own"] == outputs["given"] and len(outputs["own"]) == 6
+
+
 def test_a_failed_last_write_leaves_the_block_not_done(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

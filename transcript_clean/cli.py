@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -207,10 +207,17 @@ def clean(
       transcript-clean clean 'raw/*.parquet' clean/ --config strict --workers 2
       transcript-clean clean HuggingFaceH4/ultrachat_200k clean/ --split train_sft
     """
-    from transcript_clean.run import clean as run_clean
-    from transcript_clean.stats import render_accounting, render_table
+    with ExitStack() as stack:
+        pool = None
+        if workers > 1 and engine == "local":  # first, so that they import as this process does
+            from transcript_clean.engine.workers import start_workers
 
-    with Progress(quiet) as progress, _resumable(output):
+            pool = stack.enter_context(start_workers(workers - 1))
+        from transcript_clean.run import clean as run_clean
+        from transcript_clean.stats import render_accounting, render_table
+
+        progress = stack.enter_context(Progress(quiet))
+        stack.enter_context(_resumable(output))
         result = run_clean(
             source,
             output,
@@ -231,6 +238,7 @@ def clean(
             streaming=streaming,
             progress=progress.update,
             on_start=progress.start,
+            pool=pool,
         )
     if not quiet:
         click.echo(render_table(result.stats.records()))

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from transcript_clean.errors import OutputError, SourceError
 from transcript_clean.formats.base import Format
@@ -22,6 +22,9 @@ from transcript_clean.policy import Config, load_config
 from transcript_clean.sinks import ParquetShard, shard_name, write_table_atomic, write_text_atomic
 from transcript_clean.sources import DEFAULT_BATCH_SIZE, Source, json_columns, open_source
 from transcript_clean.stats import Stats, dataset_card, run_summary
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
 
 __all__ = ["DEFAULT_ROWS_PER_SHARD", "RunResult", "clean", "resolve_format"]
 
@@ -98,11 +101,16 @@ def clean(
     streaming: bool = False,
     progress: Callable[[int], None] | None = None,
     on_start: Callable[[Source, Format, int | None], None] | None = None,
+    pool: ProcessPoolExecutor | None = None,
 ) -> RunResult:
     """Clean `source` into `output`: data/, rejects/, stats.parquet, stats.csv, summary.json and
     README.md. Returns the stats; raises `TranscriptCleanError` subclasses for bad input.
 
         >>> clean("raw/*.parquet", "clean/", config="default")  # doctest: +SKIP
+
+    `pool`: for `workers` > 1 on the local engine, the other workers' processes, started ahead
+    (`engine.workers.start_workers(workers - 1)`, shut down by the caller); by default they are
+    started when the blocks are.
     """
     started = time.perf_counter()
     if rows_per_shard < 1:
@@ -151,7 +159,7 @@ def clean(
             )
         else:
             stats, shards = _run_local(
-                src, fmt, cfg, work, rows_per_shard, limit, workers, batch_size, progress
+                src, fmt, cfg, work, rows_per_shard, limit, workers, batch_size, progress, pool
             )
         stats.check()
         seconds = time.perf_counter() - started
@@ -180,15 +188,16 @@ def _run_local(
     workers: int,
     batch_size: int,
     progress: Callable[[int], None] | None,
+    pool: ProcessPoolExecutor | None,
 ) -> tuple[Stats, list[str]]:
     from transcript_clean.engine.local import BlockJob, plan_blocks, run_blocks
 
     job = BlockJob(src, fmt, cfg, work, batch_size)
     stats = Stats()
     names = []
-    for block, block_stats in run_blocks(
-        job, plan_blocks(src, rows_per_shard, limit), workers=workers, progress=progress
-    ):
+    blocks = plan_blocks(src, rows_per_shard, limit)
+    cleaned = run_blocks(job, blocks, workers=workers, progress=progress, pool=pool)
+    for block, block_stats in cleaned:
         stats.merge(block_stats)
         names.append(shard_name(block.index))
     return stats, names

@@ -18,8 +18,8 @@ from concurrent.futures import (
     ThreadPoolExecutor,
     wait,
 )
+from contextlib import nullcontext
 from dataclasses import dataclass
-from multiprocessing import get_context
 from pathlib import Path
 from queue import Full, Queue
 from threading import Event, Thread
@@ -27,6 +27,7 @@ from typing import TypeVar, cast
 
 import pyarrow as pa
 
+from transcript_clean.engine.workers import start_workers
 from transcript_clean.fastpath import Verdicts
 from transcript_clean.formats.base import Format
 from transcript_clean.pipeline import batch_verdicts, clean_batch, reject_schema
@@ -250,8 +251,14 @@ def run_blocks(
     *,
     workers: int = 1,
     progress: Callable[[int], None] | None = None,
+    pool: ProcessPoolExecutor | None = None,
 ) -> Iterator[tuple[Block, Stats]]:
-    """Clean every block not done yet; yields each block's stats in input order."""
+    """Clean every block not done yet; yields each block's stats in input order.
+
+    With `workers` > 1 this process cleans blocks from the front of the input while `workers`
+    - 1 processes take them from the back: those of `pool` if given (see
+    `engine.workers.start_workers`; its owner shuts it down), else a pool made here.
+    """
     for folder in ("data", "rejects", "blocks"):
         (job.workdir / folder).mkdir(parents=True, exist_ok=True)
     todo = [b for b in blocks if not block_done(job.workdir, b.index)]
@@ -275,8 +282,7 @@ def run_blocks(
 
     # This process is one of the workers: it cleans blocks from the front of the input while
     # the pool's processes take them from the back, so `--workers 2` starts one process, not
-    # two, and nobody waits for a process to start. `spawn`: a forked child would inherit
-    # Arrow's thread pools mid-flight.
+    # two, and nobody waits for a process to start.
     left = deque(todo)
     running: dict[Future[Stats], Block] = {}
 
@@ -287,7 +293,7 @@ def run_blocks(
             if progress is not None:
                 progress(done[block.index].rows_in)
 
-    with ProcessPoolExecutor(max_workers=workers - 1, mp_context=get_context("spawn")) as pool:
+    with nullcontext(pool) if pool is not None else start_workers(workers - 1) as pool:
         for block in blocks:
             while block.index not in done:
                 finish([future for future in running if future.done()])
