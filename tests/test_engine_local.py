@@ -158,3 +158,35 @@ def test_a_failed_last_write_leaves_the_block_not_done(
         shard_name(0),
         shard_name(1),
     ]
+
+
+def test_verdicts_are_worked_out_for_groups_of_batches() -> None:
+    from transcript_clean.engine.local import _grouped
+
+    table = pa.table({"x": pa.array(range(100), pa.int64())})
+    batches = table.to_batches(max_chunksize=10)
+    assert [len(g) for g in _grouped(iter(batches), 35, 10**9)] == [3, 3, 3, 1]
+    # 10 int64 rows are 80 bytes: a byte limit of 200 fits two batches, and no limit splits one.
+    assert [len(g) for g in _grouped(iter(batches), 10**9, 200)] == [2, 2, 2, 2, 2]
+    assert [len(g) for g in _grouped(iter(batches), 5, 10)] == [1] * 10
+    regrouped = [b for g in _grouped(iter(batches), 35, 200) for b in g]
+    assert pa.Table.from_batches(regrouped).equals(table)
+
+
+def test_a_chain_of_read_ahead_threads_winds_down_when_the_consumer_stops() -> None:
+    import itertools
+    import threading
+
+    from transcript_clean.engine.local import _prefetched
+
+    # The test keeps the inner iterator alive, so only closing it (not the garbage collector)
+    # stops its thread.
+    inner_items = _prefetched(itertools.count(), name="inner")
+    chain = _prefetched(inner_items, name="outer")
+    assert [next(chain) for _ in range(3)] == [0, 1, 2]
+    chain.close()  # as when cleaning a block fails: the outer thread is joined here
+    inner = [t for t in threading.enumerate() if t.name == "transcript-clean-inner"]
+    for thread in inner:
+        thread.join(timeout=2)
+    assert not any(t.is_alive() for t in inner)
+    assert not any(t.name == "transcript-clean-outer" for t in threading.enumerate())

@@ -17,9 +17,9 @@ from differential import assert_fast_and_slow_agree, per_row_clean
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transcript_clean.fastpath import clean_mask
+from transcript_clean.fastpath import Verdicts, clean_mask
 from transcript_clean.formats import get_format
-from transcript_clean.pipeline import clean_batch, clean_row
+from transcript_clean.pipeline import batch_verdicts, clean_batch, clean_row
 from transcript_clean.policy import DEFAULT, STRICT
 from transcript_clean.synthetic import generate_rows
 
@@ -411,3 +411,50 @@ def test_arguments_held_as_a_map_are_not_an_object() -> None:
     }
     assert clean_mask(OPENAI, table.column("messages")).tolist() == [False]
     assert_fast_and_slow_agree(table, DEFAULT, OPENAI)
+
+
+def assert_same_verdicts(a: Verdicts | None, b: Verdicts | None) -> None:
+    assert a is not None and b is not None
+    for name in ("clean", "trailing", "trailing_calls", "repaired"):
+        assert getattr(a, name).tolist() == getattr(b, name).tolist(), name
+    assert [(r.code, r.action, r.rows.tolist(), r.occurrences.tolist()) for r in a.repairs] == [
+        (r.code, r.action, r.rows.tolist(), r.occurrences.tolist()) for r in b.repairs
+    ]
+    # No repaired rows may come with no column or an empty one.
+    a_rows, b_rows = (
+        [] if v.repaired_column is None else v.repaired_column.to_pylist() for v in (a, b)
+    )
+    assert a_rows == b_rows
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(near_repairs(), min_size=1, max_size=12), st.data())
+def test_verdicts_of_a_slice_are_the_slice_of_the_verdicts(
+    rows: list[list[dict[str, Any]]], data: st.DataObject
+) -> None:
+    """The engine works verdicts out for a few batches at once and hands each batch its slice."""
+    table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=NAMED)
+    start = data.draw(st.integers(0, len(rows) - 1))
+    stop = data.draw(st.integers(start + 1, len(rows)))
+    piece = table.slice(start, stop - start)
+    whole = batch_verdicts(table, DEFAULT, format=OPENAI)
+    assert whole is not None
+    sliced = whole.slice(start, stop)
+    assert_same_verdicts(sliced, batch_verdicts(piece, DEFAULT, format=OPENAI))
+    fast = clean_batch(piece, DEFAULT, format=OPENAI, source="s", verdicts=sliced)
+    slow = clean_batch(piece, DEFAULT, format=OPENAI, source="s", fast=False)
+    assert fast.kept.to_pylist() == slow.kept.to_pylist()
+    assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
+    assert fast.stats == slow.stats
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_generated_rows_sliced_verdicts_are_their_own(config: Any) -> None:
+    table = pa.Table.from_pylist([row for row, _ in generate_rows(600, format="openai", seed=9)])
+    whole = batch_verdicts(table, config, format=OPENAI)
+    assert whole is not None and whole.trailing_calls.any()
+    assert whole.repaired.any() == (config is DEFAULT)  # the strict config repairs nothing
+    for start in range(0, 600, 37):
+        stop = min(start + 37, 600)
+        piece = table.slice(start, stop - start)
+        assert_same_verdicts(whole.slice(start, stop), batch_verdicts(piece, config, format=OPENAI))

@@ -112,11 +112,12 @@ def clean_block(
     block can start while this one's last row group is written.
 
     Reading and writing Parquet (decompressing, compressing) and most of the fast path's checks
-    run in Arrow's C++ or NumPy without the GIL, so they go on two helper threads while this one
-    runs the per-row Python: the next batch is read and checked, and the last one written, as
-    the current one is cleaned. One writer thread, fed in order, keeps the files byte for byte
-    what a plain loop would write; the queues hold a batch or two, so memory stays bounded by
-    the batch size.
+    run in Arrow's C++ or NumPy without the GIL, so they go on helper threads while this one
+    runs the per-row Python: the next batches are read, and checked on a thread of their own,
+    and the last ones written, as the current one is cleaned. One writer thread, fed in order,
+    keeps the files byte for byte what a plain loop would write. The queues hold a few batches
+    (the writer's, up to a row group), so memory stays bounded by the batch and row group
+    sizes, not the input's.
     """
     schema = job.source.schema
     stats = Stats()
@@ -130,7 +131,8 @@ def clean_block(
     queued_writes = max(2, DEFAULT_ROW_GROUP_SIZE // job.batch_size)
     try:
         row = block.start
-        for batch, verdicts in _prefetched(_with_verdicts(batches, job)):
+        read = _prefetched(batches, name="reader")
+        for batch, verdicts in _prefetched(_with_verdicts(read, job), name="verdicts"):
             kept, rejected, batch_stats = clean_batch(
                 batch,
                 job.config,
@@ -181,9 +183,42 @@ def _finish(
 def _with_verdicts(
     batches: Iterator[pa.RecordBatch], job: BlockJob
 ) -> Iterator[tuple[pa.RecordBatch, Verdicts | None]]:
-    """Each batch with what the fast path settles in it (run on the reader thread)."""
+    """Each batch with what the fast path settles in it (run on the reader thread).
+
+    The fast path's cost is mostly per call, not per row (on the bench, 0.41 s per 200,000
+    rows in 4,096-row batches, 0.25 s in 16,384-row ones), so it looks at a few batches at a
+    time, up to `VERDICT_ROWS` rows and `VERDICT_BYTES` bytes, while the batches cleaned and
+    written stay as small as asked.
+    """
+    for group in _grouped(batches, VERDICT_ROWS, VERDICT_BYTES):
+        verdicts = batch_verdicts(pa.Table.from_batches(group), job.config, format=job.format)
+        start = 0
+        for batch in group:
+            stop = start + batch.num_rows
+            yield batch, None if verdicts is None else verdicts.slice(start, stop)
+            start = stop
+
+
+VERDICT_ROWS = 16_384
+VERDICT_BYTES = 64 * 2**20
+
+
+def _grouped(
+    batches: Iterator[pa.RecordBatch], rows: int, nbytes: int
+) -> Iterator[list[pa.RecordBatch]]:
+    """Consecutive batches in groups of at most `rows` rows and `nbytes` bytes (or one batch)."""
+    group: list[pa.RecordBatch] = []
+    group_rows = group_bytes = 0
     for batch in batches:
-        yield batch, batch_verdicts(batch, job.config, format=job.format)
+        size = batch.nbytes
+        if group and (group_rows + batch.num_rows > rows or group_bytes + size > nbytes):
+            yield group
+            group, group_rows, group_bytes = [], 0, 0
+        group.append(batch)
+        group_rows += batch.num_rows
+        group_bytes += size
+    if group:
+        yield group
 
 
 def _write(data: ParquetShard, kept: pa.Table, rejects: ParquetShard, rejected: pa.Table) -> None:
@@ -195,8 +230,10 @@ _END = object()
 T = TypeVar("T")
 
 
-def _prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
-    """`items`, made ahead by up to `depth` on a helper thread; its errors are raised here."""
+def _prefetched(items: Iterator[T], depth: int = 2, name: str = "reader") -> Iterator[T]:
+    """`items`, made ahead by up to `depth` on a helper thread; its errors are raised here.
+    When the consumer stops early, `items` is closed on that thread (so a chain of these
+    winds down from its end)."""
     queue: Queue[object] = Queue(maxsize=depth)
     stop = Event()
 
@@ -218,8 +255,12 @@ def _prefetched(items: Iterator[T], depth: int = 2) -> Iterator[T]:
             put(_END)
         except BaseException as err:  # handed to the consumer, which raises it
             put(err)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
 
-    thread = Thread(target=read, name="transcript-clean-reader", daemon=True)
+    thread = Thread(target=read, name=f"transcript-clean-{name}", daemon=True)
     thread.start()
     try:
         while True:

@@ -74,6 +74,27 @@ class Verdicts:
     def handled(self) -> Mask:
         return self.clean | self.trailing | self.repaired
 
+    def slice(self, start: int, stop: int) -> Verdicts:
+        """The verdicts of rows [start, stop), as if worked out for those rows alone."""
+        repaired = self.repaired[start:stop]
+        column = None
+        if self.repaired_column is not None and repaired.any():
+            before = int(self.repaired[:start].sum())
+            column = self.repaired_column.slice(before, int(repaired.sum()))
+        repairs = [
+            FastRepair(r.code, r.action, r.rows[start:stop], r.occurrences[start:stop])
+            for r in self.repairs
+            if r.rows[start:stop].any()
+        ]
+        return Verdicts(
+            self.clean[start:stop],
+            self.trailing[start:stop],
+            self.trailing_calls[start:stop],
+            repaired,
+            repairs,
+            column,
+        )
+
 
 def pending_verdicts(
     bad: Mask,
