@@ -41,11 +41,13 @@ from transcript_clean.stats import Stats
 __all__ = [
     "REJECT_FIELDS",
     "BatchResult",
+    "CleanedBatch",
     "RepairStep",
     "RowResult",
     "Violation",
     "batch_verdicts",
     "clean_batch",
+    "clean_batch_parts",
     "clean_row",
     "clean_stored_row",
     "holds_json_text",
@@ -66,6 +68,22 @@ class BatchResult(NamedTuple):
     kept: pa.Table
     rejects: pa.Table
     stats: Stats
+
+
+class CleanedBatch(NamedTuple):
+    """What `clean_batch_parts` returns: `clean_batch`'s result with the kept rows not gathered
+    yet (`kept_rows` does that: a copy of the batch, which the thread writing it can make)."""
+
+    table: pa.Table
+    kept: npt.NDArray[np.bool_]
+    """Which rows of `table` are kept."""
+    replaced: list[Replaced]
+    """Kept rows written anew (repaired), in place of theirs."""
+    rejects: pa.Table
+    stats: Stats
+
+    def kept_rows(self) -> pa.Table:
+        return _assemble_kept(self.table, self.kept, self.replaced)
 
 
 def holds_json_text(schema: pa.Schema, column: str) -> bool:
@@ -122,7 +140,7 @@ def clean_batch(
     fast: bool = True,
     verdicts: Verdicts | None = None,
 ) -> BatchResult:
-    """Clean one Arrow batch: `(kept, rejects, stats)`.
+    """Clean one Arrow batch: `(kept, rejects, stats)` (`clean_batch_parts`, gathered).
 
     `kept` has the input's schema and its rows in input order, an unchanged row value for value,
     in one contiguous chunk (a Parquet writer handed many small chunks is slower, and the
@@ -136,6 +154,31 @@ def clean_batch(
     by `batch_verdicts` for this batch, config and format (with `codes=on_row is None`); by
     default it is computed here.
     """
+    cleaned = clean_batch_parts(
+        batch,
+        config,
+        format=format,
+        source=source,
+        first_row=first_row,
+        on_row=on_row,
+        fast=fast,
+        verdicts=verdicts,
+    )
+    return BatchResult(cleaned.kept_rows(), cleaned.rejects, cleaned.stats)
+
+
+def clean_batch_parts(
+    batch: pa.RecordBatch | pa.Table,
+    config: Config = DEFAULT,
+    *,
+    format: Format | str = "auto",
+    source: str = "",
+    first_row: int = 0,
+    on_row: Callable[[int, Row, RowResult], None] | None = None,
+    fast: bool = True,
+    verdicts: Verdicts | None = None,
+) -> CleanedBatch:
+    """`clean_batch`, leaving the kept rows to be gathered (`CleanedBatch.kept_rows`)."""
     table, fmt = _prepared(batch, format)
     as_json = holds_json_text(table.schema, fmt.column)
     stats = Stats()
@@ -156,11 +199,8 @@ def clean_batch(
         kept, rejects, fitted = _clean_rows(
             table, slow, fmt, config, as_json, stats, source, first_row, on_row
         )
-    return BatchResult(
-        _assemble_kept(table, kept, [r for r in (settled, fitted) if r is not None]),
-        rejects,
-        stats,
-    )
+    replaced = [r for r in (settled, fitted) if r is not None]
+    return CleanedBatch(table, kept, replaced, rejects, stats)
 
 
 def _clean_rows(

@@ -30,7 +30,12 @@ import pyarrow as pa
 from transcript_clean.engine.workers import start_workers
 from transcript_clean.fastpath import Verdicts
 from transcript_clean.formats.base import Format
-from transcript_clean.pipeline import batch_verdicts, clean_batch, reject_schema
+from transcript_clean.pipeline import (
+    CleanedBatch,
+    batch_verdicts,
+    clean_batch_parts,
+    reject_schema,
+)
 from transcript_clean.policy import Config
 from transcript_clean.sinks import (
     DEFAULT_ROW_GROUP_SIZE,
@@ -133,7 +138,7 @@ def clean_block(
         row = block.start
         read = _prefetched(batches, name="reader")
         for batch, verdicts in _prefetched(_with_verdicts(read, job), name="verdicts"):
-            kept, rejected, batch_stats = clean_batch(
+            cleaned = clean_batch_parts(
                 batch,
                 job.config,
                 format=job.format,
@@ -141,10 +146,10 @@ def clean_block(
                 first_row=row,
                 verdicts=verdicts,
             )
-            writes.append(writer.submit(_write, data, kept, rejects, rejected))
+            writes.append(writer.submit(_write, data, cleaned, rejects))
             while len(writes) > queued_writes:
                 writes.popleft().result()
-            stats.merge(batch_stats)
+            stats.merge(cleaned.stats)
             row += batch.num_rows
             if progress is not None:
                 progress(batch.num_rows)
@@ -221,9 +226,11 @@ def _grouped(
         yield group
 
 
-def _write(data: ParquetShard, kept: pa.Table, rejects: ParquetShard, rejected: pa.Table) -> None:
-    data.write(kept)
-    rejects.write(rejected)
+def _write(data: ParquetShard, cleaned: CleanedBatch, rejects: ParquetShard) -> None:
+    """Write a cleaned batch, gathering its kept rows here: a copy of the batch, made in Arrow
+    without the GIL, off the thread that runs the per-row Python."""
+    data.write(cleaned.kept_rows())
+    rejects.write(cleaned.rejects)
 
 
 _END = object()
