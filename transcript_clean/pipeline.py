@@ -25,6 +25,7 @@ from transcript_clean.policy import (
     EMPTY_ASSISTANT_TURN,
     MALFORMED_ROW,
     TRAILING_TOOL_CALL,
+    UNANSWERED_TOOL_CALL,
     Config,
 )
 from transcript_clean.rows import (
@@ -124,9 +125,16 @@ def batch_verdicts(
         fmt,
         table.column(fmt.column),
         keep_trailing=codes and config.action(TRAILING_TOOL_CALL) == "keep",
-        repair=[c for c in FAST_REPAIRS if codes and config.action(c) == "repair"],
+        repair=[c for c in FAST_REPAIRS if codes and _repairs_in_arrow(config, c)],
         schema=table.schema,
     )
+
+
+def _repairs_in_arrow(config: Config, code: str) -> bool:
+    """Whether the config repairs `code` as the fast path can (an unanswered call by a cut)."""
+    if config.action(code) != "repair":
+        return False
+    return code != UNANSWERED_TOOL_CALL or config.interrupted_call == "cut"
 
 
 def clean_batch(

@@ -5,7 +5,8 @@ settles the rows it can prove: clean rows (kept unchanged with no code at all) a
 only code is calls pending at the end (when the config keeps them), in the OpenAI, ShareGPT and
 Anthropic formats; and, in the OpenAI format, rows with a single kind of defect the config
 repairs and Arrow can repair as the per-row path would: empty assistant turns (R1), calls with
-invalid arguments (R2), orphan results (R3) and consecutive assistant text messages (R4). Those
+invalid arguments (R2), orphan results (R3), consecutive assistant text messages (R4) and
+unanswered calls, by a cut before the first (R5, where an assistant turn remains). Those
 rows never become Python objects; every other row takes the per-row path (`clean_mask` is the
 clean part alone). The verdicts are conservative: a row the fast path cannot prove (an unusual
 but valid shape, say) is merely left to the per-row path, so the two paths always agree.

@@ -15,15 +15,22 @@ from transcript_clean.policy import (
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
     ORPHAN_TOOL_RESULT,
+    UNANSWERED_TOOL_CALL,
 )
 
 Mask = npt.NDArray[np.bool_]
 Counts = npt.NDArray[np.int64]
 
 FAST_REPAIRS = frozenset(
-    {EMPTY_ASSISTANT_TURN, INVALID_TOOL_ARGUMENTS, ORPHAN_TOOL_RESULT, CONSECUTIVE_ASSISTANT}
+    {
+        EMPTY_ASSISTANT_TURN,
+        INVALID_TOOL_ARGUMENTS,
+        ORPHAN_TOOL_RESULT,
+        CONSECUTIVE_ASSISTANT,
+        UNANSWERED_TOOL_CALL,
+    }
 )
-"""The codes whose repair the fast path can do itself."""
+"""The codes whose repair the fast path can do itself (unanswered calls: by a cut)."""
 
 # A character that `str.strip()` keeps: the text holds something (SPEC section 2's blank test).
 # The class lists every character for which Python's `str.isspace()` is true.

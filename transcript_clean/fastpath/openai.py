@@ -34,6 +34,7 @@ from transcript_clean.policy import (
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
     ORPHAN_TOOL_RESULT,
+    UNANSWERED_TOOL_CALL,
 )
 from transcript_clean.transcript import (
     TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER,
@@ -84,7 +85,12 @@ def openai_verdicts(
     # whose messages were dropped or merged are scanned again.
     accepted = dict(alone)
     again_rows = np.zeros(rows, dtype=bool)
-    for code in (EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT, CONSECUTIVE_ASSISTANT):
+    for code in (
+        EMPTY_ASSISTANT_TURN,
+        ORPHAN_TOOL_RESULT,
+        CONSECUTIVE_ASSISTANT,
+        UNANSWERED_TOOL_CALL,
+    ):
         if code in alone:
             again_rows |= alone[code]
     if again_rows.any():
@@ -149,6 +155,11 @@ class _Scan:
     """Tool messages that answer no pending call (R3 drops them)."""
     second: Mask
     """Assistant text messages right after another one (R4 merges them into it)."""
+    unanswered: Mask
+    """Assistant turns whose calls no result answers (R5 cuts the transcript before the
+    first)."""
+    unanswered_calls: Counts
+    """Per row, the calls of those turns (a repeated id once per turn)."""
     invalid: Counts
     """Per row, calls whose arguments are text that is not a JSON object."""
     answers: dict[int, str]
@@ -164,6 +175,7 @@ class _Scan:
             INVALID_TOOL_ARGUMENTS: self.invalid > 0,
             ORPHAN_TOOL_RESULT: rows_with(self.orphan, self.parent, self.rows),
             CONSECUTIVE_ASSISTANT: rows_with(self.second, self.parent, self.rows),
+            UNANSWERED_TOOL_CALL: rows_with(self.unanswered, self.parent, self.rows),
         }
 
 
@@ -175,7 +187,9 @@ def _scan(array: pa.Array) -> _Scan:
     n = len(msgs)
     if n == 0:  # every row is null or empty, so bad
         empty = np.zeros(0, dtype=bool)
-        return _Scan(rows, bad, nothing, none, parent, msgs, empty, empty, empty, none, {}, {})
+        return _Scan(
+            rows, bad, nothing, none, parent, msgs, empty, empty, empty, empty, none, none, {}, {}
+        )
     message_type = msgs.type
 
     role = pc.struct_field(msgs, "role")
@@ -239,7 +253,10 @@ def _scan(array: pa.Array) -> _Scan:
 
     pending_at_end = calling & is_last  # trailing_tool_call
     next_tool = shift(is_tool[::-1])[::-1] & ~is_last
-    flag |= calling & ~next_tool & ~is_last  # unanswered
+    # A calling turn followed by anything but results: all its calls are unanswered (R5). A
+    # system message in between keeps them pending, but only results could answer them, and
+    # results there are orphans here.
+    unanswered = calling & ~next_tool & ~is_last
     run_len = np.bincount(run_of_tool, minlength=len(starts))
     answered = np.flatnonzero(calling & next_tool)
     next_run = np.searchsorted(starts, answered + 1)
@@ -257,6 +274,8 @@ def _scan(array: pa.Array) -> _Scan:
         blank=blank,
         orphan=orphan,
         second=second,
+        unanswered=unanswered,
+        unanswered_calls=none,
         invalid=none,
         answers={},
         names={},
@@ -304,7 +323,8 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
     # Each call is answered by its own id, or, with no ids on either side (TRL's shape), by
     # position, which the decoder pairs the same way; a mix is left to the per-row path.
     at_end = pending_at_end[call_msg]
-    answered = np.flatnonzero(~at_end)
+    unanswered = scan.unanswered[call_msg]
+    answered = np.flatnonzero(~at_end & ~unanswered)
     answered_ids = ids.take(indices(answered))
     answering = np.flatnonzero(is_tool & good_msg & ~scan.orphan)
     if "tool_call_id" in msgs.type.names:
@@ -316,15 +336,17 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
     flag[answered] |= ~(same_id | both_missing)
 
     # A repeated id in an answered turn is one pending call answered twice; in a turn that ends
-    # the history it is one pending call. A call without an id gets one of its own.
+    # the history, or in one no result answers, it is one pending call. A call without an id
+    # gets one of its own.
     named = np.flatnonzero(~as_mask(ids.is_null()))
     codes = pc.dictionary_encode(ids.take(indices(named))).indices.to_numpy().astype(np.int64)
     keys = call_msg[named] * (int(codes.max(initial=0)) + 1) + codes
     twice = repeated(keys)
-    flag[named[twice & ~at_end[named]]] = True
+    flag[named[twice & ~at_end[named] & ~unanswered[named]]] = True
     distinct = np.ones(len(call_msg), dtype=bool)
     distinct[named[twice]] = False
     scan.trailing_calls = count(at_end & distinct, call_row, rows)
+    scan.unanswered_calls = count(unanswered & distinct, call_row, rows)
     # An empty call id is no id to the decoder (it mints one), while a result's empty id names
     # no call: what such a row pairs with is the per-row path's to find out.
     flag |= as_mask(pc.equal(ids, ""))
@@ -365,9 +387,9 @@ def _repair(
     type_: pa.DataType, scan: _Scan, rows_by_code: dict[str, Mask], subset: Counts
 ) -> tuple[pa.Array, dict[str, Counts]]:
     """The rows at `subset`, each with its code's repair done, and per code its occurrences per
-    row: R1 drops the empty turns, R2 answers the invalid calls, R3 drops the orphans and R4
+    row: R1 drops the empty turns, R2 answers the invalid calls, R3 drops the orphans, R4
     appends each second assistant message's text to the first's (or drops it when the two say
-    the same)."""
+    the same) and R5 drops everything from the first turn with unanswered calls on."""
     parent, rows = scan.parent, scan.rows
     nowhere = np.zeros(rows, dtype=bool)
 
@@ -376,6 +398,12 @@ def _repair(
 
     drop = scan.blank & where(EMPTY_ASSISTANT_TURN)
     drop |= scan.orphan & where(ORPHAN_TOOL_RESULT)
+    cut = scan.unanswered & where(UNANSWERED_TOOL_CALL)
+    if cut.any():  # everything from each row's first unanswered turn on
+        first = np.full(rows, len(parent), dtype=np.int64)
+        at = np.flatnonzero(cut)
+        np.minimum.at(first, parent[at], at)
+        drop |= np.arange(len(parent)) >= first[parent]
     seconds = np.flatnonzero(scan.second & where(CONSECUTIVE_ASSISTANT))
     drop[seconds] = True
     texts: dict[int, str] = {}
@@ -397,6 +425,7 @@ def _repair(
         INVALID_TOOL_ARGUMENTS: scan.invalid,
         ORPHAN_TOOL_RESULT: count(scan.orphan, parent, rows),
         CONSECUTIVE_ASSISTANT: count(scan.second, parent, rows),
+        UNANSWERED_TOOL_CALL: scan.unanswered_calls,
     }
 
     # Only the subset's messages are rewritten: their positions among the batch's, renumbered.
