@@ -190,3 +190,39 @@ def test_a_chain_of_read_ahead_threads_winds_down_when_the_consumer_stops() -> N
         thread.join(timeout=2)
     assert not any(t.is_alive() for t in inner)
     assert not any(t.name == "transcript-clean-outer" for t in threading.enumerate())
+
+
+@pytest.mark.parametrize("queued_bytes", [1, 10**9])
+def test_batches_waiting_for_the_writer_are_bounded(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, queued_bytes: int
+) -> None:
+    import time
+
+    import transcript_clean.engine.local as local
+
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist([r for r, _ in generate_rows(640, seed=6)]), source)
+    job = BlockJob(open_source(str(source)), get_format("openai"), DEFAULT, tmp_path / "w", 16)
+    [block] = plan_blocks(job.source, 10**9)
+    for folder in ("data", "rejects", "blocks"):
+        (job.workdir / folder).mkdir(parents=True)
+    cleaned, written, ahead = [0], [0], []
+    clean, write = local.clean_batch_parts, local._write
+
+    def counting_clean(*args: Any, **kwargs: Any) -> Any:
+        ahead.append(cleaned[0] - written[0])  # batches handed to the writer, not yet written
+        cleaned[0] += 1
+        return clean(*args, **kwargs)
+
+    def slow_write(*args: Any) -> None:
+        time.sleep(0.005)
+        write(*args)
+        written[0] += 1
+
+    monkeypatch.setattr(local, "clean_batch_parts", counting_clean)
+    monkeypatch.setattr(local, "_write", slow_write)
+    monkeypatch.setattr(local, "QUEUED_BYTES", queued_bytes)
+    run_block(job, block)
+    assert cleaned[0] == written[0] == 40
+    # 16-row batches: a row group's worth is 4,096 of them, so only the bytes can bound them.
+    assert max(ahead) <= 3 if queued_bytes == 1 else max(ahead) > 3

@@ -129,10 +129,11 @@ def clean_block(
     data = ParquetShard(job.workdir / "data" / shard_name(block.index), schema)
     rejects = ParquetShard(job.workdir / "rejects" / shard_name(block.index), reject_schema(schema))
     batches = job.source.read(block.part, block.start, block.stop, job.batch_size)
-    writes: deque[Future[None]] = deque()
+    writes: deque[tuple[Future[None], int]] = deque()
+    queued_bytes = 0
     # A shard writes a row group at a time, a long pause every `row_group_size` rows: as many
-    # batches may wait for the writer meanwhile, so that this thread goes on cleaning. They
-    # hold no more rows than the shard buffers anyway.
+    # batches may wait for the writer meanwhile (up to `QUEUED_BYTES`), so that this thread
+    # goes on cleaning. They hold no more rows than the shard buffers anyway.
     queued_writes = max(2, DEFAULT_ROW_GROUP_SIZE // job.batch_size)
     try:
         row = block.start
@@ -146,21 +147,25 @@ def clean_block(
                 first_row=row,
                 verdicts=verdicts,
             )
-            writes.append(writer.submit(_write, data, cleaned, rejects))
-            while len(writes) > queued_writes:
-                writes.popleft().result()
+            size = batch.nbytes
+            writes.append((writer.submit(_write, data, cleaned, rejects), size))
+            queued_bytes += size
+            while len(writes) > queued_writes or (len(writes) > 2 and queued_bytes > QUEUED_BYTES):
+                write, size = writes.popleft()
+                write.result()
+                queued_bytes -= size
             stats.merge(cleaned.stats)
             row += batch.num_rows
             if progress is not None:
                 progress(batch.num_rows)
     except BaseException:
-        for write in writes:  # the files go once nothing writes to them any more
+        for write, _ in writes:  # the files go once nothing writes to them any more
             wait([write])
         data.abort()
         rejects.abort()
         raise
     marker = job.workdir / "blocks" / f"{block.index:05d}.json"
-    return writer.submit(_finish, list(writes), data, rejects, marker, stats)
+    return writer.submit(_finish, [write for write, _ in writes], data, rejects, marker, stats)
 
 
 def _finish(
@@ -204,6 +209,7 @@ def _with_verdicts(
             start = stop
 
 
+QUEUED_BYTES = 64 * 2**20
 VERDICT_ROWS = 16_384
 VERDICT_BYTES = 64 * 2**20
 
