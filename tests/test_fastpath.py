@@ -365,6 +365,8 @@ def near_repairs(draw: st.DrawFn) -> list[dict[str, Any]]:
     out.append(msg("assistant", "bye"))
     if draw(st.integers(0, 3)) == 0:
         out.pop(draw(st.integers(0, len(out) - 1)))
+    if draw(st.integers(0, 7)) == 0:  # no assistant turn at all
+        out = [m for m in out if m["role"] != "assistant"]
     return out
 
 
@@ -380,23 +382,28 @@ def test_fast_and_slow_batches_agree_near_the_fast_repairs(
     assert_fast_and_slow_agree(table, config, OPENAI)
 
 
-def test_near_repairs_reach_every_fast_repair() -> None:
+def test_near_repairs_reach_every_fast_repair_and_reject() -> None:
     from collections import Counter
 
     from transcript_clean.fastpath import FAST_REPAIRS, fast_verdicts
 
     reached: Counter[str] = Counter()
+    rejected: Counter[str] = Counter()
 
     @settings(max_examples=80, derandomize=True, database=None, deadline=None)
     @given(st.lists(near_repairs(), min_size=10, max_size=10))
     def collect(rows: list[list[dict[str, Any]]]) -> None:
         table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=NAMED)
-        verdicts = fast_verdicts(OPENAI, table.column("messages"), repair=FAST_REPAIRS)
+        verdicts = fast_verdicts(
+            OPENAI, table.column("messages"), repair=FAST_REPAIRS, reject=["no_assistant_turn"]
+        )
         assert verdicts is not None
         reached.update({fix.code: int(fix.rows.sum()) for fix in verdicts.repairs})
+        rejected.update({fix.code: int(fix.rows.sum()) for fix in verdicts.rejects})
 
     collect()
     assert all(reached[code] >= 10 for code in FAST_REPAIRS), reached
+    assert rejected["no_assistant_turn"] >= 10 and rejected["unanswered_tool_call"] >= 10, rejected
 
 
 def test_arguments_held_as_a_map_are_not_an_object() -> None:
@@ -482,3 +489,26 @@ def test_generated_rows_sliced_verdicts_are_their_own(config: Any) -> None:
         stop = min(start + 37, 600)
         piece = table.slice(start, stop - start)
         assert_same_verdicts(whole.slice(start, stop), batch_verdicts(piece, config, format=OPENAI))
+
+
+CALLING = msg("assistant", "", [call("a")])
+UNANSWERED_SHAPES: list[list[dict[str, Any]]] = [
+    [CALLING, msg("system")],  # pending past a system message to the end: trailing
+    [msg("user"), CALLING, msg("system"), msg("user"), msg("assistant")],  # the user closes it
+    [msg("user"), msg("assistant", "", [call("a"), call("b")]), msg("user"), msg("assistant")],
+    [msg("system"), msg("user"), msg("assistant", "", [call(None)]), msg("user")],  # no id
+    [msg("user"), msg("assistant"), msg("user"), CALLING, msg("user"), CALLING, msg("user")],
+    [msg("user"), msg("assistant", "", [call("a"), call("a")]), msg("user"), msg("assistant")],
+    [msg("user")],
+    [msg("system"), msg("user"), msg("user")],
+]
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT, ERROR_RESULT], ids=["default", "strict", "e"])
+def test_unanswered_calls_and_no_assistant_turn_by_hand(config: Any) -> None:
+    table = pa.Table.from_pylist([{"messages": m} for m in UNANSWERED_SHAPES], schema=NAMED)
+    assert_fast_and_slow_agree(table, config, OPENAI)
+    if config is DEFAULT:  # a system message after the calls, or no id: the per-row path's
+        verdicts = batch_verdicts(table, config, format=OPENAI)
+        assert verdicts is not None
+        assert verdicts.handled.tolist() == [False, False, True, False, True, True, True, True]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -24,6 +24,7 @@ from transcript_clean.policy import (
     DEFAULT,
     EMPTY_ASSISTANT_TURN,
     MALFORMED_ROW,
+    NO_ASSISTANT_TURN,
     TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
     Config,
@@ -126,6 +127,9 @@ def batch_verdicts(
         table.column(fmt.column),
         keep_trailing=codes and config.action(TRAILING_TOOL_CALL) == "keep",
         repair=[c for c in FAST_REPAIRS if codes and _repairs_in_arrow(config, c)],
+        reject=[NO_ASSISTANT_TURN]
+        if codes and config.action(NO_ASSISTANT_TURN) == "reject"
+        else [],
         schema=table.schema,
     )
 
@@ -197,15 +201,16 @@ def clean_batch_parts(
             f"verdicts for {len(verdicts.handled)} rows given for a batch of {table.num_rows}"
         )
     settled: Replaced | None = None
+    rejected: list[Rejected] = []
     if verdicts is None or not fast:
         slow = np.arange(table.num_rows)
     else:
         slow = np.flatnonzero(~verdicts.handled)
-        settled = _settle(table, fmt.column, verdicts, stats, source, first_row)
+        settled, rejected = _settle(table, fmt.column, verdicts, stats, source, first_row)
 
     with _cyclic_gc_paused():
         kept, rejects, fitted = _clean_rows(
-            table, slow, fmt, config, as_json, stats, source, first_row, on_row
+            table, slow, rejected, fmt, config, as_json, stats, source, first_row, on_row
         )
     replaced = [r for r in (settled, fitted) if r is not None]
     return CleanedBatch(table, kept, replaced, rejects, stats)
@@ -214,6 +219,7 @@ def clean_batch_parts(
 def _clean_rows(
     table: pa.Table,
     slow: npt.NDArray[np.int64],
+    rejected: list[Rejected],
     fmt: Format,
     config: Config,
     as_json: bool,
@@ -222,9 +228,10 @@ def _clean_rows(
     first_row: int,
     on_row: Callable[[int, Row, RowResult], None] | None,
 ) -> tuple[npt.NDArray[np.bool_], pa.Table, Replaced | None]:
-    """The per-row path for the rows at `slow`: which rows of the batch are kept, the rejects,
-    and the repaired rows re-encoded. Only Arrow and NumPy data come out, so the Python objects
-    made on the way are gone before the cyclic collector is back."""
+    """The per-row path for the rows at `slow`: which rows of the batch are kept, the rejects
+    (with the fast path's, `rejected`), and the repaired rows re-encoded. Only Arrow and NumPy
+    data come out, so the Python objects made on the way are gone before the cyclic collector
+    is back."""
     positions: list[int] = slow.tolist()
     rows = table.take(pa.array(slow)).to_pylist() if positions else []
     results = [clean_stored_row(row, fmt, config, as_json=as_json) for row in rows]
@@ -232,14 +239,17 @@ def _clean_rows(
     fitted = _fit_repaired(repaired, table.schema, fmt.column if as_json else None)
 
     kept = np.ones(table.num_rows, dtype=bool)
-    rejected: list[tuple[int, RowResult]] = []
+    kept[[i for i, _, _ in rejected]] = False
+    fast = len(rejected)
     for i, row, result in zip(positions, rows, results, strict=True):
         if result.status == "rejected":
             kept[i] = False
-            rejected.append((i, result))
+            rejected.append(Rejected(i, result.codes, result.reject_message))
         stats.add_row(result, source, first_row + i)
         if on_row is not None:
             on_row(first_row + i, row, result)
+    if fast and len(rejected) > fast:
+        rejected.sort()
     return kept, _assemble_rejects(table, rejected, source, first_row), fitted
 
 
@@ -261,6 +271,14 @@ def _cyclic_gc_paused() -> Iterator[None]:
         gc.enable()
 
 
+class Rejected(NamedTuple):
+    """A rejected row: its position in the batch, its codes and its message."""
+
+    position: int
+    codes: list[str]
+    message: str | None
+
+
 class Replaced(NamedTuple):
     """Rows of a batch written anew: their positions in the batch, and the rows, in that order."""
 
@@ -270,9 +288,9 @@ class Replaced(NamedTuple):
 
 def _settle(
     table: pa.Table, column: str, verdicts: Verdicts, stats: Stats, source: str, first_row: int
-) -> Replaced | None:
+) -> tuple[Replaced | None, list[Rejected]]:
     """Count the rows the fast path settled, as the per-row path would have; returns the rows it
-    repaired."""
+    repaired and those it rejected."""
     lengths = pc.fill_null(pc.list_value_length(table.column(column)), 0).to_numpy()
     clean, trailing, repaired = verdicts.clean, verdicts.trailing, verdicts.repaired
     stats.add_clean_rows(int(clean.sum()), int(lengths[clean].sum()))
@@ -284,8 +302,18 @@ def _settle(
         stats.add_code(
             TRAILING_TOOL_CALL, "kept", int(trailing.sum()), calls, source, first_row + first
         )
+    rejected: list[Rejected] = []
+    for reject in verdicts.rejects:
+        at = np.flatnonzero(reject.rows).tolist()
+        stats.add_rejected_rows(len(at), int(lengths[reject.rows].sum()))
+        occurrences = int(reject.occurrences[reject.rows].sum())
+        stats.add_code(reject.code, "rejected", len(at), occurrences, source, first_row + at[0])
+        codes = [reject.code]
+        rejected += (Rejected(i, codes, m) for i, m in zip(at, reject.messages, strict=True))
+    if len(verdicts.rejects) > 1:
+        rejected.sort()
     if not repaired.any():
-        return None
+        return None, rejected
     fixed = verdicts.repaired_column
     assert fixed is not None
     positions = np.flatnonzero(repaired)
@@ -299,7 +327,7 @@ def _settle(
             stats.empty_turns_dropped += occurrences
     rows = table.take(pa.array(positions))
     at = table.schema.get_field_index(column)
-    return Replaced(positions, rows.set_column(at, table.schema.field(at), fixed))
+    return Replaced(positions, rows.set_column(at, table.schema.field(at), fixed)), rejected
 
 
 def _prepared(batch: pa.RecordBatch | pa.Table, format: Format | str) -> tuple[pa.Table, Format]:
@@ -383,14 +411,14 @@ def _assemble_kept(
 
 
 def _assemble_rejects(
-    table: pa.Table, rejected: Iterable[tuple[int, RowResult]], source: str, first_row: int
+    table: pa.Table, rejected: list[Rejected], source: str, first_row: int
 ) -> pa.Table:
-    rejected = list(rejected)
-    positions = [i for i, _ in rejected]
+    """The rejected rows as they came in, in input order, with the four reject columns."""
+    positions = [r.position for r in rejected]
     out = table.take(pa.array(positions, pa.int64()))
     columns = [
-        [r.codes for _, r in rejected],
-        [r.reject_message for _, r in rejected],
+        [r.codes for r in rejected],
+        [r.message for r in rejected],
         [source] * len(rejected),
         [first_row + i for i in positions],
     ]

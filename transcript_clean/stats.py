@@ -109,6 +109,12 @@ class Stats:
         self.messages_in += messages_in
         self.messages_out += messages_out
 
+    def add_rejected_rows(self, rows: int, messages_in: int) -> None:
+        """Rows rejected as they are that the fast path settled; their codes go to `add_code`."""
+        self.rows_in += rows
+        self.rows_rejected += rows
+        self.messages_in += messages_in
+
     def merge(self, other: Stats) -> None:
         """Add `other`, which comes after `self` in input order (so examples stay the first)."""
         self.rows_in += other.rows_in

@@ -61,6 +61,23 @@ class FastRepair:
     """Per row, the code's occurrences (turns dropped, calls answered, results dropped...)."""
 
 
+@dataclass(slots=True, frozen=True)
+class FastReject:
+    """The rows the fast path rejected for one code, and what the per-row path says of each."""
+
+    code: str
+    rows: Mask
+    occurrences: Counts
+    messages: list[str]
+    """The rejected rows' messages, in order."""
+
+    def slice(self, start: int, stop: int) -> FastReject:
+        before = int(self.rows[:start].sum())
+        rows = self.rows[start:stop]
+        messages = self.messages[before : before + int(rows.sum())]
+        return FastReject(self.code, rows, self.occurrences[start:stop], messages)
+
+
 @dataclass(slots=True)
 class Verdicts:
     """What the fast path decided for each row of a batch (the rest take the per-row path)."""
@@ -76,10 +93,15 @@ class Verdicts:
     repairs: list[FastRepair] = field(default_factory=list)
     repaired_column: pa.Array | None = None
     """The repaired rows' conversations, in order, as they are written."""
+    rejects: list[FastReject] = field(default_factory=list)
+    """Rows rejected as they are, each for one code."""
 
     @property
     def handled(self) -> Mask:
-        return self.clean | self.trailing | self.repaired
+        handled = self.clean | self.trailing | self.repaired
+        for reject in self.rejects:
+            handled = handled | reject.rows
+        return handled
 
     def slice(self, start: int, stop: int) -> Verdicts:
         """The verdicts of rows [start, stop), as if worked out for those rows alone."""
@@ -93,6 +115,7 @@ class Verdicts:
             for r in self.repairs
             if r.rows[start:stop].any()
         ]
+        rejects = [r.slice(start, stop) for r in self.rejects if r.rows[start:stop].any()]
         return Verdicts(
             self.clean[start:stop],
             self.trailing[start:stop],
@@ -100,6 +123,7 @@ class Verdicts:
             repaired,
             repairs,
             column,
+            rejects,
         )
 
 

@@ -13,6 +13,7 @@ import pyarrow.compute as pc
 from transcript_clean.fastpath.base import (
     NOT_SPACE,
     Counts,
+    FastReject,
     FastRepair,
     Mask,
     Verdicts,
@@ -33,6 +34,7 @@ from transcript_clean.policy import (
     CONSECUTIVE_ASSISTANT,
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
+    NO_ASSISTANT_TURN,
     ORPHAN_TOOL_RESULT,
     UNANSWERED_TOOL_CALL,
 )
@@ -45,12 +47,18 @@ __all__ = ["openai_verdicts"]
 
 
 def openai_verdicts(
-    array: pa.Array, *, keep_trailing: bool = False, repair: Collection[str] = ()
+    array: pa.Array,
+    *,
+    keep_trailing: bool = False,
+    repair: Collection[str] = (),
+    reject: Collection[str] = (),
 ) -> Verdicts | None:
     """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
-    only code is calls pending at the end (for a config that keeps them); and those whose only
-    code is one of `repair` (codes of `FAST_REPAIRS` the config repairs). None when this format
-    or column shape has no fast path."""
+    only code is calls pending at the end (for a config that keeps them); those whose only
+    code is one of `repair` (codes of `FAST_REPAIRS` the config repairs); and those it rejects:
+    with no assistant message and nothing else to say, when `reject` has `no_assistant_turn`,
+    and those an R5 cut would leave without one. None when this format or column shape has no
+    fast path."""
     if not _openai_shape(array.type):
         return None
     rows = len(array)
@@ -63,6 +71,14 @@ def openai_verdicts(
         trailing_calls=scan.trailing_calls,
         repaired=np.zeros(rows, dtype=bool),
     )
+    lacking = scan.no_assistant & ~np.logical_or.reduce(list(kinds.values()))
+    if NO_ASSISTANT_TURN in reject and lacking.any():
+        message = "the transcript has no assistant turn"
+        verdicts.rejects.append(
+            FastReject(
+                NO_ASSISTANT_TURN, lacking, lacking.astype(np.int64), [message] * int(lacking.sum())
+            )
+        )
     # Rows with one kind of defect to repair. Empty turns go first (R1), and the per-row path
     # checks what is left: any row with one qualifies, and the scan of the repaired row decides.
     # The other repairs are taken alone, in rows with nothing else to say.
@@ -78,6 +94,12 @@ def openai_verdicts(
                 if other != code:
                     rows_ = rows_ & ~other_rows
         alone[code] = rows_
+    if UNANSWERED_TOOL_CALL in alone:
+        _reject_uncuttable(scan, alone, verdicts)
+        if not alone[UNANSWERED_TOOL_CALL].any():
+            del alone[UNANSWERED_TOOL_CALL]
+    if not alone:
+        return verdicts
     subset = np.flatnonzero(np.logical_or.reduce(list(alone.values())))
     fixed, counts = _repair(array.type, scan, alone, subset)
 
@@ -109,6 +131,45 @@ def openai_verdicts(
             verdicts.repaired |= rows_
     verdicts.repaired_column = fixed.filter(pa.array(verdicts.repaired[subset]))
     return verdicts
+
+
+def _reject_uncuttable(scan: _Scan, alone: dict[str, Mask], verdicts: Verdicts) -> None:
+    """R5's rows whose cut would leave no assistant turn are rejected, with the per-row path's
+    message: the first unanswered turn's place among the canonical messages (before it, in
+    such a row, are system and user messages only, one each) and its first call's id. A row
+    whose call has no id (the decoder makes one up) is left to the per-row path."""
+    first = _first(scan.unanswered, scan.parent, scan.rows)
+    before = np.arange(len(scan.parent)) < first[scan.parent]
+    cut = alone[UNANSWERED_TOOL_CALL]
+    empty = cut & (count(scan.assistant & before, scan.parent, scan.rows) == 0)
+    if not empty.any():
+        return
+    start = np.searchsorted(scan.parent, np.arange(scan.rows))
+    messages, kept = [], np.zeros(scan.rows, dtype=bool)
+    for row in np.flatnonzero(empty).tolist():
+        call_id = scan.first_ids.get(int(first[row]))
+        if call_id is None:
+            continue
+        kept[row] = True
+        messages.append(
+            f"message {int(first[row] - start[row])}: tool call {call_id!r} has no result, and "
+            "cutting the transcript before it would leave no assistant turn"
+        )
+    alone[UNANSWERED_TOOL_CALL] = cut & ~empty
+    if kept.any():
+        verdicts.rejects.append(
+            FastReject(
+                UNANSWERED_TOOL_CALL, kept, np.where(kept, scan.unanswered_calls, 0), messages
+            )
+        )
+
+
+def _first(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Counts:
+    """Per row, the position of its first flagged element (past the last element if none)."""
+    first = np.full(rows, len(parent), dtype=np.int64)
+    at = np.flatnonzero(flags)
+    np.minimum.at(first, parent[at], at)
+    return first
 
 
 def _openai_shape(type_: pa.DataType) -> bool:
@@ -160,6 +221,12 @@ class _Scan:
     first)."""
     unanswered_calls: Counts
     """Per row, the calls of those turns (a repeated id once per turn)."""
+    first_ids: dict[int, str | None]
+    """The first call's id of each of those turns, by the turn's position."""
+    assistant: Mask
+    """Assistant messages."""
+    no_assistant: Mask
+    """Rows with no assistant message at all, and nothing else the scan would flag."""
     invalid: Counts
     """Per row, calls whose arguments are text that is not a JSON object."""
     answers: dict[int, str]
@@ -188,7 +255,23 @@ def _scan(array: pa.Array) -> _Scan:
     if n == 0:  # every row is null or empty, so bad
         empty = np.zeros(0, dtype=bool)
         return _Scan(
-            rows, bad, nothing, none, parent, msgs, empty, empty, empty, empty, none, none, {}, {}
+            rows,
+            bad,
+            nothing,
+            none,
+            parent,
+            msgs,
+            empty,
+            empty,
+            empty,
+            empty,
+            none,
+            {},
+            empty,
+            nothing,
+            none,
+            {},
+            {},
         )
     message_type = msgs.type
 
@@ -253,16 +336,21 @@ def _scan(array: pa.Array) -> _Scan:
 
     pending_at_end = calling & is_last  # trailing_tool_call
     next_tool = shift(is_tool[::-1])[::-1] & ~is_last
-    # A calling turn followed by anything but results: all its calls are unanswered (R5). A
-    # system message in between keeps them pending, but only results could answer them, and
-    # results there are orphans here.
-    unanswered = calling & ~next_tool & ~is_last
+    # A user message right after a calling turn closes its window with no results: all its
+    # calls are unanswered (R5). After anything else (a system message keeps them pending, to
+    # the end of the history perhaps; an assistant one is R4's too) the per-row path is left
+    # to work it out.
+    next_user = shift(as_mask(pc.equal(role, "user"))[::-1])[::-1] & ~is_last
+    unanswered = calling & next_user
+    flag |= calling & ~next_tool & ~next_user & ~is_last
     run_len = np.bincount(run_of_tool, minlength=len(starts))
     answered = np.flatnonzero(calling & next_tool)
     next_run = np.searchsorted(starts, answered + 1)
     flag[answered] |= run_len[next_run] < n_calls[answered]  # calls without results
 
     bad |= rows_with(flag, parent, rows)
+    no_assistant = count(is_assistant, parent, rows) == 0
+    lacking = ~bad & no_assistant
     bad |= count(is_assistant & ~blank, parent, rows) == 0  # no_assistant_turn
     scan = _Scan(
         rows=rows,
@@ -276,6 +364,9 @@ def _scan(array: pa.Array) -> _Scan:
         second=second,
         unanswered=unanswered,
         unanswered_calls=none,
+        first_ids={},
+        assistant=is_assistant,
+        no_assistant=lacking,
         invalid=none,
         answers={},
         names={},
@@ -347,6 +438,12 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
     distinct[named[twice]] = False
     scan.trailing_calls = count(at_end & distinct, call_row, rows)
     scan.unanswered_calls = count(unanswered & distinct, call_row, rows)
+    turns, firsts = np.unique(call_msg[unanswered], return_index=True)
+    if len(turns):
+        first_calls = np.flatnonzero(unanswered)[firsts]
+        scan.first_ids = dict(
+            zip(turns.tolist(), ids.take(indices(first_calls)).to_pylist(), strict=True)
+        )
     # An empty call id is no id to the decoder (it mints one), while a result's empty id names
     # no call: what such a row pairs with is the per-row path's to find out.
     flag |= as_mask(pc.equal(ids, ""))
@@ -400,10 +497,7 @@ def _repair(
     drop |= scan.orphan & where(ORPHAN_TOOL_RESULT)
     cut = scan.unanswered & where(UNANSWERED_TOOL_CALL)
     if cut.any():  # everything from each row's first unanswered turn on
-        first = np.full(rows, len(parent), dtype=np.int64)
-        at = np.flatnonzero(cut)
-        np.minimum.at(first, parent[at], at)
-        drop |= np.arange(len(parent)) >= first[parent]
+        drop |= np.arange(len(parent)) >= _first(cut, parent, rows)[parent]
     seconds = np.flatnonzero(scan.second & where(CONSECUTIVE_ASSISTANT))
     drop[seconds] = True
     texts: dict[int, str] = {}
