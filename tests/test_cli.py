@@ -123,3 +123,20 @@ def test_quiet_progress_shows_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
         progress.update(4)
         assert progress.bar is None
     assert stderr.text == ""
+
+
+@pytest.mark.parametrize(("argv", "status"), [(["--version"], 0), (["clean", "x", "y", "-w"], 2)])
+def test_the_program_freezes_objects_on_the_way_out(
+    monkeypatch: pytest.MonkeyPatch, argv: list[str], status: int
+) -> None:
+    import gc
+
+    from transcript_clean.cli import entry
+
+    frozen: list[bool] = []
+    monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))  # not this test process
+    monkeypatch.setattr(sys, "argv", ["transcript-clean", *argv])
+    with pytest.raises(SystemExit) as exited:
+        entry()
+    assert exited.value.code == status
+    assert frozen == [True]

