@@ -135,8 +135,30 @@ def test_the_program_freezes_objects_on_the_way_out(
 
     frozen: list[bool] = []
     monkeypatch.setattr(gc, "freeze", lambda: frozen.append(True))  # not this test process
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)  # restored afterwards
     monkeypatch.setattr(sys, "argv", ["transcript-clean", *argv])
     with pytest.raises(SystemExit) as exited:
         entry()
     assert exited.value.code == status
     assert frozen == [True]
+
+
+@pytest.mark.parametrize("chosen", [None, "system"])
+def test_the_program_asks_arrow_for_jemalloc_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch, chosen: str | None
+) -> None:
+    import gc
+    import os
+
+    from transcript_clean.cli import entry
+
+    monkeypatch.setattr(gc, "freeze", lambda: None)
+    if chosen is None:
+        monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    else:
+        monkeypatch.setenv("ARROW_DEFAULT_MEMORY_POOL", chosen)
+    monkeypatch.setattr(sys, "argv", ["transcript-clean", "--version"])
+    with pytest.raises(SystemExit):
+        entry()
+    expected = chosen or ("jemalloc" if sys.platform == "linux" else None)
+    assert os.environ.get("ARROW_DEFAULT_MEMORY_POOL") == expected
