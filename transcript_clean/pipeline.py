@@ -196,9 +196,9 @@ def clean_batch_parts(
     stats = Stats()
     if verdicts is None and fast:
         verdicts = batch_verdicts(table, config, format=fmt, codes=on_row is None)
-    elif verdicts is not None and len(verdicts.handled) != table.num_rows:
+    elif verdicts is not None and len(verdicts.clean) != table.num_rows:
         raise ValueError(
-            f"verdicts for {len(verdicts.handled)} rows given for a batch of {table.num_rows}"
+            f"verdicts for {len(verdicts.clean)} rows given for a batch of {table.num_rows}"
         )
     settled: Replaced | None = None
     rejected: list[Rejected] = []
@@ -240,7 +240,6 @@ def _clean_rows(
 
     kept = np.ones(table.num_rows, dtype=bool)
     kept[[i for i, _, _ in rejected]] = False
-    fast = len(rejected)
     for i, row, result in zip(positions, rows, results, strict=True):
         if result.status == "rejected":
             kept[i] = False
@@ -248,8 +247,6 @@ def _clean_rows(
         stats.add_row(result, source, first_row + i)
         if on_row is not None:
             on_row(first_row + i, row, result)
-    if fast and len(rejected) > fast:
-        rejected.sort()
     return kept, _assemble_rejects(table, rejected, source, first_row), fitted
 
 
@@ -310,8 +307,6 @@ def _settle(
         stats.add_code(reject.code, "rejected", len(at), occurrences, source, first_row + at[0])
         codes = [reject.code]
         rejected += (Rejected(i, codes, m) for i, m in zip(at, reject.messages, strict=True))
-    if len(verdicts.rejects) > 1:
-        rejected.sort()
     if not repaired.any():
         return None, rejected
     fixed = verdicts.repaired_column
@@ -414,6 +409,7 @@ def _assemble_rejects(
     table: pa.Table, rejected: list[Rejected], source: str, first_row: int
 ) -> pa.Table:
     """The rejected rows as they came in, in input order, with the four reject columns."""
+    rejected = sorted(rejected, key=lambda r: r.position)  # the fast path's come first
     positions = [r.position for r in rejected]
     out = table.take(pa.array(positions, pa.int64()))
     columns = [
