@@ -70,6 +70,20 @@ def entry() -> None:
         gc.freeze()
 
 
+def _started(progress: Progress, *, local: bool) -> Callable[[Any, Any, int | None], None]:
+    """The run's `on_start`: the progress bar's start, and for a source read in this process
+    without `datasets`, pandas kept out of it (see `transcript_clean.pandas_free`)."""
+
+    def start(src: Any, fmt: Any, total: int | None) -> None:
+        if local and not src.uses_pandas:
+            from transcript_clean.pandas_free import keep_pandas_out
+
+            keep_pandas_out()
+        progress.start(src, fmt, total)
+
+    return start
+
+
 def source_options(f: F) -> F:
     """The options that say how to read SOURCE, shared by every command that reads one."""
     options = [
@@ -262,7 +276,7 @@ def clean(
             revision=revision,
             streaming=streaming,
             progress=progress.update,
-            on_start=progress.start,
+            on_start=_started(progress, local=engine != "ray"),
             pool=pool,
         )
     if not quiet:
@@ -447,7 +461,7 @@ def audit(
             revision=revision,
             streaming=streaming,
             progress=progress.update,
-            on_start=progress.start,
+            on_start=_started(progress, local=True),
         )
     failed = [gate.describe() for gate in result.failed]
     if as_json:

@@ -61,6 +61,9 @@ class Source(ABC):
     kind: str
     """"parquet", "json", "datasets-folder" or "hub"."""
 
+    uses_pandas = True
+    """Whether reading it may hand pyarrow pandas objects: it does when `datasets` reads it."""
+
     def __init__(self, name: str, schema: pa.Schema) -> None:
         self.name = name
         self.schema = schema
@@ -226,6 +229,8 @@ def _digest(*items: object) -> str:
 
 class _FileSource(Source):
     """Files under one local root, one part each."""
+
+    uses_pandas = False
 
     _parts: list[Part]
     _root: Path

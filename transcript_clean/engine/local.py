@@ -30,6 +30,7 @@ import pyarrow as pa
 from transcript_clean.engine.workers import start_workers
 from transcript_clean.fastpath import Verdicts
 from transcript_clean.formats.base import Format
+from transcript_clean.pandas_free import keep_pandas_out
 from transcript_clean.pipeline import (
     CleanedBatch,
     batch_verdicts,
@@ -297,6 +298,8 @@ def _settled(
 
 
 def _run_block_in_worker(job: BlockJob, block: Block) -> Stats:
+    if not job.source.uses_pandas:  # a worker is the cleaner's own process
+        keep_pandas_out()
     return run_block(job, block)
 
 
