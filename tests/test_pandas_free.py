@@ -105,6 +105,9 @@ def test_a_run_over_parquet_never_imports_pandas_and_writes_the_same_files(
 
     run = _program(tmp_path, "clean", str(source), str(tmp_path / "cli"), "--quiet")
     assert run == {"__main__": [False]}
+    assert (
+        json.loads((tmp_path / "cli" / "summary.json").read_text())["versions"]["datasets"] is None
+    )
     import pandas  # noqa: F401  (this process: pyarrow with pandas)
 
     clean(source, tmp_path / "library")

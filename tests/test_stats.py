@@ -103,3 +103,33 @@ def test_rendering() -> None:
     assert "100.00%" in text
     assert "s\\|x#0" in render_table(stats.records(), markdown=True)
     assert render_accounting(stats) == "rows in 1 = kept 1 (repaired 1) + rejected 0"
+
+
+@pytest.mark.parametrize("loaded", [True, False])
+def test_the_summary_gives_datasets_version_only_when_it_is_loaded(
+    monkeypatch: pytest.MonkeyPatch, loaded: bool
+) -> None:
+    import sys
+    import types
+
+    import pyarrow as pa
+
+    from transcript_clean import __version__
+    from transcript_clean.stats import run_summary
+
+    if loaded:
+        monkeypatch.setitem(sys.modules, "datasets", types.SimpleNamespace(__version__="9.8.7"))
+    else:
+        monkeypatch.delitem(sys.modules, "datasets", raising=False)
+    summary = run_summary(
+        Stats(),
+        source="s",
+        format="openai",
+        column="messages",
+        config={},
+        fingerprint="f",
+        seconds=1.0,
+    )
+    assert summary["versions"]["transcript_clean"] == __version__
+    assert summary["versions"]["pyarrow"] == pa.__version__
+    assert summary["versions"]["datasets"] == ("9.8.7" if loaded else None)

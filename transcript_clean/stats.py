@@ -219,9 +219,10 @@ def run_summary(
 ) -> dict[str, Any]:
     """summary.json: the counts, the stats table, what ran on what, and how fast."""
     import sys
-    from importlib import metadata
 
     from transcript_clean import __version__
+
+    datasets = sys.modules.get("datasets")  # loaded when the source was read through it
 
     return {
         "source": source,
@@ -243,8 +244,8 @@ def run_summary(
         "rows_per_second": round(stats.rows_in / seconds, 1) if seconds > 0 else None,
         "versions": {
             "transcript_clean": __version__,
-            "pyarrow": metadata.version("pyarrow"),
-            "datasets": metadata.version("datasets"),
+            "pyarrow": pa.__version__,
+            "datasets": None if datasets is None else datasets.__version__,
             "python": sys.version.split()[0],
         },
     }
