@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 
 from transcript_clean.errors import OutputError
 
-DEFAULT_ROW_GROUP_SIZE = 65536
+DEFAULT_ROW_GROUP_SIZE = 16384
 
 
 def shard_name(index: int) -> str:
