@@ -57,11 +57,11 @@ def entry() -> None:
     processes inherit; a value the user set stays.
 
     Once a command is done, everything it wrote is closed and in place; what is left is the
-    interpreter's teardown, whose last garbage collection walks every object pyarrow, pandas
-    and NumPy made (0.12 s after a run on the bench, 0.03 s without it). Frozen, they are left
-    to be freed with the process. Exit handlers still run, and standard output is still
-    flushed; only objects in reference cycles go without their finalizers, and nothing the
-    commands leave open is one."""
+    interpreter's teardown, whose last garbage collection walks every object pyarrow and NumPy
+    (and pandas, where a run loads it) made: 0.12 s after a run on the bench, 0.03 s without
+    it, measured when pandas was loaded there. Frozen, they are left to be freed with the
+    process. Exit handlers still run, and standard output is still flushed; only objects in
+    reference cycles go without their finalizers, and nothing the commands leave open is one."""
     if sys.platform == "linux":  # before pyarrow is imported: it reads this once
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     try:

@@ -139,10 +139,10 @@ def clean_block(
     batches = job.source.read(block.part, block.start, block.stop, job.batch_size)
     writes: deque[tuple[Future[None], int]] = deque()
     queued_bytes = 0
-    # A shard writes a row group at a time, a pause every 16,384 rows (and the
-    # writer thread is as busy as this one): batches may wait for it meanwhile, so that this
-    # thread goes on cleaning. A queue of four row groups' worth beat one of one (in one process,
-    # median 0.86-0.91 s against 0.88-1.09 s a 200,000-row run).
+    # A shard writes a row group at a time, a pause every 16,384 rows, and the writer thread is
+    # as busy as this one: batches may wait for it meanwhile, so that this thread goes on
+    # cleaning. A queue of four row groups' worth beat one of one (in one process, median
+    # 0.86-0.91 s against 0.88-1.09 s for a 200,000-row run).
     queued_writes = max(2, QUEUED_ROWS // job.batch_size)
     try:
         row = block.start

@@ -1,6 +1,6 @@
 """Worker processes for `--workers N`, started before the cleaner is imported.
 
-A new worker spends its first half second importing pyarrow, pandas and the cleaner. Started
+A new worker spends its first quarter second importing pyarrow and the cleaner. Started
 first thing, it does that while this process does the same, and is ready when the first block
 is: on the 200,000-row bench that is most of the time a second worker can save. This module
 imports nothing heavy itself, so starting workers costs this process next to nothing.
