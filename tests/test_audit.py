@@ -474,3 +474,68 @@ def test_html_report_with_no_violations(tmp_path: Path) -> None:
     page = render_html(audit(str(source)))
     assert "No violations: nothing to chart." in page
     assert "No violations were found." in page
+
+
+def _per_row_samples(folder: Path, fmt: str, config: str, n: int, batch_size: int) -> Any:
+    """The first `n` rows of each code, with the fast path off: every row's codes come from the
+    per-row path, in input order."""
+    from transcript_clean.pipeline import clean_batch
+    from transcript_clean.policy import load_config
+    from transcript_clean.sources import open_source
+
+    picked: dict[str, list[tuple[str, int]]] = {}
+    src = open_source(str(folder))
+    for part in src.parts():
+
+        def on_row(number: int, row: Any, result: Any, name: str = part.name) -> None:
+            for code in result.actions:
+                if len(picked.setdefault(code, [])) < n:
+                    picked[code].append((name, number))
+
+        first = 0
+        for batch in src.read(part, batch_size=batch_size):
+            clean_batch(
+                batch,
+                load_config(config),
+                format=fmt,
+                source=part.name,
+                first_row=first,
+                on_row=on_row,
+                fast=False,
+            )
+            first += batch.num_rows
+    return picked
+
+
+@pytest.mark.parametrize(
+    ("fmt", "config", "n"),
+    [
+        ("openai", "default", 3),
+        ("openai", "strict", 1),
+        ("sharegpt", "default", 2),
+        ("anthropic", "default", 3),
+    ],
+)
+def test_samples_with_the_fast_path_are_those_of_the_per_row_path(
+    tmp_path: Path, fmt: str, config: str, n: int
+) -> None:
+    """The fast path settles most defective rows without the per-row path's `on_row`; the audit
+    still picks each code's first rows in input order, across batches, files and both paths."""
+    import pyarrow as pa
+
+    from transcript_clean.synthetic import arrow_schema, generate_rows
+
+    folder = tmp_path / "in"
+    folder.mkdir()
+    for i in range(2):
+        rows = [row for row, _ in generate_rows(700, format=fmt, seed=20 + i)]
+        table = pa.Table.from_pylist(rows, schema=arrow_schema(fmt))
+        pq.write_table(table, folder / f"part-{i}.parquet")
+    result = audit(folder, config=config, format=fmt, samples=n, batch_size=128)
+
+    expected = _per_row_samples(folder, fmt, config, n, 128)
+    got = {code: [(s.source, s.row) for s in chosen] for code, chosen in result.samples.items()}
+    assert got == expected
+    assert sum(map(len, got.values())) > 4 * n
+    reference = clean(folder, tmp_path / "out", config=config, format=fmt)
+    assert result.stats.records() == reference.stats.records()

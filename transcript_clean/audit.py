@@ -8,6 +8,7 @@ On top it measures the error rate and each code's share, compares them with a pr
 
 from __future__ import annotations
 
+import bisect
 import json
 import os
 import time
@@ -17,10 +18,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+import pyarrow as pa
+
 from transcript_clean.errors import OutputError, TranscriptCleanError
+from transcript_clean.fastpath import Verdicts
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.model import Message
-from transcript_clean.pipeline import clean_batch
+from transcript_clean.pipeline import clean_batch_parts
 from transcript_clean.policy import (
     CODES,
     TRAILING_TOOL_CALL,
@@ -220,7 +225,6 @@ def _baseline_from_summary(path: Path) -> Baseline:
 
 
 def _baseline_from_parquet(path: Path) -> Baseline:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     try:
@@ -280,27 +284,46 @@ class Sample:
 
 
 class _SampleCollector:
-    """`clean_batch`'s `on_row`: keeps the first `n` rows of each code, in input order."""
+    """Keeps the first `n` rows of each code, in input order: the per-row path's, as
+    `clean_batch`'s `on_row`, and the fast path's (`settled`), batch by batch."""
 
     def __init__(self, n: int) -> None:
         self.n = n
         self.rows: dict[tuple[str, int], Row] = {}
-        self.picked: dict[str, list[tuple[str, int, RowResult]]] = {}
+        self.picked: dict[str, list[tuple[tuple[int, int], str, int, RowResult | None]]] = {}
+        """Per code, the rows chosen so far, by (batch, row number), in that order."""
         self.source = ""
+        self.batch = 0
+        """The batch being looked at, counted from 0 in input order."""
 
     def __call__(self, number: int, row: Row, result: RowResult) -> None:
         for code in result.actions:
-            chosen = self.picked.setdefault(code, [])
-            if len(chosen) < self.n:
-                chosen.append((self.source, number, result))
-                self.rows[(self.source, number)] = row
+            if self._wants(code, number):
+                self._add(code, number, row, result)
+
+    def settled(self, table: pa.Table, verdicts: Verdicts, first_row: int) -> None:
+        """Offer the rows of `table` (which starts at row `first_row`) the fast path settled."""
+        for code, rows in verdicts.coded():
+            for i in np.flatnonzero(rows)[: self.n].tolist():
+                if self._wants(code, first_row + i):
+                    self._add(code, first_row + i, table.slice(i, 1).to_pylist()[0], None)
+
+    def _wants(self, code: str, number: int) -> bool:
+        chosen = self.picked.get(code, [])
+        return len(chosen) < self.n or (self.batch, number) < chosen[-1][0]
+
+    def _add(self, code: str, number: int, row: Row, result: RowResult | None) -> None:
+        chosen = self.picked.setdefault(code, [])
+        bisect.insort(chosen, ((self.batch, number), self.source, number, result))
+        self.rows[(self.source, number)] = row
+        del chosen[self.n :]
 
     def samples(self, fmt: Format, config: Config) -> dict[str, list[Sample]]:
         traced: dict[tuple[str, int], RowResult] = {}
         out: dict[str, list[Sample]] = {}
         for code, chosen in _by_code(self.picked):
             out[code] = []
-            for source, number, result in chosen:
+            for _, source, number, result in chosen:
                 key = (source, number)
                 if key not in traced:
                     traced[key] = _traced(self.rows[key], fmt, config, result)
@@ -308,15 +331,17 @@ class _SampleCollector:
         return out
 
 
-def _traced(row: Row, fmt: Format, config: Config, result: RowResult) -> RowResult:
+def _traced(row: Row, fmt: Format, config: Config, result: RowResult | None) -> RowResult:
     """The row cleaned again with `trace`, for the repairs' before and after. A conversation
     column of JSON text is parsed first, as `clean_batch` does; if it does not parse, the row was
-    rejected for it and `result` already says all there is."""
+    rejected for it and `result` (the per-row path's: the fast path leaves JSON text alone)
+    already says all there is."""
     value = row.get(fmt.column)
     if isinstance(value, str):
         try:
             row = {**row, fmt.column: json.loads(value)}
         except json.JSONDecodeError:
+            assert result is not None
             return result
     return clean_row(row, fmt, config, trace=True)
 
@@ -391,7 +416,7 @@ class AuditResult:
 
 
 def audit(
-    source: str | Source,
+    source: str | os.PathLike[str] | Source,
     *,
     config: Config | str | os.PathLike[str] | None = None,
     format: str | Format = "auto",
@@ -422,7 +447,7 @@ def audit(
 
         >>> audit("raw/", config="strict", max_error_rate=0.05).passed  # doctest: +SKIP
     """
-    from transcript_clean.engine.local import plan_blocks
+    from transcript_clean.engine.local import plan_blocks, with_verdicts
     from transcript_clean.run import DEFAULT_ROWS_PER_SHARD, resolve_format
 
     started = time.perf_counter()
@@ -442,7 +467,9 @@ def audit(
     src = (
         source
         if isinstance(source, Source)
-        else open_source(source, split=split, subset=subset, revision=revision, streaming=streaming)
+        else open_source(
+            os.fspath(source), split=split, subset=subset, revision=revision, streaming=streaming
+        )
     )
     if stats_out is not None:
         _check_stats_out(Path(stats_out), src, overwrite)
@@ -451,22 +478,28 @@ def audit(
     if on_start is not None:
         on_start(src, fmt, rows_total)
 
-    # The blocks `clean` would cut, read in order: the same rows, the same `first_row`s.
+    # The blocks `clean` would cut, read in order: the same rows, the same `first_row`s, and
+    # the same verdicts, worked out ahead as `clean` does.
     stats = Stats()
     collector = _SampleCollector(samples)
     for block in plan_blocks(src, DEFAULT_ROWS_PER_SHARD, limit):
         row = block.start
         collector.source = block.part.name
-        for batch in src.read(block.part, block.start, block.stop, batch_size):
-            batch_result = clean_batch(
+        batches = src.read(block.part, block.start, block.stop, batch_size)
+        for batch, verdicts in with_verdicts(batches, cfg, fmt):
+            cleaned = clean_batch_parts(
                 batch,
                 cfg,
                 format=fmt,
                 source=block.part.name,
                 first_row=row,
                 on_row=collector if samples else None,
+                verdicts=verdicts,
             )
-            stats.merge(batch_result.stats)
+            if samples and verdicts is not None:
+                collector.settled(cleaned.table, verdicts, row)
+            collector.batch += 1
+            stats.merge(cleaned.stats)
             row += batch.num_rows
             if progress is not None:
                 progress(batch.num_rows)

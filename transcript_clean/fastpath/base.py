@@ -15,6 +15,7 @@ from transcript_clean.policy import (
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
     ORPHAN_TOOL_RESULT,
+    TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
 )
 
@@ -95,6 +96,13 @@ class Verdicts:
     """The repaired rows' conversations, in order, as they are written."""
     rejects: list[FastReject] = field(default_factory=list)
     """Rows rejected as they are, each for one code."""
+
+    def coded(self) -> list[tuple[str, Mask]]:
+        """Per code, the rows settled here that have it (each row settled here has one)."""
+        coded = [(TRAILING_TOOL_CALL, self.trailing)] if self.trailing.any() else []
+        coded += ((r.code, r.rows) for r in self.repairs)
+        coded += ((r.code, r.rows) for r in self.rejects)
+        return coded
 
     @property
     def handled(self) -> Mask:
