@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats import get_format
 from transcript_clean.formats.sharegpt import ShareGPTFormat
-from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.policy import DEFAULT, EMPTY_ASSISTANT_TURN, STRICT, Config
 from transcript_clean.synthetic import generate_rows
 
 SHAREGPT = get_format("sharegpt")
@@ -203,3 +203,62 @@ def test_near_valid_rows_reach_every_verdict() -> None:
     tables = st.lists(st.tuples(near_valid(), st.none()), min_size=10, max_size=10).map(table_of)
     seen = verdicts_reached(tables, SHAREGPT)
     assert min(seen) >= 20, seen  # clean, pending at the end, and left to the per-row path
+
+
+def test_empty_assistant_turns_are_dropped_in_arrow() -> None:
+    def t(tag: str, value: str) -> dict[str, Any]:
+        return {"from": tag, "value": value}
+
+    fc = t("function_call", json.dumps(call()))
+    rows = [
+        [t("human", "q"), t("gpt", " "), t("human", "q2"), t("gpt", "a")],  # dropped here
+        [t("human", "q"), t("gpt", "a"), t("human", "q2"), t("gpt", ""), t("gpt", "")],  # twice
+        [t("human", "q"), t("gpt", " ")],  # no assistant turn would be left
+        [t("human", "q"), t("gpt", ""), t("human", "q2"), fc],  # and calls pending at the end
+        [t("human", "q"), fc, t("observation", "r"), t("gpt", "\u3000")],  # ends on the results
+        [t("human", "q"), t("gpt", "a"), t("gpt", " ")],  # and a second assistant turn
+    ]
+    table = table_of([(r, "Be brief.") for r in rows])
+    verdicts = fast_verdicts(
+        SHAREGPT, table.column("conversations"), repair=[EMPTY_ASSISTANT_TURN], keep_trailing=True
+    )
+    assert verdicts is not None
+    assert verdicts.repaired.tolist()[:4] == [True, False, False, False]
+    assert not verdicts.repaired[5]
+    assert verdicts.repaired_column is not None
+    assert verdicts.repaired_column.to_pylist()[0] == [rows[0][0], rows[0][2], rows[0][3]]
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, SHAREGPT)
+
+
+def test_a_dropped_turn_leaves_the_other_turns_fields_alone() -> None:
+    turn = pa.struct([("from", pa.string()), ("value", pa.string()), ("weight", pa.int64())])
+    rows = [
+        [
+            {"from": "human", "value": "q", "weight": 0},
+            {"from": "gpt", "value": " ", "weight": 1},
+            {"from": "human", "value": "q2", "weight": None},
+            {"from": "gpt", "value": "a", "weight": 1},
+        ]
+    ]
+    table = pa.table({"conversations": pa.array(rows, pa.list_(turn))})
+    verdicts = fast_verdicts(SHAREGPT, table.column("conversations"), repair=[EMPTY_ASSISTANT_TURN])
+    assert verdicts is not None and verdicts.repaired.tolist() == [True]
+    assert_fast_and_slow_agree(table, DEFAULT, SHAREGPT)
+
+
+def test_near_valid_rows_reach_the_empty_turn_repair() -> None:
+    repaired = [0]
+
+    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
+    @given(NEAR.filter(bool))
+    def collect(rows: list[tuple[list[dict[str, Any]], str | None]]) -> None:
+        table = table_of(rows)
+        verdicts = fast_verdicts(
+            SHAREGPT, table.column("conversations"), repair=[EMPTY_ASSISTANT_TURN]
+        )
+        assert verdicts is not None
+        repaired[0] += int(verdicts.repaired.sum())
+
+    collect()
+    assert repaired[0] >= 10, repaired

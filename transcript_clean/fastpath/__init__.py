@@ -7,7 +7,8 @@ Anthropic formats; and, in the OpenAI format, rows with a single kind of defect 
 repairs and Arrow can repair as the per-row path would: empty assistant turns (R1), calls with
 invalid arguments (R2), orphan results (R3), consecutive assistant text messages (R4) and
 unanswered calls, by a cut before the first (R5, where an assistant turn remains); and two
-kinds of reject, rows with no assistant message and rows R5's cut would leave with none. Those
+kinds of reject, rows with no assistant message and rows R5's cut would leave with none; in
+the ShareGPT format, rows whose only code is empty assistant turns (R1). Those
 rows never become Python objects; every other row takes the per-row path (`clean_mask` is the
 clean part alone). The verdicts are conservative: a row the fast path cannot prove (an unusual
 but valid shape, say) is merely left to the per-row path, so the two paths always agree.
@@ -45,16 +46,19 @@ def fast_verdicts(
     schema: pa.Schema | None = None,
 ) -> Verdicts | None:
     """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
-    only code is calls pending at the end (for a config that keeps them); and, for the OpenAI
-    format, those whose only code is one of `repair` (codes of `FAST_REPAIRS` the config
-    repairs), and rows it can reject as the per-row path would (`reject`: codes the config
-    rejects). `schema` is the batch's, when other columns matter to the format (the `system`
-    column of ShareGPT and Anthropic). None when this format or column shape has no fast path."""
+    only code is calls pending at the end (for a config that keeps them); those whose only code
+    is one of `repair` (codes of `FAST_REPAIRS` the config repairs: all of them for the OpenAI
+    format, empty assistant turns for ShareGPT); and, for the OpenAI format, rows it can reject
+    as the per-row path would (`reject`: codes the config rejects). `schema` is the batch's,
+    when other columns matter to the format (the `system` column of ShareGPT and Anthropic).
+    None when this format or column shape has no fast path."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if fmt.name == "openai":
         return openai_verdicts(array, keep_trailing=keep_trailing, repair=repair, reject=reject)
     if fmt.name == "sharegpt":
-        return sharegpt_verdicts(fmt, array, keep_trailing=keep_trailing, schema=schema)
+        return sharegpt_verdicts(
+            fmt, array, keep_trailing=keep_trailing, repair=repair, schema=schema
+        )
     if fmt.name == "anthropic":
         return anthropic_verdicts(array, keep_trailing=keep_trailing, schema=schema)
     return None

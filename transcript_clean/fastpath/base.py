@@ -250,3 +250,17 @@ def is_object(text: str) -> bool:
         return isinstance(loads(text), dict)
     except (ValueError, RecursionError):
         return False
+
+
+def drop_elements(
+    type_: pa.DataType, rows: int, values: pa.Array, drop: Mask, parent: Counts
+) -> pa.Array:
+    """A list column of `rows` rows from their flattened elements `values` (`parent` gives each
+    one's row; no row is null), without those flagged in `drop`."""
+    keep = ~drop
+    counts = np.bincount(parent[keep], minlength=rows)
+    large = pa.types.is_large_list(type_)
+    offsets = np.zeros(rows + 1, dtype=np.int64 if large else np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    kind = pa.LargeListArray if large else pa.ListArray
+    return kind.from_arrays(pa.array(offsets), values.filter(pa.array(keep)), type=type_)

@@ -19,6 +19,7 @@ from transcript_clean.fastpath.base import (
     Verdicts,
     as_mask,
     count,
+    drop_elements,
     field_type,
     flatten,
     indices,
@@ -533,7 +534,7 @@ def _repair(
         {int(at[i]): text for i, text in texts.items()},
         {int(at[i]): scan.names.get(i) for i in fresh},
     )
-    column = _drop_messages(type_, len(subset), values, drop[chosen], row_at[parent[chosen]])
+    column = drop_elements(type_, len(subset), values, drop[chosen], row_at[parent[chosen]])
     return column, counts
 
 
@@ -563,17 +564,3 @@ def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: dict[int, str | None]
         children.append(child)
     mask = msgs.is_null() if msgs.null_count else None
     return pa.StructArray.from_arrays(children, fields=list(msgs.type), mask=mask)
-
-
-def _drop_messages(
-    type_: pa.DataType, rows: int, values: pa.Array, drop: Mask, parent: Counts
-) -> pa.Array:
-    """A list column of `rows` rows from their flattened messages `values` (`parent` gives each
-    one's row; no row is null), without the flagged ones."""
-    keep = ~drop
-    counts = np.bincount(parent[keep], minlength=rows)
-    large = pa.types.is_large_list(type_)
-    offsets = np.zeros(rows + 1, dtype=np.int64 if large else np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    kind = pa.LargeListArray if large else pa.ListArray
-    return kind.from_arrays(pa.array(offsets), values.filter(pa.array(keep)), type=type_)

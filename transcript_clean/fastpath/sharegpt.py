@@ -1,23 +1,29 @@
 """The fast path for the ShareGPT format: which rows are canonical, decided on the flattened turns.
 
-A row is settled here when it is clean, or (for a config that keeps them) when its only code is
-calls pending at the end; every other row takes the per-row path, which repairs. Tags are read
-through the format's `tags`. `function_call` values are parsed (in Python: they are a small share
-of the turns), as is the value of an observation that answers several calls at once.
+A row is settled here when it is clean, when (for a config that keeps them) its only code is
+calls pending at the end, or when (for a config that drops them) its only code is empty
+assistant turns, which are dropped here (R1); every other row takes the per-row path. Tags are
+read through the format's `tags`. `function_call` values are parsed (in Python: they are a small
+share of the turns), as is the value of an observation that answers several calls at once.
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
+
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.fastpath.base import (
     NOT_SPACE,
+    FastRepair,
     Mask,
     Verdicts,
     as_mask,
     count,
+    drop_elements,
     field_type,
     flatten,
     indices,
@@ -30,16 +36,23 @@ from transcript_clean.fastpath.base import (
 )
 from transcript_clean.formats.base import Format
 from transcript_clean.formats.sharegpt import read_calls, split_list
+from transcript_clean.policy import EMPTY_ASSISTANT_TURN
 
 __all__ = ["sharegpt_verdicts"]
 
 
 def sharegpt_verdicts(
-    fmt: Format, array: pa.Array, *, keep_trailing: bool = False, schema: pa.Schema | None = None
+    fmt: Format,
+    array: pa.Array,
+    *,
+    keep_trailing: bool = False,
+    repair: Collection[str] = (),
+    schema: pa.Schema | None = None,
 ) -> Verdicts | None:
     """The clean rows (and, with `keep_trailing`, those whose only code is calls pending at the
-    end) of a ShareGPT conversation column; None when the column or the row's `system` column
-    has a shape this does not read."""
+    end) of a ShareGPT conversation column, and with `empty_assistant_turn` in `repair` those
+    whose only code is that, with their empty turns dropped (R1); None when the column or the
+    row's `system` column has a shape this does not read."""
     tags: dict[str, str] = dict(getattr(fmt, "tags", {}))
     if not tags or not _sharegpt_shape(array.type):
         return None
@@ -73,10 +86,12 @@ def sharegpt_verdicts(
     ends = said_turn & ~next_goes_on  # the last turn of each assistant message
 
     # Empty assistant turns: text that is blank, with no call after it.
+    empty = np.zeros(n, dtype=bool)
     gpt = np.flatnonzero(is_gpt & ~next_goes_on)
     if len(gpt):
         said = as_mask(pc.match_substring_regex(value.take(indices(gpt)), NOT_SPACE))
-        flag[gpt[~said]] = True
+        empty[gpt[~said]] = True
+    flag |= empty & (EMPTY_ASSISTANT_TURN not in repair)
 
     # The calls of each assistant message, parsed; a value that is not calls is malformed.
     calls = np.zeros(n, dtype=np.int64)
@@ -118,7 +133,48 @@ def sharegpt_verdicts(
 
     bad |= rows_with(flag, parent, rows)
     bad |= count(starts, parent, rows) == 0  # no_assistant_turn
-    return pending_verdicts(bad, parent, pending, keep_trailing=keep_trailing)
+    with_empty = rows_with(empty, parent, rows)
+    verdicts = pending_verdicts(bad | with_empty, parent, pending, keep_trailing=keep_trailing)
+    candidates = np.flatnonzero(with_empty & ~bad)
+    if len(candidates):
+        _drop_empty_turns(fmt, array, turns, parent, empty, candidates, verdicts)
+    return verdicts
+
+
+def _drop_empty_turns(
+    fmt: Format,
+    array: pa.Array,
+    turns: pa.Array,
+    parent: npt.NDArray[np.int64],
+    empty: Mask,
+    candidates: npt.NDArray[np.int64],
+    verdicts: Verdicts,
+) -> None:
+    """R1 for the rows at `candidates`, whose only flagged turns are empty assistant ones: drop
+    those, and settle the rows the scan of what is left finds clean, as the per-row path would
+    (it drops the turns and writes the others back unchanged). Another code the drop reveals, or
+    one the row had besides (calls pending at the end), leaves the row to the per-row path."""
+    rows = len(array)
+    row_at = np.full(rows, -1, dtype=np.int64)
+    row_at[candidates] = np.arange(len(candidates), dtype=np.int64)
+    chosen = np.flatnonzero(row_at[parent] >= 0)
+    fixed = drop_elements(
+        array.type,
+        len(candidates),
+        turns.take(indices(chosen)),
+        empty[chosen],
+        row_at[parent[chosen]],
+    )
+    again = sharegpt_verdicts(fmt, fixed)
+    assert again is not None  # the same type as `array`
+    ok = np.zeros(rows, dtype=bool)
+    ok[candidates[again.clean]] = True
+    if ok.any():
+        verdicts.repairs.append(
+            FastRepair(EMPTY_ASSISTANT_TURN, "dropped", ok, count(empty, parent, rows))
+        )
+        verdicts.repaired |= ok
+        verdicts.repaired_column = fixed.filter(pa.array(again.clean))
 
 
 def _sharegpt_shape(type_: pa.DataType) -> bool:
