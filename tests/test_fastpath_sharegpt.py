@@ -20,7 +20,13 @@ from hypothesis import strategies as st
 from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats import get_format
 from transcript_clean.formats.sharegpt import ShareGPTFormat
-from transcript_clean.policy import DEFAULT, EMPTY_ASSISTANT_TURN, STRICT, Config
+from transcript_clean.policy import (
+    DEFAULT,
+    EMPTY_ASSISTANT_TURN,
+    ORPHAN_TOOL_RESULT,
+    STRICT,
+    Config,
+)
 from transcript_clean.synthetic import generate_rows
 
 SHAREGPT = get_format("sharegpt")
@@ -247,16 +253,48 @@ def test_a_dropped_turn_leaves_the_other_turns_fields_alone() -> None:
     assert_fast_and_slow_agree(table, DEFAULT, SHAREGPT)
 
 
-def test_near_valid_rows_reach_the_empty_turn_repair() -> None:
+def test_orphan_observations_are_dropped_in_arrow() -> None:
+    def t(tag: str, value: str) -> dict[str, Any]:
+        return {"from": tag, "value": value}
+
+    fc = t("function_call", json.dumps(call()))
+    rows = [
+        [t("human", "q"), t("observation", "x"), t("gpt", "a")],  # dropped here
+        [t("observation", "x"), t("observation", "y"), t("human", "q"), t("gpt", "a")],  # a run
+        [t("human", "q"), t("gpt", "a"), t("observation", '["x", "y"]'), t("human", "q2")],
+        # between two assistant turns: left merged, with a second code, by the per-row path
+        [t("human", "q"), t("gpt", "look"), t("observation", "x"), fc, t("observation", "r")],
+        [t("human", "q"), fc, t("observation", "r"), t("observation", "s"), t("gpt", "a")],
+        [t("human", "q"), t("gpt", " "), t("observation", "x"), t("human", "q"), t("gpt", "a")],
+    ]  # the fifth: one call, two results; the second, past the calls, is dropped
+    table = table_of([(r, None) for r in rows])
+    repair = [EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT]
+    verdicts = fast_verdicts(SHAREGPT, table.column("conversations"), repair=repair)
+    assert verdicts is not None
+    assert verdicts.repaired.tolist() == [True, True, True, False, True, False]
+    assert verdicts.repaired_column is not None
+    fixed = verdicts.repaired_column.to_pylist()
+    assert fixed[1] == rows[1][2:]
+    assert fixed[3] == rows[4][:3] + rows[4][4:]
+    [fix] = verdicts.repairs
+    assert (fix.code, fix.action, fix.occurrences.tolist()[:5]) == (
+        ORPHAN_TOOL_RESULT,
+        "repaired",
+        [1, 2, 1, 0, 1],
+    )
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, SHAREGPT)
+
+
+@pytest.mark.parametrize("code", [EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT])
+def test_near_valid_rows_reach_each_repair(code: str) -> None:
     repaired = [0]
 
-    @settings(max_examples=60, derandomize=True, database=None, deadline=None)
+    @settings(max_examples=200, derandomize=True, database=None, deadline=None)
     @given(NEAR.filter(bool))
     def collect(rows: list[tuple[list[dict[str, Any]], str | None]]) -> None:
         table = table_of(rows)
-        verdicts = fast_verdicts(
-            SHAREGPT, table.column("conversations"), repair=[EMPTY_ASSISTANT_TURN]
-        )
+        verdicts = fast_verdicts(SHAREGPT, table.column("conversations"), repair=[code])
         assert verdicts is not None
         repaired[0] += int(verdicts.repaired.sum())
 

@@ -36,7 +36,7 @@ from transcript_clean.fastpath.base import (
 )
 from transcript_clean.formats.base import Format
 from transcript_clean.formats.sharegpt import read_calls, split_list
-from transcript_clean.policy import EMPTY_ASSISTANT_TURN
+from transcript_clean.policy import EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT
 
 __all__ = ["sharegpt_verdicts"]
 
@@ -91,7 +91,6 @@ def sharegpt_verdicts(
     if len(gpt):
         said = as_mask(pc.match_substring_regex(value.take(indices(gpt)), NOT_SPACE))
         empty[gpt[~said]] = True
-    flag |= empty & (EMPTY_ASSISTANT_TURN not in repair)
 
     # The calls of each assistant message, parsed; a value that is not calls is malformed.
     calls = np.zeros(n, dtype=np.int64)
@@ -126,35 +125,68 @@ def sharegpt_verdicts(
         fits[split] = [
             split_list(t, int(k)) is not None for t, k in zip(texts, answers[split], strict=True)
         ]
-    flag[run_starts[~fits]] = True  # answers == 0: an orphan run
+    # Orphans: a run that answers nothing, or the turns of a run past one per call (results
+    # pair with calls by position). A whole run between two assistant turns is left alone:
+    # dropped, it leaves them consecutive, which the per-row path merges, with a second code.
+    run_ends = run_starts + run_len - 1
+    after = np.minimum(run_ends + 1, n - 1)
+    between = same_prev[run_starts] & said_turn[before] & same_next[run_ends] & said_turn[after]
+    orphan_run = (answers == 0) & ~between
+    extra_run = (answers >= 1) & (run_len > answers)
+    flag[run_starts[~fits & ~orphan_run & ~extra_run]] = True
+    obs = np.flatnonzero(is_obs)
+    place = obs - run_starts[run_of[obs]]  # each observation's place in its run
+    orphan = np.zeros(n, dtype=bool)
+    orphan[obs] = orphan_run[run_of[obs]] | (
+        extra_run[run_of[obs]] & (place >= answers[run_of[obs]])
+    )
     next_obs = np.zeros(n, dtype=bool)
     next_obs[:-1] = is_obs[1:]
     flag |= calling_end & same_next & ~next_obs  # unanswered (or a system turn first)
 
+    # Turns the config drops (R1) or whose results it drops (R3), which this can drop too.
+    droppable = {EMPTY_ASSISTANT_TURN: empty, ORPHAN_TOOL_RESULT: orphan}
+    for code, turns_ in droppable.items():
+        if code not in repair:
+            flag |= turns_
+    droppable = {code: turns_ for code, turns_ in droppable.items() if code in repair}
     bad |= rows_with(flag, parent, rows)
     bad |= count(starts, parent, rows) == 0  # no_assistant_turn
-    with_empty = rows_with(empty, parent, rows)
-    verdicts = pending_verdicts(bad | with_empty, parent, pending, keep_trailing=keep_trailing)
-    candidates = np.flatnonzero(with_empty & ~bad)
-    if len(candidates):
-        _drop_empty_turns(fmt, array, turns, parent, empty, candidates, verdicts)
+    with_code = {code: rows_with(turns_, parent, rows) for code, turns_ in droppable.items()}
+    coded = np.logical_or.reduce([np.zeros(rows, dtype=bool), *with_code.values()])
+    verdicts = pending_verdicts(bad | coded, parent, pending, keep_trailing=keep_trailing)
+    if (coded & ~bad).any():
+        _drop_turns(fmt, array, turns, parent, droppable, with_code, ~bad, verdicts)
     return verdicts
 
 
-def _drop_empty_turns(
+def _drop_turns(
     fmt: Format,
     array: pa.Array,
     turns: pa.Array,
     parent: npt.NDArray[np.int64],
-    empty: Mask,
-    candidates: npt.NDArray[np.int64],
+    droppable: dict[str, Mask],
+    with_code: dict[str, Mask],
+    unflagged: Mask,
     verdicts: Verdicts,
 ) -> None:
-    """R1 for the rows at `candidates`, whose only flagged turns are empty assistant ones: drop
-    those, and settle the rows the scan of what is left finds clean, as the per-row path would
-    (it drops the turns and writes the others back unchanged). Another code the drop reveals, or
-    one the row had besides (calls pending at the end), leaves the row to the per-row path."""
+    """R1 and R3 for the rows whose only flagged turns are empty assistant ones, or orphan
+    observations (one code a row): drop those, and settle the rows the scan of what is left
+    finds clean, as the per-row path would (it drops the turns and writes the others back
+    unchanged). Another code the drop reveals, or one the row had besides (calls pending at the
+    end), leaves the row to the per-row path."""
     rows = len(array)
+    alone: dict[str, Mask] = {}
+    drop = np.zeros(len(parent), dtype=bool)
+    for code, rows_ in with_code.items():
+        alone[code] = rows_ & unflagged
+        for other, other_rows in with_code.items():
+            if other != code:
+                alone[code] &= ~other_rows
+        drop |= droppable[code] & alone[code][parent]
+    candidates = np.flatnonzero(np.logical_or.reduce(list(alone.values())))
+    if not len(candidates):
+        return
     row_at = np.full(rows, -1, dtype=np.int64)
     row_at[candidates] = np.arange(len(candidates), dtype=np.int64)
     chosen = np.flatnonzero(row_at[parent] >= 0)
@@ -162,17 +194,19 @@ def _drop_empty_turns(
         array.type,
         len(candidates),
         turns.take(indices(chosen)),
-        empty[chosen],
+        drop[chosen],
         row_at[parent[chosen]],
     )
     again = sharegpt_verdicts(fmt, fixed)
     assert again is not None  # the same type as `array`
     ok = np.zeros(rows, dtype=bool)
     ok[candidates[again.clean]] = True
+    for code, rows_ in alone.items():
+        if (rows_ & ok).any():
+            action = "dropped" if code == EMPTY_ASSISTANT_TURN else "repaired"
+            occurrences = count(droppable[code], parent, rows)
+            verdicts.repairs.append(FastRepair(code, action, rows_ & ok, occurrences))
     if ok.any():
-        verdicts.repairs.append(
-            FastRepair(EMPTY_ASSISTANT_TURN, "dropped", ok, count(empty, parent, rows))
-        )
         verdicts.repaired |= ok
         verdicts.repaired_column = fixed.filter(pa.array(again.clean))
 
