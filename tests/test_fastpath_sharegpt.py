@@ -23,6 +23,7 @@ from transcript_clean.formats.sharegpt import ShareGPTFormat
 from transcript_clean.policy import (
     DEFAULT,
     EMPTY_ASSISTANT_TURN,
+    NO_ASSISTANT_TURN,
     ORPHAN_TOOL_RESULT,
     STRICT,
     Config,
@@ -300,3 +301,27 @@ def test_near_valid_rows_reach_each_repair(code: str) -> None:
 
     collect()
     assert repaired[0] >= 10, repaired
+
+
+def test_rows_with_no_assistant_turn_are_rejected_in_arrow() -> None:
+    def t(tag: str, value: str) -> dict[str, Any]:
+        return {"from": tag, "value": value}
+
+    rows = [
+        [t("human", "q")],  # rejected here
+        [t("system", "s"), t("human", "q"), t("human", "again")],  # rejected here
+        [t("human", "q"), t("observation", "x")],  # and an orphan result
+        [],  # nothing at all
+        [t("human", "q"), t("gpt", "a")],
+    ]
+    table = table_of([(r, "Be brief.") for r in rows])
+    column = table.column("conversations")
+    verdicts = fast_verdicts(SHAREGPT, column, reject=[NO_ASSISTANT_TURN])
+    assert verdicts is not None
+    [reject] = verdicts.rejects
+    assert reject.rows.tolist() == [True, True, False, False, False]
+    assert reject.messages == ["the transcript has no assistant turn"] * 2
+    unasked = fast_verdicts(SHAREGPT, column)
+    assert unasked is not None and not unasked.rejects
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, SHAREGPT)

@@ -57,7 +57,7 @@ def fast_verdicts(
         return openai_verdicts(array, keep_trailing=keep_trailing, repair=repair, reject=reject)
     if fmt.name == "sharegpt":
         return sharegpt_verdicts(
-            fmt, array, keep_trailing=keep_trailing, repair=repair, schema=schema
+            fmt, array, keep_trailing=keep_trailing, repair=repair, reject=reject, schema=schema
         )
     if fmt.name == "anthropic":
         return anthropic_verdicts(array, keep_trailing=keep_trailing, schema=schema)

@@ -18,6 +18,7 @@ import pyarrow.compute as pc
 
 from transcript_clean.fastpath.base import (
     NOT_SPACE,
+    FastReject,
     FastRepair,
     Mask,
     Verdicts,
@@ -36,7 +37,7 @@ from transcript_clean.fastpath.base import (
 )
 from transcript_clean.formats.base import Format
 from transcript_clean.formats.sharegpt import read_calls, split_list
-from transcript_clean.policy import EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT
+from transcript_clean.policy import EMPTY_ASSISTANT_TURN, NO_ASSISTANT_TURN, ORPHAN_TOOL_RESULT
 
 __all__ = ["sharegpt_verdicts"]
 
@@ -47,12 +48,15 @@ def sharegpt_verdicts(
     *,
     keep_trailing: bool = False,
     repair: Collection[str] = (),
+    reject: Collection[str] = (),
     schema: pa.Schema | None = None,
 ) -> Verdicts | None:
     """The clean rows (and, with `keep_trailing`, those whose only code is calls pending at the
-    end) of a ShareGPT conversation column, and with `empty_assistant_turn` in `repair` those
-    whose only code is that, with their empty turns dropped (R1); None when the column or the
-    row's `system` column has a shape this does not read."""
+    end) of a ShareGPT conversation column; the rows whose only code is empty assistant turns
+    (R1) or orphan observations (R3), with those dropped, for the codes in `repair`; and with
+    `no_assistant_turn` in `reject`, the rows with no assistant turn and nothing else to say,
+    rejected. None when the column or the row's `system` column has a shape this does not
+    read."""
     tags: dict[str, str] = dict(getattr(fmt, "tags", {}))
     if not tags or not _sharegpt_shape(array.type):
         return None
@@ -151,10 +155,15 @@ def sharegpt_verdicts(
             flag |= turns_
     droppable = {code: turns_ for code, turns_ in droppable.items() if code in repair}
     bad |= rows_with(flag, parent, rows)
-    bad |= count(starts, parent, rows) == 0  # no_assistant_turn
     with_code = {code: rows_with(turns_, parent, rows) for code, turns_ in droppable.items()}
     coded = np.logical_or.reduce([np.zeros(rows, dtype=bool), *with_code.values()])
-    verdicts = pending_verdicts(bad | coded, parent, pending, keep_trailing=keep_trailing)
+    lacking = count(starts, parent, rows) == 0  # no_assistant_turn
+    verdicts = pending_verdicts(bad | lacking | coded, parent, pending, keep_trailing=keep_trailing)
+    alone = lacking & ~bad & ~coded
+    if NO_ASSISTANT_TURN in reject and alone.any():
+        why = ["the transcript has no assistant turn"] * int(alone.sum())
+        verdicts.rejects.append(FastReject(NO_ASSISTANT_TURN, alone, alone.astype(np.int64), why))
+    bad |= lacking
     if (coded & ~bad).any():
         _drop_turns(fmt, array, turns, parent, droppable, with_code, ~bad, verdicts)
     return verdicts
