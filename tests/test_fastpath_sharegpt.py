@@ -21,6 +21,7 @@ from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats import get_format
 from transcript_clean.formats.sharegpt import ShareGPTFormat
 from transcript_clean.policy import (
+    CONSECUTIVE_ASSISTANT,
     DEFAULT,
     EMPTY_ASSISTANT_TURN,
     NO_ASSISTANT_TURN,
@@ -167,9 +168,13 @@ def near_valid(draw: st.DrawFn) -> list[dict[str, Any]]:
     out: list[dict[str, Any]] = []
     for _ in range(draw(st.integers(1, 3))):
         out.append(turn(draw(st.sampled_from(["human", "human", "system"])), "q"))
-        kind = draw(st.sampled_from(["chat", "one", "two", "list", "split", "said", "chat"]))
-        if kind == "chat":
+        kind = draw(
+            st.sampled_from(["chat", "one", "two", "list", "split", "said", "chat", "twice"])
+        )
+        if kind in ("chat", "twice"):
             out.append(turn("gpt", draw(st.sampled_from(["a", "a", " ", ""]))))
+            if kind == "twice":
+                out.append(turn("gpt", draw(st.sampled_from(["a", "b", " "]))))
             continue
         if kind == "said":
             out.append(turn("gpt", draw(st.sampled_from(["let me look", "", " "]))))
@@ -287,7 +292,7 @@ def test_orphan_observations_are_dropped_in_arrow() -> None:
         assert_fast_and_slow_agree(table, config, SHAREGPT)
 
 
-@pytest.mark.parametrize("code", [EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT])
+@pytest.mark.parametrize("code", [EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT, CONSECUTIVE_ASSISTANT])
 def test_near_valid_rows_reach_each_repair(code: str) -> None:
     repaired = [0]
 
@@ -325,3 +330,54 @@ def test_rows_with_no_assistant_turn_are_rejected_in_arrow() -> None:
     assert unasked is not None and not unasked.rejects
     for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, SHAREGPT)
+
+
+def test_consecutive_assistant_turns_are_merged_in_arrow() -> None:
+    def t(tag: str, value: str) -> dict[str, Any]:
+        return {"from": tag, "value": value}
+
+    fc = t("function_call", json.dumps(call()))
+    rows = [
+        [t("human", "q"), t("gpt", "a"), t("gpt", "b")],  # merged here
+        [t("human", "q"), t("gpt", "a"), t("gpt", "a"), t("human", "q2"), t("gpt", "c")],  # same
+        [t("human", "q"), t("gpt", "a"), t("gpt", "b"), t("gpt", "c")],  # three in a row
+        [t("human", "q"), t("gpt", "a"), t("gpt", "b"), fc, t("observation", "r")],  # and calls
+        [t("human", "q"), fc, t("observation", "r"), t("gpt", "a"), t("gpt", "b")],  # merged here
+        [t("human", "q"), fc, t("gpt", "b"), t("observation", "r")],  # after calls: unrepairable
+    ]
+    table = table_of([(r, None) for r in rows])
+    verdicts = fast_verdicts(
+        SHAREGPT, table.column("conversations"), repair=[CONSECUTIVE_ASSISTANT]
+    )
+    assert verdicts is not None
+    assert verdicts.repaired.tolist() == [True, True, False, False, True, False]
+    assert verdicts.repaired_column is not None
+    fixed = verdicts.repaired_column.to_pylist()
+    assert fixed[0] == [t("human", "q"), t("gpt", "a\n\nb")]
+    assert fixed[1] == [t("human", "q"), t("gpt", "a"), t("human", "q2"), t("gpt", "c")]
+    assert fixed[2] == [*rows[4][:3], t("gpt", "a\n\nb")]
+    [fix] = verdicts.repairs
+    assert (fix.code, fix.action) == (CONSECUTIVE_ASSISTANT, "repaired")
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, SHAREGPT)
+
+
+def test_a_merged_turn_keeps_the_first_turns_other_fields() -> None:
+    turn = pa.struct([("from", pa.string()), ("value", pa.string()), ("weight", pa.int64())])
+    rows = [
+        [
+            {"from": "human", "value": "q", "weight": 0},
+            {"from": "gpt", "value": "a", "weight": 1},
+            {"from": "gpt", "value": "b", "weight": 0},
+        ]
+    ]
+    table = pa.table({"conversations": pa.array(rows, pa.list_(turn))})
+    column = table.column("conversations")
+    verdicts = fast_verdicts(SHAREGPT, column, repair=[CONSECUTIVE_ASSISTANT])
+    assert verdicts is not None and verdicts.repaired_column is not None
+    assert verdicts.repaired_column.to_pylist()[0][1] == {
+        "from": "gpt",
+        "value": "a\n\nb",
+        "weight": 1,
+    }
+    assert_fast_and_slow_agree(table, DEFAULT, SHAREGPT)

@@ -264,3 +264,21 @@ def drop_elements(
     np.cumsum(counts, out=offsets[1:])
     kind = pa.LargeListArray if large else pa.ListArray
     return kind.from_arrays(pa.array(offsets), values.filter(pa.array(keep)), type=type_)
+
+
+def with_field(structs: pa.Array, name: str, values: dict[int, str]) -> pa.Array:
+    """A struct array with its text field `name` set to `values` at their positions."""
+    if not values:
+        return structs
+    n = len(structs)
+    positions = np.array(sorted(values), dtype=np.int64)
+    children = []
+    for child_field, child in zip(structs.type, structs.flatten(), strict=True):
+        if child_field.name == name:
+            new = pa.array([values[int(p)] for p in positions], child.type)
+            index = np.arange(n, dtype=np.int64)
+            index[positions] = n + np.arange(len(positions), dtype=np.int64)
+            child = pa.concat_arrays([child, new]).take(indices(index))
+        children.append(child)
+    mask = structs.is_null() if structs.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(structs.type), mask=mask)

@@ -34,10 +34,16 @@ from transcript_clean.fastpath.base import (
     rows_with,
     shift,
     text_or_absent,
+    with_field,
 )
-from transcript_clean.formats.base import Format
+from transcript_clean.formats.base import Format, join_texts
 from transcript_clean.formats.sharegpt import read_calls, split_list
-from transcript_clean.policy import EMPTY_ASSISTANT_TURN, NO_ASSISTANT_TURN, ORPHAN_TOOL_RESULT
+from transcript_clean.policy import (
+    CONSECUTIVE_ASSISTANT,
+    EMPTY_ASSISTANT_TURN,
+    NO_ASSISTANT_TURN,
+    ORPHAN_TOOL_RESULT,
+)
 
 __all__ = ["sharegpt_verdicts"]
 
@@ -84,10 +90,18 @@ def sharegpt_verdicts(
     # A function_call right after a gpt or function_call turn is the same assistant message.
     goes_on = is_call & shift(said_turn) & same_prev
     starts = said_turn & ~goes_on
-    flag |= is_gpt & shift(said_turn) & same_prev  # consecutive_assistant
     next_goes_on = np.zeros(n, dtype=bool)
     next_goes_on[:-1] = goes_on[1:]
     ends = said_turn & ~next_goes_on  # the last turn of each assistant message
+
+    # Consecutive assistant messages. R4 is done here for a text turn right after another, when
+    # neither makes calls and no third one follows: the second is dropped, and its text appended
+    # to the first's unless the two say the same.
+    second = is_gpt & shift(said_turn) & same_prev
+    next_second = np.zeros(n, dtype=bool)
+    next_second[:-1] = second[1:]
+    merged = second & shift(is_gpt) & ~next_goes_on & ~shift(second) & ~next_second
+    flag |= second & ~merged
 
     # Empty assistant turns: text that is blank, with no call after it.
     empty = np.zeros(n, dtype=bool)
@@ -148,8 +162,13 @@ def sharegpt_verdicts(
     next_obs[:-1] = is_obs[1:]
     flag |= calling_end & same_next & ~next_obs  # unanswered (or a system turn first)
 
-    # Turns the config drops (R1) or whose results it drops (R3), which this can drop too.
-    droppable = {EMPTY_ASSISTANT_TURN: empty, ORPHAN_TOOL_RESULT: orphan}
+    # Turns the config drops (R1), whose results it drops (R3) or that it merges into the turn
+    # before (R4), which this can drop too.
+    droppable = {
+        EMPTY_ASSISTANT_TURN: empty,
+        ORPHAN_TOOL_RESULT: orphan,
+        CONSECUTIVE_ASSISTANT: merged,
+    }
     for code, turns_ in droppable.items():
         if code not in repair:
             flag |= turns_
@@ -169,6 +188,21 @@ def sharegpt_verdicts(
     return verdicts
 
 
+def _merged_texts(turns: pa.Array, merged: Mask) -> dict[int, str]:
+    """The new text of each turn a merged one follows (R4), where the two say different things."""
+    if not merged.any():
+        return {}
+    value = pc.struct_field(turns, "value")
+    seconds = np.flatnonzero(merged)
+    firsts = value.take(indices(seconds - 1)).to_pylist()
+    thens = value.take(indices(seconds)).to_pylist()
+    return {
+        i - 1: join_texts([first, then])
+        for i, first, then in zip(seconds.tolist(), firsts, thens, strict=True)
+        if then != first
+    }
+
+
 def _drop_turns(
     fmt: Format,
     array: pa.Array,
@@ -179,9 +213,10 @@ def _drop_turns(
     unflagged: Mask,
     verdicts: Verdicts,
 ) -> None:
-    """R1 and R3 for the rows whose only flagged turns are empty assistant ones, or orphan
-    observations (one code a row): drop those, and settle the rows the scan of what is left
-    finds clean, as the per-row path would (it drops the turns and writes the others back
+    """R1, R3 and R4 for the rows whose only flagged turns are empty assistant ones, orphan
+    observations, or assistant turns to merge into the one before (one code a row): drop those
+    (appending a merged turn's text to the turn before), and settle the rows the scan of what
+    is left finds clean, as the per-row path would (it writes the other turns back
     unchanged). Another code the drop reveals, or one the row had besides (calls pending at the
     end), leaves the row to the per-row path."""
     rows = len(array)
@@ -199,13 +234,19 @@ def _drop_turns(
     row_at = np.full(rows, -1, dtype=np.int64)
     row_at[candidates] = np.arange(len(candidates), dtype=np.int64)
     chosen = np.flatnonzero(row_at[parent] >= 0)
-    fixed = drop_elements(
-        array.type,
-        len(candidates),
-        turns.take(indices(chosen)),
-        drop[chosen],
-        row_at[parent[chosen]],
+    values = turns.take(indices(chosen))
+    merged = droppable.get(CONSECUTIVE_ASSISTANT)
+    texts = (
+        {}
+        if merged is None
+        else _merged_texts(turns, merged & alone[CONSECUTIVE_ASSISTANT][parent])
     )
+    if texts:
+        at = np.full(len(parent), -1, dtype=np.int64)
+        at[chosen] = np.arange(len(chosen), dtype=np.int64)
+        mine = {int(at[i]): text for i, text in texts.items() if at[i] >= 0}
+        values = with_field(values, "value", mine)
+    fixed = drop_elements(array.type, len(candidates), values, drop[chosen], row_at[parent[chosen]])
     again = sharegpt_verdicts(fmt, fixed)
     assert again is not None  # the same type as `array`
     ok = np.zeros(rows, dtype=bool)
