@@ -270,15 +270,21 @@ def with_field(structs: pa.Array, name: str, values: dict[int, str]) -> pa.Array
     """A struct array with its text field `name` set to `values` at their positions."""
     if not values:
         return structs
-    n = len(structs)
     positions = np.array(sorted(values), dtype=np.int64)
     children = []
     for child_field, child in zip(structs.type, structs.flatten(), strict=True):
         if child_field.name == name:
-            new = pa.array([values[int(p)] for p in positions], child.type)
-            index = np.arange(n, dtype=np.int64)
-            index[positions] = n + np.arange(len(positions), dtype=np.int64)
-            child = pa.concat_arrays([child, new]).take(indices(index))
+            child = replaced(
+                child, positions, pa.array([values[int(p)] for p in positions], child.type)
+            )
         children.append(child)
     mask = structs.is_null() if structs.null_count else None
     return pa.StructArray.from_arrays(children, fields=list(structs.type), mask=mask)
+
+
+def replaced(array: pa.Array, positions: Counts, new: pa.Array) -> pa.Array:
+    """`array` with its elements at `positions` (in order) replaced by those of `new`."""
+    n = len(array)
+    index = np.arange(n, dtype=np.int64)
+    index[positions] = n + np.arange(len(positions), dtype=np.int64)
+    return pa.concat_arrays([array, new]).take(indices(index))

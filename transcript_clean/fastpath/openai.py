@@ -27,6 +27,7 @@ from transcript_clean.fastpath.base import (
     neighbours,
     objects,
     repeated,
+    replaced,
     rows_with,
     shift,
 )
@@ -544,7 +545,6 @@ def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: dict[int, str | None]
     content, and no other field."""
     if not texts:
         return msgs
-    n = len(msgs)
     fresh_positions = np.array(sorted(fresh), dtype=np.int64)
     children = []
     for child_field, child in zip(msgs.type, msgs.flatten(), strict=True):
@@ -558,9 +558,7 @@ def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: dict[int, str | None]
         elif child_field.name not in ("role", "tool_call_id"):
             new = pa.nulls(len(positions), child.type)
         if new is not None and len(positions):
-            index = np.arange(n, dtype=np.int64)
-            index[positions] = n + np.arange(len(positions), dtype=np.int64)
-            child = pa.concat_arrays([child, new]).take(indices(index))
+            child = replaced(child, positions, new)
         children.append(child)
     mask = msgs.is_null() if msgs.null_count else None
     return pa.StructArray.from_arrays(children, fields=list(msgs.type), mask=mask)
