@@ -24,9 +24,11 @@ from transcript_clean.policy import (
     CONSECUTIVE_ASSISTANT,
     DEFAULT,
     EMPTY_ASSISTANT_TURN,
+    MALFORMED_ROW,
     NO_ASSISTANT_TURN,
     ORPHAN_TOOL_RESULT,
     STRICT,
+    UNKNOWN_ROLE,
     Config,
 )
 from transcript_clean.synthetic import generate_rows
@@ -381,3 +383,31 @@ def test_a_merged_turn_keeps_the_first_turns_other_fields() -> None:
         "weight": 1,
     }
     assert_fast_and_slow_agree(table, DEFAULT, SHAREGPT)
+
+
+def test_rows_the_decoder_cannot_read_are_rejected_for_their_first_bad_turn() -> None:
+    def t(tag: str | None, value: str | None) -> dict[str, Any]:
+        return {"from": tag, "value": value}
+
+    rows: list[list[Any]] = [
+        [t("human", "q"), t("robot", "x"), t("gpt", None)],  # the unknown tag first
+        [t("human", "q"), t("gpt", None), t("robot", "x")],  # the missing value first
+        [t("human", "q"), t(None, "x"), t("gpt", "a")],  # no tag
+        [t("human", "q"), None, t("gpt", "a")],  # no turn
+        [t("human", "q"), t("gpt", "a")],
+    ]
+    table = table_of([(r, None) for r in rows])
+    verdicts = fast_verdicts(
+        SHAREGPT, table.column("conversations"), reject=[MALFORMED_ROW, UNKNOWN_ROLE]
+    )
+    assert verdicts is not None
+    found = {r.code: (np.flatnonzero(r.rows).tolist(), r.messages) for r in verdicts.rejects}
+    assert found[UNKNOWN_ROLE][0] == [0]
+    assert found[UNKNOWN_ROLE][1][0].startswith('conversations[1].from: unknown tag "robot"')
+    assert found[MALFORMED_ROW][0] == [1, 2, 3]
+    assert found[MALFORMED_ROW][1][0] == 'conversations[1]: missing "value"'
+    only_unknown = fast_verdicts(SHAREGPT, table.column("conversations"), reject=[UNKNOWN_ROLE])
+    assert only_unknown is not None
+    assert [r.code for r in only_unknown.rejects] == [UNKNOWN_ROLE]
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, SHAREGPT)

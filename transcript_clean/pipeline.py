@@ -18,13 +18,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.errors import FormatError
-from transcript_clean.fastpath import FAST_REPAIRS, Verdicts, fast_verdicts
+from transcript_clean.fastpath import FAST_REJECTS, FAST_REPAIRS, Verdicts, fast_verdicts
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.policy import (
     DEFAULT,
     EMPTY_ASSISTANT_TURN,
     MALFORMED_ROW,
-    NO_ASSISTANT_TURN,
     TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
     Config,
@@ -127,9 +126,7 @@ def batch_verdicts(
         table.column(fmt.column),
         keep_trailing=codes and config.action(TRAILING_TOOL_CALL) == "keep",
         repair=[c for c in FAST_REPAIRS if codes and _repairs_in_arrow(config, c)],
-        reject=[NO_ASSISTANT_TURN]
-        if codes and config.action(NO_ASSISTANT_TURN) == "reject"
-        else [],
+        reject=[c for c in FAST_REJECTS if codes and config.action(c) == "reject"],
         schema=table.schema,
     )
 

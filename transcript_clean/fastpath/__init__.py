@@ -8,7 +8,9 @@ repairs and Arrow can repair as the per-row path would: empty assistant turns (R
 invalid arguments (R2), orphan results (R3), consecutive assistant text messages (R4) and
 unanswered calls, by a cut before the first (R5, where an assistant turn remains); and two
 kinds of reject, rows with no assistant message and rows R5's cut would leave with none; in
-the ShareGPT format, rows whose only code is empty assistant turns (R1). Those
+the ShareGPT format, rows whose only code is empty assistant turns (R1), orphan observations
+(R3) or consecutive assistant turns (R4), and rows with no assistant turn or a turn the decoder
+cannot read, rejected. Those
 rows never become Python objects; every other row takes the per-row path (`clean_mask` is the
 clean part alone). The verdicts are conservative: a row the fast path cannot prove (an unusual
 but valid shape, say) is merely left to the per-row path, so the two paths always agree.
@@ -21,12 +23,27 @@ from collections.abc import Collection
 import pyarrow as pa
 
 from transcript_clean.fastpath.anthropic import anthropic_verdicts
-from transcript_clean.fastpath.base import FAST_REPAIRS, FastReject, FastRepair, Mask, Verdicts
+from transcript_clean.fastpath.base import (
+    FAST_REJECTS,
+    FAST_REPAIRS,
+    FastReject,
+    FastRepair,
+    Mask,
+    Verdicts,
+)
 from transcript_clean.fastpath.openai import openai_verdicts
 from transcript_clean.fastpath.sharegpt import sharegpt_verdicts
 from transcript_clean.formats.base import Format
 
-__all__ = ["FAST_REPAIRS", "FastReject", "FastRepair", "Verdicts", "clean_mask", "fast_verdicts"]
+__all__ = [
+    "FAST_REJECTS",
+    "FAST_REPAIRS",
+    "FastReject",
+    "FastRepair",
+    "Verdicts",
+    "clean_mask",
+    "fast_verdicts",
+]
 
 
 def clean_mask(fmt: Format, column: pa.Array | pa.ChunkedArray) -> Mask | None:
@@ -48,10 +65,10 @@ def fast_verdicts(
     """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
     only code is calls pending at the end (for a config that keeps them); those whose only code
     is one of `repair` (codes of `FAST_REPAIRS` the config repairs: all of them for the OpenAI
-    format, empty assistant turns for ShareGPT); and, for the OpenAI format, rows it can reject
-    as the per-row path would (`reject`: codes the config rejects). `schema` is the batch's,
-    when other columns matter to the format (the `system` column of ShareGPT and Anthropic).
-    None when this format or column shape has no fast path."""
+    format, R1, R3 and R4 for ShareGPT); and, for those two formats, rows it can reject as the
+    per-row path would (`reject`: codes of `FAST_REJECTS` the config rejects). `schema` is the
+    batch's, when other columns matter to the format (the `system` column of ShareGPT and
+    Anthropic). None when this format or column shape has no fast path."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if fmt.name == "openai":
         return openai_verdicts(array, keep_trailing=keep_trailing, repair=repair, reject=reject)

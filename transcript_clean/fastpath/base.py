@@ -14,9 +14,12 @@ from transcript_clean.policy import (
     CONSECUTIVE_ASSISTANT,
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
+    MALFORMED_ROW,
+    NO_ASSISTANT_TURN,
     ORPHAN_TOOL_RESULT,
     TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
+    UNKNOWN_ROLE,
 )
 
 Mask = npt.NDArray[np.bool_]
@@ -32,6 +35,10 @@ FAST_REPAIRS = frozenset(
     }
 )
 """The codes whose repair the fast path can do itself (unanswered calls: by a cut)."""
+
+FAST_REJECTS = frozenset({NO_ASSISTANT_TURN, MALFORMED_ROW, UNKNOWN_ROLE})
+"""The codes for which the fast path can reject some rows itself, with the per-row path's
+message (which rows depends on the format)."""
 
 # A character that `str.strip()` keeps: the text holds something (SPEC section 2's blank test).
 # The class lists every character for which Python's `str.isspace()` is true.
@@ -288,3 +295,11 @@ def replaced(array: pa.Array, positions: Counts, new: pa.Array) -> pa.Array:
     index = np.arange(n, dtype=np.int64)
     index[positions] = n + np.arange(len(positions), dtype=np.int64)
     return pa.concat_arrays([array, new]).take(indices(index))
+
+
+def first_flagged(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Counts:
+    """Per row, the position of its first flagged element (past the last element if none)."""
+    first = np.full(rows, len(parent), dtype=np.int64)
+    at = np.flatnonzero(flags)
+    np.minimum.at(first, parent[at], at)
+    return first

@@ -21,6 +21,7 @@ from transcript_clean.fastpath.base import (
     count,
     drop_elements,
     field_type,
+    first_flagged,
     flatten,
     indices,
     is_text,
@@ -140,7 +141,7 @@ def _reject_uncuttable(scan: _Scan, alone: dict[str, Mask], verdicts: Verdicts) 
     message: the first unanswered turn's place among the canonical messages (before it, in
     such a row, are system and user messages only, one each) and its first call's id. A row
     whose call has no id (the decoder makes one up) is left to the per-row path."""
-    first = _first(scan.unanswered, scan.parent, scan.rows)
+    first = first_flagged(scan.unanswered, scan.parent, scan.rows)
     before = np.arange(len(scan.parent)) < first[scan.parent]
     cut = alone[UNANSWERED_TOOL_CALL]
     empty = cut & (count(scan.assistant & before, scan.parent, scan.rows) == 0)
@@ -164,14 +165,6 @@ def _reject_uncuttable(scan: _Scan, alone: dict[str, Mask], verdicts: Verdicts) 
                 UNANSWERED_TOOL_CALL, kept, np.where(kept, scan.unanswered_calls, 0), messages
             )
         )
-
-
-def _first(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Counts:
-    """Per row, the position of its first flagged element (past the last element if none)."""
-    first = np.full(rows, len(parent), dtype=np.int64)
-    at = np.flatnonzero(flags)
-    np.minimum.at(first, parent[at], at)
-    return first
 
 
 def _openai_shape(type_: pa.DataType) -> bool:
@@ -499,7 +492,7 @@ def _repair(
     drop |= scan.orphan & where(ORPHAN_TOOL_RESULT)
     cut = scan.unanswered & where(UNANSWERED_TOOL_CALL)
     if cut.any():  # everything from each row's first unanswered turn on
-        drop |= np.arange(len(parent)) >= _first(cut, parent, rows)[parent]
+        drop |= np.arange(len(parent)) >= first_flagged(cut, parent, rows)[parent]
     seconds = np.flatnonzero(scan.second & where(CONSECUTIVE_ASSISTANT))
     drop[seconds] = True
     texts: dict[int, str] = {}

@@ -1,8 +1,10 @@
 """The fast path for the ShareGPT format: which rows are canonical, decided on the flattened turns.
 
-A row is settled here when it is clean, when (for a config that keeps them) its only code is
-calls pending at the end, or when (for a config that drops them) its only code is empty
-assistant turns, which are dropped here (R1); every other row takes the per-row path. Tags are
+A row is settled here when it is clean; when (for a config that keeps them) its only code is
+calls pending at the end; when its only code is empty assistant turns (R1), orphan observations
+(R3) or a second assistant text turn (R4), which are dropped or merged here where the config
+repairs them; or when the config rejects it for having no assistant turn, or a turn the decoder
+cannot read (its own error is the message). Every other row takes the per-row path. Tags are
 read through the format's `tags`. `function_call` values are parsed (in Python: they are a small
 share of the turns), as is the value of an observation that answers several calls at once.
 """
@@ -26,6 +28,7 @@ from transcript_clean.fastpath.base import (
     count,
     drop_elements,
     field_type,
+    first_flagged,
     flatten,
     indices,
     is_text,
@@ -36,13 +39,15 @@ from transcript_clean.fastpath.base import (
     text_or_absent,
     with_field,
 )
-from transcript_clean.formats.base import Format, join_texts
-from transcript_clean.formats.sharegpt import read_calls, split_list
+from transcript_clean.formats.base import DecodeError, Format, join_texts
+from transcript_clean.formats.sharegpt import ShareGPTFormat, read_calls, split_list
 from transcript_clean.policy import (
     CONSECUTIVE_ASSISTANT,
     EMPTY_ASSISTANT_TURN,
+    MALFORMED_ROW,
     NO_ASSISTANT_TURN,
     ORPHAN_TOOL_RESULT,
+    UNKNOWN_ROLE,
 )
 
 __all__ = ["sharegpt_verdicts"]
@@ -59,10 +64,10 @@ def sharegpt_verdicts(
 ) -> Verdicts | None:
     """The clean rows (and, with `keep_trailing`, those whose only code is calls pending at the
     end) of a ShareGPT conversation column; the rows whose only code is empty assistant turns
-    (R1) or orphan observations (R3), with those dropped, for the codes in `repair`; and with
-    `no_assistant_turn` in `reject`, the rows with no assistant turn and nothing else to say,
-    rejected. None when the column or the row's `system` column has a shape this does not
-    read."""
+    (R1), orphan observations (R3) or consecutive assistant turns (R4), repaired, for the codes
+    in `repair`; and the rows rejected for the codes in `reject`: no assistant turn and nothing
+    else to say, or a turn the decoder cannot read (`malformed_row`, `unknown_role`). None when
+    the column or the row's `system` column has a shape this does not read."""
     tags: dict[str, str] = dict(getattr(fmt, "tags", {}))
     if not tags or not _sharegpt_shape(array.type):
         return None
@@ -84,6 +89,7 @@ def sharegpt_verdicts(
     is_call, is_obs = role("function_call"), role("observation")
     flag = ~(is_user | is_gpt | is_system | is_call | is_obs)  # an unknown tag, or no tag
     flag |= as_mask(turns.is_null()) | as_mask(value.is_null())
+    unreadable = flag.copy()  # turns the decoder stops at
 
     same_prev, same_next = neighbours(parent)
     said_turn = is_gpt | is_call  # a turn of an assistant message
@@ -183,9 +189,43 @@ def sharegpt_verdicts(
         why = ["the transcript has no assistant turn"] * int(alone.sum())
         verdicts.rejects.append(FastReject(NO_ASSISTANT_TURN, alone, alone.astype(np.int64), why))
     bad |= lacking
+    unread = [code for code in (MALFORMED_ROW, UNKNOWN_ROLE) if code in reject]
+    if unread and unreadable.any() and isinstance(fmt, ShareGPTFormat):
+        _reject_unreadable(fmt, turns, parent, unreadable, unread, verdicts)
     if (coded & ~bad).any():
         _drop_turns(fmt, array, turns, parent, droppable, with_code, ~bad, verdicts)
     return verdicts
+
+
+def _reject_unreadable(
+    fmt: ShareGPTFormat,
+    turns: pa.Array,
+    parent: npt.NDArray[np.int64],
+    unreadable: Mask,
+    codes: list[str],
+    verdicts: Verdicts,
+) -> None:
+    """Rows with a turn the decoder cannot read (no tag or an unknown one, no value), rejected
+    as the per-row path rejects them, for the codes in `codes`. The decoder reads every turn, in
+    order, before anything else, so a row's error is its first such turn's: the decoder's own
+    `read_turn` says what it is, for that one turn."""
+    rows = len(verdicts.clean)
+    first = first_flagged(unreadable, parent, rows)
+    hit = np.flatnonzero(first < len(parent))
+    at = first[hit]
+    place = at - np.searchsorted(parent, hit)  # the turn's index in its row
+    found: dict[str, tuple[Mask, list[str]]] = {c: (np.zeros(rows, dtype=bool), []) for c in codes}
+    items = turns.take(indices(at)).to_pylist()
+    for row, i, item in zip(hit.tolist(), place.tolist(), items, strict=True):
+        try:
+            fmt.read_turn(item, f"{fmt.column}[{i}]")
+        except DecodeError as err:
+            if err.code in found:
+                found[err.code][0][row] = True
+                found[err.code][1].append(str(err))
+    for code, (rejected, messages) in found.items():
+        if rejected.any():
+            verdicts.rejects.append(FastReject(code, rejected, rejected.astype(np.int64), messages))
 
 
 def _merged_texts(turns: pa.Array, merged: Mask) -> dict[int, str]:

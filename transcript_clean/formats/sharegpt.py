@@ -108,7 +108,8 @@ class ShareGPTFormat(Format):
         if column not in row:
             raise malformed(column, "no such column in the row")
         turns = [
-            self._turn(t, f"{column}[{i}]") for i, t in enumerate(expect_list(row[column], column))
+            self.read_turn(t, f"{column}[{i}]")
+            for i, t in enumerate(expect_list(row[column], column))
         ]
         messages: list[Message] = []
         system = row.get("system")
@@ -149,7 +150,9 @@ class ShareGPTFormat(Format):
                 answers = message.tool_calls
         return Decoded(messages, dict(row), frozenset(mint.minted), format=self.name)
 
-    def _turn(self, item: object, path: str) -> _Turn:
+    def read_turn(self, item: object, path: str) -> _Turn:
+        """One turn at `path`: the object, its role and its text. `decode` reads every turn
+        with this, in order, before anything else; raises `DecodeError`."""
         turn = expect_object(item, path)
         tag = required_str(turn, "from", path)
         role = self.tags.get(tag)
