@@ -245,22 +245,6 @@ def test_empty_assistant_turns_are_dropped_in_arrow() -> None:
         assert_fast_and_slow_agree(table, config, SHAREGPT)
 
 
-def test_a_dropped_turn_leaves_the_other_turns_fields_alone() -> None:
-    turn = pa.struct([("from", pa.string()), ("value", pa.string()), ("weight", pa.int64())])
-    rows = [
-        [
-            {"from": "human", "value": "q", "weight": 0},
-            {"from": "gpt", "value": " ", "weight": 1},
-            {"from": "human", "value": "q2", "weight": None},
-            {"from": "gpt", "value": "a", "weight": 1},
-        ]
-    ]
-    table = pa.table({"conversations": pa.array(rows, pa.list_(turn))})
-    verdicts = fast_verdicts(SHAREGPT, table.column("conversations"), repair=[EMPTY_ASSISTANT_TURN])
-    assert verdicts is not None and verdicts.repaired.tolist() == [True]
-    assert_fast_and_slow_agree(table, DEFAULT, SHAREGPT)
-
-
 def test_orphan_observations_are_dropped_in_arrow() -> None:
     def t(tag: str, value: str) -> dict[str, Any]:
         return {"from": tag, "value": value}
@@ -364,24 +348,30 @@ def test_consecutive_assistant_turns_are_merged_in_arrow() -> None:
         assert_fast_and_slow_agree(table, config, SHAREGPT)
 
 
-def test_a_merged_turn_keeps_the_first_turns_other_fields() -> None:
-    turn = pa.struct([("from", pa.string()), ("value", pa.string()), ("weight", pa.int64())])
-    rows = [
-        [
-            {"from": "human", "value": "q", "weight": 0},
-            {"from": "gpt", "value": "a", "weight": 1},
-            {"from": "gpt", "value": "b", "weight": 0},
-        ]
-    ]
-    table = pa.table({"conversations": pa.array(rows, pa.list_(turn))})
-    column = table.column("conversations")
-    verdicts = fast_verdicts(SHAREGPT, column, repair=[CONSECUTIVE_ASSISTANT])
+WEIGHTED = pa.list_(
+    pa.struct([("from", pa.string()), ("value", pa.string()), ("weight", pa.int64())])
+)
+
+
+@pytest.mark.parametrize(
+    ("code", "turns", "fixed"),
+    [
+        (EMPTY_ASSISTANT_TURN, [("human", "q", 0), ("gpt", " ", 1), ("human", "q2", None),
+          ("gpt", "a", 1)], [("human", "q", 0), ("human", "q2", None), ("gpt", "a", 1)]),
+        (CONSECUTIVE_ASSISTANT, [("human", "q", 0), ("gpt", "a", 1), ("gpt", "b", 0)],
+         [("human", "q", 0), ("gpt", "a\n\nb", 1)]),
+    ],
+)  # fmt: skip
+def test_a_repair_in_arrow_leaves_the_other_fields_of_the_turns_alone(
+    code: str, turns: list[tuple[str, str, int | None]], fixed: list[tuple[str, str, int | None]]
+) -> None:
+    def rows(spec: list[tuple[str, str, int | None]]) -> list[dict[str, Any]]:
+        return [{"from": f, "value": v, "weight": w} for f, v, w in spec]
+
+    table = pa.table({"conversations": pa.array([rows(turns)], WEIGHTED)})
+    verdicts = fast_verdicts(SHAREGPT, table.column("conversations"), repair=[code])
     assert verdicts is not None and verdicts.repaired_column is not None
-    assert verdicts.repaired_column.to_pylist()[0][1] == {
-        "from": "gpt",
-        "value": "a\n\nb",
-        "weight": 1,
-    }
+    assert verdicts.repaired_column.to_pylist() == [rows(fixed)]
     assert_fast_and_slow_agree(table, DEFAULT, SHAREGPT)
 
 
