@@ -96,6 +96,10 @@ ROWS = st.lists(
 )
 
 
+def turn(tag: str | None, value: str | None) -> dict[str, Any]:
+    return {"from": tag, "value": value}
+
+
 def table_of(rows: list[tuple[list[dict[str, Any]], str | None]]) -> pa.Table:
     return pa.Table.from_pylist([{"conversations": c, "system": s} for c, s in rows], schema=SCHEMA)
 
@@ -163,9 +167,6 @@ def near_valid(draw: st.DrawFn) -> list[dict[str, Any]]:
     """A valid conversation of a few exchanges, now and then with a defect or a turn taken out
     or put in: the rows the fast path must get exactly right."""
 
-    def turn(tag: str, value: str) -> dict[str, Any]:
-        return {"from": tag, "value": value}
-
     one, two = json.dumps(call()), json.dumps([call(), call("g", '{"x": 1}')])
     out: list[dict[str, Any]] = []
     for _ in range(draw(st.integers(1, 3))):
@@ -220,8 +221,7 @@ def test_near_valid_rows_reach_every_verdict() -> None:
 
 
 def test_empty_assistant_turns_are_dropped_in_arrow() -> None:
-    def t(tag: str, value: str) -> dict[str, Any]:
-        return {"from": tag, "value": value}
+    t = turn
 
     fc = t("function_call", json.dumps(call()))
     rows = [
@@ -246,8 +246,7 @@ def test_empty_assistant_turns_are_dropped_in_arrow() -> None:
 
 
 def test_orphan_observations_are_dropped_in_arrow() -> None:
-    def t(tag: str, value: str) -> dict[str, Any]:
-        return {"from": tag, "value": value}
+    t = turn
 
     fc = t("function_call", json.dumps(call()))
     rows = [
@@ -295,8 +294,7 @@ def test_near_valid_rows_reach_each_repair(code: str) -> None:
 
 
 def test_rows_with_no_assistant_turn_are_rejected_in_arrow() -> None:
-    def t(tag: str, value: str) -> dict[str, Any]:
-        return {"from": tag, "value": value}
+    t = turn
 
     rows = [
         [t("human", "q")],  # rejected here
@@ -319,8 +317,7 @@ def test_rows_with_no_assistant_turn_are_rejected_in_arrow() -> None:
 
 
 def test_consecutive_assistant_turns_are_merged_in_arrow() -> None:
-    def t(tag: str, value: str) -> dict[str, Any]:
-        return {"from": tag, "value": value}
+    t = turn
 
     fc = t("function_call", json.dumps(call()))
     rows = [
@@ -376,8 +373,7 @@ def test_a_repair_in_arrow_leaves_the_other_fields_of_the_turns_alone(
 
 
 def test_rows_the_decoder_cannot_read_are_rejected_for_their_first_bad_turn() -> None:
-    def t(tag: str | None, value: str | None) -> dict[str, Any]:
-        return {"from": tag, "value": value}
+    t = turn
 
     rows: list[list[Any]] = [
         [t("human", "q"), t("robot", "x"), t("gpt", None)],  # the unknown tag first
