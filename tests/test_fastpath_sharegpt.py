@@ -221,8 +221,7 @@ def test_near_valid_rows_reach_every_verdict() -> None:
 
 
 def test_empty_assistant_turns_are_dropped_in_arrow() -> None:
-    t = turn
-
+    t = turn  # short, so that each row stays on one line
     fc = t("function_call", json.dumps(call()))
     rows = [
         [t("human", "q"), t("gpt", " "), t("human", "q2"), t("gpt", "a")],  # dropped here
@@ -246,8 +245,7 @@ def test_empty_assistant_turns_are_dropped_in_arrow() -> None:
 
 
 def test_orphan_observations_are_dropped_in_arrow() -> None:
-    t = turn
-
+    t = turn  # short, so that each row stays on one line
     fc = t("function_call", json.dumps(call()))
     rows = [
         [t("human", "q"), t("observation", "x"), t("gpt", "a")],  # dropped here
@@ -294,8 +292,7 @@ def test_near_valid_rows_reach_each_repair(code: str) -> None:
 
 
 def test_rows_with_no_assistant_turn_are_rejected_in_arrow() -> None:
-    t = turn
-
+    t = turn  # short, so that each row stays on one line
     rows = [
         [t("human", "q")],  # rejected here
         [t("system", "s"), t("human", "q"), t("human", "again")],  # rejected here
@@ -317,8 +314,7 @@ def test_rows_with_no_assistant_turn_are_rejected_in_arrow() -> None:
 
 
 def test_consecutive_assistant_turns_are_merged_in_arrow() -> None:
-    t = turn
-
+    t = turn  # short, so that each row stays on one line
     fc = t("function_call", json.dumps(call()))
     rows = [
         [t("human", "q"), t("gpt", "a"), t("gpt", "b")],  # merged here
@@ -373,8 +369,7 @@ def test_a_repair_in_arrow_leaves_the_other_fields_of_the_turns_alone(
 
 
 def test_rows_the_decoder_cannot_read_are_rejected_for_their_first_bad_turn() -> None:
-    t = turn
-
+    t = turn  # short, so that each row stays on one line
     rows: list[list[Any]] = [
         [t("human", "q"), t("robot", "x"), t("gpt", None)],  # the unknown tag first
         [t("human", "q"), t("gpt", None), t("robot", "x")],  # the missing value first

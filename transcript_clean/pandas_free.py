@@ -2,8 +2,9 @@
 
 pyarrow imports pandas the first time it converts Python objects or NumPy arrays to Arrow, or
 Arrow data to NumPy: it asks whether they are pandas objects, and sets up its pandas
-conversions. That costs 0.2 s of imports and 40 MB; on the 200,000-row bench, a fifth of a run.
-A run that reads Parquet or JSON files itself never hands pyarrow a pandas object.
+conversions. That costs 0.2 s of imports and 25-30 MB of memory; on the 200,000-row bench,
+a fifth of a run. A run that reads Parquet or JSON files itself never hands pyarrow a pandas
+object.
 
 pyarrow looks for pandas once and keeps the answer, in its Python layer and in its C++ one. So
 one conversion made while importing pandas fails settles it: pyarrow then goes on as when pandas
