@@ -399,7 +399,8 @@ def test_a_run_that_fails_before_any_block_leaves_nothing(
 
 def test_ctrl_c_says_how_to_resume(tmp_path: Path) -> None:
     source = tmp_path / "in.parquet"
-    make_dataset(source, 4000, "openai", seed=2)
+    # Long enough that the run is still going when the signal comes (4,000 rows raced it).
+    make_dataset(source, 20_000, "openai", seed=2)
     out = tmp_path / "out"
     command = [
         sys.executable,
