@@ -8,6 +8,7 @@ change that means to alter the output: say why in its commit.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import tempfile
@@ -65,11 +66,14 @@ def cases(shared: Path) -> list[tuple[str, Path, str]]:
 
 
 def run_case(source: Path, config: str, batch_size: int = 256) -> dict[str, str]:
+    """Clean `source` and digest the output. The source is named by its file name alone (run
+    from its folder), since the rejects' `_source` and stats.csv record it as given: the
+    digests must not depend on where the checkout is."""
     from transcript_clean.run import clean
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as tmp, contextlib.chdir(source.parent):
         out = Path(tmp) / "out"
-        clean(source, out, config=config_for(config), batch_size=batch_size)  # type: ignore[arg-type]
+        clean(source.name, out, config=config_for(config), batch_size=batch_size)  # type: ignore[arg-type]
         return output_digests(out)
 
 

@@ -20,16 +20,14 @@ from hypothesis import strategies as st
 from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats import get_format
 from transcript_clean.formats.sharegpt import ShareGPTFormat
-from transcript_clean.policy import (
+from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
-    DEFAULT,
     EMPTY_ASSISTANT_TURN,
     MALFORMED_ROW,
     NO_ASSISTANT_TURN,
     ORPHAN_TOOL_RESULT,
-    STRICT,
     UNKNOWN_ROLE,
-    Config,
 )
 from transcript_clean.synthetic import generate_rows
 
@@ -225,21 +223,24 @@ def test_empty_assistant_turns_are_dropped_in_arrow() -> None:
     fc = t("function_call", json.dumps(call()))
     rows = [
         [t("human", "q"), t("gpt", " "), t("human", "q2"), t("gpt", "a")],  # dropped here
-        [t("human", "q"), t("gpt", "a"), t("human", "q2"), t("gpt", ""), t("gpt", "")],  # twice
+        # two in a row: each is dropped before the second could count as a second assistant turn
+        [t("human", "q"), t("gpt", "a"), t("human", "q2"), t("gpt", ""), t("gpt", "")],
         [t("human", "q"), t("gpt", " ")],  # no assistant turn would be left
         [t("human", "q"), t("gpt", ""), t("human", "q2"), fc],  # and calls pending at the end
         [t("human", "q"), fc, t("observation", "r"), t("gpt", "\u3000")],  # ends on the results
-        [t("human", "q"), t("gpt", "a"), t("gpt", " ")],  # and a second assistant turn
+        [t("human", "q"), t("gpt", "a"), t("gpt", " ")],  # dropped before it is a second turn
     ]
     table = table_of([(r, "Be brief.") for r in rows])
     verdicts = fast_verdicts(
         SHAREGPT, table.column("conversations"), repair=[EMPTY_ASSISTANT_TURN], keep_trailing=True
     )
     assert verdicts is not None
-    assert verdicts.repaired.tolist()[:4] == [True, False, False, False]
-    assert not verdicts.repaired[5]
+    assert verdicts.repaired.tolist() == [True, True, False, False, True, True]
     assert verdicts.repaired_column is not None
-    assert verdicts.repaired_column.to_pylist()[0] == [rows[0][0], rows[0][2], rows[0][3]]
+    assert verdicts.repaired_column.to_pylist()[:2] == [
+        [rows[0][0], rows[0][2], rows[0][3]],
+        rows[1][:3],
+    ]
     for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, SHAREGPT)
 

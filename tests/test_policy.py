@@ -7,7 +7,6 @@ import pytest
 
 from transcript_clean.errors import ConfigError
 from transcript_clean.policy import (
-    CODES,
     CONFIG_DIR,
     DEFAULT,
     STRICT,
@@ -15,6 +14,7 @@ from transcript_clean.policy import (
     config_from_dict,
     load_config,
 )
+from transcript_clean.rules import RULES
 
 
 def test_builtin_configs_are_the_documented_ones() -> None:
@@ -32,12 +32,12 @@ def test_default_repairs_and_keeps_trailing_calls() -> None:
 
 
 def test_strict_rejects_every_code() -> None:
-    assert {STRICT.action(code) for code in CODES} == {"reject"}
+    assert {STRICT.action(r.code) for r in RULES} == {"reject"}
 
 
 def test_every_code_is_documented_in_default_toml() -> None:
     text = (CONFIG_DIR / "default.toml").read_text()
-    for code in CODES:
+    for code in [r.code for r in RULES]:
         assert f"\n{code} = " in text, code
 
 

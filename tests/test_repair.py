@@ -14,16 +14,16 @@ from transcript_clean.model import (
     system,
     user,
 )
-from transcript_clean.policy import INTERRUPTED_TEXT
-from transcript_clean.repair import (
-    Unrepairable,
-    answer_invalid_calls,
+from transcript_clean.rules import Unrepairable
+from transcript_clean.rules.base import trailing_calls
+from transcript_clean.rules.consecutive_assistant import merge_consecutive_assistant
+from transcript_clean.rules.empty_assistant_turn import drop_empty_turns
+from transcript_clean.rules.invalid_tool_arguments import answer_invalid_calls
+from transcript_clean.rules.orphan_tool_result import drop_orphan_results
+from transcript_clean.rules.unanswered_tool_call import (
+    INTERRUPTED_TEXT,
     answer_unanswered_calls,
     cut_before_unanswered,
-    drop_empty_turns,
-    drop_orphan_results,
-    merge_consecutive_assistant,
-    trailing_calls,
 )
 from transcript_clean.transcript import (
     TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER,

@@ -26,14 +26,9 @@ from transcript_clean.fastpath import Verdicts
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.model import Message
 from transcript_clean.pipeline import clean_batch_parts
-from transcript_clean.policy import (
-    CODES,
-    TRAILING_TOOL_CALL,
-    UNANSWERED_TOOL_CALL,
-    Config,
-    load_config,
-)
+from transcript_clean.policy import Config, load_config
 from transcript_clean.rows import RepairStep, RowResult, clean_row
+from transcript_clean.rules import TRAILING_TOOL_CALL, UNANSWERED_TOOL_CALL, codes
 from transcript_clean.sinks import write_table_atomic, write_text_atomic
 from transcript_clean.sources import DEFAULT_BATCH_SIZE, Source, open_source
 from transcript_clean.stats import Stats, run_summary
@@ -83,7 +78,8 @@ def error_rate(stats: Stats) -> float:
 
 
 def _code_rank(code: str) -> tuple[int, str]:
-    return (CODES.index(code) if code in CODES else len(CODES), code)
+    order = codes()
+    return (order.index(code) if code in order else len(order), code)
 
 
 def _by_code(values: Mapping[str, Any]) -> list[tuple[str, Any]]:
@@ -109,8 +105,8 @@ def parse_code_limit(text: str) -> tuple[str, float]:
     code = code.strip()
     if not sep:
         raise ValueError(f"{text!r} is not CODE=R, e.g. orphan_tool_result=0.01")
-    if code not in CODES:
-        raise ValueError(f"unknown code {code!r}; the codes are {', '.join(CODES)}")
+    if code not in codes():
+        raise ValueError(f"unknown code {code!r}; the codes are {', '.join(codes())}")
     return code, parse_fraction(limit)
 
 
@@ -451,9 +447,9 @@ def audit(
     from transcript_clean.run import DEFAULT_ROWS_PER_SHARD, resolve_format
 
     started = time.perf_counter()
-    unknown = sorted(set(max_share or {}) - set(CODES))
+    unknown = sorted(set(max_share or {}) - set(codes()))
     if unknown:
-        raise ValueError(f"unknown code {unknown[0]!r} (codes: {', '.join(CODES)})")
+        raise ValueError(f"unknown code {unknown[0]!r} (codes: {', '.join(codes())})")
     if max_drift is not None and baseline is None:
         raise ValueError("max_drift needs a baseline")
     if samples < 0:

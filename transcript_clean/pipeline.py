@@ -18,16 +18,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.errors import FormatError
-from transcript_clean.fastpath import FAST_REJECTS, FAST_REPAIRS, Verdicts, fast_verdicts
+from transcript_clean.fastpath import Verdicts, fast_verdicts
 from transcript_clean.formats.base import Format, Row
-from transcript_clean.policy import (
-    DEFAULT,
-    EMPTY_ASSISTANT_TURN,
-    MALFORMED_ROW,
-    TRAILING_TOOL_CALL,
-    UNANSWERED_TOOL_CALL,
-    Config,
-)
+from transcript_clean.policy import DEFAULT, Config
 from transcript_clean.rows import (
     RepairStep,
     RowResult,
@@ -35,6 +28,13 @@ from transcript_clean.rows import (
     clean_row,
     rejected_row,
     unencodable,
+)
+from transcript_clean.rules import (
+    EMPTY_ASSISTANT_TURN,
+    MALFORMED_ROW,
+    TRAILING_TOOL_CALL,
+    UNANSWERED_TOOL_CALL,
+    rules,
 )
 from transcript_clean.sources import json_columns
 from transcript_clean.stats import Stats
@@ -115,19 +115,21 @@ def batch_verdicts(
 
     Rows the fast path settles never become Python objects: clean ones are kept as they are,
     and, where the config keeps or repairs them, rows whose only code is calls pending at the
-    end or one the fast path repairs (`FAST_REPAIRS`). `codes=False` settles the clean rows
+    end or one the format's Arrow side repairs. `codes=False` settles the clean rows
     alone: `clean_batch`'s `on_row` must see every row with a code.
     """
     table, fmt = _prepared(batch, format)
     if holds_json_text(table.schema, fmt.column):
         return None
+    enabled = [rule for rule in rules() if rule.enabled(config)]
     return fast_verdicts(
         fmt,
         table.column(fmt.column),
         keep_trailing=codes and config.action(TRAILING_TOOL_CALL) == "keep",
-        repair=[c for c in FAST_REPAIRS if codes and _repairs_in_arrow(config, c)],
-        reject=[c for c in FAST_REJECTS if codes and config.action(c) == "reject"],
+        repair=[r.code for r in enabled if codes and _repairs_in_arrow(config, r.code)],
+        reject=[r.code for r in enabled if codes and config.action(r.code) == "reject"],
         schema=table.schema,
+        enabled=enabled,
     )
 
 

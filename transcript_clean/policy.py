@@ -1,4 +1,8 @@
-"""The config: which action each code gets (SPEC section 5), read from `configs/*.toml`."""
+"""The config: which action each code gets (SPEC section 5), read from `configs/*.toml`.
+
+The codes, their allowed and default actions and the built-in configs' text come from the rules
+registry (`transcript_clean.rules`).
+"""
 
 from __future__ import annotations
 
@@ -10,64 +14,20 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from transcript_clean.errors import ConfigError
+from transcript_clean.rules import Action, codes, get_rule, rules
 
-Action = Literal["repair", "reject", "keep"]
 InterruptedCall = Literal["cut", "error_result"]
 
-# The codes, in the order the cleaner meets them (R0-R6). They are the keys of the stats table.
-MALFORMED_ROW: Final = "malformed_row"
-UNKNOWN_ROLE: Final = "unknown_role"
-EMPTY_ASSISTANT_TURN: Final = "empty_assistant_turn"
-INVALID_TOOL_ARGUMENTS: Final = "invalid_tool_arguments"
-ORPHAN_TOOL_RESULT: Final = "orphan_tool_result"
-CONSECUTIVE_ASSISTANT: Final = "consecutive_assistant"
-UNANSWERED_TOOL_CALL: Final = "unanswered_tool_call"
-TRAILING_TOOL_CALL: Final = "trailing_tool_call"
-NO_ASSISTANT_TURN: Final = "no_assistant_turn"
-UNENCODABLE_ROW: Final = "unencodable_row"
 
-CODES: Final = (
-    MALFORMED_ROW,
-    UNKNOWN_ROLE,
-    EMPTY_ASSISTANT_TURN,
-    INVALID_TOOL_ARGUMENTS,
-    ORPHAN_TOOL_RESULT,
-    CONSECUTIVE_ASSISTANT,
-    UNANSWERED_TOOL_CALL,
-    TRAILING_TOOL_CALL,
-    NO_ASSISTANT_TURN,
-    UNENCODABLE_ROW,
-)
+def allowed_actions() -> dict[str, frozenset[Action]]:
+    """Which actions each code takes. `keep` is offered only where the row still passes R6 when
+    left as is; a row that cannot be read or written can only be rejected."""
+    return {rule.code: rule.allowed for rule in rules()}
 
-# Which actions make sense for each code. `keep` is offered only where the row still passes R6
-# when left as is; a row that cannot be read or written can only be rejected.
-ALLOWED: Final[Mapping[str, frozenset[str]]] = {
-    MALFORMED_ROW: frozenset({"reject"}),
-    UNKNOWN_ROLE: frozenset({"reject"}),
-    EMPTY_ASSISTANT_TURN: frozenset({"repair", "reject", "keep"}),
-    INVALID_TOOL_ARGUMENTS: frozenset({"repair", "reject", "keep"}),
-    ORPHAN_TOOL_RESULT: frozenset({"repair", "reject"}),
-    CONSECUTIVE_ASSISTANT: frozenset({"repair", "reject"}),
-    UNANSWERED_TOOL_CALL: frozenset({"repair", "reject"}),
-    TRAILING_TOOL_CALL: frozenset({"repair", "reject", "keep"}),
-    NO_ASSISTANT_TURN: frozenset({"reject", "keep"}),
-    UNENCODABLE_ROW: frozenset({"reject"}),
-}
 
-DEFAULT_ACTIONS: Final[Mapping[str, Action]] = {
-    MALFORMED_ROW: "reject",
-    UNKNOWN_ROLE: "reject",
-    EMPTY_ASSISTANT_TURN: "repair",
-    INVALID_TOOL_ARGUMENTS: "repair",
-    ORPHAN_TOOL_RESULT: "repair",
-    CONSECUTIVE_ASSISTANT: "repair",
-    UNANSWERED_TOOL_CALL: "repair",
-    TRAILING_TOOL_CALL: "keep",
-    NO_ASSISTANT_TURN: "reject",
-    UNENCODABLE_ROW: "reject",
-}
+def default_actions() -> dict[str, Action]:
+    return {rule.code: rule.default for rule in rules()}
 
-INTERRUPTED_TEXT: Final = "The tool call was interrupted before a result was produced."
 
 CONFIG_DIR: Final = Path(__file__).parent / "configs"
 
@@ -76,18 +36,21 @@ CONFIG_DIR: Final = Path(__file__).parent / "configs"
 class Config:
     """What the cleaner does with each code, and how it repairs an unanswered call."""
 
-    actions: Mapping[str, Action] = field(default_factory=lambda: dict(DEFAULT_ACTIONS))
+    actions: Mapping[str, Action] = field(default_factory=default_actions)
     interrupted_call: InterruptedCall = "cut"
     """`cut` the transcript before the turn, or answer the call with an `error_result`."""
     name: str = "default"
 
     def action(self, code: str) -> Action:
-        return self.actions[code]
+        """The code's action: as the config says, or, for a code it does not name (a rule added
+        after it was made), the rule's default."""
+        action = self.actions.get(code)
+        return get_rule(code).default if action is None else action
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "actions": dict(self.actions),
+            "actions": {code: self.action(code) for code in codes()},
             "repair": {"interrupted_call": self.interrupted_call},
         }
 
@@ -132,14 +95,15 @@ def config_from_dict(
             f"{where}: unknown key {sorted(unknown)[0]!r} (expected [actions], [repair])"
         )
 
-    actions: dict[str, Action] = dict(DEFAULT_ACTIONS)
+    actions = default_actions()
+    allowed = allowed_actions()
     for code, action in _table(data, "actions", where).items():
-        if code not in ALLOWED:
-            raise ConfigError(f"{where}: unknown code actions.{code} (codes: {', '.join(CODES)})")
-        if action not in ALLOWED[code]:
+        if code not in allowed:
+            raise ConfigError(f"{where}: unknown code actions.{code} (codes: {', '.join(codes())})")
+        if action not in allowed[code]:
             raise ConfigError(
                 f"{where}: actions.{code} = {action!r} is not allowed "
-                f"(choose {', '.join(sorted(ALLOWED[code]))})"
+                f"(choose {', '.join(sorted(allowed[code]))})"
             )
         actions[code] = action
 
@@ -164,7 +128,4 @@ def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
 
 
 DEFAULT: Final = Config()
-STRICT: Final = Config(
-    actions={code: "reject" for code in CODES},
-    name="strict",
-)
+STRICT: Final = Config(actions={rule.code: rule.strict for rule in rules()}, name="strict")

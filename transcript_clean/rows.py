@@ -7,37 +7,23 @@ status `rejected` and its codes, never an exception.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from transcript_clean.formats.base import Decoded, DecodeError, Format, Row
-from transcript_clean.model import AssistantMessage, Message
-from transcript_clean.policy import (
-    CONSECUTIVE_ASSISTANT,
-    DEFAULT,
+from transcript_clean.model import Message
+from transcript_clean.policy import DEFAULT, Config
+from transcript_clean.rules import (
     EMPTY_ASSISTANT_TURN,
-    INVALID_TOOL_ARGUMENTS,
-    NO_ASSISTANT_TURN,
-    ORPHAN_TOOL_RESULT,
-    TRAILING_TOOL_CALL,
-    UNANSWERED_TOOL_CALL,
     UNENCODABLE_ROW,
-    Config,
-)
-from transcript_clean.repair import (
     Unrepairable,
-    answer_invalid_calls,
-    answer_unanswered_calls,
-    cut_before_unanswered,
-    drop_empty_turns,
-    drop_orphan_results,
-    has_invalid_arguments,
-    merge_consecutive_assistant,
-    raw_arguments,
-    trailing_calls,
+    Violation,
+    find_violations,
+    get_rule,
+    repair_chain,
 )
-from transcript_clean.transcript import transcript_errors
+from transcript_clean.rules.empty_assistant_turn import drop_empty_turns
+from transcript_clean.rules.empty_assistant_turn import message as empty_message
 
 __all__ = [
     "RepairStep",
@@ -50,16 +36,6 @@ __all__ = [
 ]
 
 Status = Literal["unchanged", "repaired", "rejected"]
-
-
-@dataclass(slots=True, frozen=True)
-class Violation:
-    """One problem found in a row. `index` is the message's index in the decoded transcript."""
-
-    code: str
-    index: int | None
-    call_id: str | None
-    message: str
 
 
 @dataclass(slots=True, frozen=True)
@@ -101,43 +77,6 @@ class RowResult:
         return counts
 
 
-def _describe_invalid(index: int, call_id: str, name: str, raw: str) -> str:
-    shown = raw if len(raw) <= 60 else raw[:60] + "…"
-    return (
-        f"message {index}: tool call {call_id!r} to {name!r} has arguments that are not a JSON "
-        f"object: {shown!r}"
-    )
-
-
-def find_violations(messages: Sequence[Message]) -> list[Violation]:
-    """The codes of R2-R6 found in a transcript (whose empty turns are already set aside)."""
-    found: list[Violation] = []
-    for index, message in enumerate(messages):
-        if isinstance(message, AssistantMessage):
-            for call in message.tool_calls:
-                if has_invalid_arguments(call):
-                    found.append(
-                        Violation(
-                            INVALID_TOOL_ARGUMENTS,
-                            index,
-                            call.id,
-                            _describe_invalid(index, call.id, call.name, raw_arguments(call)),
-                        )
-                    )
-    trailing = trailing_calls(messages)
-    for error in transcript_errors(messages):
-        code, words = error.code, str(error)
-        if code == UNANSWERED_TOOL_CALL and trailing is not None and error.index == trailing[0]:
-            code = TRAILING_TOOL_CALL
-            words = f"message {error.index}: tool call {error.call_id!r} ends the history"
-        found.append(Violation(code, error.index, error.call_id, words))
-    if not any(isinstance(m, AssistantMessage) for m in messages):
-        found.append(
-            Violation(NO_ASSISTANT_TURN, None, None, "the transcript has no assistant turn")
-        )
-    return found
-
-
 def _reject(result: RowResult, message: str | None = None) -> RowResult:
     result.status = "rejected"
     result.actions = dict.fromkeys(result.actions, "rejected")
@@ -177,9 +116,7 @@ def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = 
     if empty_action != "keep":
         positions = [i for i in positions if i not in set(dropped)]
     for index in dropped:
-        result.violations.append(
-            Violation(EMPTY_ASSISTANT_TURN, index, None, f"message {index}: empty assistant turn")
-        )
+        result.violations.append(Violation(EMPTY_ASSISTANT_TURN, index, None, empty_message(index)))
     for v in find_violations(work):
         at = positions[v.index] if v.index is not None else None
         message = v.message
@@ -209,15 +146,15 @@ def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = 
             result.actions[err.code] = "rejected"
             return _reject(result, str(err))
 
-    # R6: nothing invalid is ever written. A repaired invalid call keeps its arguments (the
-    # repair answers it), so that code never blocks; nor does any code the config keeps. A
-    # transcript no repair touched holds just the codes found, each of them kept.
+    # R6: nothing invalid is ever written. A code whose repair answers it rather than removing
+    # it (an invalid call keeps its arguments) never blocks; nor does any code the config keeps.
+    # A transcript no repair touched holds just the codes found, each of them kept.
     remaining = []
     if current is not work:
         remaining = [
             v
             for v in find_violations(current)
-            if v.code != INVALID_TOOL_ARGUMENTS and config.action(v.code) != "keep"
+            if not get_rule(v.code).survives_repair and config.action(v.code) != "keep"
         ]
     if remaining:
         for v in remaining:
@@ -256,50 +193,26 @@ def unencodable(result: RowResult, message: str) -> RowResult:
     return _reject(result, message)
 
 
-_Repair = Callable[[list[Message]], list[Message]]
-
-
 def _repair(
     messages: list[Message], config: Config, result: RowResult, trace: bool
 ) -> list[Message]:
-    """R2-R5, each where its code's action is `repair`. A repair may uncover a code that was not
-    found before (dropping an orphan's message can make two assistant messages meet): it counts."""
-    include_trailing = config.action(TRAILING_TOOL_CALL) == "repair"
-    interrupted: _Repair
-    if config.interrupted_call == "cut":
-
-        def interrupted(m: list[Message]) -> list[Message]:
-            return cut_before_unanswered(m, include_trailing=include_trailing)
-    else:
-
-        def interrupted(m: list[Message]) -> list[Message]:
-            return answer_unanswered_calls(m, include_trailing=include_trailing)
-
-    chain: list[tuple[str, _Repair]] = [
-        (INVALID_TOOL_ARGUMENTS, answer_invalid_calls),
-        (ORPHAN_TOOL_RESULT, drop_orphan_results),
-        (CONSECUTIVE_ASSISTANT, merge_consecutive_assistant),
-        (UNANSWERED_TOOL_CALL, interrupted),
-    ]
+    """The registry's repairs (R2-R5), in order, each where the config repairs its code (or a
+    code it also repairs, as R5 does calls pending at the end) and the row has it. A repair may
+    uncover a code that was not found before (dropping an orphan's message can make two
+    assistant messages meet): it counts."""
     changed = False  # a repair that changed nothing cannot have uncovered a new code
-    for code, repair in chain:
-        runs = config.action(code) == "repair"
-        wanted = code in result.actions
-        if code == UNANSWERED_TOOL_CALL:
-            runs = runs or include_trailing
-            wanted = wanted or (include_trailing and TRAILING_TOOL_CALL in result.actions)
-        if not runs or not (wanted or changed):
+    for rule in repair_chain():
+        assert rule.repair is not None
+        active = [c for c in (rule.code, *rule.also_repairs) if config.action(c) == "repair"]
+        if not active or not (changed or any(c in result.actions for c in active)):
             continue
-        after = repair(messages)
+        after = rule.repair(messages, config)
         if after == messages:
             continue
         changed = True
         if trace:
-            result.steps.append(RepairStep(code, tuple(messages), tuple(after)))
-        fixed = [code]
-        if code == UNANSWERED_TOOL_CALL and include_trailing:
-            fixed = [c for c in (code, TRAILING_TOOL_CALL) if c in result.actions] or fixed
-        for c in fixed:
+            result.steps.append(RepairStep(rule.code, tuple(messages), tuple(after)))
+        for c in [c for c in active if c in result.actions] or [rule.code]:
             if c not in result.actions:
                 # Uncovered by an earlier repair (an orphan's message dropped, say): it counts.
                 result.violations.append(Violation(c, None, None, f"{c} after an earlier repair"))

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from transcript_clean.errors import TranscriptCleanError
-from transcript_clean.policy import CODES, EMPTY_ASSISTANT_TURN
+from transcript_clean.rules import EMPTY_ASSISTANT_TURN, codes
 
 if TYPE_CHECKING:
     from transcript_clean.rows import RowResult
@@ -45,7 +45,8 @@ class CodeStats:
 
 def _code_order(key: tuple[str, str]) -> tuple[int, str, int]:
     code, action = key
-    rank = CODES.index(code) if code in CODES else len(CODES)
+    order = codes()
+    rank = order.index(code) if code in order else len(order)
     return (rank, code, ACTIONS.index(action) if action in ACTIONS else len(ACTIONS))
 
 

@@ -71,14 +71,11 @@ class TranscriptError(TranscriptCleanError):
         super().__init__(self.describe())
 
     def describe(self) -> str:
-        at = f"message {self.index}"
-        if self.code == CONSECUTIVE_ASSISTANT:
-            return f"{at}: an assistant message follows another assistant message"
-        if self.code == UNANSWERED_TOOL_CALL:
-            return f"{at}: tool call {self.call_id!r} has no result in the next user message"
-        if self.code == ORPHAN_TOOL_RESULT:
-            return f"{at}: tool result for {self.call_id!r} answers no pending call"
-        return f"{at}: {self.code}"
+        # The words live with each code's rule (`transcript_clean.rules`), which imports this
+        # module: hence the import here.
+        from transcript_clean.rules import describe
+
+        return describe(self.code, self.index, self.call_id)
 
     def __repr__(self) -> str:
         return f"TranscriptError({self.code!r}, index={self.index}, call_id={self.call_id!r})"

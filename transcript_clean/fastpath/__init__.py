@@ -1,48 +1,49 @@
-"""The Arrow-native fast path: which rows are already canonical, decided per batch, not per row.
+"""The Arrow-native fast path: which rows are settled per batch, not per row.
 
-`fast_verdicts` looks at the flattened messages of a batch with pyarrow.compute and NumPy and
-settles the rows it can prove: clean rows (kept unchanged with no code at all) and rows whose
-only code is calls pending at the end (when the config keeps them), in the OpenAI, ShareGPT and
-Anthropic formats; and, in the OpenAI format, rows with a single kind of defect the config
-repairs and Arrow can repair as the per-row path would: empty assistant turns (R1), calls with
-invalid arguments (R2), orphan results (R3), consecutive assistant text messages (R4) and
-unanswered calls, by a cut before the first (R5, where an assistant turn remains); and two
-kinds of reject, rows with no assistant message and rows R5's cut would leave with none; in
-the ShareGPT format, rows whose only code is empty assistant turns (R1), orphan observations
-(R3) or consecutive assistant turns (R4), and rows with no assistant turn or a turn the decoder
-cannot read, rejected. Those
-rows never become Python objects; every other row takes the per-row path (`clean_mask` is the
-clean part alone). The verdicts are conservative: a row the fast path cannot prove (an unusual
-but valid shape, say) is merely left to the per-row path, so the two paths always agree.
+A format's Arrow side (`formats/<name>/arrow.py`) reads a batch's conversation column into an
+`ArrowView`: the rows it reads as the decoder would, and per code it knows the rows that may have
+it. A rule may bring Arrow checks of its own (`Rule.arrow`). `fast_verdicts` combines them:
+
+- a row is **clean** (kept unchanged, no code) only when the view reads it and every enabled
+  rule's check has cleared it; a rule with no check for this format clears no row, so a new rule
+  sends every row down the per-row path until it brings one;
+- a row whose only possible code is `trailing_tool_call` is kept as it is where the config keeps
+  those calls;
+- a row whose only possible code is one the view can repair or reject (and the config repairs or
+  rejects) is settled by the view, as the per-row path would; a repaired row is kept only when
+  the view of its repaired conversation clears it of every code again.
+
+Those rows never become Python objects; every other row takes the per-row path. The verdicts are
+conservative by construction, so the two paths always agree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Iterable, Sequence
 
+import numpy as np
 import pyarrow as pa
 
-from transcript_clean.fastpath.anthropic import anthropic_verdicts
 from transcript_clean.fastpath.base import (
-    FAST_REJECTS,
-    FAST_REPAIRS,
+    ArrowRepair,
+    ArrowView,
     FastReject,
     FastRepair,
     Mask,
     Verdicts,
 )
-from transcript_clean.fastpath.openai import openai_verdicts
-from transcript_clean.fastpath.sharegpt import sharegpt_verdicts
 from transcript_clean.formats.base import Format
+from transcript_clean.rules import TRAILING_TOOL_CALL, Rule, get_rule, rules
 
 __all__ = [
-    "FAST_REJECTS",
-    "FAST_REPAIRS",
+    "ArrowRepair",
+    "ArrowView",
     "FastReject",
     "FastRepair",
     "Verdicts",
     "clean_mask",
     "fast_verdicts",
+    "possible_codes",
 ]
 
 
@@ -53,6 +54,23 @@ def clean_mask(fmt: Format, column: pa.Array | pa.ChunkedArray) -> Mask | None:
     return None if verdicts is None else verdicts.clean
 
 
+def possible_codes(
+    view: ArrowView, fmt: Format, enabled: Sequence[Rule] | None = None
+) -> dict[str, Mask]:
+    """Per enabled rule, the rows of the view that may have its code: its own Arrow check for
+    this format, else the view's, else every row."""
+    out: dict[str, Mask] = {}
+    for rule in rules() if enabled is None else enabled:
+        check = rule.arrow.get(fmt.name) or rule.arrow.get("*")
+        if check is not None:
+            out[rule.code] = check(view)
+        elif rule.code in view.checks:
+            out[rule.code] = view.checks[rule.code]
+        else:
+            out[rule.code] = np.ones(view.rows, dtype=bool)
+    return out
+
+
 def fast_verdicts(
     fmt: Format,
     column: pa.Array | pa.ChunkedArray,
@@ -61,21 +79,101 @@ def fast_verdicts(
     repair: Collection[str] = (),
     reject: Collection[str] = (),
     schema: pa.Schema | None = None,
+    enabled: Sequence[Rule] | None = None,
 ) -> Verdicts | None:
     """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
-    only code is calls pending at the end (for a config that keeps them); those whose only code
-    is one of `repair` (codes of `FAST_REPAIRS` the config repairs: all of them for the OpenAI
-    format, R1, R3 and R4 for ShareGPT); and, for those two formats, rows it can reject as the
-    per-row path would (`reject`: codes of `FAST_REJECTS` the config rejects). `schema` is the
-    batch's, when other columns matter to the format (the `system` column of ShareGPT and
-    Anthropic). None when this format or column shape has no fast path."""
+    only code is calls pending at the end (for a config that keeps them); those whose only
+    code is one of `repair` (codes the config repairs as the view can) or `reject` (codes the
+    config rejects), where the format's view settles them. `schema` is the batch's, when other
+    columns matter to the format (the `system` column of ShareGPT and Anthropic); `enabled`,
+    the rules the run looks for (all of them by default). None when this format or column
+    shape has no fast path."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
-    if fmt.name == "openai":
-        return openai_verdicts(array, keep_trailing=keep_trailing, repair=repair, reject=reject)
-    if fmt.name == "sharegpt":
-        return sharegpt_verdicts(
-            fmt, array, keep_trailing=keep_trailing, repair=repair, reject=reject, schema=schema
-        )
-    if fmt.name == "anthropic":
-        return anthropic_verdicts(array, keep_trailing=keep_trailing, schema=schema)
-    return None
+    view = fmt.arrow_view(array, schema)
+    if view is None:
+        return None
+    enabled = list(rules() if enabled is None else enabled)
+    may = possible_codes(view, fmt, enabled)
+    read = ~view.unread
+    anything = _any(may.values(), view.rows)
+
+    def only(code: str) -> Mask:
+        others = _any((m for c, m in may.items() if c != code), view.rows)
+        return read & may[code] & ~others
+
+    nothing = np.zeros(view.rows, dtype=bool)
+    trailing = only(TRAILING_TOOL_CALL) if keep_trailing and TRAILING_TOOL_CALL in may else nothing
+    verdicts = Verdicts(
+        clean=read & ~anything,
+        trailing=trailing,
+        trailing_calls=view.trailing_calls,
+        repaired=nothing.copy(),
+    )
+    # A code found while decoding is a row's only code: the decoder stops there.
+    to_reject = {
+        r.code: may[r.code] if r.stage == "decode" else only(r.code)
+        for r in enabled
+        if r.code in view.rejects and r.code in reject
+    }
+    if any(rows.any() for rows in to_reject.values()):
+        verdicts.rejects += view.reject(to_reject)
+    for rule in enabled:  # a code whose words never change, rejected here for any format
+        if rule.message is not None and rule.code in reject and rule.code not in view.rejects:
+            rows = only(rule.code) if rule.code in may else nothing
+            if rows.any():
+                words = [rule.message] * int(rows.sum())
+                verdicts.rejects.append(FastReject(rule.code, rows, rows.astype(np.int64), words))
+    rejected = _any((r.rows for r in verdicts.rejects), view.rows)
+    # Empty turns are set aside before any other code is looked for (R1), so a row with one
+    # qualifies whatever else the view sees in it: the view of the repaired row decides.
+    to_repair = {
+        r.code: may[r.code] if r.stage == "empty" else only(r.code)
+        for r in enabled
+        if r.code in view.repairs and r.code in view.checks and r.code in repair
+    }
+    to_repair = {code: rows & ~rejected for code, rows in to_repair.items()}
+    to_repair = {code: rows for code, rows in to_repair.items() if rows.any()}
+    if to_repair:
+        _settle_repairs(view, fmt, enabled, to_repair, verdicts)
+    return verdicts
+
+
+def _settle_repairs(
+    view: ArrowView,
+    fmt: Format,
+    enabled: list[Rule],
+    to_repair: dict[str, Mask],
+    verdicts: Verdicts,
+) -> None:
+    """Repair in Arrow the rows of `to_repair`, and keep those the view of their repaired
+    conversations clears of every code but one the repair answers rather than removes."""
+    fixed = view.repair(to_repair)
+    verdicts.rejects += fixed.rejects
+    if not len(fixed.subset):
+        return
+    again = view.again(fixed.column)
+    assert again is not None  # the repaired column has the input's type
+    may = possible_codes(again, fmt, enabled)
+    read = ~again.unread
+    accepted = np.zeros(view.rows, dtype=bool)
+    for code, rows in to_repair.items():
+        left = [m for c, m in may.items() if not (c == code and get_rule(c).survives_repair)]
+        ok = read & ~_any(left, again.rows)
+        mine = np.zeros(view.rows, dtype=bool)
+        mine[fixed.subset[ok]] = True
+        mine &= rows
+        if mine.any():
+            rule = get_rule(code)
+            verdicts.repairs.append(
+                FastRepair(code, rule.repaired_as, mine, fixed.occurrences[code])
+            )
+            accepted |= mine
+    verdicts.repaired = accepted
+    verdicts.repaired_column = fixed.column.filter(pa.array(accepted[fixed.subset]))
+
+
+def _any(masks: Iterable[Mask], rows: int) -> Mask:
+    out = np.zeros(rows, dtype=bool)
+    for mask in masks:
+        out |= mask
+    return out

@@ -1,4 +1,5 @@
-"""What the fast path's modules share: the verdicts they return, and Arrow and NumPy helpers."""
+"""What the fast path shares with the formats' Arrow sides: a format's view of a batch, the
+verdicts worked out from it, and Arrow and NumPy helpers."""
 
 from __future__ import annotations
 
@@ -10,35 +11,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.formats.base import loads
-from transcript_clean.policy import (
-    CONSECUTIVE_ASSISTANT,
-    EMPTY_ASSISTANT_TURN,
-    INVALID_TOOL_ARGUMENTS,
-    MALFORMED_ROW,
-    NO_ASSISTANT_TURN,
-    ORPHAN_TOOL_RESULT,
-    TRAILING_TOOL_CALL,
-    UNANSWERED_TOOL_CALL,
-    UNKNOWN_ROLE,
-)
+from transcript_clean.rules import TRAILING_TOOL_CALL
 
 Mask = npt.NDArray[np.bool_]
 Counts = npt.NDArray[np.int64]
-
-FAST_REPAIRS = frozenset(
-    {
-        EMPTY_ASSISTANT_TURN,
-        INVALID_TOOL_ARGUMENTS,
-        ORPHAN_TOOL_RESULT,
-        CONSECUTIVE_ASSISTANT,
-        UNANSWERED_TOOL_CALL,
-    }
-)
-"""The codes whose repair the fast path can do itself (unanswered calls: by a cut)."""
-
-FAST_REJECTS = frozenset({NO_ASSISTANT_TURN, MALFORMED_ROW, UNKNOWN_ROLE})
-"""The codes for which the fast path can reject some rows itself, with the per-row path's
-message (which rows depends on the format)."""
 
 # A character that `str.strip()` keeps: the text holds something (SPEC section 2's blank test).
 # The class lists every character for which Python's `str.isspace()` is true.
@@ -55,6 +31,62 @@ _STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
 _NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
 _MEMBER = f"{_WS}{_STRING}{_WS}:{_WS}(?:{_STRING}|{_NUMBER}|true|false|null){_WS}"
 FLAT_OBJECT = f"^{_WS}\\{{(?:{_MEMBER}(?:,{_MEMBER})*|{_WS})\\}}{_WS}$"
+
+
+class ArrowView:
+    """A format's columnar view of one batch's conversation column: the rows it reads as the
+    decoder would, and per code it knows, which of those may have it (its Arrow checks: a row
+    not flagged certainly does not). A format's `arrow.py` makes one (`Format.arrow_view`); the
+    fast path combines it with the rules' own checks, and settles a row only when every enabled
+    rule has cleared it.
+
+    A format that can also repair or reject rows in Arrow says which codes (`repairs`,
+    `rejects`) and overrides `repair` and `reject`.
+    """
+
+    repairs: frozenset[str] = frozenset()
+    """Codes whose repair this view can do itself, for rows that have no other code."""
+    rejects: frozenset[str] = frozenset()
+    """Codes for which it can reject rows itself, with the per-row path's message."""
+
+    def __init__(
+        self, rows: int, unread: Mask, checks: dict[str, Mask], trailing_calls: Counts
+    ) -> None:
+        self.rows = rows
+        self.unread = unread
+        """Rows this view does not read as the decoder would: the per-row path decides them."""
+        self.checks = checks
+        """Per code it knows, the rows it reads that may have it."""
+        self.trailing_calls = trailing_calls
+        """Per row, the calls pending at the very end (one per id)."""
+
+    def repair(self, rows: dict[str, Mask]) -> ArrowRepair:
+        """The rows of `rows` (per code, rows whose only code it is) repaired, as the per-row
+        path would repair them."""
+        raise NotImplementedError
+
+    def again(self, column: pa.Array) -> ArrowView | None:
+        """The view of a column this view repaired, to check what the repair left."""
+        raise NotImplementedError
+
+    def reject(self, rows: dict[str, Mask]) -> list[FastReject]:
+        """The rows of `rows` (per code, rows that may be rejected for it) that this view can
+        reject as the per-row path would, with its messages."""
+        return []
+
+
+@dataclass(slots=True)
+class ArrowRepair:
+    """What a view made of the rows it was asked to repair."""
+
+    subset: npt.NDArray[np.int64]
+    """The rows it repaired, by position in the batch."""
+    column: pa.Array
+    """Their conversations, repaired, in that order."""
+    occurrences: dict[str, Counts]
+    """Per code, its occurrences in each row of the batch."""
+    rejects: list[FastReject] = field(default_factory=list)
+    """Rows whose repair is impossible, rejected as the per-row path would (not in `subset`)."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -142,27 +174,12 @@ class Verdicts:
         )
 
 
-def pending_verdicts(
-    bad: Mask,
-    parent: npt.NDArray[np.int64],
-    calls_at: Counts,
-    *,
-    keep_trailing: bool,
-) -> Verdicts:
-    """The verdicts of a format whose fast path repairs nothing: rows not `bad` are clean, or,
-    when their last element has calls pending (`calls_at`, per element), kept as they are if
-    `keep_trailing`."""
-    rows = len(bad)
-    last = np.flatnonzero(~neighbours(parent)[1])  # each row's last element
-    trailing_calls = np.zeros(rows, dtype=np.int64)
-    trailing_calls[parent[last]] = calls_at[last]
-    trailing = trailing_calls > 0
-    return Verdicts(
-        clean=~bad & ~trailing,
-        trailing=~bad & trailing if keep_trailing else np.zeros(rows, dtype=bool),
-        trailing_calls=trailing_calls,
-        repaired=np.zeros(rows, dtype=bool),
-    )
+def last_of_rows(values: Counts, parent: npt.NDArray[np.int64], rows: int) -> Counts:
+    """Per row, the value of its last element (0 for a row with none)."""
+    out = np.zeros(rows, dtype=np.int64)
+    last = np.flatnonzero(~neighbours(parent)[1])
+    out[parent[last]] = values[last]
+    return out
 
 
 def text_or_absent(schema: pa.Schema | None, name: str) -> bool:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import orjson
 
@@ -19,12 +19,15 @@ from transcript_clean.model import (
     ToolResult,
     UserMessage,
 )
+from transcript_clean.rules.malformed_row import CODE as MALFORMED_ROW
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.fastpath.base import ArrowView
 
 Row = dict[str, Any]
 """One dataset row as Python values: column name -> value (what `pyarrow` `to_pylist` gives)."""
-
-MALFORMED_ROW = "malformed_row"
-UNKNOWN_ROLE = "unknown_role"
 
 
 class DecodeError(TranscriptCleanError):
@@ -77,6 +80,11 @@ class Format:
         """The row with its conversation (and any column the format reads, such as `system`)
         rewritten from `messages`; every other column unchanged."""
         raise NotImplementedError
+
+    def arrow_view(self, column: pa.Array, schema: pa.Schema | None = None) -> ArrowView | None:
+        """The fast path's view of a batch's conversation column (`schema`: the batch's, where
+        other columns matter); None when this format, or this column's Arrow type, has none."""
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(column={self.column!r})"

@@ -11,7 +11,7 @@ share of the turns), as is the value of an observation that answers several call
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -20,10 +20,11 @@ import pyarrow.compute as pc
 
 from transcript_clean.fastpath.base import (
     NOT_SPACE,
+    ArrowRepair,
+    ArrowView,
+    Counts,
     FastReject,
-    FastRepair,
     Mask,
-    Verdicts,
     as_mask,
     count,
     drop_elements,
@@ -32,42 +33,45 @@ from transcript_clean.fastpath.base import (
     flatten,
     indices,
     is_text,
+    last_of_rows,
     neighbours,
-    pending_verdicts,
     rows_with,
     shift,
     text_or_absent,
     with_field,
 )
 from transcript_clean.formats.base import DecodeError, Format, join_texts
-from transcript_clean.formats.sharegpt import ShareGPTFormat, read_calls, split_list
-from transcript_clean.policy import (
+from transcript_clean.formats.sharegpt.codec import ShareGPTFormat, read_calls, split_list
+from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     EMPTY_ASSISTANT_TURN,
+    INVALID_TOOL_ARGUMENTS,
     MALFORMED_ROW,
     NO_ASSISTANT_TURN,
     ORPHAN_TOOL_RESULT,
+    TRAILING_TOOL_CALL,
+    UNANSWERED_TOOL_CALL,
     UNKNOWN_ROLE,
 )
 
-__all__ = ["sharegpt_verdicts"]
+__all__ = ["REPAIRS", "ShareGPTView", "sharegpt_view"]
+
+REPAIRS: Final = frozenset({EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT, CONSECUTIVE_ASSISTANT})
+"""The codes whose repair this format's Arrow side does itself: it drops or merges turns."""
+
+# The codes a row this view reads never has: invalid or unanswered calls, and consecutive turns
+# it cannot merge, leave their rows to the per-row path.
+_NEVER = (MALFORMED_ROW, UNKNOWN_ROLE, INVALID_TOOL_ARGUMENTS, UNANSWERED_TOOL_CALL)
 
 
-def sharegpt_verdicts(
-    fmt: Format,
-    array: pa.Array,
-    *,
-    keep_trailing: bool = False,
-    repair: Collection[str] = (),
-    reject: Collection[str] = (),
-    schema: pa.Schema | None = None,
-) -> Verdicts | None:
-    """The clean rows (and, with `keep_trailing`, those whose only code is calls pending at the
-    end) of a ShareGPT conversation column; the rows whose only code is empty assistant turns
-    (R1), orphan observations (R3) or consecutive assistant turns (R4), repaired, for the codes
-    in `repair`; and the rows rejected for the codes in `reject`: no assistant turn and nothing
-    else to say, or a turn the decoder cannot read (`malformed_row`, `unknown_role`). None when
-    the column or the row's `system` column has a shape this does not read."""
+def sharegpt_view(
+    fmt: Format, array: pa.Array, schema: pa.Schema | None = None
+) -> ShareGPTView | None:
+    """The view of a ShareGPT conversation column: per row, whether it is read, and which of
+    empty assistant turns (R1), orphan observations (R3), a second assistant text turn (R4),
+    calls pending at the end, or no assistant turn it may have; rows with a turn the decoder
+    cannot read may be rejected with the decoder's own error. None when the column or the
+    row's `system` column has a shape this does not read."""
     tags: dict[str, str] = dict(getattr(fmt, "tags", {}))
     if not tags or not _sharegpt_shape(array.type):
         return None
@@ -76,8 +80,9 @@ def sharegpt_verdicts(
     rows = len(array)
     bad, turns, parent = flatten(array)
     n = len(turns)
-    if n == 0:  # every row is null or empty, so bad
-        return pending_verdicts(bad, parent, np.zeros(0, dtype=np.int64), keep_trailing=False)
+    if n == 0:  # every row is null or empty, so not read here
+        nothing = np.zeros(0, dtype=bool)
+        return ShareGPTView(fmt, array, turns, parent, bad, nothing, {}, nothing, {})
 
     tag = pc.struct_field(turns, "from")
     value = pc.struct_field(turns, "value")
@@ -168,33 +173,68 @@ def sharegpt_verdicts(
     next_obs[:-1] = is_obs[1:]
     flag |= calling_end & same_next & ~next_obs  # unanswered (or a system turn first)
 
-    # Turns the config drops (R1), whose results it drops (R3) or that it merges into the turn
-    # before (R4), which this can drop too.
+    # Turns it drops (R1), whose results it drops (R3) or that it merges into the turn before
+    # (R4), in rows that have no other code.
     droppable = {
         EMPTY_ASSISTANT_TURN: empty,
         ORPHAN_TOOL_RESULT: orphan,
         CONSECUTIVE_ASSISTANT: merged,
     }
-    for code, turns_ in droppable.items():
-        if code not in repair:
-            flag |= turns_
-    droppable = {code: turns_ for code, turns_ in droppable.items() if code in repair}
     bad |= rows_with(flag, parent, rows)
-    with_code = {code: rows_with(turns_, parent, rows) for code, turns_ in droppable.items()}
-    coded = np.logical_or.reduce([np.zeros(rows, dtype=bool), *with_code.values()])
-    lacking = count(starts, parent, rows) == 0  # no_assistant_turn
-    verdicts = pending_verdicts(bad | lacking | coded, parent, pending, keep_trailing=keep_trailing)
-    alone = lacking & ~bad & ~coded
-    if NO_ASSISTANT_TURN in reject and alone.any():
-        why = ["the transcript has no assistant turn"] * int(alone.sum())
-        verdicts.rejects.append(FastReject(NO_ASSISTANT_TURN, alone, alone.astype(np.int64), why))
-    bad |= lacking
-    unread = [code for code in (MALFORMED_ROW, UNKNOWN_ROLE) if code in reject]
-    if unread and unreadable.any() and isinstance(fmt, ShareGPTFormat):
-        _reject_unreadable(fmt, turns, parent, unreadable, unread, verdicts)
-    if (coded & ~bad).any():
-        _drop_turns(fmt, array, turns, parent, droppable, with_code, ~bad, verdicts)
-    return verdicts
+    trailing_calls = last_of_rows(pending, parent, rows)
+    nothing = np.zeros(rows, dtype=bool)
+    checks = dict.fromkeys(_NEVER, nothing)
+    checks.update((code, rows_with(turns_, parent, rows)) for code, turns_ in droppable.items())
+    checks[TRAILING_TOOL_CALL] = trailing_calls > 0
+    checks[NO_ASSISTANT_TURN] = count(starts, parent, rows) == 0
+    unread = rows_with(unreadable, parent, rows)
+    checks[MALFORMED_ROW] = checks[UNKNOWN_ROLE] = unread
+    return ShareGPTView(
+        fmt, array, turns, parent, bad, unreadable, droppable, trailing_calls, checks
+    )
+
+
+class ShareGPTView(ArrowView):
+    """What the scan of a ShareGPT column found. It drops or merges the turns of `REPAIRS` in
+    rows with no other code, and rejects rows with a turn the decoder cannot read."""
+
+    repairs = REPAIRS
+    rejects = frozenset({MALFORMED_ROW, UNKNOWN_ROLE})
+
+    def __init__(
+        self,
+        fmt: Format,
+        array: pa.Array,
+        turns: pa.Array,
+        parent: npt.NDArray[np.int64],
+        unread: Mask,
+        unreadable: Mask,
+        droppable: dict[str, Mask],
+        trailing_calls: Counts,
+        checks: dict[str, Mask],
+    ) -> None:
+        rows = len(array)
+        if not len(trailing_calls):
+            trailing_calls = np.zeros(rows, dtype=np.int64)
+        super().__init__(rows, unread, checks, trailing_calls)
+        self.fmt = fmt
+        self.array = array
+        self.turns = turns
+        self.parent = parent
+        self.unreadable = unreadable
+        """Turns the decoder stops at."""
+        self.droppable = droppable
+
+    def again(self, column: pa.Array) -> ShareGPTView | None:
+        return sharegpt_view(self.fmt, column)
+
+    def reject(self, rows: dict[str, Mask]) -> list[FastReject]:
+        if not isinstance(self.fmt, ShareGPTFormat):
+            return []
+        return _reject_unreadable(self.fmt, self.turns, self.parent, self.unreadable, rows)
+
+    def repair(self, rows: dict[str, Mask]) -> ArrowRepair:
+        return _drop_turns(self.array, self.turns, self.parent, self.droppable, rows)
 
 
 def _reject_unreadable(
@@ -202,30 +242,31 @@ def _reject_unreadable(
     turns: pa.Array,
     parent: npt.NDArray[np.int64],
     unreadable: Mask,
-    codes: list[str],
-    verdicts: Verdicts,
-) -> None:
+    rows: dict[str, Mask],
+) -> list[FastReject]:
     """Rows with a turn the decoder cannot read (no tag or an unknown one, no value), rejected
-    as the per-row path rejects them, for the codes in `codes`. The decoder reads every turn, in
-    order, before anything else, so a row's error is its first such turn's: the decoder's own
-    `read_turn` says what it is, for that one turn."""
-    rows = len(verdicts.clean)
-    first = first_flagged(unreadable, parent, rows)
+    as the per-row path rejects them, for the codes of `rows` (per code, the rows it may
+    reject). The decoder reads every turn, in order, before anything else, so a row's error is
+    its first such turn's: the decoder's own `read_turn` says what it is, for that one turn."""
+    count_rows = len(next(iter(rows.values())))
+    first = first_flagged(unreadable, parent, count_rows)
     hit = np.flatnonzero(first < len(parent))
     at = first[hit]
     place = at - np.searchsorted(parent, hit)  # the turn's index in its row
-    found: dict[str, tuple[Mask, list[str]]] = {c: (np.zeros(rows, dtype=bool), []) for c in codes}
+    found = {code: (np.zeros(count_rows, dtype=bool), list[str]()) for code in rows}
     items = turns.take(indices(at)).to_pylist()
     for row, i, item in zip(hit.tolist(), place.tolist(), items, strict=True):
         try:
             fmt.read_turn(item, f"{fmt.column}[{i}]")
         except DecodeError as err:
-            if err.code in found:
+            if err.code in found and rows[err.code][row]:
                 found[err.code][0][row] = True
                 found[err.code][1].append(str(err))
-    for code, (rejected, messages) in found.items():
-        if rejected.any():
-            verdicts.rejects.append(FastReject(code, rejected, rejected.astype(np.int64), messages))
+    return [
+        FastReject(code, rejected, rejected.astype(np.int64), messages)
+        for code, (rejected, messages) in found.items()
+        if rejected.any()
+    ]
 
 
 def _merged_texts(turns: pa.Array, merged: Mask) -> dict[int, str]:
@@ -244,42 +285,30 @@ def _merged_texts(turns: pa.Array, merged: Mask) -> dict[int, str]:
 
 
 def _drop_turns(
-    fmt: Format,
     array: pa.Array,
     turns: pa.Array,
     parent: npt.NDArray[np.int64],
     droppable: dict[str, Mask],
-    with_code: dict[str, Mask],
-    unflagged: Mask,
-    verdicts: Verdicts,
-) -> None:
-    """R1, R3 and R4 for the rows whose only flagged turns are empty assistant ones, orphan
-    observations, or assistant turns to merge into the one before (one code a row): drop those
-    (appending a merged turn's text to the turn before), and settle the rows the scan of what
-    is left finds clean, as the per-row path would (it writes the other turns back
-    unchanged). Another code the drop reveals, or one the row had besides (calls pending at the
-    end), leaves the row to the per-row path."""
+    alone: dict[str, Mask],
+) -> ArrowRepair:
+    """R1, R3 and R4 for the rows of `alone` (per code, rows to repair for it): drop their empty
+    assistant turns, orphan observations, or assistant turns to merge into the one before
+    (appending a merged turn's text to the turn before), writing the other turns back
+    unchanged, as the per-row path would."""
     rows = len(array)
-    alone: dict[str, Mask] = {}
     drop = np.zeros(len(parent), dtype=bool)
-    for code, rows_ in with_code.items():
-        alone[code] = rows_ & unflagged
-        for other, other_rows in with_code.items():
-            if other != code:
-                alone[code] &= ~other_rows
-        drop |= droppable[code] & alone[code][parent]
+    for code, rows_ in alone.items():
+        drop |= droppable[code] & rows_[parent]
     candidates = np.flatnonzero(np.logical_or.reduce(list(alone.values())))
-    if not len(candidates):
-        return
     row_at = np.full(rows, -1, dtype=np.int64)
     row_at[candidates] = np.arange(len(candidates), dtype=np.int64)
     chosen = np.flatnonzero(row_at[parent] >= 0)
     values = turns.take(indices(chosen))
-    merged = droppable.get(CONSECUTIVE_ASSISTANT)
+    merged = alone.get(CONSECUTIVE_ASSISTANT)
     texts = (
         {}
         if merged is None
-        else _merged_texts(turns, merged & alone[CONSECUTIVE_ASSISTANT][parent])
+        else _merged_texts(turns, droppable[CONSECUTIVE_ASSISTANT] & merged[parent])
     )
     if texts:
         at = np.full(len(parent), -1, dtype=np.int64)
@@ -287,18 +316,8 @@ def _drop_turns(
         mine = {int(at[i]): text for i, text in texts.items() if at[i] >= 0}
         values = with_field(values, "value", mine)
     fixed = drop_elements(array.type, len(candidates), values, drop[chosen], row_at[parent[chosen]])
-    again = sharegpt_verdicts(fmt, fixed)
-    assert again is not None  # the same type as `array`
-    ok = np.zeros(rows, dtype=bool)
-    ok[candidates[again.clean]] = True
-    for code, rows_ in alone.items():
-        if (rows_ & ok).any():
-            action = "dropped" if code == EMPTY_ASSISTANT_TURN else "repaired"
-            occurrences = count(droppable[code], parent, rows)
-            verdicts.repairs.append(FastRepair(code, action, rows_ & ok, occurrences))
-    if ok.any():
-        verdicts.repaired |= ok
-        verdicts.repaired_column = fixed.filter(pa.array(again.clean))
+    occurrences = {code: count(droppable[code], parent, rows) for code in alone}
+    return ArrowRepair(candidates, fixed, occurrences)
 
 
 def _sharegpt_shape(type_: pa.DataType) -> bool:

@@ -21,11 +21,10 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import (
-    UNKNOWN_ROLE,
     Decoded,
     DecodeError,
     Format,
@@ -52,6 +51,12 @@ from transcript_clean.model import (
     ToolResult,
     UserMessage,
 )
+from transcript_clean.rules import UNKNOWN_ROLE
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.fastpath.base import ArrowView
 
 ROLES: Final = ("user", "assistant", "system", "function_call", "observation")
 """What a tag can stand for."""
@@ -167,6 +172,11 @@ class ShareGPTFormat(Format):
 
     # -----------------------------------------------------------------------------------------
     # encode
+
+    def arrow_view(self, column: pa.Array, schema: pa.Schema | None = None) -> ArrowView | None:
+        from transcript_clean.formats.sharegpt.arrow import sharegpt_view
+
+        return sharegpt_view(self, column, schema)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

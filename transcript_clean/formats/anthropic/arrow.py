@@ -1,8 +1,8 @@
-"""The fast path for the Anthropic format: which rows are canonical, decided on the flattened
-messages and their flattened content blocks.
+"""The Anthropic format's Arrow side: its messages and their content blocks, flattened per batch.
 
-A row is settled here when it is clean, or (for a config that keeps them) when its only code is
-calls pending at the end; every other row takes the per-row path, which repairs. Content is read
+The view reads a row when every message and block is one the decoder reads and nothing in it
+needs a repair; then its only possible codes are calls pending at the end, or no assistant
+message. Every other row takes the per-row path, which repairs. Content is read
 as a list of blocks (text, tool_use, thinking and redacted_thinking from the assistant; text and
 tool_result from the user) or as plain text; any other block, like an image, leaves its row to
 the per-row path.
@@ -17,32 +17,57 @@ import pyarrow.compute as pc
 
 from transcript_clean.fastpath.base import (
     NOT_SPACE,
+    ArrowView,
     Mask,
-    Verdicts,
     as_mask,
     count,
     field_type,
     flatten,
     indices,
     is_text,
+    last_of_rows,
     neighbours,
     objects,
-    pending_verdicts,
     repeated,
     rows_with,
     shift,
     text_or_absent,
 )
+from transcript_clean.formats.base import Format
+from transcript_clean.rules import (
+    CONSECUTIVE_ASSISTANT,
+    EMPTY_ASSISTANT_TURN,
+    INVALID_TOOL_ARGUMENTS,
+    MALFORMED_ROW,
+    NO_ASSISTANT_TURN,
+    ORPHAN_TOOL_RESULT,
+    TRAILING_TOOL_CALL,
+    UNANSWERED_TOOL_CALL,
+    UNKNOWN_ROLE,
+)
 
-__all__ = ["anthropic_verdicts"]
+__all__ = ["anthropic_view"]
+
+# The codes a row this view reads never has: every message it reads as the decoder would, with
+# a non-empty turn from the assistant, every call answered by the next message and every result
+# answering one, no assistant message after another.
+_NEVER = (
+    MALFORMED_ROW,
+    UNKNOWN_ROLE,
+    EMPTY_ASSISTANT_TURN,
+    INVALID_TOOL_ARGUMENTS,
+    ORPHAN_TOOL_RESULT,
+    CONSECUTIVE_ASSISTANT,
+    UNANSWERED_TOOL_CALL,
+)
 
 
-def anthropic_verdicts(
-    array: pa.Array, *, keep_trailing: bool = False, schema: pa.Schema | None = None
-) -> Verdicts | None:
-    """The clean rows (and, with `keep_trailing`, those whose only code is calls pending at the
-    end) of an Anthropic `messages` column; None when the column or the row's `system` column
-    has a shape this does not read."""
+def anthropic_view(
+    fmt: Format, array: pa.Array, schema: pa.Schema | None = None
+) -> ArrowView | None:
+    """The view of an Anthropic `messages` column: rows it reads are clean but for calls pending
+    at the end, or no assistant message; None when the column or the row's `system` column has a
+    shape this does not read."""
     content_type = _content_type(array.type)
     if content_type is None:
         return None
@@ -51,8 +76,9 @@ def anthropic_verdicts(
     rows = len(array)
     bad, msgs, parent = flatten(array)
     n = len(msgs)
-    if n == 0:  # every row is null or empty, so bad
-        return pending_verdicts(bad, parent, np.zeros(0, dtype=np.int64), keep_trailing=False)
+    nothing = np.zeros(rows, dtype=bool)
+    if n == 0:  # every row is null or empty, so not read here
+        return ArrowView(rows, bad, {}, np.zeros(rows, dtype=np.int64))
 
     role = pc.struct_field(msgs, "role")
     content = pc.struct_field(msgs, "content")
@@ -70,9 +96,11 @@ def anthropic_verdicts(
     flag |= is_assistant & ~said  # empty_assistant_turn
 
     bad |= rows_with(flag, parent, rows)
-    bad |= count(is_assistant, parent, rows) == 0  # no_assistant_turn
-    pending = np.where(is_assistant, calls, 0)
-    return pending_verdicts(bad, parent, pending, keep_trailing=keep_trailing)
+    trailing_calls = last_of_rows(np.where(is_assistant, calls, 0), parent, rows)
+    checks = dict.fromkeys(_NEVER, nothing)
+    checks[TRAILING_TOOL_CALL] = trailing_calls > 0
+    checks[NO_ASSISTANT_TURN] = count(is_assistant, parent, rows) == 0
+    return ArrowView(rows, bad, checks, trailing_calls)
 
 
 def _content_type(type_: pa.DataType) -> pa.DataType | None:

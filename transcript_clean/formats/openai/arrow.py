@@ -1,9 +1,15 @@
-"""The fast path for the OpenAI format: messages as plain-text structs."""
+"""The OpenAI format's Arrow side: its messages, held as plain-text structs, read per batch.
+
+The scan flattens a batch's messages and finds, with pyarrow.compute and NumPy, the rows it reads
+as the decoder would and, among them, the rows with each code it knows; it repairs R1-R5 (R5 by
+a cut) in Arrow, writing the rows back in the column's own type.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
@@ -12,11 +18,11 @@ import pyarrow.compute as pc
 
 from transcript_clean.fastpath.base import (
     NOT_SPACE,
+    ArrowRepair,
+    ArrowView,
     Counts,
     FastReject,
-    FastRepair,
     Mask,
-    Verdicts,
     as_mask,
     count,
     drop_elements,
@@ -32,111 +38,89 @@ from transcript_clean.fastpath.base import (
     rows_with,
     shift,
 )
-from transcript_clean.formats.base import join_texts
-from transcript_clean.policy import (
+from transcript_clean.formats.base import Format, join_texts
+from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
+    MALFORMED_ROW,
     NO_ASSISTANT_TURN,
     ORPHAN_TOOL_RESULT,
+    TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
+    UNKNOWN_ROLE,
 )
+from transcript_clean.rules.unanswered_tool_call import uncuttable
 from transcript_clean.transcript import (
     TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER,
     invalid_arguments_feedback,
 )
 
-__all__ = ["openai_verdicts"]
+__all__ = ["REPAIRS", "OpenAIView", "openai_view"]
 
-
-def openai_verdicts(
-    array: pa.Array,
-    *,
-    keep_trailing: bool = False,
-    repair: Collection[str] = (),
-    reject: Collection[str] = (),
-) -> Verdicts | None:
-    """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
-    only code is calls pending at the end (for a config that keeps them); those whose only
-    code is one of `repair` (codes of `FAST_REPAIRS` the config repairs); and those it rejects:
-    with no assistant message and nothing else to say, when `reject` has `no_assistant_turn`,
-    and those an R5 cut would leave without one. None when this format or column shape has no
-    fast path."""
-    if not _openai_shape(array.type):
-        return None
-    rows = len(array)
-    scan = _scan(array)
-    kinds = scan.kinds()
-    plain = ~scan.bad & ~np.logical_or.reduce(list(kinds.values()))
-    verdicts = Verdicts(
-        clean=plain & ~scan.trailing,
-        trailing=plain & scan.trailing if keep_trailing else np.zeros(rows, dtype=bool),
-        trailing_calls=scan.trailing_calls,
-        repaired=np.zeros(rows, dtype=bool),
-    )
-    lacking = scan.no_assistant & ~np.logical_or.reduce(list(kinds.values()))
-    if NO_ASSISTANT_TURN in reject and lacking.any():
-        message = "the transcript has no assistant turn"
-        verdicts.rejects.append(
-            FastReject(
-                NO_ASSISTANT_TURN, lacking, lacking.astype(np.int64), [message] * int(lacking.sum())
-            )
-        )
-    # Rows with one kind of defect to repair. Empty turns go first (R1), and the per-row path
-    # checks what is left: any row with one qualifies, and the scan of the repaired row decides.
-    # The other repairs are taken alone, in rows with nothing else to say.
-    wanted = {code: rows_ for code, rows_ in kinds.items() if code in repair and rows_.any()}
-    if not wanted:
-        return verdicts
-    others = ~scan.bad & ~scan.trailing
-    alone: dict[str, Mask] = {}
-    for code, rows_ in wanted.items():
-        if code != EMPTY_ASSISTANT_TURN:
-            rows_ = rows_ & others
-            for other, other_rows in kinds.items():
-                if other != code:
-                    rows_ = rows_ & ~other_rows
-        alone[code] = rows_
-    if UNANSWERED_TOOL_CALL in alone:
-        _reject_uncuttable(scan, alone, verdicts)
-        if not alone[UNANSWERED_TOOL_CALL].any():
-            del alone[UNANSWERED_TOOL_CALL]
-    if not alone:
-        return verdicts
-    subset = np.flatnonzero(np.logical_or.reduce(list(alone.values())))
-    fixed, counts = _repair(array.type, scan, alone, subset)
-
-    # R2 leaves nothing to check (the calls stay invalid, and R6 lets that code pass); the rows
-    # whose messages were dropped or merged are scanned again.
-    accepted = dict(alone)
-    again_rows = np.zeros(rows, dtype=bool)
-    for code in (
+REPAIRS: Final = frozenset(
+    {
         EMPTY_ASSISTANT_TURN,
+        INVALID_TOOL_ARGUMENTS,
         ORPHAN_TOOL_RESULT,
         CONSECUTIVE_ASSISTANT,
         UNANSWERED_TOOL_CALL,
-    ):
-        if code in alone:
-            again_rows |= alone[code]
-    if again_rows.any():
-        within = np.flatnonzero(again_rows[subset])
-        again = _scan(fixed.take(indices(within)))
-        fine = ~again.bad & ~again.trailing & ~np.logical_or.reduce(list(again.kinds().values()))
-        ok = np.zeros(rows, dtype=bool)
-        ok[subset[within[fine]]] = True
-        for code in accepted:
-            if code != INVALID_TOOL_ARGUMENTS:
-                accepted[code] = accepted[code] & ok
-    for code, rows_ in accepted.items():
-        if rows_.any():
-            action = "dropped" if code == EMPTY_ASSISTANT_TURN else "repaired"
-            verdicts.repairs.append(FastRepair(code, action, rows_, counts[code]))
-            verdicts.repaired |= rows_
-    verdicts.repaired_column = fixed.filter(pa.array(verdicts.repaired[subset]))
-    return verdicts
+    }
+)
+"""The codes whose repair this format's Arrow side does itself (unanswered calls: by a cut)."""
 
 
-def _reject_uncuttable(scan: _Scan, alone: dict[str, Mask], verdicts: Verdicts) -> None:
+def openai_view(fmt: Format, array: pa.Array, schema: pa.Schema | None = None) -> OpenAIView | None:
+    """The view of a column of OpenAI messages held as plain-text structs; None for any other
+    shape."""
+    if not _openai_shape(array.type):
+        return None
+    return OpenAIView(array, _scan(array))
+
+
+class OpenAIView(ArrowView):
+    """What the scan of an OpenAI column found: per code, the rows that have it, among the rows
+    whose every message it reads as the decoder would. It repairs each code of `REPAIRS` as the
+    per-row path does."""
+
+    repairs = REPAIRS
+
+    def __init__(self, array: pa.Array, scan: _Scan) -> None:
+        nothing = np.zeros(scan.rows, dtype=bool)
+        checks = {
+            MALFORMED_ROW: nothing,
+            UNKNOWN_ROLE: nothing,
+            **scan.kinds(),
+            TRAILING_TOOL_CALL: scan.trailing,
+            NO_ASSISTANT_TURN: scan.unsaid,
+        }
+        super().__init__(scan.rows, scan.bad, checks, scan.trailing_calls)
+        self.array = array
+        self.scan = scan
+
+    def again(self, column: pa.Array) -> OpenAIView:
+        return OpenAIView(column, _scan(column))
+
+    def repair(self, rows: dict[str, Mask]) -> ArrowRepair:
+        alone = dict(rows)
+        rejects = []
+        if UNANSWERED_TOOL_CALL in alone:
+            rejects = _reject_uncuttable(self.scan, alone)
+        subset = np.flatnonzero(_any_row(alone.values(), self.rows))
+        if not len(subset):
+            return ArrowRepair(subset, self.array.slice(0, 0), {}, rejects)
+        column, occurrences = _repair(self.array.type, self.scan, alone, subset)
+        return ArrowRepair(subset, column, occurrences, rejects)
+
+
+def _any_row(masks: Iterable[Mask], rows: int) -> Mask:
+    out = np.zeros(rows, dtype=bool)
+    for mask in masks:
+        out |= mask
+    return out
+
+
+def _reject_uncuttable(scan: _Scan, alone: dict[str, Mask]) -> list[FastReject]:
     """R5's rows whose cut would leave no assistant turn are rejected, with the per-row path's
     message: the first unanswered turn's place among the canonical messages (before it, in
     such a row, are system and user messages only, one each) and its first call's id. A row
@@ -146,7 +130,7 @@ def _reject_uncuttable(scan: _Scan, alone: dict[str, Mask], verdicts: Verdicts) 
     cut = alone[UNANSWERED_TOOL_CALL]
     empty = cut & (count(scan.assistant & before, scan.parent, scan.rows) == 0)
     if not empty.any():
-        return
+        return []
     start = np.searchsorted(scan.parent, np.arange(scan.rows))
     messages, kept = [], np.zeros(scan.rows, dtype=bool)
     for row in np.flatnonzero(empty).tolist():
@@ -154,17 +138,12 @@ def _reject_uncuttable(scan: _Scan, alone: dict[str, Mask], verdicts: Verdicts) 
         if call_id is None:
             continue
         kept[row] = True
-        messages.append(
-            f"message {int(first[row] - start[row])}: tool call {call_id!r} has no result, and "
-            "cutting the transcript before it would leave no assistant turn"
-        )
+        messages.append(uncuttable(int(first[row] - start[row]), call_id))
     alone[UNANSWERED_TOOL_CALL] = cut & ~empty
-    if kept.any():
-        verdicts.rejects.append(
-            FastReject(
-                UNANSWERED_TOOL_CALL, kept, np.where(kept, scan.unanswered_calls, 0), messages
-            )
-        )
+    if not kept.any():
+        return []
+    occurrences = np.where(kept, scan.unanswered_calls, 0)
+    return [FastReject(UNANSWERED_TOOL_CALL, kept, occurrences, messages)]
 
 
 def _openai_shape(type_: pa.DataType) -> bool:
@@ -220,8 +199,8 @@ class _Scan:
     """The first call's id of each of those turns, by the turn's position."""
     assistant: Mask
     """Assistant messages."""
-    no_assistant: Mask
-    """Rows with no assistant message at all, and nothing else the scan would flag."""
+    unsaid: Mask
+    """Rows with no assistant message that says anything (none once R1 has run)."""
     invalid: Counts
     """Per row, calls whose arguments are text that is not a JSON object."""
     answers: dict[int, str]
@@ -344,9 +323,6 @@ def _scan(array: pa.Array) -> _Scan:
     flag[answered] |= run_len[next_run] < n_calls[answered]  # calls without results
 
     bad |= rows_with(flag, parent, rows)
-    no_assistant = count(is_assistant, parent, rows) == 0
-    lacking = ~bad & no_assistant
-    bad |= count(is_assistant & ~blank, parent, rows) == 0  # no_assistant_turn
     scan = _Scan(
         rows=rows,
         bad=bad,
@@ -361,7 +337,7 @@ def _scan(array: pa.Array) -> _Scan:
         unanswered_calls=none,
         first_ids={},
         assistant=is_assistant,
-        no_assistant=lacking,
+        unsaid=count(is_assistant & ~blank, parent, rows) == 0,
         invalid=none,
         answers={},
         names={},

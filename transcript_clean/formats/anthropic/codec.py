@@ -20,11 +20,10 @@ redacted_thinking `{data}` are reasoning; image, document and any other block ar
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transcript_clean.formats.base import (
     MISSING,
-    UNKNOWN_ROLE,
     Decoded,
     DecodeError,
     Format,
@@ -56,6 +55,12 @@ from transcript_clean.model import (
     UserMessage,
     UserPart,
 )
+from transcript_clean.rules import UNKNOWN_ROLE
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.fastpath.base import ArrowView
 
 _REASONING_BLOCKS = ("thinking", "redacted_thinking")
 
@@ -103,6 +108,11 @@ class AnthropicFormat(Format):
                 messages.append(message)
                 answers = message.tool_calls
         return Decoded(messages, dict(row), format=self.name)
+
+    def arrow_view(self, column: pa.Array, schema: pa.Schema | None = None) -> ArrowView | None:
+        from transcript_clean.formats.anthropic.arrow import anthropic_view
+
+        return anthropic_view(self, column, schema)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

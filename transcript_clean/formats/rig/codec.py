@@ -23,7 +23,6 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from transcript_clean.formats.base import (
-    UNKNOWN_ROLE,
     Decoded,
     DecodeError,
     Format,
@@ -56,6 +55,7 @@ from transcript_clean.model import (
     UserMessage,
     UserPart,
 )
+from transcript_clean.rules import UNKNOWN_ROLE
 
 
 class RigFormat(Format):

@@ -1,0 +1,222 @@
+"""The rules: one module per code, and the registry that everything else reads.
+
+Every module of this package (but `base`) holds one `RULE`: its code, allowed, default and strict
+actions, a one-line summary, how it is found and repaired, and any Arrow check it brings. The
+config tables (`policy`), the generated `configs/*.toml`, the per-row path's checks (`rows`), the
+repair chain, the fast path's proof that a row is clean, the stats' order and the README's codes
+table all come from here, so adding a rule is adding a module.
+
+    >>> [rule.code for rule in RULES][:2]
+    ['malformed_row', 'unknown_role']
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import textwrap
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Final
+
+from transcript_clean.rules.base import (
+    ACTIONS,
+    Action,
+    ArrowCheck,
+    Rule,
+    Stage,
+    Unrepairable,
+    Violation,
+    Walk,
+)
+from transcript_clean.rules.consecutive_assistant import CODE as CONSECUTIVE_ASSISTANT
+from transcript_clean.rules.empty_assistant_turn import CODE as EMPTY_ASSISTANT_TURN
+from transcript_clean.rules.invalid_tool_arguments import CODE as INVALID_TOOL_ARGUMENTS
+from transcript_clean.rules.malformed_row import CODE as MALFORMED_ROW
+from transcript_clean.rules.no_assistant_turn import CODE as NO_ASSISTANT_TURN
+from transcript_clean.rules.orphan_tool_result import CODE as ORPHAN_TOOL_RESULT
+from transcript_clean.rules.trailing_tool_call import CODE as TRAILING_TOOL_CALL
+from transcript_clean.rules.unanswered_tool_call import CODE as UNANSWERED_TOOL_CALL
+from transcript_clean.rules.unencodable_row import CODE as UNENCODABLE_ROW
+from transcript_clean.rules.unknown_role import CODE as UNKNOWN_ROLE
+
+if TYPE_CHECKING:
+    from transcript_clean.model import Message
+
+__all__ = [
+    "ACTIONS",
+    "CONSECUTIVE_ASSISTANT",
+    "EMPTY_ASSISTANT_TURN",
+    "INVALID_TOOL_ARGUMENTS",
+    "MALFORMED_ROW",
+    "NO_ASSISTANT_TURN",
+    "ORPHAN_TOOL_RESULT",
+    "RULES",
+    "TRAILING_TOOL_CALL",
+    "UNANSWERED_TOOL_CALL",
+    "UNENCODABLE_ROW",
+    "UNKNOWN_ROLE",
+    "Action",
+    "ArrowCheck",
+    "Rule",
+    "Stage",
+    "Unrepairable",
+    "Violation",
+    "Walk",
+    "codes",
+    "codes_table",
+    "config_toml",
+    "describe",
+    "discover",
+    "find_violations",
+    "get_rule",
+    "registered",
+    "repair_chain",
+    "rules",
+]
+
+
+def discover() -> list[Rule]:
+    """The `RULE` of every module of this package, in their order."""
+    found = []
+    for info in pkgutil.iter_modules(__path__):
+        if info.name.startswith("_") or info.name == "base":
+            continue
+        module = importlib.import_module(f"{__name__}.{info.name}")
+        rule = getattr(module, "RULE", None)
+        if not isinstance(rule, Rule):
+            raise TypeError(f"{module.__name__} has no RULE")
+        found.append(rule)
+    return _ordered(found)
+
+
+def _ordered(found: Sequence[Rule]) -> list[Rule]:
+    by_code: dict[str, Rule] = {}
+    for rule in found:
+        if rule.code in by_code:
+            raise ValueError(f"two rules have the code {rule.code!r}")
+        by_code[rule.code] = rule
+    return sorted(by_code.values(), key=lambda r: (r.order, r.code))
+
+
+_registry: list[Rule] = discover()
+RULES: Final = tuple(_registry)
+"""The rules this package ships, in order (`rules()` also holds any registered since)."""
+
+
+def rules() -> tuple[Rule, ...]:
+    """Every rule, in order: those of this package and any `registered` since."""
+    return tuple(_registry)
+
+
+def codes() -> tuple[str, ...]:
+    """The codes, in the order the cleaner meets them: the keys of the stats table."""
+    return tuple(rule.code for rule in _registry)
+
+
+def get_rule(code: str) -> Rule:
+    for rule in _registry:
+        if rule.code == code:
+            return rule
+    raise KeyError(code)
+
+
+@contextmanager
+def registered(rule: Rule) -> Iterator[Rule]:
+    """Add `rule` to the registry for the duration of the block (a rule defined outside this
+    package: a plugin, or a test's)."""
+    global _registry
+    before = _registry
+    _registry = _ordered([*before, rule])
+    try:
+        yield rule
+    finally:
+        _registry = before
+
+
+def repair_chain() -> list[Rule]:
+    """The rules with a repair of the transcript, in the order they run (R2-R5)."""
+    return [rule for rule in _registry if rule.repair is not None]
+
+
+def find_violations(messages: Sequence[Message]) -> list[Violation]:
+    """Every rule's violations in a transcript whose empty turns are already set aside, rule by
+    rule in order."""
+    walk = Walk(messages)
+    found: list[Violation] = []
+    for rule in _registry:
+        if rule.find is not None:
+            found.extend(rule.find(walk))
+    return found
+
+
+def describe(code: str, index: int, call_id: str | None) -> str:
+    """The words for a violation of the walk of SPEC section 3 (`TranscriptError`)."""
+    for rule in _registry:
+        if rule.code == code and rule.describe is not None:
+            return rule.describe(index, call_id)
+    return f"message {index}: {code}"
+
+
+# ---------------------------------------------------------------------------------------------
+# what the registry writes: the built-in configs and the README's codes table
+
+_CONFIG_HEADS: Final = {
+    "default": """\
+# transcript-clean default config: repair what a live agent loop would have recorded.
+#
+# Each key of [actions] is an error code (the keys of the stats table); its value is what the
+# cleaner does with a row that has it:
+#   repair  fix the transcript (SPEC section 5, rules R1-R5) and keep the row
+#   reject  send the row, as it came in, to rejects/ with its codes
+#   keep    count the code and leave the row as is (only where the row stays valid)
+# A code left out keeps the action shown here.
+""",
+    "strict": """\
+# transcript-clean strict config, for audits: every violation rejects its row, nothing is
+# repaired or kept. A rejected row's codes are exactly the codes found in its transcript
+# (after empty assistant turns are set aside). See default.toml for what each code means.
+""",
+}
+
+_REPAIR_TABLE: Final = {
+    "default": """\
+[repair]
+# How R5 repairs an unanswered call: "cut" the transcript just before the assistant turn that
+# made it (when an assistant turn remains), or "error_result": answer it with the error result
+# "The tool call was interrupted before a result was produced."
+interrupted_call = "cut"
+""",
+    "strict": """\
+[repair]
+interrupted_call = "cut"
+""",
+}
+
+
+def config_toml(name: str) -> str:
+    """The text of the built-in config `name` (`default` or `strict`), from the registry: what
+    `configs/<name>.toml` holds (a test checks they agree)."""
+    lines = [_CONFIG_HEADS[name], "[actions]"]
+    for rule in RULES:
+        if name == "default":
+            lines += textwrap.wrap(
+                rule.actions_help, width=99, initial_indent="# ", subsequent_indent="# "
+            )
+        action = rule.default if name == "default" else rule.strict
+        lines.append(f'{rule.code} = "{action}"')
+    return "\n".join(lines) + "\n\n" + _REPAIR_TABLE[name]
+
+
+def codes_table() -> str:
+    """The README's codes table, in Markdown."""
+    rows = [
+        "| code | what it means | default | strict | allowed |",
+        "| --- | --- | --- | --- | --- |",
+    ]
+    for rule in _registry:
+        allowed = ", ".join(a for a in ACTIONS if a in rule.allowed)
+        rows.append(
+            f"| `{rule.code}` | {rule.summary} | {rule.default} | {rule.strict} | {allowed} |"
+        )
+    return "\n".join(rows) + "\n"

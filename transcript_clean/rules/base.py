@@ -1,0 +1,196 @@
+"""What a rule is: its code and actions, how it is found and repaired, and where Arrow clears it.
+
+A rule's `find` on the canonical transcript is the truth. Its Arrow checks (one per format, in
+`arrow`, or the format's own, in the format's `arrow.py`) are an addition that may only say
+"certainly not in this row"; a row is settled fast only when every enabled rule has said so.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Literal
+
+from transcript_clean.errors import TranscriptCleanError
+from transcript_clean.model import AssistantMessage, Message, ToolResult, UserMessage
+from transcript_clean.transcript import TranscriptError, transcript_errors
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+
+    from transcript_clean.fastpath.base import ArrowView
+    from transcript_clean.policy import Config
+
+__all__ = [
+    "ACTIONS",
+    "Action",
+    "ArrowCheck",
+    "Rule",
+    "Stage",
+    "Unrepairable",
+    "Violation",
+    "Walk",
+    "answer_window",
+    "put_results",
+]
+
+Action = Literal["repair", "reject", "keep"]
+ACTIONS: tuple[Action, ...] = ("repair", "reject", "keep")
+
+Stage = Literal["decode", "empty", "walk", "encode"]
+"""Where a rule is found: by the format's decoder (R0), among the empty turns (R1), on the
+R1-cleaned transcript (`find`), or when a repaired row is written back (R7)."""
+
+ArrowCheck = Callable[["ArrowView"], "npt.NDArray[np.bool_]"]
+"""Given a format's columnar view of a batch, the rows that may have the code; every other row
+the view reads certainly does not."""
+
+
+@dataclass(slots=True, frozen=True)
+class Violation:
+    """One problem found in a row. `index` is the message's index in the decoded transcript."""
+
+    code: str
+    index: int | None
+    call_id: str | None
+    message: str
+
+
+class Unrepairable(TranscriptCleanError):
+    """A violation the repair cannot fix; the row is rejected with `code`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        self.code = code
+        super().__init__(message)
+
+
+class Walk:
+    """A transcript being checked, with what several rules read of it worked out once: the walk
+    of SPEC section 3 and the calls pending at its end."""
+
+    __slots__ = ("_errors", "_trailing", "messages")
+
+    def __init__(self, messages: Sequence[Message]) -> None:
+        self.messages = messages
+        self._errors: list[TranscriptError] | None = None
+        self._trailing: tuple[int, tuple[str, ...]] | bool | None = False
+
+    @property
+    def errors(self) -> list[TranscriptError]:
+        if self._errors is None:
+            self._errors = transcript_errors(self.messages)
+        return self._errors
+
+    @property
+    def trailing(self) -> tuple[int, tuple[str, ...]] | None:
+        """The last assistant turn and its call ids, when they are pending at the very end."""
+        if self._trailing is False:
+            self._trailing = trailing_calls(self.messages)
+        assert self._trailing is not True
+        return self._trailing
+
+    def errors_of(self, code: str) -> list[TranscriptError]:
+        return [e for e in self.errors if e.code == code]
+
+
+def _always(config: Config) -> bool:
+    return True
+
+
+@dataclass(slots=True, frozen=True)
+class Rule:
+    """One code of the stats table, and everything the cleaner knows about it."""
+
+    code: str
+    order: float
+    """Its place among the rules (SPEC section 5: R0 first); the repair chain runs in it."""
+    summary: str
+    """One line: what the code means (the codes table, `--help`)."""
+    actions_help: str
+    """What each allowed action does with it: the comment above it in `configs/default.toml`."""
+    allowed: frozenset[Action]
+    default: Action
+    strict: Action = "reject"
+    stage: Stage = "walk"
+    find: Callable[[Walk], Iterable[Violation]] | None = None
+    """Its violations on the R1-cleaned transcript (stage `walk`)."""
+    repair: Callable[[list[Message], Config], list[Message]] | None = None
+    """Its repair, where it has one: new messages, or `Unrepairable`."""
+    also_repairs: tuple[str, ...] = ()
+    """Codes whose repair, when the config asks for it, is this rule's repair too."""
+    repaired_as: str = "repaired"
+    """What the stats table calls its repair (`dropped` for empty turns)."""
+    survives_repair: bool = False
+    """Its repair answers it rather than removing it (R2: the invalid call stays, answered), so a
+    repaired transcript may still show it."""
+    message: str | None = None
+    """The words of every violation, where they never depend on the row: the fast path then
+    rejects by itself the rows whose only code it is."""
+    describe: Callable[[int, str | None], str] | None = None
+    """The words for a violation of the walk of SPEC section 3 (`TranscriptError`)."""
+    arrow: Mapping[str, ArrowCheck] = field(default_factory=dict)
+    """Per format name, its Arrow check, where the rule brings one itself (a format's view may
+    also bring checks for the rules it knows)."""
+    enabled: Callable[[Config], bool] = _always
+    """Whether a run with this config looks for it at all."""
+
+    def __post_init__(self) -> None:
+        if self.default not in self.allowed or self.strict not in self.allowed:
+            raise ValueError(f"{self.code}: default and strict actions must be allowed ones")
+
+
+# ---------------------------------------------------------------------------------------------
+# what several rules' repairs share
+
+
+def trailing_calls(messages: Sequence[Message]) -> tuple[int, tuple[str, ...]] | None:
+    """The last assistant turn and its call ids, when its calls are still pending at the very end
+    of the history (no user message after it)."""
+    for index in range(len(messages) - 1, -1, -1):
+        message = messages[index]
+        if isinstance(message, UserMessage):
+            return None
+        if isinstance(message, AssistantMessage):
+            ids = tuple(dict.fromkeys(c.id for c in message.tool_calls))
+            return (index, ids) if ids else None
+    return None
+
+
+def answer_window(messages: Sequence[Message], turn: int) -> int | None:
+    """The index of the user message that must answer the assistant turn at `turn`, if any: the
+    next message that is not a system message, when it is a user message."""
+    for index in range(turn + 1, len(messages)):
+        message = messages[index]
+        if isinstance(message, UserMessage):
+            return index
+        if isinstance(message, AssistantMessage):
+            return None
+    return None
+
+
+def put_results(
+    messages: list[Message], turn: int, results: Sequence[ToolResult], *, replacing: bool
+) -> None:
+    """Answer the turn at `turn` with `results`, in the user message that answers it: with
+    `replacing`, in front of its other parts and in place of the first result for each of their
+    calls; without, after its parts. When no user message answers the turn, they become a new
+    one right after it."""
+    at = answer_window(messages, turn)
+    if at is None:
+        messages.insert(turn + 1, UserMessage(tuple(results)))
+        return
+    answering = messages[at]
+    assert isinstance(answering, UserMessage)
+    if not replacing:
+        messages[at] = replace(answering, content=(*answering.content, *results))
+        return
+    calls = {r.call for r in results}
+    replaced: set[str] = set()
+    others = []
+    for part in answering.content:
+        if isinstance(part, ToolResult) and part.call in calls and part.call not in replaced:
+            replaced.add(part.call)
+        else:
+            others.append(part)
+    messages[at] = replace(answering, content=(*results, *others))

@@ -1,0 +1,119 @@
+"""unanswered_tool_call (R5): a tool call with no result in the next user message (SPEC section 3).
+
+Calls still pending at the very end of the history are `trailing_tool_call` instead. `repair`
+cuts the transcript just before the assistant turn that made the call, when an assistant turn
+remains (`[repair] interrupted_call = "cut"`), or answers the call with an error result
+(`"error_result"`); otherwise the row cannot be repaired.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Final
+
+from transcript_clean.model import AssistantMessage, Message
+from transcript_clean.rules.base import (
+    Rule,
+    Unrepairable,
+    Violation,
+    Walk,
+    put_results,
+    trailing_calls,
+)
+from transcript_clean.transcript import UNANSWERED_TOOL_CALL, tool_result_message, transcript_errors
+
+if TYPE_CHECKING:
+    from transcript_clean.policy import Config
+
+CODE: Final = UNANSWERED_TOOL_CALL
+TRAILING: Final = "trailing_tool_call"
+
+INTERRUPTED_TEXT: Final = "The tool call was interrupted before a result was produced."
+
+
+def describe(index: int, call_id: str | None) -> str:
+    return f"message {index}: tool call {call_id!r} has no result in the next user message"
+
+
+def uncuttable(index: int, call_id: str) -> str:
+    """Why a row whose first unanswered call is at message `index` cannot be cut before it."""
+    return (
+        f"message {index}: tool call {call_id!r} has no result, and cutting the transcript "
+        "before it would leave no assistant turn"
+    )
+
+
+def find(walk: Walk) -> Iterator[Violation]:
+    trailing = walk.trailing
+    for error in walk.errors_of(CODE):
+        if trailing is None or error.index != trailing[0]:
+            yield Violation(CODE, error.index, error.call_id, str(error))
+
+
+def _unanswered(messages: Sequence[Message], include_trailing: bool) -> dict[int, list[str]]:
+    """The unanswered call ids by the index of the turn that made them."""
+    trailing = trailing_calls(messages)
+    by_turn: dict[int, list[str]] = {}
+    for error in transcript_errors(messages):
+        if error.code != CODE or error.call_id is None:
+            continue
+        if not include_trailing and trailing is not None and error.index == trailing[0]:
+            continue
+        by_turn.setdefault(error.index, []).append(error.call_id)
+    return by_turn
+
+
+def cut_before_unanswered(
+    messages: Sequence[Message], *, include_trailing: bool = False
+) -> list[Message]:
+    """R5 (`cut`): the transcript up to just before the first assistant turn with an unanswered
+    call. `Unrepairable` when no assistant turn would remain."""
+    by_turn = _unanswered(messages, include_trailing)
+    if not by_turn:
+        return list(messages)
+    first = min(by_turn)
+    out = list(messages[:first])
+    if not any(isinstance(m, AssistantMessage) for m in out):
+        raise Unrepairable(CODE, uncuttable(first, by_turn[first][0]))
+    return out
+
+
+def answer_unanswered_calls(
+    messages: Sequence[Message], *, include_trailing: bool = False
+) -> list[Message]:
+    """R5 (`error_result`): every unanswered call is answered with the error result
+    "The tool call was interrupted before a result was produced."."""
+    by_turn = _unanswered(messages, include_trailing)
+    out = list(messages)
+    for turn in sorted(by_turn, reverse=True):
+        msg = out[turn]
+        assert isinstance(msg, AssistantMessage)
+        calls = {c.id: c for c in msg.tool_calls}
+        results = [tool_result_message(calls[i], INTERRUPTED_TEXT) for i in by_turn[turn]]
+        put_results(out, turn, results, replacing=False)
+    return out
+
+
+def _repair(messages: list[Message], config: Config) -> list[Message]:
+    include_trailing = config.action(TRAILING) == "repair"
+    if config.interrupted_call == "cut":
+        return cut_before_unanswered(messages, include_trailing=include_trailing)
+    return answer_unanswered_calls(messages, include_trailing=include_trailing)
+
+
+RULE = Rule(
+    CODE,
+    order=5,
+    summary=(
+        "a tool call with no result in the next user message: the transcript is cut before "
+        "its turn (R5)"
+    ),
+    actions_help="R5: a tool call with no result in the next user message. `repair`: see "
+    "[repair] below.",
+    allowed=frozenset({"repair", "reject"}),
+    default="repair",
+    find=find,
+    repair=_repair,
+    also_repairs=(TRAILING,),
+    describe=describe,
+)
