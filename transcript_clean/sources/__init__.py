@@ -1,0 +1,138 @@
+"""Inputs: Parquet files, JSON files, `datasets` folders and Hub datasets, as Arrow record batches.
+
+Parquet is also read over URIs (`s3://`, `gs://`, `file://`, and whatever else pyarrow or fsspec
+reach), so that a cluster's workers can read the same input.
+
+`open_source(spec)` works out what `spec` names and returns a `Source`: one schema, a list of
+independently readable `Part`s, and `read(part, start, stop)` for any row range of a part, in
+bounded memory. Sources and parts pickle, so worker processes can read their own ranges.
+
+One module per kind: `parquet` (local and over URIs), `json` (JSON and JSON Lines files) and `hf`
+(`datasets` folders and the Hub); `base` holds the `Source` ABC and what the kinds share.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+from pathlib import Path
+
+from transcript_clean.errors import SourceError
+from transcript_clean.sources.base import (
+    DEFAULT_BATCH_SIZE,
+    GLOB_CHARS,
+    JSON_COLUMNS_KEY,
+    Part,
+    Source,
+    hidden,
+    is_json_name,
+    json_columns,
+)
+from transcript_clean.sources.hf import (
+    DataFiles,
+    DatasetSource,
+    StreamingSource,
+    load_hub,
+    open_datasets_folder,
+)
+from transcript_clean.sources.json import JsonSource, rows_to_table
+from transcript_clean.sources.parquet import ParquetSource, UriParquetSource, open_uri
+
+__all__ = [
+    "DEFAULT_BATCH_SIZE",
+    "JSON_COLUMNS_KEY",
+    "DataFiles",
+    "DatasetSource",
+    "JsonSource",
+    "ParquetSource",
+    "Part",
+    "Source",
+    "StreamingSource",
+    "UriParquetSource",
+    "json_columns",
+    "load_hub",
+    "open_source",
+    "rows_to_table",
+]
+
+_HUB_ID = re.compile(r"[A-Za-z0-9][\w.-]*(/[A-Za-z0-9][\w.-]*)?")
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
+
+
+def open_source(
+    spec: str,
+    *,
+    split: str | None = None,
+    subset: str | None = None,
+    revision: str | None = None,
+    streaming: bool = False,
+    data_files: DataFiles | None = None,
+) -> Source:
+    """Open what `spec` names, checked in this order:
+
+    - with `data_files`: `datasets.load_dataset(spec, data_files=...)` (see `load_hub`);
+    - a file: JSON when its name ends in `.json`, `.jsonl` or `.ndjson` (each maybe `.gz`), else
+      Parquet;
+    - a folder: a `DatasetDict` saved by `save_to_disk` (has `dataset_dict.json`; needs `split`),
+      a `Dataset` saved by it (has `state.json`), else every `*.parquet` file below it, sorted by
+      path, skipping names that start with `.` or `_`;
+    - a glob (`data/*.parquet`, `**` allowed): its files, sorted, all Parquet or all JSON;
+    - a URI (`s3://bucket/data/`, `gs://...`, `file:///...`, any scheme pyarrow or fsspec
+      knows): a Parquet file, a folder of them or a glob, read through that filesystem;
+    - a Hub id (`owner/name` or `name`): `load_hub`.
+
+    `split`, `subset`, `revision` and `streaming` apply to the Hub; `split` also picks the split of
+    a `DatasetDict` folder. Raises `SourceError` for anything it cannot open.
+    """
+    if data_files is not None:
+        return load_hub(
+            spec, subset=subset, split=split, revision=revision, streaming=streaming,
+            data_files=data_files,
+        )  # fmt: skip
+    if _URI.match(spec):
+        return open_uri(spec)
+    path = Path(os.path.expanduser(spec))
+    if path.is_file():
+        return _open_files(spec, [path], path)
+    if path.is_dir():
+        if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
+            return open_datasets_folder(spec, path, split)
+        files = sorted(
+            file
+            for file in path.rglob("*.parquet")
+            if file.is_file() and not hidden(file.relative_to(path))
+        )
+        if not files:
+            raise SourceError(f"no Parquet files in folder {spec}")
+        return _open_files(spec, files, path)
+    if GLOB_CHARS.search(spec):
+        matches = glob.glob(os.path.expanduser(spec), recursive=True)
+        files = sorted(Path(match) for match in matches if os.path.isfile(match))
+        if not files:
+            raise SourceError(f"no files match {spec}")
+        return _open_files(spec, files, _glob_root(path))
+    if _HUB_ID.fullmatch(spec) and not is_json_name(spec) and not spec.endswith(".parquet"):
+        return load_hub(spec, subset=subset, split=split, revision=revision, streaming=streaming)
+    raise SourceError(f"no such file or folder: {spec}")
+
+
+def _glob_root(pattern: Path) -> Path:
+    """The folder a glob's matches are named relative to: its parts before the first wildcard."""
+    root = Path()
+    for part in pattern.parts:
+        if GLOB_CHARS.search(part):
+            break
+        root = root / part
+    return root
+
+
+def _open_files(spec: str, files: list[Path], root: Path) -> Source:
+    """A Parquet or JSON source over `files`, which lie in `root` (or are `root`)."""
+    json_files = [file for file in files if is_json_name(file.name)]
+    if not json_files:
+        return ParquetSource(spec, files, root)
+    if len(json_files) == len(files):
+        return JsonSource(spec, files, root)
+    other = next(file for file in files if not is_json_name(file.name))
+    raise SourceError(f"{spec} mixes JSON files ({json_files[0]}) with others ({other})")

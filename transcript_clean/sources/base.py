@@ -1,0 +1,155 @@
+"""What every source shares: the `Source` ABC, `Part`, and the helpers its kinds read rows with.
+
+It is its own module, not `sources/__init__.py`, so that the kinds (`parquet`, `json`, `hf`) can
+import it while the package's `__init__` imports them.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+DEFAULT_BATCH_SIZE = 4096
+JSON_COLUMNS_KEY = b"transcript_clean.json_columns"
+"""Schema metadata key: the comma-separated columns that hold JSON text instead of typed values."""
+
+GLOB_CHARS = re.compile(r"[*?\[]")
+_JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
+
+
+@dataclass(frozen=True, slots=True)
+class Part:
+    """An independently readable piece of a source: one file, or one in-memory table."""
+
+    name: str
+    """What a reject's `_source` says: the file path, or the dataset id or folder."""
+    num_rows: int | None
+    """None only for a streaming Hub dataset."""
+    key: Any
+    """Whatever `Source.read` needs to find the part; picklable."""
+
+
+class Source(ABC):
+    """A dataset to clean, read part by part. Subclasses exist per kind; instances pickle."""
+
+    kind: str
+    """"parquet", "json", "datasets-folder" or "hub"."""
+
+    uses_pandas = True
+    """Whether reading it may hand pyarrow pandas objects: it does when `datasets` reads it."""
+
+    def __init__(self, name: str, schema: pa.Schema) -> None:
+        self.name = name
+        self.schema = schema
+
+    @abstractmethod
+    def parts(self) -> list[Part]:
+        """The parts, in the source's order."""
+
+    @abstractmethod
+    def read(
+        self,
+        part: Part,
+        start: int = 0,
+        stop: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Iterator[pa.RecordBatch]:
+        """Rows [start, stop) of `part`, in order, in batches of at most `batch_size` rows, every
+        batch with `self.schema`."""
+
+    @abstractmethod
+    def fingerprint(self) -> str:
+        """A short hex digest that changes when the input's content does; cheap to compute."""
+
+    def local_roots(self) -> list[Path]:
+        """The local files and folders this source reads (so that outputs can stay out of them)."""
+        return []
+
+    @property
+    def num_rows(self) -> int | None:
+        """Rows in all parts; None when a part's count is unknown (streaming)."""
+        counts = [part.num_rows for part in self.parts()]
+        return None if None in counts else sum(n for n in counts if n is not None)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.name!r})"
+
+
+class FileSource(Source):
+    """Files under one local root, one part each."""
+
+    uses_pandas = False
+
+    _parts: list[Part]
+    _root: Path
+
+    def parts(self) -> list[Part]:
+        return list(self._parts)
+
+    def local_roots(self) -> list[Path]:
+        return [self._root]
+
+
+def json_columns(schema: pa.Schema) -> list[str]:
+    """The columns of `schema` that hold JSON text to decode (see `JSON_COLUMNS_KEY`)."""
+    value = (schema.metadata or {}).get(JSON_COLUMNS_KEY, b"")
+    return [name for name in value.decode().split(",") if name]
+
+
+def hidden(relative: Path) -> bool:
+    """Whether a path below a folder is skipped when reading the folder: a name starts with `.`
+    or `_` (caches, `_delta_log`, `_SUCCESS`)."""
+    return any(part.startswith((".", "_")) for part in relative.parts)
+
+
+def is_json_name(name: str) -> bool:
+    return name.removesuffix(".gz").endswith(_JSON_SUFFIXES)
+
+
+def label(file: Path, root: Path) -> str:
+    """The name of `file` in a fingerprint: relative to the folder, so a copy is the same input."""
+    if file == root:
+        return file.name
+    try:
+        return file.relative_to(root).as_posix()
+    except ValueError:
+        return file.name
+
+
+def check_range(start: int, stop: int | None, batch_size: int) -> None:
+    if start < 0 or (stop is not None and stop < 0):
+        raise ValueError(f"row range [{start}, {stop}) has a negative bound")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+
+
+def row_range(part: Part, start: int, stop: int | None, batch_size: int) -> tuple[int, int]:
+    """`[start, stop)` checked and clipped to the rows of `part`, whose length is known."""
+    check_range(start, stop, batch_size)
+    assert part.num_rows is not None
+    return start, part.num_rows if stop is None else min(stop, part.num_rows)
+
+
+def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """`batch` with exactly `schema`, metadata included (same types, maybe other list names)."""
+    if batch.schema.equals(schema, check_metadata=True):
+        return batch
+    return batch.cast(schema)
+
+
+def table_batches(table: pa.Table, schema: pa.Schema, batch_size: int) -> Iterator[pa.RecordBatch]:
+    for batch in table.to_batches(max_chunksize=batch_size):
+        if batch.num_rows:
+            yield conform(batch, schema)
+
+
+def digest(*items: object) -> str:
+    return hashlib.sha256(json.dumps(items, default=str).encode()).hexdigest()[:16]

@@ -1,0 +1,170 @@
+"""JSON and JSON Lines files (each maybe gzipped), read whole into one Arrow table."""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import zlib
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from transcript_clean.errors import SourceError
+from transcript_clean.sources.base import (
+    DEFAULT_BATCH_SIZE,
+    JSON_COLUMNS_KEY,
+    FileSource,
+    Part,
+    digest,
+    label,
+    row_range,
+    table_batches,
+)
+
+_JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
+
+
+class JsonSource(FileSource):
+    """JSON files, one part each: a list of row objects, one row object, or JSON Lines.
+
+    The files are read whole into memory and become one Arrow table. A column Arrow cannot hold
+    exactly (a `content` that is a string in one message and a list in another, objects with
+    different keys, ints mixed with floats) is stored as JSON text instead, and named in the
+    schema metadata under `JSON_COLUMNS_KEY`, so the reader can decode it back to the same values.
+    """
+
+    kind = "json"
+
+    def __init__(self, name: str, files: Sequence[Path], root: Path) -> None:
+        rows: list[dict[str, Any]] = []
+        self._parts: list[Part] = []
+        digests = []
+        for file in files:
+            data = _read_bytes(file)
+            file_rows = _json_rows(file, data)
+            self._parts.append(Part(str(file), len(file_rows), len(rows)))
+            rows.extend(file_rows)
+            digests.append((label(file, root), hashlib.sha256(data).hexdigest()))
+        self._root = root
+        self._table = rows_to_table(rows)
+        self._fingerprint = digest("json", digests)
+        super().__init__(name, self._table.schema)
+
+    def read(
+        self,
+        part: Part,
+        start: int = 0,
+        stop: int | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> Iterator[pa.RecordBatch]:
+        start, stop = row_range(part, start, stop, batch_size)
+        if start < stop:
+            rows = self._table.slice(part.key + start, stop - start)
+            yield from table_batches(rows, self.schema, batch_size)
+
+    def fingerprint(self) -> str:
+        """From each file's name and the bytes that were read."""
+        return self._fingerprint
+
+
+def _read_bytes(file: Path) -> bytes:
+    try:
+        data = file.read_bytes()
+        return gzip.decompress(data) if file.name.endswith(".gz") else data
+    except (OSError, EOFError, zlib.error) as exc:
+        raise SourceError(f"cannot read {file}: {exc}") from exc
+
+
+def _json_rows(file: Path, data: bytes) -> list[dict[str, Any]]:
+    """The row objects of a JSON or JSON Lines file."""
+    try:
+        text = data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        raise SourceError(f"{file} is not UTF-8 text: {exc}") from exc
+    if file.name.removesuffix(".gz").endswith(_JSON_LINES_SUFFIXES):
+        return _json_lines(file, text)
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        if exc.msg == "Extra data":  # a complete value, then more: JSON Lines under a .json name
+            return _json_lines(file, text)
+        raise SourceError(
+            f"{file}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
+        ) from exc
+    rows: list[Any] = value if isinstance(value, list) else [value]
+    for index, row in enumerate(rows):
+        if not isinstance(row, dict):
+            kind = type(row).__name__
+            raise SourceError(f"{file}: row {index} is a {kind}, expected a JSON object")
+    return rows
+
+
+def _json_lines(file: Path, text: str) -> list[dict[str, Any]]:
+    rows = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as exc:
+            raise SourceError(f"{file}: line {number}: invalid JSON: {exc.msg}") from exc
+        if not isinstance(row, dict):
+            kind = type(row).__name__
+            raise SourceError(f"{file}: line {number} is a {kind}, expected a JSON object")
+        rows.append(row)
+    return rows
+
+
+def rows_to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
+    """An Arrow table of `rows` (columns in order of first appearance, missing keys null).
+
+    A column Arrow cannot hold exactly becomes JSON text (`json.dumps`, None stays null) and is
+    listed under `JSON_COLUMNS_KEY` in the schema metadata.
+    """
+    names = list(dict.fromkeys(name for row in rows for name in row))
+    arrays = []
+    as_json = []
+    for name in names:
+        values = [row.get(name) for row in rows]
+        array = _exact_array(values)
+        if array is None:
+            texts = [None if v is None else json.dumps(v, ensure_ascii=False) for v in values]
+            array = pa.array(texts, pa.string())
+            as_json.append(name)
+        arrays.append(array)
+    metadata = {JSON_COLUMNS_KEY: ",".join(as_json).encode()} if as_json else None
+    return pa.Table.from_arrays(arrays, names=names, metadata=metadata)
+
+
+def _exact_array(values: list[Any]) -> pa.Array | None:
+    """`values` as an Arrow array that gives back exactly `values`, or None when there is none."""
+    try:
+        array = pa.array(values)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        return None
+    if _has_empty_struct(array.type) or not _same(array.to_pylist(), values):
+        return None
+    return array
+
+
+def _has_empty_struct(type_: pa.DataType) -> bool:
+    """Parquet cannot store a struct without fields (what `{}` becomes)."""
+    if pa.types.is_struct(type_) and type_.num_fields == 0:
+        return True
+    return any(_has_empty_struct(type_.field(i).type) for i in range(type_.num_fields))
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal as JSON values: types must match too (1 is not 1.0), key order may differ."""
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(_same(a[key], b[key]) for key in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    if isinstance(a, float) and a != a:  # NaN
+        return bool(b != b)
+    return bool(a == b)
