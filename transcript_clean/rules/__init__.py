@@ -196,9 +196,10 @@ interrupted_call = "cut"
 
 def config_toml(name: str) -> str:
     """The text of the built-in config `name` (`default` or `strict`), from the registry: what
-    `configs/<name>.toml` holds (a test checks they agree)."""
+    `configs/<name>.toml` holds (a test checks they agree; `scripts/make_configs.py` writes
+    them)."""
     lines = [_CONFIG_HEADS[name], "[actions]"]
-    for rule in RULES:
+    for rule in _registry:
         if name == "default":
             lines += textwrap.wrap(
                 rule.actions_help, width=99, initial_indent="# ", subsequent_indent="# "
