@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
+import tomllib
+from fnmatch import fnmatch
+from importlib import resources
 from pathlib import Path
 
 import pytest
 from audit_rows import CLEAN, ROWS, SHARES, a, run, u, write_jsonl, write_summary
 
 from transcript_clean.audit import audit
-from transcript_clean.audit.html import render_html
+from transcript_clean.audit.html import _environment, render_html
 from transcript_clean.audit.render import render_markdown
 from transcript_clean.audit.report import write_report
 
@@ -80,3 +85,31 @@ def test_html_report_with_no_violations(tmp_path: Path) -> None:
     page = render_html(audit(str(source)))
     assert "No violations: nothing to chart." in page
     assert "No violations were found." in page
+
+
+def test_the_measuring_part_imports_no_renderer() -> None:
+    """The renderers import the measures, never the reverse: no cycle, and no Jinja2 for an
+    audit that renders nothing."""
+    code = (
+        "import json, sys, transcript_clean.audit\n"
+        "names = ('transcript_clean.audit.', 'jinja2')\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith(names))))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    loaded = json.loads(out.stdout)
+    assert loaded == [
+        "transcript_clean.audit.baseline",
+        "transcript_clean.audit.measure",
+        "transcript_clean.audit.run",
+        "transcript_clean.audit.samples",
+    ]
+
+
+def test_the_template_ships_with_the_package_and_escapes() -> None:
+    template = resources.files("transcript_clean.audit") / "templates" / "report.html.j2"
+    assert template.is_file()
+    pyproject = tomllib.loads((Path(__file__).parents[1] / "pyproject.toml").read_text())
+    shipped = pyproject["tool"]["setuptools"]["package-data"]["transcript_clean"]
+    assert any(fnmatch("audit/templates/report.html.j2", pattern) for pattern in shipped)
+    page = _environment().from_string("{{ text }}").render(text="<b>&")
+    assert page == "&lt;b&gt;&amp;"

@@ -10,6 +10,7 @@ import pytest
 from audit_rows import ROWS, TYPED, write_jsonl
 
 from transcript_clean.audit import audit
+from transcript_clean.audit.samples import merge_samples
 from transcript_clean.run import clean
 
 
@@ -112,3 +113,17 @@ def test_samples_with_the_fast_path_are_those_of_the_per_row_path(
     assert sum(map(len, got.values())) > 4 * n
     reference = clean(folder, tmp_path / "out", config=config, format=fmt)
     assert result.stats.records() == reference.stats.records()
+
+
+def test_merged_samples_are_the_first_of_each_code_in_block_order(data: Path) -> None:
+    [*rows] = audit(str(data), samples=5).samples["consecutive_assistant"]
+    first, second = rows  # rows 1 and 7
+    blocks = [{"consecutive_assistant": [first]}, {}, {"consecutive_assistant": [second, first]}]
+    assert merge_samples(blocks, 2) == {"consecutive_assistant": [first, second]}
+    assert merge_samples(blocks, 1) == {"consecutive_assistant": [first]}
+    assert merge_samples(blocks, 0) == {}
+
+
+@pytest.mark.parametrize("rows_per_block", [1, 3, 100])
+def test_samples_do_not_depend_on_the_blocks(data: Path, rows_per_block: int) -> None:
+    assert audit(str(data), rows_per_block=rows_per_block).samples == audit(str(data)).samples

@@ -96,8 +96,9 @@ def merge_samples(blocks: Iterable[dict[str, list[Sample]]], n: int) -> dict[str
     merged: dict[str, list[Sample]] = {}
     for samples in blocks:
         for code, chosen in samples.items():
-            kept = merged.setdefault(code, [])
-            kept.extend(chosen[: n - len(kept)])
+            kept = merged.get(code, [])
+            if chosen and len(kept) < n:
+                merged[code] = kept + chosen[: n - len(kept)]
     return dict(by_code(merged))
 
 
