@@ -414,11 +414,15 @@ def audit(
     Exit status: 0 when every gate holds, 1 when a gate is exceeded (each is printed with its
     measured value and limit), 2 for usage errors and unreadable input, config or baseline.
 
+    The audit runs on the engine a clean run would, in the same blocks (at most 100,000 rows
+    of one file each), and reports the same for any --workers and --engine.
+
     \b
     Examples:
       transcript-clean audit raw/ --config strict --max-error-rate 5%
       transcript-clean audit raw/ --max orphan_tool_result=0.01 --report audit.html
       transcript-clean audit raw/ --baseline stats/yesterday --max-drift 2% --stats-out stats/today
+      transcript-clean audit 'raw/*.parquet' --workers 4
     """
     import json
 
