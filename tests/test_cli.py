@@ -74,6 +74,28 @@ def test_option_defaults_are_the_library_defaults() -> None:
     assert default("clean", "rows_per_shard") == DEFAULT_ROWS_PER_SHARD
 
 
+SHARED = ("format", "column", "config", "split", "subset", "revision", "streaming")
+RUN = ("limit", "batch_size", "workers", "engine", "ray_address")
+
+
+def test_clean_and_audit_share_their_source_and_run_options() -> None:
+    """Declared once: the same flags, defaults and help for every command that takes them."""
+
+    def options(command: str) -> dict[str | None, tuple[object, ...]]:
+        return {
+            p.name: (tuple(p.opts), p.default, getattr(p, "help", None))
+            for p in main.commands[command].params
+        }
+
+    clean, audit, explain = options("clean"), options("audit"), options("explain")
+    for name in SHARED + RUN:
+        assert clean[name] == audit[name], name
+    for name in SHARED:
+        assert explain[name] == clean[name], name
+    assert not set(RUN) & set(explain)
+    assert audit["workers"][0] == ("--workers",) and audit["engine"][1] == "local"
+
+
 class _Terminal:
     """A stand-in stderr that says it is a terminal, keeping what is written to it."""
 

@@ -20,13 +20,15 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 
+from transcript_clean.audit import audit
 from transcript_clean.cli import main
 from transcript_clean.engine import ray as ray_engine
 from transcript_clean.engine.local import Block
 from transcript_clean.engine.ray import INSTALL_HINT, run_ray
 from transcript_clean.errors import EngineError, OutputError, SourceError
+from transcript_clean.options import resolve_format
 from transcript_clean.policy import load_config
-from transcript_clean.run import clean, resolve_format
+from transcript_clean.run import clean
 from transcript_clean.sources import open_source
 from transcript_clean.synthetic import CODES, generate_rows
 
@@ -192,6 +194,41 @@ def test_an_error_on_a_worker_is_raised_as_itself(local_ray: Any, tmp_path: Path
     path.write_bytes(b"not Parquet any more")
     with pytest.raises(SourceError, match=r"t\.parquet"):
         run_ray(source, fmt, load_config(None), tmp_path / "work", rows_per_shard=10)
+
+
+# ---------------------------------------------------------------------------------------------
+# the audit on Ray
+
+
+def test_ray_audit_equals_local_audit(local_ray: Any, generated: Path) -> None:
+    gates: dict[str, Any] = {"max_error_rate": 0.2, "max_share": {"orphan_tool_result": 0.01}}
+    local = audit(generated, samples=2, rows_per_block=ROWS_PER_SHARD, **gates)
+    seen: list[int] = []
+    on_ray = audit(
+        generated,
+        samples=2,
+        rows_per_block=ROWS_PER_SHARD,
+        engine="ray",
+        progress=seen.append,
+        **gates,
+    )
+    assert on_ray.stats.records() == local.stats.records()
+    assert on_ray.stats.counts() == local.stats.counts()
+    assert set(CODES) <= set(on_ray.shares)
+    assert on_ray.samples == local.samples
+    assert on_ray.gates == local.gates and not local.passed
+    assert sorted(seen) == [200, 300, *[500] * 5]  # one report per block, as it finishes
+
+
+def test_cli_audit_on_ray_prints_what_the_local_engine_prints(
+    local_ray: Any, generated: Path
+) -> None:
+    def audited(*options: str) -> str:
+        result = CliRunner().invoke(main, ["audit", str(generated), "--samples", "1", *options])
+        assert result.exit_code == 0, result.output
+        return result.stdout
+
+    assert audited("--engine", "ray") == audited()
 
 
 # ---------------------------------------------------------------------------------------------

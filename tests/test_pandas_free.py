@@ -157,7 +157,7 @@ def test_a_worker_leaves_pandas_out_only_for_files(
     recorder = _Recorder()
     monkeypatch.setattr(local, "keep_pandas_out", recorder)
     ran: list[object] = []
-    monkeypatch.setattr(local, "run_block", lambda job, block: ran.append(block))
+    monkeypatch.setattr(local, "run_block", lambda job, block, progress: ran.append(block))
     source = open_source(str(_saved(tmp_path, kind)))
     job = local.BlockJob(source, None, None, tmp_path, 10)  # type: ignore[arg-type]
     local._run_block_in_worker(job, "block")  # type: ignore[arg-type]

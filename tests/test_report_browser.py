@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 
 from transcript_clean.audit import audit
+from transcript_clean.audit.report import write_report
 
 BROWSERS = ("chromium", "chromium-browser")
 FLAGS = (
@@ -246,7 +247,8 @@ def test_html_report_in_a_browser(browser: Browser, tmp_path: Path) -> None:
         encoding="utf-8",
     )
     report = tmp_path / "audit.html"
-    audit(str(source), report=report, baseline=baseline, max_error_rate=0.5, max_drift=0.1)
+    result = audit(str(source), baseline=baseline, max_error_rate=0.5, max_drift=0.1)
+    write_report(result, report)
 
     browser.open(report)
     assert browser.console_errors() == []

@@ -20,6 +20,7 @@ from click.testing import CliRunner
 from transcript_clean.cli import main
 from transcript_clean.errors import OutputError, SourceError
 from transcript_clean.formats import get_format
+from transcript_clean.options import EngineOptions, SourceOptions
 from transcript_clean.run import clean
 from transcript_clean.synthetic import generate_rows
 from transcript_clean.transcript import transcript_errors
@@ -172,6 +173,19 @@ def test_two_runs_give_identical_files_for_any_worker_count(tmp_path: Path) -> N
     a = folder_bytes(tmp_path / "a")
     assert a == folder_bytes(tmp_path / "b") == folder_bytes(tmp_path / "c")
     assert len(a) >= 6
+
+
+def test_options_objects_and_keywords_make_the_same_run(tmp_path: Path) -> None:
+    source = tmp_path / "in.parquet"
+    make_dataset(source, 300, "sharegpt", seed=3)
+    by_keyword = clean(source, tmp_path / "a", format="sharegpt", limit=250, batch_size=64)
+    read = SourceOptions(source, format="sharegpt", limit=250, batch_size=64)
+    by_object = clean(read, tmp_path / "b", engine=EngineOptions(workers=2), rows_per_shard=100)
+    assert by_object.stats.records() == by_keyword.stats.records()
+    assert by_object.summary["workers"] == 2 and by_object.stats.rows_in == 250
+    assert read_folder(tmp_path / "b" / "data").equals(read_folder(tmp_path / "a" / "data"))
+    with pytest.raises(TypeError, match="unexpected keyword argument 'batchsize'"):
+        clean(source, tmp_path / "c", batchsize=64)
 
 
 def test_resume_after_sigkill_gives_the_same_files(tmp_path: Path) -> None:

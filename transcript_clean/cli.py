@@ -8,12 +8,17 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
 
 from transcript_clean import __version__
 from transcript_clean.errors import TranscriptCleanError
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from transcript_clean.options import EngineOptions, SourceOptions
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -84,45 +89,113 @@ def _started(progress: Progress, *, local: bool) -> Callable[[Any, Any, int | No
     return start
 
 
-def source_options(f: F) -> F:
-    """The options that say how to read SOURCE, shared by every command that reads one."""
-    options = [
-        click.option(
-            "--format",
-            "format_",
-            type=click.Choice(FORMAT_CHOICES),
-            default="auto",
-            show_default=True,
-            help="The rows' format; auto picks it from the columns and the first rows.",
-        ),
-        click.option(
-            "--column",
-            default=None,
-            help="The conversation column (default: the format's, e.g. messages, conversations).",
-        ),
-        click.option(
-            "--config",
-            default="default",
-            show_default=True,
-            help="A config TOML file, or a built-in name: default (repair) or strict (reject).",
-        ),
-        click.option("--split", default=None, help="Hub / datasets folder: the split (train)."),
-        click.option("--subset", default=None, help="Hub: the dataset's configuration name."),
-        click.option("--revision", default=None, help="Hub: a branch, tag or commit."),
-        click.option("--streaming", is_flag=True, help="Hub: stream instead of downloading."),
-    ]
+def _apply(options: list[Callable[[F], F]], f: F) -> F:
     for option in reversed(options):
         f = option(f)
     return f
 
 
-batch_size_option = click.option(
-    "--batch-size",
-    type=click.IntRange(min=1),
-    default=4096,
-    show_default=True,
-    help="Rows per Arrow batch (memory is bounded by this, not by the input).",
-)
+def source_options(f: F) -> F:
+    """The options that say how to read SOURCE, shared by every command that reads one."""
+    return _apply(
+        [
+            click.option(
+                "--format",
+                type=click.Choice(FORMAT_CHOICES),
+                default="auto",
+                show_default=True,
+                help="The rows' format; auto picks it from the columns and the first rows.",
+            ),
+            click.option(
+                "--column",
+                default=None,
+                help="The conversation column (default: the format's, e.g. messages, "
+                "conversations).",
+            ),
+            click.option(
+                "--config",
+                default="default",
+                show_default=True,
+                help="A config TOML file, or a built-in name: default (repair) or strict (reject).",
+            ),
+            click.option("--split", default=None, help="Hub / datasets folder: the split (train)."),
+            click.option("--subset", default=None, help="Hub: the dataset's configuration name."),
+            click.option("--revision", default=None, help="Hub: a branch, tag or commit."),
+            click.option("--streaming", is_flag=True, help="Hub: stream instead of downloading."),
+        ],
+        f,
+    )
+
+
+def run_options(f: F) -> F:
+    """The options of a run over SOURCE (`clean` and `audit`): how much to read, in what
+    batches, and on which engine."""
+    return _apply(
+        [
+            click.option(
+                "--limit",
+                type=click.IntRange(min=0),
+                default=None,
+                help="Read only the first N rows.",
+            ),
+            click.option(
+                "--batch-size",
+                type=click.IntRange(min=1),
+                default=4096,
+                show_default=True,
+                help="Rows per Arrow batch (memory is bounded by this, not by the input).",
+            ),
+            click.option(
+                "--workers",
+                type=click.IntRange(min=1),
+                default=1,
+                show_default=True,
+                help="Processes working on blocks in parallel; the result is the same for any "
+                "number.",
+            ),
+            click.option(
+                "--engine",
+                type=click.Choice(["local", "ray"]),
+                default="local",
+                show_default=True,
+                help="local: processes on this machine; ray: Ray Data tasks on a local Ray or a "
+                "cluster (needs the [ray] extra: pip install 'transcript-clean[ray]').",
+            ),
+            click.option(
+                "--ray-address",
+                default=None,
+                help="Ray: the cluster to join, HOST:PORT or auto (default: RAY_ADDRESS, else a "
+                "new local Ray on this machine).",
+            ),
+        ],
+        f,
+    )
+
+
+def _options(source: str, given: dict[str, Any]) -> tuple[str, SourceOptions, EngineOptions]:
+    """The shared options a command was given, as the library takes them: the config, and
+    the source and engine options (`given` keeps the rest)."""
+    from transcript_clean.options import EngineOptions, SourceOptions
+
+    engine = EngineOptions(
+        given.pop("engine", "local"), given.pop("workers", 1), given.pop("ray_address", None)
+    )
+    names = ("format", "column", "split", "subset", "revision", "streaming", "batch_size", "limit")
+    read = SourceOptions(source, **{name: given.pop(name) for name in names if name in given})
+    return given.pop("config"), read, engine
+
+
+@contextmanager
+def _workers(engine: EngineOptions) -> Iterator[ProcessPoolExecutor | None]:
+    """The other workers' processes for `--workers N` on the local engine, started first thing:
+    they import the cleaner while this process does."""
+    if engine.workers <= 1 or engine.engine != "local":
+        yield None
+        return
+    from transcript_clean.engine.workers import start_workers
+
+    with start_workers(engine.workers - 1) as pool:
+        yield pool
 
 
 class Progress:
@@ -186,53 +259,18 @@ def _resumable(output: str) -> Iterator[None]:
     show_default=True,
     help="Input rows per output shard (a shard holds the kept rows of that many input rows).",
 )
-@click.option(
-    "--limit", type=click.IntRange(min=0), default=None, help="Clean only the first N rows."
-)
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("--resume", is_flag=True, help="Finish a run that was killed (same options).")
-@click.option(
-    "--workers",
-    type=click.IntRange(min=1),
-    default=1,
-    show_default=True,
-    help="Processes cleaning blocks in parallel; the output is the same for any number.",
-)
-@batch_size_option
-@click.option(
-    "--engine",
-    type=click.Choice(["local", "ray"]),
-    default="local",
-    show_default=True,
-    help="local: processes on this machine; ray: Ray Data tasks on a local Ray or a cluster "
-    "(needs the [ray] extra: pip install 'transcript-clean[ray]').",
-)
-@click.option(
-    "--ray-address",
-    default=None,
-    help="Ray: the cluster to join, HOST:PORT or auto (default: RAY_ADDRESS, else a new local "
-    "Ray on this machine).",
-)
+@run_options
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no table: only errors.")
 def clean(
     source: str,
     output: str,
-    format_: str,
-    column: str | None,
-    config: str,
-    split: str | None,
-    subset: str | None,
-    revision: str | None,
-    streaming: bool,
     rows_per_shard: int,
-    limit: int | None,
     overwrite: bool,
     resume: bool,
-    workers: int,
-    batch_size: int,
-    engine: str,
-    ray_address: str | None,
     quiet: bool,
+    **options: Any,
 ) -> None:
     """Clean SOURCE into OUTPUT: data/, rejects/, stats.parquet, stats.csv, summary.json, README.md.
 
@@ -246,37 +284,24 @@ def clean(
       transcript-clean clean 'raw/*.parquet' clean/ --config strict --workers 2
       transcript-clean clean HuggingFaceH4/ultrachat_200k clean/ --split train_sft
     """
+    config, read, engine = _options(source, options)
     with ExitStack() as stack:
-        pool = None
-        if workers > 1 and engine == "local":  # first, so that they import as this process does
-            from transcript_clean.engine.workers import start_workers
-
-            pool = stack.enter_context(start_workers(workers - 1))
+        pool = stack.enter_context(_workers(engine))  # first: they import as this process does
         from transcript_clean.run import clean as run_clean
         from transcript_clean.stats import render_accounting, render_table
 
         progress = stack.enter_context(Progress(quiet))
         stack.enter_context(_resumable(output))
         result = run_clean(
-            source,
+            read,
             output,
             config=config,
-            format=format_,
-            column=column,
+            engine=engine,
             rows_per_shard=rows_per_shard,
-            limit=limit,
             overwrite=overwrite,
             resume=resume,
-            workers=workers,
-            batch_size=batch_size,
-            engine="ray" if engine == "ray" else "local",
-            ray_address=ray_address,
-            split=split,
-            subset=subset,
-            revision=revision,
-            streaming=streaming,
             progress=progress.update,
-            on_start=_started(progress, local=engine != "ray"),
+            on_start=_started(progress, local=engine.engine != "ray"),
             pool=pool,
         )
     if not quiet:
@@ -290,17 +315,7 @@ def clean(
 @click.argument("source")
 @click.option("--row", "row_number", type=int, required=True, help="The row number, from 0.")
 @source_options
-def explain(
-    source: str,
-    row_number: int,
-    format_: str,
-    column: str | None,
-    config: str,
-    split: str | None,
-    subset: str | None,
-    revision: str | None,
-    streaming: bool,
-) -> None:
+def explain(source: str, row_number: int, **options: Any) -> None:
     """Show what the cleaner does to one row: its canonical transcript, its violations with
     message indexes, and each repair's before and after.
 
@@ -310,21 +325,16 @@ def explain(
     """
     from transcript_clean.explain import explain_row, render_explanation
     from transcript_clean.policy import load_config
-    from transcript_clean.run import resolve_format
-    from transcript_clean.sources import open_source
 
-    src = open_source(source, split=split, subset=subset, revision=revision, streaming=streaming)
-    fmt = resolve_format(src, format_, column)
+    config, read, _ = _options(source, options)
+    src, fmt = read.resolve()
     click.echo(render_explanation(explain_row(src, row_number, fmt, load_config(config))))
 
 
 @main.command()
 @click.argument("source")
 @source_options
-@click.option(
-    "--limit", type=click.IntRange(min=0), default=None, help="Audit only the first N rows."
-)
-@batch_size_option
+@run_options
 @click.option(
     "--stats-out",
     type=click.Path(file_okay=False),
@@ -386,15 +396,6 @@ def explain(
 )
 def audit(
     source: str,
-    format_: str,
-    column: str | None,
-    config: str,
-    split: str | None,
-    subset: str | None,
-    revision: str | None,
-    streaming: bool,
-    limit: int | None,
-    batch_size: int,
     stats_out: str | None,
     overwrite: bool,
     max_error_rate: str | None,
@@ -405,6 +406,7 @@ def audit(
     samples: int,
     as_json: bool,
     quiet: bool,
+    **options: Any,
 ) -> None:
     """Audit SOURCE: the error stats a clean run would report, checked against gates and a
     previous run, without writing any data.
@@ -412,17 +414,21 @@ def audit(
     Exit status: 0 when every gate holds, 1 when a gate is exceeded (each is printed with its
     measured value and limit), 2 for usage errors and unreadable input, config or baseline.
 
+    The audit runs on the engine a clean run would, in the same blocks (at most 100,000 rows
+    of one file each), and reports the same for any --workers and --engine.
+
     \b
     Examples:
       transcript-clean audit raw/ --config strict --max-error-rate 5%
       transcript-clean audit raw/ --max orphan_tool_result=0.01 --report audit.html
       transcript-clean audit raw/ --baseline stats/yesterday --max-drift 2% --stats-out stats/today
+      transcript-clean audit 'raw/*.parquet' --workers 4
     """
     import json
 
-    from transcript_clean.audit import audit as run_audit
-    from transcript_clean.audit import parse_code_limit, parse_fraction
-    from transcript_clean.report import render_text
+    from transcript_clean.audit.measure import parse_code_limit, parse_fraction
+
+    config, read, engine = _options(source, options)
 
     def limit_of(value: str | None, hint: str) -> float | None:
         try:
@@ -439,33 +445,40 @@ def audit(
         max_share[code] = share
     if max_drift is not None and baseline is None:
         raise click.UsageError("--max-drift needs --baseline")
+    error_limit = limit_of(max_error_rate, "'--max-error-rate'")
+    drift_limit = limit_of(max_drift, "'--max-drift'")
+    if report is not None:
+        from transcript_clean.audit.report import check_report
 
-    with Progress(quiet or as_json) as progress:
+        check_report(report)  # before the run, as every other output
+
+    with ExitStack() as stack:
+        pool = stack.enter_context(_workers(engine))  # first: they import as this process does
+        from transcript_clean.audit import audit as run_audit
+        from transcript_clean.audit.render import render_json, render_text
+        from transcript_clean.audit.report import write_report
+
+        progress = stack.enter_context(Progress(quiet or as_json))
         result = run_audit(
-            source,
+            read,
             config=config,
-            format=format_,
-            column=column,
-            limit=limit,
+            engine=engine,
             samples=samples,
             baseline=baseline,
-            max_error_rate=limit_of(max_error_rate, "'--max-error-rate'"),
+            max_error_rate=error_limit,
             max_share=max_share,
-            max_drift=limit_of(max_drift, "'--max-drift'"),
+            max_drift=drift_limit,
             stats_out=stats_out,
-            report=report,
             overwrite=overwrite,
-            batch_size=batch_size,
-            split=split,
-            subset=subset,
-            revision=revision,
-            streaming=streaming,
             progress=progress.update,
-            on_start=_started(progress, local=True),
+            on_start=_started(progress, local=engine.engine != "ray"),
+            pool=pool,
         )
+    if report is not None:
+        write_report(result, report)
     failed = [gate.describe() for gate in result.failed]
     if as_json:
-        click.echo(json.dumps(result.to_dict(), indent=2))
+        click.echo(json.dumps(render_json(result), indent=2))
         for line in failed:
             click.echo(line, err=True)
     elif quiet:

@@ -11,22 +11,23 @@ import os
 import shutil
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
-from transcript_clean.errors import OutputError, SourceError
+from transcript_clean.errors import OutputError
 from transcript_clean.formats.base import Format
+from transcript_clean.options import Engine, EngineOptions, SourceOptions, split_options
 from transcript_clean.policy import Config, load_config
 from transcript_clean.sinks import ParquetShard, shard_name, write_table_atomic, write_text_atomic
-from transcript_clean.sources import DEFAULT_BATCH_SIZE, Source, json_columns, open_source
+from transcript_clean.sources import Source
 from transcript_clean.stats import Stats, dataset_card, run_summary
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
-__all__ = ["DEFAULT_ROWS_PER_SHARD", "RunResult", "clean", "resolve_format"]
+__all__ = ["DEFAULT_ROWS_PER_SHARD", "RunResult", "clean"]
 
 DEFAULT_ROWS_PER_SHARD = 100_000
 
@@ -40,95 +41,45 @@ class RunResult:
     summary: dict[str, Any]
 
 
-def resolve_format(
-    source: Source, format: str | Format = "auto", column: str | None = None
-) -> Format:
-    """The source's format: as named, or detected from its columns and first rows."""
-    from transcript_clean.formats import detect_format, get_format
-
-    if isinstance(format, Format):
-        fmt = format
-    elif format == "auto":
-        parts = source.parts()
-        sample = next(iter(source.read(parts[0], 0, 20, 20)), None) if parts else None
-        rows = sample.to_pylist() if sample is not None else []
-        fmt = detect_format(source.schema.names, _json_decoded(rows, source))
-        if column is not None:
-            fmt = type(fmt)(column=column)
-    else:
-        fmt = get_format(format, column=column)
-    if fmt.column not in source.schema.names:
-        raise SourceError(
-            f"{source.name}: no column {fmt.column!r} for format {fmt.name}; the columns are "
-            f"{', '.join(source.schema.names)} (choose one with --column)"
-        )
-    return fmt
-
-
-def _json_decoded(rows: list[dict[str, Any]], source: Source) -> list[dict[str, Any]]:
-    """Rows with their JSON-text columns parsed, so detection sees their keys."""
-    columns = json_columns(source.schema)
-    if not columns:
-        return rows
-    out = []
-    for row in rows:
-        row = dict(row)
-        for name in columns:
-            with suppress(json.JSONDecodeError):
-                row[name] = json.loads(row[name]) if isinstance(row[name], str) else row[name]
-        out.append(row)
-    return out
-
-
 def clean(
-    source: str | os.PathLike[str] | Source,
+    source: str | os.PathLike[str] | Source | SourceOptions,
     output: str | os.PathLike[str],
     *,
     config: Config | str | os.PathLike[str] | None = None,
-    format: str | Format = "auto",
-    column: str | None = None,
     rows_per_shard: int = DEFAULT_ROWS_PER_SHARD,
-    limit: int | None = None,
     overwrite: bool = False,
     resume: bool = False,
-    workers: int = 1,
-    batch_size: int = DEFAULT_BATCH_SIZE,
-    engine: Literal["local", "ray"] = "local",
-    ray_address: str | None = None,
-    split: str | None = None,
-    subset: str | None = None,
-    revision: str | None = None,
-    streaming: bool = False,
+    engine: EngineOptions | Engine = "local",
     progress: Callable[[int], None] | None = None,
     on_start: Callable[[Source, Format, int | None], None] | None = None,
     pool: ProcessPoolExecutor | None = None,
+    **options: Any,
 ) -> RunResult:
     """Clean `source` into `output`: data/, rejects/, stats.parquet, stats.csv, summary.json and
     README.md. Returns the stats; raises `TranscriptCleanError` subclasses for bad input.
 
-        >>> clean("raw/*.parquet", "clean/", config="default")  # doctest: +SKIP
+        >>> clean("raw/*.parquet", "clean/", config="default", workers=2)  # doctest: +SKIP
+
+    `source` is what `SourceOptions.spec` takes, or a `SourceOptions`; `engine` an
+    `EngineOptions`, or the engine's name. `options` are those objects' fields by name, for
+    convenience: format, column, split, subset, revision, streaming, batch_size, limit; workers,
+    ray_address.
 
     `pool`: for `workers` > 1 on the local engine, the other workers' processes, started ahead
     (`engine.workers.start_workers(workers - 1)`, shut down by the caller); by default they are
     started when the blocks are.
     """
+    read, run = split_options(source, engine, options)
     started = time.perf_counter()
     if rows_per_shard < 1:
         raise ValueError("rows_per_shard must be at least 1")
     cfg = config if isinstance(config, Config) else load_config(config)
-    src = (
-        source
-        if isinstance(source, Source)
-        else open_source(
-            os.fspath(source), split=split, subset=subset, revision=revision, streaming=streaming
-        )
-    )
-    fmt = resolve_format(src, format, column)
+    src, fmt = read.resolve()
     out = Path(output).absolute()
     _check_output(out, src, overwrite)
-    rows_total = src.num_rows if limit is None or src.num_rows is None else min(limit, src.num_rows)
     if on_start is not None:
-        on_start(src, fmt, rows_total)
+        on_start(src, fmt, read.rows_total(src))
+    limit, batch_size = read.limit, read.batch_size
 
     fingerprint = src.fingerprint()
     identity = {
@@ -140,10 +91,10 @@ def clean(
         "rows_per_shard": rows_per_shard,
         "limit": limit,
         "batch_size": batch_size,
-        "engine": engine,
+        "engine": run.engine,
     }
     with _workdir(out, identity, resume=resume, overwrite=overwrite) as work:
-        if engine == "ray":
+        if run.engine == "ray":
             from transcript_clean.engine.ray import run_ray
 
             stats, shards = run_ray(
@@ -153,13 +104,13 @@ def clean(
                 work,
                 rows_per_shard=rows_per_shard,
                 limit=limit,
-                address=ray_address,
+                address=run.ray_address,
                 batch_size=batch_size,
                 progress=progress,
             )
         else:
             stats, shards = _run_local(
-                src, fmt, cfg, work, rows_per_shard, limit, workers, batch_size, progress, pool
+                src, fmt, cfg, work, rows_per_shard, limit, run.workers, batch_size, progress, pool
             )
         stats.check()
         seconds = time.perf_counter() - started
@@ -171,8 +122,8 @@ def clean(
             config=cfg.to_dict(),
             fingerprint=fingerprint,
             seconds=seconds,
-            engine=engine,
-            workers=workers,
+            engine=run.engine,
+            workers=run.workers,
         )
         _finalize(work, out, src, shards, stats, summary, overwrite)
     return RunResult(out, stats, summary)

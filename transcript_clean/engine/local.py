@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from queue import Full, Queue
 from threading import Event, Thread
-from typing import TypeVar, cast
+from typing import Protocol, TypeVar, cast
 
 import pyarrow as pa
 
@@ -46,7 +46,16 @@ from transcript_clean.sinks import (
 from transcript_clean.sources import Part, Source
 from transcript_clean.stats import Stats
 
-__all__ = ["Block", "BlockJob", "plan_blocks", "run_block", "run_blocks", "with_verdicts"]
+__all__ = [
+    "Block",
+    "BlockJob",
+    "BlockTask",
+    "map_blocks",
+    "plan_blocks",
+    "run_block",
+    "run_blocks",
+    "with_verdicts",
+]
 
 QUEUED_ROWS = 65_536
 QUEUED_BYTES = 64 * 2**20
@@ -67,15 +76,33 @@ class Block:
     stop: int | None
 
 
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+class BlockTask(Protocol[R_co]):
+    """Work on one block of `source`, in this process or another (so picklable): a cleaning
+    run's `BlockJob`, an audit's measures. `progress` hears of rows as they are done."""
+
+    @property
+    def source(self) -> Source: ...
+
+    def __call__(self, block: Block, progress: Callable[[int], None] | None = None) -> R_co: ...
+
+
 @dataclass(frozen=True, slots=True)
 class BlockJob:
-    """Everything a worker needs to clean blocks: picklable."""
+    """Everything a worker needs to clean blocks: picklable. Called on a block, it cleans it
+    (`run_block`)."""
 
     source: Source
     format: Format
     config: Config
     workdir: Path
     batch_size: int
+
+    def __call__(self, block: Block, progress: Callable[[int], None] | None = None) -> Stats:
+        return run_block(self, block, progress)
 
 
 def plan_blocks(source: Source, rows_per_shard: int, limit: int | None = None) -> list[Block]:
@@ -306,10 +333,10 @@ def _settled(
     return block, done.pop(block.index) if future is None else future.result()
 
 
-def _run_block_in_worker(job: BlockJob, block: Block) -> Stats:
-    if not job.source.uses_pandas:  # a worker is the cleaner's own process
+def _run_block_in_worker(task: BlockTask[R], block: Block) -> R:
+    if not task.source.uses_pandas:  # a worker is the cleaner's own process
         keep_pandas_out()
-    return run_block(job, block)
+    return task(block)
 
 
 def run_blocks(
@@ -347,18 +374,51 @@ def run_blocks(
                 yield _settled(queued.popleft(), done)
         return
 
-    # This process is one of the workers: it cleans blocks from the front of the input while
+    yield from map_blocks(
+        job, blocks, rows=_rows_in, workers=workers, progress=progress, pool=pool, done=done
+    )
+
+
+def _rows_in(stats: Stats) -> int:
+    return stats.rows_in
+
+
+def map_blocks(
+    task: BlockTask[R],
+    blocks: list[Block],
+    *,
+    rows: Callable[[R], int],
+    workers: int = 1,
+    progress: Callable[[int], None] | None = None,
+    pool: ProcessPoolExecutor | None = None,
+    done: dict[int, R] | None = None,
+) -> Iterator[tuple[Block, R]]:
+    """`task` on every block not in `done` (index -> result); yields each block's result in
+    input order. `rows` tells how many rows a result stands for, for `progress` when a block
+    done elsewhere comes back.
+
+    With `workers` > 1 this process runs blocks from the front of the input while `workers`
+    - 1 processes take them from the back: those of `pool` if given (see
+    `engine.workers.start_workers`; its owner shuts it down), else a pool made here.
+    """
+    done = dict(done or {})
+    left = deque(b for b in blocks if b.index not in done)
+    if workers <= 1 or len(left) <= 1:
+        for block in blocks:
+            yield block, done.pop(block.index) if block.index in done else task(block, progress)
+        return
+
+    # This process is one of the workers: it runs blocks from the front of the input while
     # the pool's processes take them from the back, so `--workers 2` starts one process, not
     # two, and nobody waits for a process to start.
-    left = deque(todo)
-    running: dict[Future[Stats], Block] = {}
+    running: dict[Future[R], Block] = {}
 
-    def finish(futures: Iterable[Future[Stats]]) -> None:
+    def finish(futures: Iterable[Future[R]]) -> None:
         for future in futures:
             block = running.pop(future)
             done[block.index] = future.result()
             if progress is not None:
-                progress(done[block.index].rows_in)
+                progress(rows(done[block.index]))
 
     with nullcontext(pool) if pool is not None else start_workers(workers - 1) as pool:
         for block in blocks:
@@ -366,12 +426,12 @@ def run_blocks(
                 finish([future for future in running if future.done()])
                 while left and len(running) < workers - 1:
                     last = left.pop()
-                    running[pool.submit(_run_block_in_worker, job, last)] = last
+                    running[pool.submit(_run_block_in_worker, task, last)] = last
                 if block.index in done:
                     break
                 if left:
                     first = left.popleft()
-                    done[first.index] = run_block(job, first, progress)
+                    done[first.index] = task(first, progress)
                 else:
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
                     finish(finished)

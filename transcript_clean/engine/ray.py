@@ -3,30 +3,31 @@
 The input is planned into the same blocks as the local engine (`plan_blocks`). A Ray Dataset holds
 one row per block still to clean, and `map_batches` runs `run_block` on each: the same cleaner,
 writing the same shards into the run's work folder, which every node must reach (a local path for
-a local Ray; a shared filesystem on a cluster). The blocks' stats come back to the driver as JSON
+a local Ray; a shared filesystem on a cluster). The blocks' stats come back to the driver pickled
 and are merged in block order, so the files, the stats and their examples are the local engine's.
+
+`map_blocks_on_ray` runs any `BlockTask` so: the audit's measures, for one.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import pickle
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import pyarrow as pa
 
 from transcript_clean.engine.local import (
     Block,
     BlockJob,
+    BlockTask,
     block_done,
     load_block_stats,
     plan_blocks,
-    run_block,
 )
 from transcript_clean.errors import EngineError, TranscriptCleanError
 from transcript_clean.formats.base import Format
@@ -35,7 +36,9 @@ from transcript_clean.sinks import shard_name
 from transcript_clean.sources import DEFAULT_BATCH_SIZE, Source
 from transcript_clean.stats import Stats
 
-__all__ = ["run_ray"]
+__all__ = ["map_blocks_on_ray", "run_ray"]
+
+R = TypeVar("R")
 
 INSTALL_HINT = "pip install 'transcript-clean[ray]'"
 
@@ -62,7 +65,7 @@ def run_ray(
     used as it is. Blocks a killed run finished (`work/blocks/`) are not cleaned again.
     `show_progress` turns Ray Data's own progress bars on.
     """
-    ray = _import_ray()
+    ray = _import_ray()  # before anything, so that a missing Ray is the first thing said
     work = work.absolute()  # workers may not share the driver's working directory
     job = BlockJob(source, format, config, work, batch_size)
     blocks = plan_blocks(source, rows_per_shard, limit)
@@ -74,17 +77,41 @@ def run_ray(
         progress(sum(stats.rows_in for stats in done.values()))
 
     if todo:
-        with _ray_session(ray, address, num_cpus), _quiet(ray, show_progress):
-            for index, stats in _clean_on_ray(ray, job, todo):
-                done[index] = stats
-                if progress is not None:
-                    progress(stats.rows_in)
+        for index, stats in _mapped(ray, job, todo, address, num_cpus, show_progress):
+            done[index] = stats
+            if progress is not None:
+                progress(stats.rows_in)
         _check_shards_visible(work, todo)
 
     merged = Stats()
     for block in blocks:
         merged.merge(done[block.index])
     return merged, [shard_name(block.index) for block in blocks]
+
+
+def map_blocks_on_ray(
+    task: BlockTask[R],
+    blocks: list[Block],
+    *,
+    address: str | None = None,
+    num_cpus: int | None = None,
+    show_progress: bool = False,
+) -> Iterator[tuple[int, R]]:
+    """`task` on each block as Ray tasks: each block's index and result, as they finish (in no
+    particular order). Ray is started or joined as for `run_ray`, for as long as this runs."""
+    return _mapped(_import_ray(), task, blocks, address, num_cpus, show_progress)
+
+
+def _mapped(
+    ray: Any,
+    task: BlockTask[R],
+    blocks: list[Block],
+    address: str | None,
+    num_cpus: int | None,
+    show_progress: bool,
+) -> Iterator[tuple[int, R]]:
+    with _ray_session(ray, address, num_cpus), _quiet(ray, show_progress):
+        yield from _map_on_ray(ray, task, blocks)
 
 
 def _import_ray() -> Any:
@@ -141,45 +168,45 @@ def _quiet(ray: Any, show_progress: bool) -> Iterator[None]:
         logger.setLevel(saved_level)
 
 
-def _clean_on_ray(ray: Any, job: BlockJob, blocks: list[Block]) -> Iterator[tuple[int, Stats]]:
-    """Each block's index and stats, as Ray tasks finish them (in no particular order)."""
+def _map_on_ray(ray: Any, task: BlockTask[R], blocks: list[Block]) -> Iterator[tuple[int, R]]:
+    """Each block's index and result, as Ray tasks finish them (in no particular order)."""
     dataset = ray.data.from_items(
         [{"index": block.index} for block in blocks],
         override_num_blocks=len(blocks),  # one Ray block per block, so tasks spread out
     )
     results = dataset.map_batches(
-        _clean_blocks,
+        _run_blocks,
         batch_size=1,
         batch_format="pyarrow",
         num_cpus=1,  # the cleaner is single-threaded Python
-        fn_kwargs={"job": job, "blocks": {block.index: block for block in blocks}},
+        fn_kwargs={"task": task, "blocks": {block.index: block for block in blocks}},
     )
     for row in results.iter_rows():
         if row["error"] is not None:
             raise pickle.loads(row["error"])
-        yield int(row["index"]), Stats.from_dict(json.loads(row["stats"]))
+        yield int(row["index"]), pickle.loads(row["result"])
 
 
 _RESULT_SCHEMA = pa.schema(
     [
         pa.field("index", pa.int64()),
-        pa.field("stats", pa.string()),
+        pa.field("result", pa.binary()),
         pa.field("error", pa.binary()),
     ]
 )
 
 
-def _clean_blocks(batch: pa.Table, job: BlockJob, blocks: dict[int, Block]) -> pa.Table:
-    """On a Ray worker: clean the blocks `batch` names. An error of ours travels back as data
-    (pickled), so the driver raises it as it is instead of inside Ray's task error."""
+def _run_blocks(batch: pa.Table, task: BlockTask[Any], blocks: dict[int, Block]) -> pa.Table:
+    """On a Ray worker: run `task` on the blocks `batch` names. Results travel back pickled;
+    an error of ours too, so the driver raises it as it is instead of inside Ray's task error."""
     results: list[dict[str, Any]] = []
     for index in batch.column("index").to_pylist():
         try:
-            stats = run_block(job, blocks[index])
+            result = task(blocks[index])
         except TranscriptCleanError as exc:
-            results.append({"index": index, "stats": None, "error": _pickled_error(exc)})
+            results.append({"index": index, "result": None, "error": _pickled_error(exc)})
         else:
-            results.append({"index": index, "stats": json.dumps(stats.to_dict()), "error": None})
+            results.append({"index": index, "result": pickle.dumps(result), "error": None})
     return pa.Table.from_pylist(results, schema=_RESULT_SCHEMA)
 
 

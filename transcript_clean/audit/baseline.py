@@ -1,0 +1,131 @@
+"""Drift: each code's share now against a previous run's (its summary.json or stats.parquet)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from transcript_clean.audit.measure import Gate, by_code, code_rank
+from transcript_clean.errors import TranscriptCleanError
+
+__all__ = ["Baseline", "BaselineError", "Drift", "compute_drift", "drift_gate", "load_baseline"]
+
+
+class BaselineError(TranscriptCleanError):
+    """A baseline that cannot be read: missing, not JSON or Parquet, or without stats."""
+
+
+@dataclass(slots=True, frozen=True)
+class Baseline:
+    """A previous run's per-code shares, from its summary.json or stats.parquet."""
+
+    path: str
+    shares: dict[str, float]
+    rows_in: int | None = None
+    config: str | None = None
+    format: str | None = None
+
+
+@dataclass(slots=True, frozen=True)
+class Drift:
+    """One code's share before and now; `change` = current - previous."""
+
+    code: str
+    previous: float
+    current: float
+
+    @property
+    def change(self) -> float:
+        return self.current - self.previous
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "code": self.code,
+            "previous": self.previous,
+            "current": self.current,
+            "change": self.change,
+        }
+
+
+def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+    """A baseline from a clean or audit run: its summary.json, its stats.parquet, or a folder
+    holding either (summary.json preferred). Raises `BaselineError` naming the file."""
+    target = Path(path)
+    if target.is_dir():
+        for name in ("summary.json", "stats.parquet"):
+            if (target / name).is_file():
+                target = target / name
+                break
+        else:
+            raise BaselineError(f"baseline {path}: the folder has no summary.json or stats.parquet")
+    elif not target.exists():
+        raise BaselineError(f"baseline {path}: no such file or folder")
+    if target.suffix == ".parquet":
+        return _baseline_from_parquet(target)
+    return _baseline_from_summary(target)
+
+
+def _baseline_from_summary(path: Path) -> Baseline:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise BaselineError(f"baseline {path}: cannot read it as JSON ({err})") from None
+    if not isinstance(data, dict) or not isinstance(data.get("stats"), list):
+        raise BaselineError(f"baseline {path}: not a summary.json (it has no 'stats' list)")
+    rows_in = data.get("rows_in")
+    rows_in = rows_in if isinstance(rows_in, int) and not isinstance(rows_in, bool) else None
+    config = data.get("config")
+    return Baseline(
+        str(path),
+        _shares_of(path, data["stats"], rows_in),
+        rows_in,
+        config.get("name") if isinstance(config, dict) else None,
+        data.get("format") if isinstance(data.get("format"), str) else None,
+    )
+
+
+def _baseline_from_parquet(path: Path) -> Baseline:
+    import pyarrow.parquet as pq
+
+    try:
+        records = pq.read_table(path).to_pylist()
+    except (OSError, pa.ArrowException) as err:
+        raise BaselineError(f"baseline {path}: cannot read it as Parquet ({err})") from None
+    return Baseline(str(path), _shares_of(path, records, None))
+
+
+def _shares_of(path: Path, records: list[Any], rows_in: int | None) -> dict[str, float]:
+    """Per-code shares of a stats table: rows / rows in (share when rows in is unknown), summed
+    over the code's actions."""
+    shares: dict[str, float] = {}
+    for i, record in enumerate(records):
+        try:
+            code = str(record["code"])
+            share = record["rows"] / rows_in if rows_in else float(record["share"])
+        except (KeyError, TypeError, ValueError) as err:
+            raise BaselineError(
+                f"baseline {path}: stats row {i} has no usable code, rows and share ({err!r})"
+            ) from None
+        shares[code] = shares.get(code, 0.0) + share
+    return dict(by_code(shares))
+
+
+def compute_drift(previous: Mapping[str, float], current: Mapping[str, float]) -> list[Drift]:
+    """Every code in either run, in the codes' order; a code absent from one run has share 0."""
+    codes = sorted(set(previous) | set(current), key=code_rank)
+    return [Drift(c, previous.get(c, 0.0), current.get(c, 0.0)) for c in codes]
+
+
+def drift_gate(drift: list[Drift], max_drift: float) -> Gate:
+    """The `max-drift` gate: the largest change of any code's share, in percentage points."""
+    largest = max(drift, key=lambda d: abs(d.change), default=None)
+    if largest is None:
+        return Gate("max-drift", 0.0, max_drift, "no codes in either run", unit="pp")
+    detail = f"{largest.code}: {100 * largest.previous:.2f}% -> {100 * largest.current:.2f}%"
+    return Gate("max-drift", abs(largest.change), max_drift, detail, unit="pp")

@@ -1,0 +1,206 @@
+"""The audit's words: the terminal text, the JSON document and the Markdown report."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from typing import Any
+
+from transcript_clean.audit.baseline import Drift
+from transcript_clean.audit.run import AuditResult
+from transcript_clean.audit.samples import Sample
+from transcript_clean.explain import render_message, render_transcript
+from transcript_clean.model import Message
+from transcript_clean.rows import RepairStep
+from transcript_clean.stats import render_accounting, render_table
+
+__all__ = [
+    "render_drift",
+    "render_json",
+    "render_markdown",
+    "render_text",
+    "sample_to_dict",
+]
+
+MAX_LINES = 40
+"""A sample's transcript is shown up to this many messages; the rest is summed up in one line."""
+CONTEXT = 2
+"""Unchanged messages shown around what a repair changed."""
+
+
+def pct(value: float) -> str:
+    return f"{100 * value:.2f}%"
+
+
+def pp(value: float) -> str:
+    return f"{100 * value:+.2f} pp"
+
+
+def transcript_text(messages: Sequence[Message]) -> str:
+    lines = render_transcript(messages, indent="").splitlines()
+    if len(lines) > MAX_LINES:
+        lines = [*lines[:MAX_LINES], f"… {len(lines) - MAX_LINES} more messages"]
+    return "\n".join(lines)
+
+
+def changed(before: Sequence[Message], after: Sequence[Message]) -> tuple[str, str]:
+    """A repair's before and after, cut to the messages that differ and CONTEXT around them."""
+    same = min(len(before), len(after))
+    start = next((i for i in range(same) if before[i] != after[i]), same)
+    tail = 0
+    while tail < same - start and before[-1 - tail] == after[-1 - tail]:
+        tail += 1
+    low = max(0, start - CONTEXT)
+
+    def window(messages: Sequence[Message]) -> str:
+        high = min(len(messages), len(messages) - tail + CONTEXT)
+        lines = [f"[{i}] {render_message(messages[i])}" for i in range(low, high)]
+        if len(lines) > MAX_LINES:
+            lines = [*lines[:MAX_LINES], f"… {len(lines) - MAX_LINES} more messages"]
+        if low:
+            lines.insert(0, f"… {low} messages before, unchanged")
+        if high < len(messages):
+            lines.append(f"… {len(messages) - high} messages after, unchanged")
+        return "\n".join(lines)
+
+    return window(before), window(after)
+
+
+def _step_to_dict(step: RepairStep) -> dict[str, str]:
+    before, after = changed(step.before, step.after)
+    return {"code": step.code, "before": before, "after": after}
+
+
+def sample_to_dict(sample: Sample) -> dict[str, Any]:
+    """A sample as JSON: its transcripts rendered as text, one message a line; a repair's before
+    and after cut to what changed."""
+    return {
+        "code": sample.code,
+        "action": sample.action,
+        "source": sample.source,
+        "row": sample.row,
+        "violations": list(sample.violations),
+        "outcome": sample.outcome,
+        "reject_message": sample.reject_message,
+        "steps": [_step_to_dict(step) for step in sample.steps],
+        "transcript": transcript_text(sample.transcript),
+    }
+
+
+def render_json(result: AuditResult) -> dict[str, Any]:
+    """One JSON-able document: the summary, drift, gates and samples (for `--json`)."""
+    return {
+        **result.summary,
+        "baseline": result.baseline.path if result.baseline is not None else None,
+        "drift": [d.to_dict() for d in result.drift] if result.drift is not None else None,
+        "gates": [g.to_dict() for g in result.gates],
+        "failed_gates": [g.describe() for g in result.failed],
+        "passed": result.passed,
+        "samples": {
+            code: [sample_to_dict(s) for s in samples] for code, samples in result.samples.items()
+        },
+    }
+
+
+# ---------------------------------------------------------------------------------------------
+# terminal text
+
+
+def render_drift(drift: Sequence[Drift], *, markdown: bool = False) -> str:
+    """The drift table: per code, the previous share, the current share and the change."""
+    header = ["code", "previous", "current", "change"]
+    body = [[d.code, pct(d.previous), pct(d.current), pp(d.change)] for d in drift]
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|---|---:|---:|---:|"]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body])
+    if not body:
+        return "no codes in either run"
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        cells = zip(row, widths, strict=True)
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(cells))
+
+    return "\n".join(line(row) for row in [header, ["-" * w for w in widths], *body])
+
+
+def _headline(result: AuditResult) -> str:
+    stats = result.stats
+    return (
+        f"rows in {stats.rows_in:,}; with violations {stats.rows_with_violations:,} "
+        f"({pct(result.error_rate)})"
+    )
+
+
+def render_text(result: AuditResult) -> str:
+    """What `transcript-clean audit` prints: stats, accounting, drift and gates."""
+    lines = [render_table(result.stats.records()), "", _headline(result)]
+    lines.append(render_accounting(result.stats) + "  (checked)")
+    if result.drift is not None and result.baseline is not None:
+        lines += ["", f"drift against {result.baseline.path}:", render_drift(result.drift)]
+    if result.gates:
+        lines += ["", "gates:"]
+        lines += [f"  {'FAIL' if g.exceeded else 'ok':<4}  {g.describe()}" for g in result.gates]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------------------------------------
+# Markdown
+
+
+def _fenced(text: str) -> str:
+    """A code block no backticks in `text` can close early."""
+    longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
+    fence = "`" * max(3, longest + 1)
+    return f"{fence}text\n{text}\n{fence}"
+
+
+def shows_reject(sample: Sample) -> bool:
+    """Whether the reject message adds to the violations listed (another code, or words)."""
+    return (
+        sample.outcome == "rejected"
+        and sample.reject_message is not None
+        and sample.reject_message not in sample.violations
+    )
+
+
+def _sample_text(sample: Sample) -> str:
+    lines = [*(f"- {v}" for v in sample.violations)]
+    if shows_reject(sample):
+        lines.append(f"rejected: {sample.reject_message}")
+    for step in sample.steps:
+        before, after = changed(step.before, step.after)
+        lines += ["", f"repair {step.code}, before:", before, "", "after:", after]
+    if not sample.steps and sample.transcript:
+        lines += ["", "transcript:", transcript_text(sample.transcript)]
+    return "\n".join(lines)
+
+
+def render_markdown(result: AuditResult) -> str:
+    """The report as Markdown: summary, gates, stats, drift and samples."""
+    s = result.summary
+    out = [
+        f"# Audit of `{s['source']}`",
+        "",
+        f"Format `{s['format']}` (column `{s['column']}`), config `{s['config']['name']}`, "
+        f"audited {s['audited_at']}.",
+        "",
+        f"{_headline(result)}; {render_accounting(result.stats)}.",
+    ]
+    if result.gates:
+        out += ["", "## Gates", ""]
+        out += [f"- **{'FAIL' if g.exceeded else 'ok'}** {g.describe()}" for g in result.gates]
+    out += ["", "## Error stats", ""]
+    records = result.stats.records()
+    out.append(render_table(records, markdown=True) if records else "No violations were found.")
+    if result.drift is not None and result.baseline is not None:
+        out += ["", "## Drift", "", f"Against `{result.baseline.path}`.", ""]
+        out.append(render_drift(result.drift, markdown=True))
+    if result.samples:
+        out += ["", "## Samples"]
+        for code, samples in result.samples.items():
+            out += ["", f"### {code}"]
+            for sample in samples:
+                out += ["", f"**{sample.source} row {sample.row}**: {sample.action}", ""]
+                out.append(_fenced(_sample_text(sample)))
+    return "\n".join(out) + "\n"

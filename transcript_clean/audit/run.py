@@ -1,0 +1,301 @@
+"""The audit run: the blocks a cleaning run would cut, measured on its engine, without data.
+
+Each block runs the very `clean_batch` a cleaning run runs, over the same rows, and keeps its
+stats and its first rows of each code. The engine (this process, `workers` processes, or Ray)
+does the blocks; their stats and samples are merged in input order, so the audit reports
+exactly the stats `clean` would, and the same samples, whatever ran it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from transcript_clean.audit.baseline import (
+    Baseline,
+    Drift,
+    compute_drift,
+    drift_gate,
+    load_baseline,
+)
+from transcript_clean.audit.measure import Gate, code_shares, error_rate, share_gates
+from transcript_clean.audit.samples import Sample, SampleCollector, merge_samples
+from transcript_clean.errors import OutputError
+from transcript_clean.formats.base import Format
+from transcript_clean.options import (
+    Engine,
+    EngineOptions,
+    SourceOptions,
+    resolve_format,
+    split_options,
+)
+from transcript_clean.policy import Config, load_config
+from transcript_clean.rules import codes
+from transcript_clean.run import DEFAULT_ROWS_PER_SHARD
+from transcript_clean.sinks import write_table_atomic, write_text_atomic
+from transcript_clean.sources import Source
+from transcript_clean.stats import Stats, run_summary
+
+if TYPE_CHECKING:
+    from concurrent.futures import ProcessPoolExecutor
+
+    from transcript_clean.engine.local import Block
+
+__all__ = ["DEFAULT_SAMPLES", "STATS_FILES", "AuditBlocks", "AuditResult", "audit", "write_stats"]
+
+DEFAULT_SAMPLES = 3
+STATS_FILES = ("stats.parquet", "stats.csv", "summary.json")
+"""What `--stats-out` writes: the stats files of a cleaning run's OUTPUT, same names and layout."""
+
+
+@dataclass(slots=True)
+class AuditResult:
+    """Everything an audit found: the summary (a clean run's, plus the audit's measures), the
+    stats, samples per code, the drift against a baseline and the gates."""
+
+    summary: dict[str, Any]
+    stats: Stats
+    samples: dict[str, list[Sample]] = field(default_factory=dict)
+    baseline: Baseline | None = None
+    drift: list[Drift] | None = None
+    gates: list[Gate] = field(default_factory=list)
+
+    @property
+    def error_rate(self) -> float:
+        return error_rate(self.stats)
+
+    @property
+    def shares(self) -> dict[str, float]:
+        return code_shares(self.stats)
+
+    @property
+    def failed(self) -> list[Gate]:
+        return [gate for gate in self.gates if gate.exceeded]
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+
+@dataclass(slots=True, frozen=True)
+class BlockAudit:
+    """One block's share of an audit: its stats and its first rows of each code."""
+
+    stats: Stats
+    samples: dict[str, list[Sample]]
+
+
+@dataclass(frozen=True, slots=True)
+class AuditBlocks:
+    """The audit of one block, as the engine runs it (a `BlockTask`): picklable."""
+
+    source: Source
+    format: Format
+    config: Config
+    batch_size: int
+    samples: int
+
+    def __call__(self, block: Block, progress: Callable[[int], None] | None = None) -> BlockAudit:
+        from transcript_clean.engine.local import with_verdicts
+        from transcript_clean.pipeline import clean_batch_parts
+
+        stats = Stats()
+        collector = SampleCollector(self.samples)
+        collector.source = block.part.name
+        row = block.start
+        batches = self.source.read(block.part, block.start, block.stop, self.batch_size)
+        # The verdicts worked out ahead, as `clean` does: the same rows, `first_row`s and
+        # verdicts as a cleaning run's block.
+        for batch, verdicts in with_verdicts(batches, self.config, self.format):
+            cleaned = clean_batch_parts(
+                batch,
+                self.config,
+                format=self.format,
+                source=block.part.name,
+                first_row=row,
+                on_row=collector if self.samples else None,
+                verdicts=verdicts,
+            )
+            if self.samples and verdicts is not None:
+                collector.settled(cleaned.table, verdicts, row)
+            collector.batch += 1
+            stats.merge(cleaned.stats)
+            row += batch.num_rows
+            if progress is not None:
+                progress(batch.num_rows)
+        return BlockAudit(stats, collector.samples(self.format, self.config))
+
+
+def audit(
+    source: str | os.PathLike[str] | Source | SourceOptions,
+    *,
+    config: Config | str | os.PathLike[str] | None = None,
+    samples: int = DEFAULT_SAMPLES,
+    baseline: str | os.PathLike[str] | Baseline | None = None,
+    max_error_rate: float | None = None,
+    max_share: Mapping[str, float] | None = None,
+    max_drift: float | None = None,
+    stats_out: str | os.PathLike[str] | None = None,
+    overwrite: bool = False,
+    engine: EngineOptions | Engine = "local",
+    rows_per_block: int | None = None,
+    progress: Callable[[int], None] | None = None,
+    on_start: Callable[[Source, Format, int | None], None] | None = None,
+    pool: ProcessPoolExecutor | None = None,
+    **options: Any,
+) -> AuditResult:
+    """Audit `source`: the stats `clean` would report for it, without writing data.
+
+    `max_error_rate`, `max_share` (code -> limit) and `max_drift` (needs `baseline`) are gates,
+    fractions of the rows in; `result.failed` lists the ones exceeded. `stats_out` gets
+    stats.parquet, stats.csv and summary.json. Everything that can fail before the run (config,
+    baseline, outputs) fails first.
+
+    `source`, `engine` and `options` are as for `clean` (format, column, split, subset, revision,
+    streaming, batch_size, limit; workers, ray_address); so is `pool`. The blocks are a cleaning
+    run's (`rows_per_block`, by default `clean`'s rows per shard); a smaller one spreads a
+    small input over more workers. The stats and samples are the same for any engine, workers
+    and blocks.
+
+        >>> audit("raw/", config="strict", max_error_rate=0.05).passed  # doctest: +SKIP
+    """
+    from transcript_clean.engine.local import plan_blocks
+
+    started = time.perf_counter()
+    read, run = split_options(source, engine, options)
+    unknown = sorted(set(max_share or {}) - set(codes()))
+    if unknown:
+        raise ValueError(f"unknown code {unknown[0]!r} (codes: {', '.join(codes())})")
+    if max_drift is not None and baseline is None:
+        raise ValueError("max_drift needs a baseline")
+    if samples < 0:
+        raise ValueError("samples must be at least 0")
+    cfg = config if isinstance(config, Config) else load_config(config)
+    base = (
+        baseline if baseline is None or isinstance(baseline, Baseline) else load_baseline(baseline)
+    )
+    src = read.open()
+    if stats_out is not None:
+        _check_stats_out(Path(stats_out), src, overwrite)
+    fmt = resolve_format(src, read.format, read.column)
+    if on_start is not None:
+        on_start(src, fmt, read.rows_total(src))
+
+    blocks = plan_blocks(
+        src, DEFAULT_ROWS_PER_SHARD if rows_per_block is None else rows_per_block, read.limit
+    )
+    task = AuditBlocks(src, fmt, cfg, read.batch_size, samples)
+    stats = Stats()
+    audited = list(_run(task, blocks, run, progress, pool))
+    for block in audited:
+        stats.merge(block.stats)
+    stats.check()
+
+    drift = compute_drift(base.shares, code_shares(stats)) if base is not None else None
+    gates = share_gates(stats, max_error_rate, max_share or {})
+    if max_drift is not None and drift is not None:
+        gates.append(drift_gate(drift, max_drift))
+    summary = _summary(src, fmt, cfg, stats, read.limit, time.perf_counter() - started)
+    picked = merge_samples((block.samples for block in audited), samples)
+    result = AuditResult(summary, stats, picked, base, drift, gates)
+    if stats_out is not None:
+        write_stats(result, stats_out, overwrite=True)
+    return result
+
+
+def _run(
+    task: AuditBlocks,
+    blocks: list[Block],
+    run: EngineOptions,
+    progress: Callable[[int], None] | None,
+    pool: ProcessPoolExecutor | None,
+) -> Iterator[BlockAudit]:
+    """Each block's audit, in input order, on the engine `run` names."""
+    if run.engine == "ray":
+        from transcript_clean.engine.ray import map_blocks_on_ray
+
+        done: dict[int, BlockAudit] = {}
+        for index, audited in map_blocks_on_ray(task, blocks, address=run.ray_address):
+            done[index] = audited
+            if progress is not None:
+                progress(audited.stats.rows_in)
+        yield from (done[block.index] for block in blocks)
+        return
+    from transcript_clean.engine.local import map_blocks
+
+    mapped = map_blocks(
+        task,
+        blocks,
+        rows=lambda audited: audited.stats.rows_in,
+        workers=run.workers,
+        progress=progress,
+        pool=pool,
+    )
+    yield from (audited for _, audited in mapped)
+
+
+def _summary(
+    src: Source, fmt: Format, cfg: Config, stats: Stats, limit: int | None, seconds: float
+) -> dict[str, Any]:
+    """A clean run's summary.json keys, plus the audit's own measures."""
+    return run_summary(
+        stats,
+        source=src.name,
+        format=fmt.name,
+        column=fmt.column,
+        config=cfg.to_dict(),
+        fingerprint=src.fingerprint(),
+        seconds=seconds,
+        command="audit",
+        limit=limit,
+        rows_with_violations=stats.rows_with_violations,
+        error_rate=error_rate(stats),
+        code_shares=code_shares(stats),
+        audited_at=datetime.now(UTC).isoformat(timespec="seconds"),
+    )
+
+
+# ---------------------------------------------------------------------------------------------
+# the stats files
+
+
+def _check_stats_out(folder: Path, src: Source, overwrite: bool) -> None:
+    """Refuse a folder inside the source (its stats.parquet would be read as data next time), a
+    file, or a folder whose stats files `overwrite` does not allow replacing. Other files in the
+    folder are left alone."""
+    out = folder.absolute()
+    for root in src.local_roots():
+        root = root.absolute()
+        if out == root or out.is_relative_to(root):
+            raise OutputError(f"--stats-out {folder} is inside the source {root}: choose another")
+    if folder.exists() and not folder.is_dir():
+        raise OutputError(f"--stats-out {folder} exists and is a file")
+    present = [name for name in STATS_FILES if (folder / name).exists()]
+    if present and not overwrite:
+        raise OutputError(
+            f"--stats-out {folder} already holds {', '.join(present)}: pass --overwrite to "
+            "replace them"
+        )
+
+
+def write_stats(
+    result: AuditResult, folder: str | os.PathLike[str], *, overwrite: bool = False
+) -> None:
+    """stats.parquet, stats.csv and summary.json, as a cleaning run writes them."""
+    out = Path(folder)
+    present = [name for name in STATS_FILES if (out / name).exists()]
+    if present and not overwrite:
+        raise OutputError(f"{out} already holds {', '.join(present)}: pass --overwrite")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise OutputError(f"cannot create {out}: {err}") from err
+    write_table_atomic(out / "stats.parquet", result.stats.table())
+    write_text_atomic(out / "stats.csv", result.stats.csv())
+    write_text_atomic(out / "summary.json", json.dumps(result.summary, indent=2) + "\n")

@@ -1,0 +1,146 @@
+"""The options `clean`, `audit` and the command line share: how to read a source, how to run.
+
+One frozen object per concern, so the three places pass one value instead of repeating a dozen
+arguments each: `SourceOptions` (what to read and how: the source, its split / subset /
+revision, format, column, batch size, limit) and `EngineOptions` (where the blocks run: the
+local engine's workers or Ray).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from contextlib import suppress
+from dataclasses import dataclass, fields, replace
+from typing import Any, Literal
+
+from transcript_clean.errors import SourceError
+from transcript_clean.formats.base import Format
+from transcript_clean.sources import DEFAULT_BATCH_SIZE, Source, json_columns, open_source
+
+__all__ = ["EngineOptions", "SourceOptions", "resolve_format", "split_options"]
+
+Engine = Literal["local", "ray"]
+
+
+@dataclass(frozen=True, slots=True)
+class SourceOptions:
+    """What to read and how: `spec` names the source (a path, glob, URI or Hub id, or an open
+    `Source`); the rest is as for `open_source` and `resolve_format`."""
+
+    spec: str | os.PathLike[str] | Source
+    format: str | Format = "auto"
+    column: str | None = None
+    split: str | None = None
+    subset: str | None = None
+    revision: str | None = None
+    streaming: bool = False
+    batch_size: int = DEFAULT_BATCH_SIZE
+    limit: int | None = None
+    """Read only the first `limit` rows (all by default)."""
+
+    def open(self) -> Source:
+        """The source `spec` names (itself when it is one already)."""
+        if isinstance(self.spec, Source):
+            return self.spec
+        return open_source(
+            os.fspath(self.spec),
+            split=self.split,
+            subset=self.subset,
+            revision=self.revision,
+            streaming=self.streaming,
+        )
+
+    def resolve(self) -> tuple[Source, Format]:
+        """The source, opened, and its format (as named, or detected)."""
+        source = self.open()
+        return source, resolve_format(source, self.format, self.column)
+
+    def rows_total(self, source: Source) -> int | None:
+        """How many rows a run over `source` reads, when that is known ahead."""
+        if self.limit is None or source.num_rows is None:
+            return source.num_rows
+        return min(self.limit, source.num_rows)
+
+
+@dataclass(frozen=True, slots=True)
+class EngineOptions:
+    """Where the blocks run: `local` (this process, and `workers` - 1 more) or `ray` (Ray Data
+    tasks on the cluster at `ray_address`, else `RAY_ADDRESS`, else a new local Ray)."""
+
+    engine: Engine = "local"
+    workers: int = 1
+    ray_address: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.engine not in ("local", "ray"):
+            raise ValueError(f"engine must be 'local' or 'ray', not {self.engine!r}")
+        if self.workers < 1:
+            raise ValueError("workers must be at least 1")
+
+
+_SOURCE_FIELDS = frozenset(f.name for f in fields(SourceOptions)) - {"spec"}
+_ENGINE_FIELDS = frozenset(f.name for f in fields(EngineOptions))
+
+
+def split_options(
+    source: str | os.PathLike[str] | Source | SourceOptions,
+    engine: EngineOptions | Engine,
+    options: dict[str, Any],
+) -> tuple[SourceOptions, EngineOptions]:
+    """`clean`'s and `audit`'s arguments as the two options objects: `source` and `engine` (each
+    an options object, or what its first field takes), with `options`, the keyword arguments,
+    naming other fields of either."""
+    unknown = sorted(set(options) - _SOURCE_FIELDS - _ENGINE_FIELDS)
+    if unknown:
+        raise TypeError(f"unexpected keyword argument {unknown[0]!r}")
+    read = {k: v for k, v in options.items() if k in _SOURCE_FIELDS}
+    run = {k: v for k, v in options.items() if k in _ENGINE_FIELDS}
+    return (
+        replace(source, **read)
+        if isinstance(source, SourceOptions)
+        else SourceOptions(source, **read),
+        replace(engine, **run)
+        if isinstance(engine, EngineOptions)
+        else EngineOptions(engine, **run),
+    )
+
+
+def resolve_format(
+    source: Source, format: str | Format = "auto", column: str | None = None
+) -> Format:
+    """The source's format: as named, or detected from its columns and first rows."""
+    from transcript_clean.formats import detect_format, get_format
+
+    if isinstance(format, Format):
+        fmt = format
+    elif format == "auto":
+        parts = source.parts()
+        sample = next(iter(source.read(parts[0], 0, 20, 20)), None) if parts else None
+        rows = sample.to_pylist() if sample is not None else []
+        fmt = detect_format(source.schema.names, _json_decoded(rows, source))
+        if column is not None:
+            fmt = type(fmt)(column=column)
+    else:
+        fmt = get_format(format, column=column)
+    if fmt.column not in source.schema.names:
+        raise SourceError(
+            f"{source.name}: no column {fmt.column!r} for format {fmt.name}; the columns are "
+            f"{', '.join(source.schema.names)} (choose one with --column)"
+        )
+    return fmt
+
+
+def _json_decoded(rows: list[dict[str, Any]], source: Source) -> list[dict[str, Any]]:
+    """Rows with their JSON-text columns parsed, so detection sees their keys."""
+    columns = json_columns(source.schema)
+    if not columns:
+        return rows
+    out = []
+    for row in rows:
+        row = dict(row)
+        for name in columns:
+            with suppress(json.JSONDecodeError):
+                row[name] = json.loads(row[name]) if isinstance(row[name], str) else row[name]
+        out.append(row)
+    return out
