@@ -202,3 +202,36 @@ def test_hand_made_shapes(index: int) -> None:
     table = table_of([(HAND[index], None)])
     assert clean_mask(ANTHROPIC, table.column("messages")).tolist() == [False]
     assert_fast_and_slow_agree(table, DEFAULT, ANTHROPIC)
+
+
+def test_empty_turns_and_unanswered_calls_are_repaired_in_arrow() -> None:
+    u, a = "user", "assistant"
+    rows = [
+        [msg(u, [text("q")]), msg(a, [text(" ")]), msg(u, [text("q2")]), msg(a, [text("x")])],
+        [msg(u, [text("q")]), msg(a, [text("x")]), msg(u, [text("q2")]), msg(a, [])],
+        [msg(u, [text("q")]), msg(a, [text("")])],  # no assistant turn would be left
+        # an unanswered call: cut before its turn
+        [msg(u, [text("q")]), msg(a, [text("x")]), msg(u, [text("q2")]), msg(a, [use()]),
+         msg(u, [text("q3")]), msg(a, [text("y")])],
+        [msg(u, [text("q")]), msg(a, [use()]), msg(u, [text("q2")]), msg(a, [text("y")])],
+        # a null content is no empty turn but a row the decoder rejects
+        [msg(u, [text("q")]), msg(a, None), msg(u, [text("q2")]), msg(a, [text("y")])],
+    ]  # fmt: skip
+    table = table_of([(r, None) for r in rows])
+    verdicts = fast_verdicts(
+        ANTHROPIC,
+        table.column("messages"),
+        repair=["empty_assistant_turn", "unanswered_tool_call"],
+        reject=["no_assistant_turn"],
+    )
+    assert verdicts is not None
+    assert verdicts.repaired.tolist() == [True, True, False, True, False, False]
+    assert verdicts.repaired_column is not None
+    fixed = verdicts.repaired_column.to_pylist()
+    assert [len(m) for m in fixed] == [3, 3, 3]
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, ANTHROPIC)
+
+
+def msg(role: str, content: list[dict[str, Any]] | None) -> dict[str, Any]:
+    return {"role": role, "content": content}

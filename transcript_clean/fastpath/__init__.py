@@ -10,8 +10,9 @@ it. A rule may bring Arrow checks of its own (`Rule.arrow`). `fast_verdicts` com
 - a row whose only possible code is `trailing_tool_call` is kept as it is where the config keeps
   those calls;
 - a row whose only possible code is one the view can repair or reject (and the config repairs or
-  rejects) is settled by the view, as the per-row path would; a repaired row is kept only when
-  the view of its repaired conversation clears it of every code again.
+  rejects) is settled by the view, as the per-row path would; so is any row the view reads with
+  empty assistant turns, which R1 sets aside before any other code is looked for. A repaired row
+  is kept only when the view of its repaired conversation clears it of every code again.
 
 Those rows never become Python objects; every other row takes the per-row path. The verdicts are
 conservative by construction, so the two paths always agree.
@@ -124,10 +125,10 @@ def fast_verdicts(
                 words = [rule.message] * int(rows.sum())
                 verdicts.rejects.append(FastReject(rule.code, rows, rows.astype(np.int64), words))
     rejected = _any((r.rows for r in verdicts.rejects), view.rows)
-    # Empty turns are set aside before any other code is looked for (R1), so a row with one
-    # qualifies whatever else the view sees in it: the view of the repaired row decides.
+    # Empty turns are set aside before any other code is looked for (R1), so a row the view
+    # reads qualifies whatever else it may have: the view of the repaired row decides.
     to_repair = {
-        r.code: may[r.code] if r.stage == "empty" else only(r.code)
+        r.code: read & may[r.code] if r.stage == "empty" else only(r.code)
         for r in enabled
         if r.code in view.repairs and r.code in view.checks and r.code in repair
     }

@@ -1,11 +1,13 @@
 """The Anthropic format's Arrow side: its messages and their content blocks, flattened per batch.
 
-The view reads a row when every message and block is one the decoder reads and nothing in it
-needs a repair; then its only possible codes are calls pending at the end, or no assistant
-message. Every other row takes the per-row path, which repairs. Content is read
-as a list of blocks (text, tool_use, thinking and redacted_thinking from the assistant; text and
-tool_result from the user) or as plain text; any other block, like an image, leaves its row to
-the per-row path.
+The view reads a row when every message and block is one the decoder reads, every result answers
+a call of the turn before and no assistant message follows another; its possible codes are then
+empty assistant turns (R1) and calls the next message leaves unanswered (R5), which it repairs as
+the per-row path does, calls pending at the end, and no assistant turn. Orphan results (R3) and
+consecutive assistant messages (R4) leave their rows to the per-row path, which repairs them.
+Content is read as a list of blocks (text, tool_use, thinking and redacted_thinking from the
+assistant; text and tool_result from the user) or as plain text; any other block, like an image,
+leaves its row to the per-row path.
 """
 
 from __future__ import annotations
@@ -17,11 +19,15 @@ import pyarrow.compute as pc
 
 from transcript_clean.fastpath.base import (
     NOT_SPACE,
+    ArrowRepair,
     ArrowView,
+    Counts,
     Mask,
     as_mask,
     count,
+    drop_elements,
     field_type,
+    first_flagged,
     flatten,
     indices,
     is_text,
@@ -48,37 +54,33 @@ from transcript_clean.rules import (
 
 __all__ = ["anthropic_view"]
 
-# The codes a row this view reads never has: every message it reads as the decoder would, with
-# a non-empty turn from the assistant, every call answered by the next message and every result
-# answering one, no assistant message after another.
+# The codes a row this view reads never has: every message and block it reads as the decoder
+# would, with arguments that are objects, every result answering a call of the turn before, no
+# assistant message after another.
 _NEVER = (
     MALFORMED_ROW,
     UNKNOWN_ROLE,
-    EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
     ORPHAN_TOOL_RESULT,
     CONSECUTIVE_ASSISTANT,
-    UNANSWERED_TOOL_CALL,
 )
 
 
 def anthropic_view(
     fmt: Format, array: pa.Array, schema: pa.Schema | None = None
-) -> ArrowView | None:
-    """The view of an Anthropic `messages` column: rows it reads are clean but for calls pending
-    at the end, or no assistant message; None when the column or the row's `system` column has a
-    shape this does not read."""
+) -> AnthropicView | None:
+    """The view of an Anthropic `messages` column; None when the column or the row's `system`
+    column has a shape this does not read."""
     content_type = _content_type(array.type)
     if content_type is None:
         return None
     if not text_or_absent(schema, "system"):
         return None  # a system prompt of blocks: the decoder checks them row by row
-    rows = len(array)
     bad, msgs, parent = flatten(array)
     n = len(msgs)
-    nothing = np.zeros(rows, dtype=bool)
     if n == 0:  # every row is null or empty, so not read here
-        return ArrowView(rows, bad, {}, np.zeros(rows, dtype=np.int64))
+        nothing = np.zeros(0, dtype=bool)
+        return AnthropicView(fmt, array, parent, bad, nothing, nothing, nothing, nothing, nothing)
 
     role = pc.struct_field(msgs, "role")
     content = pc.struct_field(msgs, "content")
@@ -88,19 +90,88 @@ def anthropic_view(
     same_prev, same_next = neighbours(parent)
     flag |= is_assistant & shift(is_assistant) & same_prev  # consecutive_assistant
 
-    calls = np.zeros(n, dtype=np.int64)
+    calls = unanswered = np.zeros(n, dtype=np.int64)
     if is_text(content_type):
         said = as_mask(pc.match_substring_regex(content, NOT_SPACE))
     else:
-        said, calls = _blocks(content, is_assistant, same_next, flag)
-    flag |= is_assistant & ~said  # empty_assistant_turn
+        said, calls, unanswered = _blocks(content, is_assistant, same_next, flag)
+    blank = is_assistant & ~said
+    bad |= rows_with(flag, parent, len(array))
+    return AnthropicView(fmt, array, parent, bad, is_assistant, blank, calls, unanswered, said)
 
-    bad |= rows_with(flag, parent, rows)
-    trailing_calls = last_of_rows(np.where(is_assistant, calls, 0), parent, rows)
-    checks = dict.fromkeys(_NEVER, nothing)
-    checks[TRAILING_TOOL_CALL] = trailing_calls > 0
-    checks[NO_ASSISTANT_TURN] = count(is_assistant, parent, rows) == 0
-    return ArrowView(rows, bad, checks, trailing_calls)
+
+class AnthropicView(ArrowView):
+    """What the scan of an Anthropic column found: the rows whose every message and block it
+    reads as the decoder would, and among them those with empty assistant turns (R1), calls the
+    next message does not answer (R5), calls pending at the end, or no assistant turn. It drops
+    the empty turns, and cuts before the first unanswered turn where an assistant turn remains,
+    as the per-row path does."""
+
+    repairs = frozenset({EMPTY_ASSISTANT_TURN, UNANSWERED_TOOL_CALL})
+
+    def __init__(
+        self,
+        fmt: Format,
+        array: pa.Array,
+        parent: npt.NDArray[np.int64],
+        unread: Mask,
+        is_assistant: Mask,
+        blank: Mask,
+        calls: Counts,
+        unanswered: Counts,
+        said: Mask,
+    ) -> None:
+        rows = len(array)
+        nothing = np.zeros(rows, dtype=bool)
+        checks = dict.fromkeys(_NEVER, nothing)
+        if len(parent):
+            checks[EMPTY_ASSISTANT_TURN] = rows_with(blank, parent, rows)
+            checks[UNANSWERED_TOOL_CALL] = rows_with(unanswered > 0, parent, rows)
+            checks[NO_ASSISTANT_TURN] = count(is_assistant & said, parent, rows) == 0
+        trailing_calls = last_of_rows(np.where(is_assistant, calls, 0), parent, rows)
+        checks[TRAILING_TOOL_CALL] = trailing_calls > 0
+        super().__init__(rows, unread, checks, trailing_calls)
+        self.fmt = fmt
+        self.array = array
+        self.parent = parent
+        self.is_assistant = is_assistant
+        self.blank = blank
+        self.unanswered = unanswered
+
+    def again(self, column: pa.Array) -> AnthropicView | None:
+        return anthropic_view(self.fmt, column)
+
+    def repair(self, rows: dict[str, Mask]) -> ArrowRepair:
+        parent, count_rows = self.parent, self.rows
+        position = np.arange(len(parent))
+        drop = np.zeros(len(parent), dtype=bool)
+        alone = dict(rows)
+        if EMPTY_ASSISTANT_TURN in alone:
+            drop |= self.blank & alone[EMPTY_ASSISTANT_TURN][parent]
+        if UNANSWERED_TOOL_CALL in alone:
+            # Everything from the first unanswered turn on, where an assistant turn is left
+            # before it; a row the cut would leave without one goes to the per-row path, which
+            # words its rejection.
+            first = first_flagged(self.unanswered > 0, parent, count_rows)
+            before = position < first[parent]
+            cuttable = count(self.is_assistant & before, parent, count_rows) > 0
+            alone[UNANSWERED_TOOL_CALL] &= cuttable
+            drop |= ~before & alone[UNANSWERED_TOOL_CALL][parent]
+        subset = np.flatnonzero(np.logical_or.reduce(list(alone.values())))
+        row_at = np.full(count_rows, -1, dtype=np.int64)
+        row_at[subset] = np.arange(len(subset), dtype=np.int64)
+        chosen = np.flatnonzero(row_at[parent] >= 0)
+        messages = pc.list_flatten(self.array).take(indices(chosen))
+        column = drop_elements(
+            self.array.type, len(subset), messages, drop[chosen], row_at[parent[chosen]]
+        )
+        occurrences = {
+            EMPTY_ASSISTANT_TURN: count(self.blank, parent, count_rows),
+            UNANSWERED_TOOL_CALL: np.bincount(
+                parent, weights=self.unanswered, minlength=count_rows
+            ).astype(np.int64),
+        }
+        return ArrowRepair(subset, column, {c: occurrences[c] for c in alone})
 
 
 def _content_type(type_: pa.DataType) -> pa.DataType | None:
@@ -131,16 +202,17 @@ def _content_type(type_: pa.DataType) -> pa.DataType | None:
 
 def _blocks(
     content: pa.Array, is_assistant: Mask, same_next: Mask, flag: Mask
-) -> tuple[Mask, npt.NDArray[np.int64]]:
+) -> tuple[Mask, Counts, Counts]:
     """Check the content blocks, flagging their messages in `flag`; returns, per message,
-    whether it says something (an assistant turn that is not empty) and its calls."""
+    whether it says something (an assistant turn that is not empty), its calls, and those of
+    them the next message does not answer."""
     n = len(content)
     blocks = pc.list_flatten(content)
     owner = pc.list_parent_indices(content).to_numpy().astype(np.int64)
     said = np.zeros(n, dtype=bool)
     calls = np.zeros(n, dtype=np.int64)
     if len(blocks) == 0:
-        return said, calls
+        return said, calls, calls
     names = set(blocks.type.names)
 
     def field(name: str) -> pa.Array:
@@ -197,5 +269,4 @@ def _blocks(
     flag[owner[results[~np.isin(result_keys, call_keys)]]] = True  # answers no call
     calls = np.bincount(owner[uses], minlength=n).astype(np.int64)
     unanswered = ~np.isin(call_keys, result_keys) & same_next[owner[uses]]
-    flag[owner[uses[unanswered]]] = True
-    return said, calls
+    return said, calls, np.bincount(owner[uses[unanswered]], minlength=n).astype(np.int64)
