@@ -27,6 +27,7 @@ from transcript_clean.rules import (
     MALFORMED_ROW,
     NO_ASSISTANT_TURN,
     ORPHAN_TOOL_RESULT,
+    UNANSWERED_TOOL_CALL,
     UNKNOWN_ROLE,
 )
 from transcript_clean.synthetic import generate_rows
@@ -391,5 +392,25 @@ def test_rows_the_decoder_cannot_read_are_rejected_for_their_first_bad_turn() ->
     only_unknown = fast_verdicts(SHAREGPT, table.column("conversations"), reject=[UNKNOWN_ROLE])
     assert only_unknown is not None
     assert [r.code for r in only_unknown.rejects] == [UNKNOWN_ROLE]
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, SHAREGPT)
+
+
+def test_unanswered_calls_are_cut_in_arrow() -> None:
+    t = turn  # short, so that each row stays on one line
+    fc = t("function_call", json.dumps(call()))
+    rows = [
+        [t("human", "q"), t("gpt", "a"), t("human", "q2"), fc, t("human", "q3"), t("gpt", "b")],
+        [t("human", "q"), fc, t("human", "q2"), t("gpt", "b")],  # nothing would be left
+        # the message the call belongs to starts at its text turn: the cut goes before it
+        [t("human", "q"), t("gpt", "a"), t("human", "q2"), t("gpt", "x"), fc, t("human", "q3")],
+        [t("human", "q"), t("gpt", "a"), t("human", "q2"), fc, t("system", "s"), t("human", "q")],
+    ]
+    table = table_of([(r, None) for r in rows])
+    verdicts = fast_verdicts(SHAREGPT, table.column("conversations"), repair=[UNANSWERED_TOOL_CALL])
+    assert verdicts is not None
+    assert verdicts.repaired.tolist() == [True, False, True, False]
+    assert verdicts.repaired_column is not None
+    assert verdicts.repaired_column.to_pylist() == [rows[0][:3], rows[2][:3]]
     for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, SHAREGPT)

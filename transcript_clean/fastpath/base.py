@@ -209,9 +209,12 @@ def rows_with(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Mask:
     return count(flags, parent, rows) > 0
 
 
-def count(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Counts:
-    """Per row, its elements flagged."""
-    return np.bincount(parent[flags], minlength=rows).astype(np.int64)
+def count(
+    flags: Mask, parent: npt.NDArray[np.int64], rows: int, weights: Counts | None = None
+) -> Counts:
+    """Per row, its elements flagged (or the sum of their `weights`)."""
+    weighed = None if weights is None else weights[flags]
+    return np.bincount(parent[flags], weights=weighed, minlength=rows).astype(np.int64)
 
 
 def indices(positions: npt.NDArray[np.int64]) -> pa.Array:

@@ -167,9 +167,9 @@ class AnthropicView(ArrowView):
         )
         occurrences = {
             EMPTY_ASSISTANT_TURN: count(self.blank, parent, count_rows),
-            UNANSWERED_TOOL_CALL: np.bincount(
-                parent, weights=self.unanswered, minlength=count_rows
-            ).astype(np.int64),
+            UNANSWERED_TOOL_CALL: count(
+                self.unanswered > 0, parent, count_rows, weights=self.unanswered
+            ),
         }
         return ArrowRepair(subset, column, {c: occurrences[c] for c in alone})
 

@@ -1,16 +1,19 @@
-"""The fast path for the ShareGPT format: which rows are canonical, decided on the flattened turns.
+"""The ShareGPT format's Arrow side: its turns, flattened per batch.
 
-A row is settled here when it is clean; when (for a config that keeps them) its only code is
-calls pending at the end; when its only code is empty assistant turns (R1), orphan observations
-(R3) or a second assistant text turn (R4), which are dropped or merged here where the config
-repairs them; or when the config rejects it for having no assistant turn, or a turn the decoder
-cannot read (its own error is the message). Every other row takes the per-row path. Tags are
-read through the format's `tags`. `function_call` values are parsed (in Python: they are a small
-share of the turns), as is the value of an observation that answers several calls at once.
+The view reads a row when every turn is one the decoder reads, every call is well formed and
+every message with calls is followed by its observations or a human turn. Its possible codes are
+then empty assistant turns (R1), orphan observations (R3), a second assistant text turn (R4),
+calls a human turn leaves unanswered (R5), calls pending at the end and no assistant turn; it
+drops, merges or cuts turns as the per-row path does, and rejects rows with a turn the decoder
+cannot read with the decoder's own error. Calls with arguments that are not an object (R2) leave
+their rows to the per-row path. Tags are read through the format's `tags`. `function_call` values
+are parsed (in Python: they are a small share of the turns), as is the value of an observation
+that answers several calls at once.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -56,12 +59,15 @@ from transcript_clean.rules import (
 
 __all__ = ["REPAIRS", "ShareGPTView", "sharegpt_view"]
 
-REPAIRS: Final = frozenset({EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT, CONSECUTIVE_ASSISTANT})
-"""The codes whose repair this format's Arrow side does itself: it drops or merges turns."""
+REPAIRS: Final = frozenset(
+    {EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT, CONSECUTIVE_ASSISTANT, UNANSWERED_TOOL_CALL}
+)
+"""The codes whose repair this format's Arrow side does itself: it drops or merges turns, and
+cuts before a message whose calls a human turn leaves unanswered."""
 
-# The codes a row this view reads never has: invalid or unanswered calls, and consecutive turns
-# it cannot merge, leave their rows to the per-row path.
-_NEVER = (MALFORMED_ROW, UNKNOWN_ROLE, INVALID_TOOL_ARGUMENTS, UNANSWERED_TOOL_CALL)
+# The codes a row this view reads never has: invalid calls, and consecutive turns it cannot
+# merge, leave their rows to the per-row path.
+_NEVER = (MALFORMED_ROW, UNKNOWN_ROLE, INVALID_TOOL_ARGUMENTS)
 
 
 def sharegpt_view(
@@ -171,7 +177,21 @@ def sharegpt_view(
     )
     next_obs = np.zeros(n, dtype=bool)
     next_obs[:-1] = is_obs[1:]
-    flag |= calling_end & same_next & ~next_obs  # unanswered (or a system turn first)
+    next_user = np.zeros(n, dtype=bool)
+    next_user[:-1] = is_user[1:]
+    # A human turn right after a message with calls closes its window with no results: all its
+    # calls are unanswered (R5: a cut before the message). After anything else (a system turn
+    # keeps them pending) the per-row path is left to work it out.
+    unanswered = calling_end & same_next & next_user
+    flag |= calling_end & same_next & ~next_obs & ~next_user
+    cut_from = np.zeros(n, dtype=bool)  # the first turn of each message with unanswered calls
+    cut_from[np.flatnonzero(starts)[message[unanswered]]] = True
+    before_cut = np.arange(n) < first_flagged(cut_from, parent, rows)[parent]
+    cut = _Cut(
+        cut_from,
+        cuttable=count(starts & before_cut, parent, rows) > 0,
+        calls=count(unanswered, parent, rows, weights=pending),
+    )
 
     # Turns it drops (R1), whose results it drops (R3) or that it merges into the turn before
     # (R4), in rows that have no other code.
@@ -189,9 +209,21 @@ def sharegpt_view(
     checks[NO_ASSISTANT_TURN] = count(starts, parent, rows) == 0
     unread = rows_with(unreadable, parent, rows)
     checks[MALFORMED_ROW] = checks[UNKNOWN_ROLE] = unread
+    checks[UNANSWERED_TOOL_CALL] = rows_with(unanswered, parent, rows)
     return ShareGPTView(
-        fmt, array, turns, parent, bad, unreadable, droppable, trailing_calls, checks
+        fmt, array, turns, parent, bad, unreadable, droppable, trailing_calls, checks, cut
     )
+
+
+@dataclass(slots=True)
+class _Cut:
+    """What R5's cut needs: the first turn of each message whose calls a human turn leaves
+    unanswered, the rows with an assistant message before the first of them, and per row the
+    calls left unanswered."""
+
+    first_turns: Mask
+    cuttable: Mask
+    calls: Counts
 
 
 class ShareGPTView(ArrowView):
@@ -212,6 +244,7 @@ class ShareGPTView(ArrowView):
         droppable: dict[str, Mask],
         trailing_calls: Counts,
         checks: dict[str, Mask],
+        cut: _Cut | None = None,
     ) -> None:
         rows = len(array)
         if not len(trailing_calls):
@@ -224,6 +257,7 @@ class ShareGPTView(ArrowView):
         self.unreadable = unreadable
         """Turns the decoder stops at."""
         self.droppable = droppable
+        self.cut = cut
 
     def again(self, column: pa.Array) -> ShareGPTView | None:
         return sharegpt_view(self.fmt, column)
@@ -234,7 +268,19 @@ class ShareGPTView(ArrowView):
         return _reject_unreadable(self.fmt, self.turns, self.parent, self.unreadable, rows)
 
     def repair(self, rows: dict[str, Mask]) -> ArrowRepair:
-        return _drop_turns(self.array, self.turns, self.parent, self.droppable, rows)
+        droppable, alone = dict(self.droppable), dict(rows)
+        if UNANSWERED_TOOL_CALL in alone:
+            # Everything from the first such message on; a row the cut would leave with no
+            # assistant turn goes to the per-row path, which words its rejection.
+            assert self.cut is not None
+            alone[UNANSWERED_TOOL_CALL] &= self.cut.cuttable
+            first = first_flagged(self.cut.first_turns, self.parent, self.rows)
+            droppable[UNANSWERED_TOOL_CALL] = np.arange(len(self.parent)) >= first[self.parent]
+        fixed = _drop_turns(self.array, self.turns, self.parent, droppable, alone)
+        if UNANSWERED_TOOL_CALL in alone:
+            assert self.cut is not None
+            fixed.occurrences[UNANSWERED_TOOL_CALL] = self.cut.calls
+        return fixed
 
 
 def _reject_unreadable(
