@@ -12,5 +12,5 @@ fi
 
 echo "== ruff check";          .venv/bin/ruff check .
 echo "== ruff format --check"; .venv/bin/ruff format --check .
-echo "== mypy --strict";       .venv/bin/mypy --strict transcript_clean
+echo "== mypy --strict";       .venv/bin/mypy --strict transcript_clean scripts
 echo "== pytest";              .venv/bin/pytest "$@"

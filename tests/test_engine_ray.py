@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from synthetic import CODES, generate_rows
 
 from transcript_clean.cli import main
 from transcript_clean.engine import ray as ray_engine
@@ -28,7 +29,6 @@ from transcript_clean.errors import EngineError, OutputError, SourceError
 from transcript_clean.policy import load_config
 from transcript_clean.run import clean, resolve_format
 from transcript_clean.sources import open_source
-from transcript_clean.synthetic import CODES, generate_rows
 
 REQUIRE_RAY = "ray" in os.environ.get("TEST_EXTRAS", "").split(",")
 ROWS = 3000
