@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The one command that checks everything: ruff, mypy --strict and pytest, in the project's .venv.
+# The one command that checks everything: ruff, mypy --strict (the package and scripts/) and
+# pytest, in the project's .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
