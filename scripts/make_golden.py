@@ -81,7 +81,7 @@ def run_case(source: Path, config: str, batch_size: int = 256) -> dict[str, str]
 @click.option("--update", is_flag=True, help="Rewrite the digests only; keep the inputs.")
 def main(update: bool) -> None:
     if not update:
-        from transcript_clean.synthetic import arrow_schema, default_rates, generate_rows
+        from synthetic import arrow_schema, default_rates, generate_rows
 
         GOLDEN.mkdir(parents=True, exist_ok=True)
         for fmt in FORMATS:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Write generated conversation rows, with defects planted at known rates, to Parquet or JSONL.
 
-A thin command over `transcript_clean.synthetic.generate_rows`; see `--help`.
+A thin command over `synthetic.generate_rows` (scripts/synthetic.py); see `--help`.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import click
+from synthetic import CODES, FORMATS, arrow_schema, default_rates, generate_rows
 
 from transcript_clean.formats.base import Row
-from transcript_clean.synthetic import CODES, FORMATS, arrow_schema, default_rates, generate_rows
 
 
 def parse_rates(given: tuple[str, ...]) -> dict[str, float] | None:

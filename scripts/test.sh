@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# The one command that checks everything: ruff, mypy --strict and pytest, in the project's .venv.
+# The one command that checks everything: ruff, mypy --strict (the package and scripts/) and
+# pytest, in the project's .venv.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,5 +13,5 @@ fi
 
 echo "== ruff check";          .venv/bin/ruff check .
 echo "== ruff format --check"; .venv/bin/ruff format --check .
-echo "== mypy --strict";       .venv/bin/mypy --strict transcript_clean
+echo "== mypy --strict";       .venv/bin/mypy --strict transcript_clean scripts
 echo "== pytest";              .venv/bin/pytest "$@"

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import pytest
+
+# Test and bench tooling (synthetic.py, make_golden.py) lives in scripts/, outside the installed
+# package; the test modules import it from there.
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+sys.path.insert(0, str(SCRIPTS))
 
 # The real datasets live beside the repository, never inside it (see ../shared/data/README.md).
 SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

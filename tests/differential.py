@@ -7,12 +7,12 @@ from typing import Any
 import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from synthetic import generate_rows
 
 from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats.base import Format
 from transcript_clean.pipeline import clean_batch, clean_row
 from transcript_clean.policy import DEFAULT, Config
-from transcript_clean.synthetic import generate_rows
 
 
 def per_row_clean(row: dict[str, Any], fmt: Format) -> bool:

@@ -205,7 +205,7 @@ def test_stats_out_may_not_be_inside_the_source(tmp_path: Path) -> None:
 @pytest.fixture
 def generated(tmp_path: Path) -> Path:
     """Two OpenAI Parquet files, 700 + 500 rows, with every kind of defect planted."""
-    from transcript_clean.synthetic import CODES, generate_rows
+    from synthetic import CODES, generate_rows
 
     folder = tmp_path / "raw"
     folder.mkdir()

@@ -96,8 +96,7 @@ def test_samples_with_the_fast_path_are_those_of_the_per_row_path(
     """The fast path settles most defective rows without the per-row path's `on_row`; the audit
     still picks each code's first rows in input order, across batches, files and both paths."""
     import pyarrow as pa
-
-    from transcript_clean.synthetic import arrow_schema, generate_rows
+    from synthetic import arrow_schema, generate_rows
 
     folder = tmp_path / "in"
     folder.mkdir()

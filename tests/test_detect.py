@@ -8,6 +8,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from synthetic import arrow_schema, generate_rows
 
 from transcript_clean.errors import FormatError
 from transcript_clean.formats import (
@@ -20,7 +21,6 @@ from transcript_clean.formats import (
     detect_format,
     get_format,
 )
-from transcript_clean.synthetic import arrow_schema, generate_rows
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

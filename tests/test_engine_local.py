@@ -8,6 +8,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from synthetic import generate_rows
 
 from transcript_clean.engine.local import BlockJob, plan_blocks, run_block
 from transcript_clean.errors import SourceError
@@ -17,7 +18,6 @@ from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.sinks import ParquetShard, shard_name
 from transcript_clean.sources import open_source
 from transcript_clean.stats import Stats
-from transcript_clean.synthetic import generate_rows
 
 
 def plain_block(job: BlockJob, index: int, folder: Path) -> Stats:

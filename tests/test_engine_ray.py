@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from synthetic import CODES, generate_rows
 
 from transcript_clean.audit import audit
 from transcript_clean.cli import main
@@ -30,7 +31,6 @@ from transcript_clean.options import resolve_format
 from transcript_clean.policy import load_config
 from transcript_clean.run import clean
 from transcript_clean.sources import open_source
-from transcript_clean.synthetic import CODES, generate_rows
 
 REQUIRE_RAY = "ray" in os.environ.get("TEST_EXTRAS", "").split(",")
 ROWS = 3000

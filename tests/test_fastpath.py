@@ -17,12 +17,12 @@ import pytest
 from differential import assert_fast_and_slow_agree, per_row_clean
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synthetic import generate_rows
 
 from transcript_clean.fastpath import Verdicts, clean_mask
 from transcript_clean.formats import get_format
 from transcript_clean.pipeline import batch_verdicts, clean_batch, clean_row
 from transcript_clean.policy import DEFAULT, STRICT
-from transcript_clean.synthetic import generate_rows
 
 OPENAI = get_format("openai")
 

@@ -13,11 +13,11 @@ from differential import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synthetic import generate_rows
 
 from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats import get_format
 from transcript_clean.policy import DEFAULT, STRICT, Config
-from transcript_clean.synthetic import generate_rows
 
 ANTHROPIC = get_format("anthropic")
 BLOCK = pa.struct(

@@ -16,6 +16,7 @@ from differential import (
 )
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synthetic import generate_rows
 
 from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats import get_format
@@ -30,7 +31,6 @@ from transcript_clean.rules import (
     UNANSWERED_TOOL_CALL,
     UNKNOWN_ROLE,
 )
-from transcript_clean.synthetic import generate_rows
 
 SHAREGPT = get_format("sharegpt")
 TURN = pa.struct([("from", pa.string()), ("value", pa.string())])

@@ -8,14 +8,10 @@ why in its commit.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
-import pytest
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "scripts"))
-
 import make_golden
+import pytest
 
 EXPECTED = json.loads((make_golden.GOLDEN / "expected.json").read_text())
 CASES = make_golden.cases(make_golden.SHARED)

@@ -13,12 +13,12 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from synthetic import generate_rows
 
 from transcript_clean import cli
 from transcript_clean.engine import local
 from transcript_clean.run import clean
 from transcript_clean.sources import open_source
-from transcript_clean.synthetic import generate_rows
 
 # Run in a new interpreter: what it imported, and whether pandas can still be imported after.
 _PROBE = """

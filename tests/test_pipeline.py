@@ -3,6 +3,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 from canonical import FMT, call, res, row
+from synthetic import generate_rows
 
 from transcript_clean.errors import FormatError
 from transcript_clean.formats import get_format
@@ -10,7 +11,6 @@ from transcript_clean.formats.base import Row
 from transcript_clean.model import assistant, parse_messages, system, user
 from transcript_clean.pipeline import batch_verdicts, clean_batch
 from transcript_clean.policy import DEFAULT, STRICT, Config
-from transcript_clean.synthetic import generate_rows
 
 OPENAI = get_format("openai")
 GOOD = row(system("s"), user("hi"), assistant(call("c1")), user(res("c1")), assistant("done"))

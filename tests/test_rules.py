@@ -13,8 +13,10 @@ from types import ModuleType
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+import rules_files
 from click.testing import CliRunner
 from differential import assert_fast_and_slow_agree
+from synthetic import default_rates, generate_rows
 
 import transcript_clean.rules as rules_package
 from transcript_clean.cli import main
@@ -32,7 +34,6 @@ from transcript_clean.rules import (
     registered,
     rules,
 )
-from transcript_clean.synthetic import default_rates, generate_rows
 
 # A rule as a plugin or a new module would write it: nothing else in the project names it.
 SHOUTING = '''
@@ -115,10 +116,18 @@ def test_the_shipped_rules_are_spec_order_and_each_well_formed() -> None:
 def test_the_configs_are_generated_from_the_registry() -> None:
     for name in ("default", "strict"):
         written = (CONFIG_DIR / f"{name}.toml").read_text(encoding="utf-8")
-        assert written == config_toml(name), f"run scripts/make_configs.py ({name}.toml is stale)"
+        assert written == config_toml(name), f"run scripts/rules_files.py ({name}.toml is stale)"
     assert load_config("default") == DEFAULT
     assert load_config("strict") == STRICT
     assert {STRICT.action(r.code) for r in RULES} == {"reject"}
+
+
+def test_the_readme_codes_table_is_the_registrys(shouting_module: ModuleType) -> None:
+    readme = rules_files.README.read_text(encoding="utf-8")
+    assert rules_files.readme_with_codes(readme) == readme, "run scripts/rules_files.py"
+    assert "| `orphan_tool_result` | a result answers no pending call | repair (R3) |" in readme
+    with registered(shouting_module.RULE):
+        assert "| `shouted_prompt` |" in rules_files.readme_with_codes(readme)
 
 
 def test_a_module_in_the_package_folder_is_a_rule(

@@ -16,13 +16,13 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from synthetic import generate_rows
 
 from transcript_clean.cli import main
 from transcript_clean.errors import OutputError, SourceError
 from transcript_clean.formats import get_format
 from transcript_clean.options import EngineOptions, SourceOptions
 from transcript_clean.run import clean
-from transcript_clean.synthetic import generate_rows
 from transcript_clean.transcript import transcript_errors
 
 FORMATS = ["openai", "sharegpt", "anthropic", "rig"]

@@ -14,10 +14,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
-
-from transcript_clean.formats import DecodeError, get_format
-from transcript_clean.model import AssistantMessage, Reasoning, UserMessage
-from transcript_clean.synthetic import (
+from synthetic import (
     CODES,
     DEFAULT_RATES,
     FORMATS,
@@ -26,6 +23,9 @@ from transcript_clean.synthetic import (
     default_rates,
     generate_rows,
 )
+
+from transcript_clean.formats import DecodeError, get_format
+from transcript_clean.model import AssistantMessage, Reasoning, UserMessage
 from transcript_clean.transcript import is_empty_assistant_turn, transcript_errors
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "make_synthetic.py"

@@ -56,17 +56,17 @@ def entry() -> None:
     """The `transcript-clean` program: `main` with Arrow's jemalloc pool, then a quick exit.
 
     Arrow's default pool in the Linux wheels is mimalloc. With the cleaner's threads
-    allocating side by side it held on to more: on the bench a run peaked at 450-500 MB with
-    it and 350-370 MB with jemalloc (200,000 rows), no slower. The pool is chosen by
-    ARROW_DEFAULT_MEMORY_POOL, which pyarrow reads when it is imported, and the worker
-    processes inherit; a value the user set stays.
+    allocating side by side it held on to more memory than jemalloc, and was no faster
+    (docs/performance.md has the numbers). The pool is chosen by ARROW_DEFAULT_MEMORY_POOL,
+    which pyarrow reads when it is imported, and the worker processes inherit; a value the user
+    set stays.
 
     Once a command is done, everything it wrote is closed and in place; what is left is the
     interpreter's teardown, whose last garbage collection walks every object pyarrow and NumPy
-    (and pandas, where a run loads it) made: 0.12 s after a run on the bench, 0.03 s without
-    it, measured when pandas was loaded there. Frozen, they are left to be freed with the
-    process. Exit handlers still run, and standard output is still flushed; only objects in
-    reference cycles go without their finalizers, and nothing the commands leave open is one."""
+    (and pandas, where a run loads it) made: most of the teardown's time. Frozen, they are left
+    to be freed with the process. Exit handlers still run, and standard output is still
+    flushed; only objects in reference cycles go without their finalizers, and nothing the
+    commands leave open is one."""
     if sys.platform == "linux":  # before pyarrow is imported: it reads this once
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     try:

@@ -2,8 +2,8 @@
 
 pyarrow imports pandas the first time it converts Python objects or NumPy arrays to Arrow, or
 Arrow data to NumPy: it asks whether they are pandas objects, and sets up its pandas
-conversions. That costs 0.2 s of imports and 25-30 MB of memory; on the 200,000-row bench,
-a fifth of a run. A run that reads Parquet or JSON files itself never hands pyarrow a pandas
+conversions. That costs imports and memory, a sizeable share of a short run (docs/performance.md
+has the numbers). A run that reads Parquet or JSON files itself never hands pyarrow a pandas
 object.
 
 pyarrow looks for pandas once and keeps the answer, in its Python layer and in its C++ one. So

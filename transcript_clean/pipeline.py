@@ -254,7 +254,7 @@ def _cyclic_gc_paused() -> Iterator[None]:
     """The per-row path makes hundreds of thousands of small objects and no reference cycles
     (refcounting frees them). Python's cyclic collector would scan all of them again and again
     while they live: pausing it for one batch cut the per-row path's time by about a third
-    (124 to 86 us a row on the bench's defective rows). Whatever cycle a batch does leave is
+    (docs/performance.md). Whatever cycle a batch does leave is
     collected once the collector runs again; the objects should be gone by then, or its first
     run scans them all once more."""
     if not gc.isenabled():

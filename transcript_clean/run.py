@@ -16,13 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from transcript_clean.card import dataset_card
 from transcript_clean.errors import OutputError
 from transcript_clean.formats.base import Format
 from transcript_clean.options import Engine, EngineOptions, SourceOptions, split_options
 from transcript_clean.policy import Config, load_config
 from transcript_clean.sinks import ParquetShard, shard_name, write_table_atomic, write_text_atomic
 from transcript_clean.sources import Source
-from transcript_clean.stats import Stats, dataset_card, run_summary
+from transcript_clean.stats import Stats, run_summary
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor

@@ -1,4 +1,4 @@
-"""The error-stats table, the run summary and the dataset card (SPEC section 7)."""
+"""The error-stats table and the run summary (SPEC section 7)."""
 
 from __future__ import annotations
 
@@ -292,43 +292,3 @@ def render_accounting(stats: Stats) -> str:
         f"rows in {stats.rows_in:,} = kept {stats.rows_kept:,} "
         f"(repaired {stats.rows_repaired:,}) + rejected {stats.rows_rejected:,}"
     )
-
-
-def dataset_card(summary: Mapping[str, Any], records: list[dict[str, Any]]) -> str:
-    """The README.md of a cleaned dataset: what was cleaned, how, and the stats table."""
-    counts = summary["counts"]
-    return f"""---
-configs:
-- config_name: default
-  data_files:
-  - split: train
-    path: data/*.parquet
----
-
-# Cleaned conversations
-
-Cleaned by [transcript-clean](https://pypi.org/project/transcript-clean/)
-{summary["versions"]["transcript_clean"]} from `{summary["source"]}` (format
-`{summary["format"]}`, config `{summary["config"]["name"]}`).
-
-Every row was decoded to the canonical transcript model; empty assistant turns were dropped;
-each row was validated (consecutive assistant messages, unanswered tool calls, orphan tool results,
-tool arguments that are not a JSON object) and repaired or rejected as the config says. Every kept
-row passes validation. Rejected rows are in `rejects/`, as they came in, with their codes.
-
-| | rows |
-|---|---:|
-| in | {counts["rows_in"]:,} |
-| kept | {counts["rows_kept"]:,} |
-| of which repaired | {counts["rows_repaired"]:,} |
-| rejected | {counts["rows_rejected"]:,} |
-
-Messages in: {counts["messages_in"]:,}; messages out: {counts["messages_out"]:,}; empty assistant
-turns dropped: {counts["empty_turns_dropped"]:,}.
-
-## Error stats
-
-{render_table(records, markdown=True) if records else "No violations were found."}
-
-Input fingerprint: `{summary["fingerprint"]}`.
-"""

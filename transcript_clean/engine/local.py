@@ -168,8 +168,7 @@ def clean_block(
     queued_bytes = 0
     # A shard writes a row group at a time, a pause every 16,384 rows, and the writer thread is
     # as busy as this one: batches may wait for it meanwhile, so that this thread goes on
-    # cleaning. A queue of four row groups' worth beat one of one (in one process, median
-    # 0.86-0.91 s against 0.88-1.09 s for a 200,000-row run).
+    # cleaning. A queue of four row groups' worth beat one of one (docs/performance.md).
     queued_writes = max(2, QUEUED_ROWS // job.batch_size)
     try:
         row = block.start
@@ -231,10 +230,9 @@ def with_verdicts(
     """`batches`, each with what the fast path settles in it (`batch_verdicts`): the batches
     are read ahead on one thread, and their verdicts worked out on another.
 
-    The fast path's cost is mostly per call, not per row (on the bench, 0.41 s per 200,000
-    rows in 4,096-row batches, 0.25 s in 16,384-row ones), so it looks at a few batches at a
-    time, up to `VERDICT_ROWS` rows and `VERDICT_BYTES` bytes, while the batches handed on
-    stay as small as asked.
+    The fast path's cost is mostly per call, not per row (docs/performance.md), so it looks
+    at a few batches at a time, up to `VERDICT_ROWS` rows and `VERDICT_BYTES` bytes, while the
+    batches handed on stay as small as asked.
     """
     read = _prefetched(batches, name="reader")
     return _prefetched(_with_verdicts(read, config, format), name="verdicts")

@@ -1,8 +1,8 @@
 """Worker processes for `--workers N`, started before the cleaner is imported.
 
-A new worker spends its first quarter second importing pyarrow and the cleaner. Started
-first thing, it does that while this process does the same, and is ready when the first block
-is: on the 200,000-row bench that is most of the time a second worker can save. This module
+A new worker spends its start importing pyarrow and the cleaner. Started first thing, it does
+that while this process does the same, and is ready when the first block is: on a short run
+that is most of the time a second worker can save (docs/performance.md). This module
 imports nothing heavy itself, so starting workers costs this process next to nothing.
 """
 

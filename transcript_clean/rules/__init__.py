@@ -210,14 +210,17 @@ def config_toml(name: str) -> str:
 
 
 def codes_table() -> str:
-    """The README's codes table, in Markdown."""
-    rows = [
-        "| code | what it means | default | strict | allowed |",
-        "| --- | --- | --- | --- | --- |",
-    ]
+    """The README's codes table, in Markdown (between its `codes:start` and `codes:end`)."""
+    rows = ["| code | found when | default | strict |", "| --- | --- | --- | --- |"]
     for rule in _registry:
-        allowed = ", ".join(a for a in ACTIONS if a in rule.allowed)
-        rows.append(
-            f"| `{rule.code}` | {rule.summary} | {rule.default} | {rule.strict} | {allowed} |"
-        )
+        default, strict = _action_text(rule, rule.default), _action_text(rule, rule.strict)
+        rows.append(f"| `{rule.code}` | {rule.summary} | {default} | {strict} |")
     return "\n".join(rows) + "\n"
+
+
+def _action_text(rule: Rule, action: Action) -> str:
+    if action != "repair":
+        return action
+    if rule.repaired_as != "repaired":
+        return f"repair: {rule.repaired_as}"
+    return f"repair (R{int(rule.order)})"

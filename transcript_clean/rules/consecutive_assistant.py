@@ -58,9 +58,7 @@ def _repair(messages: list[Message], config: Config) -> list[Message]:
 RULE = Rule(
     CODE,
     order=4,
-    summary=(
-        "an assistant message right after another: merged into it, or dropped when the same (R4)"
-    ),
+    summary="an assistant message follows an assistant message",
     actions_help=(
         "R4: an assistant message right after another. `repair` drops an identical second "
         "message, or appends the second to the first when the first made no tool calls; "

@@ -35,7 +35,7 @@ def drop_empty_turns(messages: Sequence[Message]) -> tuple[list[Message], list[i
 RULE = Rule(
     CODE,
     order=1,
-    summary="an assistant turn whose parts are all blank: dropped (R1)",
+    summary="every part of an assistant turn is blank (white space, empty reasoning)",
     actions_help=(
         "R1: an assistant turn whose parts are all blank (empty or white-space text, empty "
         'reasoning). `repair` drops the turn (the stats table says "dropped").'

@@ -88,10 +88,7 @@ def _repair(messages: list[Message], config: Config) -> list[Message]:
 RULE = Rule(
     CODE,
     order=2,
-    summary=(
-        "a tool call whose arguments are not a JSON object: its turn is answered as the live "
-        "loop would have (R2)"
-    ),
+    summary="a call's arguments are not a JSON object",
     actions_help=(
         "R2: a tool call whose arguments are not a JSON object. `repair` answers the turn as "
         "the live loop would have: the invalid call gets feedback asking for a JSON object, "

@@ -14,7 +14,10 @@ CODE: Final = "malformed_row"
 RULE = Rule(
     CODE,
     order=0,
-    summary="the row cannot be decoded from its format; the message names the field",
+    summary=(
+        "the row cannot be decoded; the "
+        'message names the field (`messages[3].tool_calls[0].function: missing "name"`)'
+    ),
     actions_help="R0: the row cannot be decoded from its format. Only `reject` is possible.",
     allowed=frozenset({"reject"}),
     default="reject",

@@ -20,7 +20,7 @@ def find(walk: Walk) -> Iterator[Violation]:
 RULE = Rule(
     CODE,
     order=6,
-    summary="no assistant message is left: nothing to learn from",
+    summary="no assistant message is left",
     actions_help="No assistant message left: nothing to learn from. `reject` or `keep`.",
     allowed=frozenset({"reject", "keep"}),
     default="reject",

@@ -62,7 +62,7 @@ def _repair(messages: list[Message], config: Config) -> list[Message]:
 RULE = Rule(
     CODE,
     order=3,
-    summary="a tool result that answers no pending call: dropped (R3)",
+    summary="a result answers no pending call",
     actions_help=(
         "R3: a tool result that answers no pending call. `repair` drops it (and a message left "
         "empty)."

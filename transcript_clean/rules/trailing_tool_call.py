@@ -32,7 +32,7 @@ def find(walk: Walk) -> Iterator[Violation]:
 RULE = Rule(
     CODE,
     order=5.5,
-    summary="calls still pending at the very end: the training target of a function-calling set",
+    summary=("the history ends with calls not yet answered (a function-calling training target)"),
     actions_help=(
         "Calls still pending at the very end: the training target of a function-calling set. "
         "`keep` leaves them; `repair` treats them like unanswered_tool_call."

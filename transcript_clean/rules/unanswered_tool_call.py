@@ -104,10 +104,7 @@ def _repair(messages: list[Message], config: Config) -> list[Message]:
 RULE = Rule(
     CODE,
     order=5,
-    summary=(
-        "a tool call with no result in the next user message: the transcript is cut before "
-        "its turn (R5)"
-    ),
+    summary="a call has no result in the next user message",
     actions_help="R5: a tool call with no result in the next user message. `repair`: see "
     "[repair] below.",
     allowed=frozenset({"repair", "reject"}),

@@ -25,7 +25,7 @@ def _never(view: ArrowView) -> Mask:
 RULE = Rule(
     CODE,
     order=7,
-    summary="a repaired row no longer fits the input's format or Arrow schema",
+    summary="a repaired row no longer fits the input's Arrow schema",
     actions_help="A repaired row that no longer fits the input's Arrow schema. Only `reject`.",
     allowed=frozenset({"reject"}),
     default="reject",

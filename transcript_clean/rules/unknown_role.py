@@ -14,7 +14,7 @@ CODE: Final = "unknown_role"
 RULE = Rule(
     CODE,
     order=0.1,
-    summary="a message has a role (or ShareGPT tag) the format does not know",
+    summary="a role or tag the format does not know",
     actions_help=(
         "R0: a message has a role (or ShareGPT tag) the format does not know. Only `reject`."
     ),

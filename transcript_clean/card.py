@@ -1,0 +1,52 @@
+"""The dataset card: the README.md of a cleaned dataset (SPEC section 7).
+
+Its YAML header names the shards in data/ as the train split, for the Hugging Face Hub and
+`datasets`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from transcript_clean.stats import render_table
+
+
+def dataset_card(summary: Mapping[str, Any], records: list[dict[str, Any]]) -> str:
+    """The README.md of a cleaned dataset: what was cleaned, how, and the stats table."""
+    counts = summary["counts"]
+    return f"""---
+configs:
+- config_name: default
+  data_files:
+  - split: train
+    path: data/*.parquet
+---
+
+# Cleaned conversations
+
+Cleaned by [transcript-clean](https://pypi.org/project/transcript-clean/)
+{summary["versions"]["transcript_clean"]} from `{summary["source"]}` (format
+`{summary["format"]}`, config `{summary["config"]["name"]}`).
+
+Every row was decoded to the canonical transcript model; empty assistant turns were dropped;
+each row was validated (consecutive assistant messages, unanswered tool calls, orphan tool results,
+tool arguments that are not a JSON object) and repaired or rejected as the config says. Every kept
+row passes validation. Rejected rows are in `rejects/`, as they came in, with their codes.
+
+| | rows |
+|---|---:|
+| in | {counts["rows_in"]:,} |
+| kept | {counts["rows_kept"]:,} |
+| of which repaired | {counts["rows_repaired"]:,} |
+| rejected | {counts["rows_rejected"]:,} |
+
+Messages in: {counts["messages_in"]:,}; messages out: {counts["messages_out"]:,}; empty assistant
+turns dropped: {counts["empty_turns_dropped"]:,}.
+
+## Error stats
+
+{render_table(records, markdown=True) if records else "No violations were found."}
+
+Input fingerprint: `{summary["fingerprint"]}`.
+"""
