@@ -18,7 +18,8 @@ from test_run import clean_command, folder_bytes, make_dataset, read_folder, wai
 from transcript_clean import sinks
 from transcript_clean.cli import main
 from transcript_clean.errors import AccountingError, OutputError
-from transcript_clean.run import clean, output_lock
+from transcript_clean.output import output_lock
+from transcript_clean.run import clean
 
 
 def test_a_second_run_on_the_same_output_stops_at_once(tmp_path: Path) -> None:

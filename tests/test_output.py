@@ -157,3 +157,27 @@ def test_a_partial_folder_of_another_run_beside_a_finished_output_is_not_taken_f
     result = run_cli(str(source), str(out), "--resume", "--limit", "7")
     assert result.exit_code == 2 and "different run" in result.output
     assert work.exists()
+
+
+def test_resume_after_a_kill_between_setting_aside_and_the_rename(
+    tmp_path: Path, source: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    out, aside = tmp_path / "out", tmp_path / "out.old"
+    clean(source, out, limit=10)
+    rename = Path.rename
+
+    def killed(self: Path, target: Any) -> Path:
+        if self.name == "final":  # the old OUTPUT is aside, the new one not yet in place
+            raise KeyboardInterrupt
+        return rename(self, target)
+
+    monkeypatch.setattr(Path, "rename", killed)
+    with pytest.raises(KeyboardInterrupt):
+        clean(source, out, overwrite=True)
+    monkeypatch.undo()
+    assert aside.is_dir() and not out.exists()
+
+    result = run_cli(str(source), str(out), "--resume", "--overwrite")
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "summary.json").read_text())["rows_in"] == 60
+    assert not aside.exists() and not (tmp_path / "out.partial").exists()
