@@ -1,11 +1,16 @@
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from test_run import clean_command, make_dataset, wait_for_blocks
 
 from transcript_clean import __version__
 from transcript_clean.cli import main
@@ -184,3 +189,196 @@ def test_the_program_asks_arrow_for_jemalloc_unless_told_otherwise(
         entry()
     expected = chosen or ("jemalloc" if sys.platform == "linux" else None)
     assert os.environ.get("ARROW_DEFAULT_MEMORY_POOL") == expected
+
+
+# Clear errors where a traceback was ---------------------------------------------------------------
+
+
+def _one_line_error(result: Any, *words: str) -> None:
+    assert result.exit_code == 2, result.output
+    assert "Traceback" not in result.output
+    assert not isinstance(result.exception, Exception) or isinstance(
+        result.exception, SystemExit
+    ), result.exception
+    for word in words:
+        assert word in result.output
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "words"),
+    [
+        ("list.toml", b'[actions]\norphan_tool_result = ["reject"]\n', "must be a string"),
+        ("number.toml", b"[repair]\ninterrupted_call = 3\n", "repair.interrupted_call = 3"),
+        ("latin1.toml", b'[actions]\n# caf\xe9\norphan_tool_result = "reject"\n', "not UTF-8"),
+        ("folder.toml", None, "is a folder"),
+    ],
+)
+def test_a_bad_config_file_is_a_one_line_error(
+    tmp_path: Path, name: str, content: bytes | None, words: str
+) -> None:
+    config = tmp_path / name
+    if content is None:
+        config.mkdir()
+    else:
+        config.write_bytes(content)
+    result = CliRunner().invoke(main, ["clean", "missing.parquet", "out", "--config", str(config)])
+    _one_line_error(result, words, name)
+
+
+def test_an_unreadable_config_file_is_a_one_line_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Root reads a file whatever its mode bits: the read itself is made to fail."""
+    config = tmp_path / "secret.toml"
+    config.write_text("")
+    read_bytes = Path.read_bytes
+
+    def denied(self: Path) -> bytes:
+        if self == config:
+            raise PermissionError(13, "Permission denied", str(self))
+        return read_bytes(self)
+
+    monkeypatch.setattr(Path, "read_bytes", denied)
+    result = CliRunner().invoke(main, ["clean", "missing.parquet", "out", "--config", str(config)])
+    _one_line_error(result, "secret.toml", "Permission denied")
+
+
+def test_audit_report_where_it_cannot_be_written_fails_before_the_audit(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import transcript_clean.audit as audit
+
+    def not_run(*args: object, **kwargs: object) -> None:
+        raise AssertionError("the audit ran although its report cannot be written")
+
+    monkeypatch.setattr(audit, "audit", not_run)
+    (tmp_path / "afile").write_text("not a folder")
+    for report in (tmp_path / "afile" / "r.md", Path("/proc/transcript-clean-test/r.html")):
+        result = CliRunner().invoke(main, ["audit", "in.parquet", "--report", str(report)])
+        _one_line_error(result, "cannot write report", str(report.parent))
+
+
+def test_a_report_that_fails_while_written_is_a_one_line_error(tmp_path: Path) -> None:
+    from transcript_clean.errors import OutputError
+    from transcript_clean.sinks import write_text_atomic
+
+    (tmp_path / "afile").write_text("not a folder")
+    with pytest.raises(OutputError, match="cannot write"):
+        write_text_atomic(tmp_path / "afile" / "r.md", "text")
+
+
+def _interrupt(command: list[str], after: float) -> subprocess.Popen[str]:
+    """Start `command` in a session of its own and, after `after` seconds, send its group
+    SIGINT, as a terminal's Ctrl-C does."""
+    process = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True
+    )
+    time.sleep(after)
+    os.killpg(process.pid, signal.SIGINT)
+    return process
+
+
+@pytest.fixture(scope="module")
+def long_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Rows enough that a run is still going when Ctrl-C comes, in 50-row blocks (4,000 rows
+    raced it)."""
+    source = tmp_path_factory.mktemp("long") / "in.parquet"
+    make_dataset(source, 20_000, "openai", seed=2)
+    return source
+
+
+@pytest.mark.parametrize("after", [0.3, 0.5])
+def test_ctrl_c_at_the_start_exits_130_without_a_traceback(
+    tmp_path: Path, long_source: Path, after: float
+) -> None:
+    """From the moment the program runs (before, Python is still starting: about 0.15 s here)
+    until the run's own handler is in place, importing pyarrow and the cleaner."""
+    process = _interrupt(clean_command(long_source, tmp_path / "o"), after)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "interrupted" in stderr
+    assert "Aborted!" not in stderr and "Traceback" not in stderr
+
+
+@pytest.mark.parametrize("blocks_done", [0, 2])
+def test_ctrl_c_with_two_workers_leaves_no_worker_traceback(
+    tmp_path: Path, long_source: Path, blocks_done: int
+) -> None:
+    out = tmp_path / "out"
+    process = subprocess.Popen(
+        clean_command(long_source, out, "--workers", "2"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    wait_for_blocks(process, out, blocks_done)  # 0: workers starting, or waiting for a block
+    os.killpg(process.pid, signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "KeyboardInterrupt" not in stderr
+    if blocks_done:  # else nothing was done, and nothing is left to resume
+        assert "with --resume to finish it" in stderr
+    resumed = CliRunner().invoke(
+        main, ["clean", str(long_source), str(out), "--rows-per-shard", "50", "--resume"]
+    )
+    assert resumed.exit_code == 0, resumed.output
+
+
+# A name that is neither a local path nor reachable on the Hub ------------------------------------
+
+
+def test_a_mistyped_local_name_says_both_and_gives_up_fast(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from sources_helpers import go_offline
+
+    go_offline(monkeypatch, tmp_path)
+    monkeypatch.chdir(tmp_path)
+    started = time.monotonic()
+    result = CliRunner().invoke(main, ["clean", "nonexistent_dir", "out"])
+    assert time.monotonic() - started < 5
+    _one_line_error(
+        result, "no such file or folder: nonexistent_dir", "on the Hub", "gave up after"
+    )
+
+
+def test_an_unreachable_hub_is_asked_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Online, but the Hub does not answer: one short question, not `load_dataset`'s retries."""
+    import huggingface_hub
+
+    import transcript_clean.sources as sources
+    from transcript_clean.errors import SourceError
+
+    asked: list[float | None] = []
+
+    def unreachable(self: object, repo_id: str, **kwargs: Any) -> None:
+        asked.append(kwargs.get("timeout"))
+        raise OSError("Name or service not known")
+
+    def never(*args: object, **kwargs: object) -> None:
+        raise AssertionError("load_dataset was tried although the Hub is unreachable")
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", unreachable)
+    monkeypatch.setattr(sources, "load_hub", never)
+    monkeypatch.chdir(tmp_path)
+    message = r"nonexistent_dir; as a dataset on the Hub: not reachable.*Name or service"
+    with pytest.raises(SourceError, match=message):
+        sources.open_source("nonexistent_dir")
+    assert len(asked) == 1 and asked[0] is not None and asked[0] <= 10
+
+
+def test_ctrl_c_before_the_run_starts_is_exit_130_not_aborted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The same, without timing: Ctrl-C while the command sets up (click said "Aborted!")."""
+    import transcript_clean.cli as cli
+
+    def interrupted(*args: object, **kwargs: object) -> None:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "_options", interrupted)
+    result = CliRunner().invoke(main, ["clean", "in.parquet", str(tmp_path / "out")])
+    assert result.exit_code == 130
+    assert "interrupted" in result.output and "Aborted!" not in result.output

@@ -414,3 +414,17 @@ def test_unanswered_calls_are_cut_in_arrow() -> None:
     assert verdicts.repaired_column.to_pylist() == [rows[0][:3], rows[2][:3]]
     for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, SHAREGPT)
+
+
+def test_an_empty_turn_between_a_call_and_its_result_is_left_to_the_per_row_path() -> None:
+    # The decoder pairs the observation with calls by position before R1 drops the empty turn,
+    # so dropping it in Arrow and looking again would pair them differently (hypothesis found
+    # this when empty turns were repaired in rows the view does not read).
+    fc = turn("function_call", json.dumps(call()))
+    table = table_of([([fc, turn("gpt", ""), turn("observation", "18 C")], None)])
+    verdicts = fast_verdicts(
+        SHAREGPT, table.column("conversations"), repair=[EMPTY_ASSISTANT_TURN], keep_trailing=True
+    )
+    assert verdicts is not None and not verdicts.handled.any()
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, SHAREGPT)

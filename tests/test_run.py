@@ -51,6 +51,25 @@ def folder_bytes(folder: Path) -> dict[str, bytes]:
     }
 
 
+def clean_command(source: Path, out: Path, *extra: str) -> list[str]:
+    """`transcript-clean clean SOURCE OUT` in 50-row blocks, as its own process."""
+    return [
+        sys.executable, "-m", "transcript_clean", "clean", str(source), str(out),
+        "--rows-per-shard", "50", *extra,
+    ]  # fmt: skip
+
+
+def wait_for_blocks(process: subprocess.Popen[Any], out: Path, count: int) -> None:
+    """Until the run on `out` in `process` has done `count` blocks; it must still be running."""
+    blocks = out.with_name(out.name + ".partial") / "blocks"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and process.poll() is None:
+        if blocks.exists() and len(list(blocks.iterdir())) >= count:
+            break
+        time.sleep(0.005)
+    assert process.poll() is None, "the run finished before it could be stopped"
+
+
 def assert_kept_rows_valid(out: Path, fmt: str) -> None:
     codec = get_format(fmt)
     kept = read_folder(out / "data")
@@ -195,25 +214,9 @@ def test_resume_after_sigkill_gives_the_same_files(tmp_path: Path) -> None:
     clean(source, reference, rows_per_shard=50)
 
     out = tmp_path / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "transcript_clean",
-        "clean",
-        str(source),
-        str(out),
-        "--rows-per-shard",
-        "50",
-        "--quiet",
-    ]
-    process = subprocess.Popen(command)
+    process = subprocess.Popen(clean_command(source, out, "--quiet"))
     blocks = out.with_name("out.partial") / "blocks"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        if blocks.exists() and len(list(blocks.iterdir())) >= 3:
-            break
-        time.sleep(0.005)
-    assert process.poll() is None, "the run finished before it could be killed"
+    wait_for_blocks(process, out, 3)
     os.kill(process.pid, signal.SIGKILL)
     process.wait()
     done = len(list(blocks.iterdir()))
@@ -416,26 +419,10 @@ def test_ctrl_c_says_how_to_resume(tmp_path: Path) -> None:
     # Long enough that the run is still going when the signal comes (4,000 rows raced it).
     make_dataset(source, 20_000, "openai", seed=2)
     out = tmp_path / "out"
-    command = [
-        sys.executable,
-        "-m",
-        "transcript_clean",
-        "clean",
-        str(source),
-        str(out),
-        "--rows-per-shard",
-        "50",
-    ]
     process = subprocess.Popen(
-        command, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
+        clean_command(source, out), stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True
     )
-    blocks = tmp_path / "out.partial" / "blocks"
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline and process.poll() is None:
-        if blocks.exists() and len(list(blocks.iterdir())) >= 2:
-            break
-        time.sleep(0.005)
-    assert process.poll() is None, "the run finished before it could be interrupted"
+    wait_for_blocks(process, out, 2)
     process.send_signal(signal.SIGINT)
     _, stderr = process.communicate(timeout=60)
     assert process.returncode == 130

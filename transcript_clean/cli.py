@@ -8,12 +8,12 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from transcript_clean import __version__
-from transcript_clean.errors import TranscriptCleanError
+from transcript_clean.errors import AccountingError, TranscriptCleanError
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -32,13 +32,24 @@ class InputError(click.ClickException):
 
 
 class Group(click.Group):
-    """Turns the library's errors into one-line messages, in one place."""
+    """Turns the library's errors into one-line messages, in one place, and Ctrl-C into exit
+    status 130 wherever it comes (click's own answer is "Aborted!" and 1)."""
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
             return super().invoke(ctx)
+        except AccountingError as err:  # the run's fault, not the input's: exit 1
+            raise click.ClickException(str(err)) from err
         except TranscriptCleanError as err:
             raise InputError(str(err)) from err
+        except KeyboardInterrupt:
+            _interrupted()
+
+
+def _interrupted(message: str = "interrupted") -> NoReturn:
+    """Say so on stderr and exit 130, as a program stopped by Ctrl-C does."""
+    click.echo(f"\n{message}", err=True)
+    sys.exit(130)
 
 
 @click.group(cls=Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -71,6 +82,8 @@ def entry() -> None:
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     try:
         main()
+    except KeyboardInterrupt:  # before or after a command, where `Group` does not see it
+        _interrupted()
     finally:
         gc.freeze()
 
@@ -238,14 +251,11 @@ def _resumable(output: str) -> Iterator[None]:
         partial = Path(output).absolute()
         partial = partial.with_name(partial.name + ".partial")
         if partial.exists():
-            click.echo(
-                f"\ninterrupted: {partial} keeps the finished shards; run the same command "
-                "with --resume to finish it",
-                err=True,
+            _interrupted(
+                f"interrupted: {partial} keeps the finished shards; run the same command "
+                "with --resume to finish it"
             )
-        else:
-            click.echo("\ninterrupted", err=True)
-        sys.exit(130)
+        _interrupted()
 
 
 @main.command()
@@ -305,6 +315,8 @@ def clean(
             pool=pool,
         )
     if not quiet:
+        if result.already_complete:
+            click.echo(f"{result.output} is already complete: removed the run's partial folder")
         click.echo(render_table(result.stats.records()))
         click.echo()
         click.echo(render_accounting(result.stats) + "  (checked)")

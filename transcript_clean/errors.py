@@ -20,7 +20,13 @@ class SourceError(TranscriptCleanError):
 
 
 class OutputError(TranscriptCleanError):
-    """An output folder that cannot be written as asked (exists, lies inside the source)."""
+    """An output folder that cannot be written as asked (exists, lies inside the source, is a
+    symbolic link, is read-only, or another run is writing it)."""
+
+
+class AccountingError(TranscriptCleanError):
+    """Rows in != rows kept + rows rejected, in the counts or in the files written: a row was
+    lost or written twice. Not the input's fault, so the CLI exits 1, not 2."""
 
 
 class FormatError(TranscriptCleanError):

@@ -77,9 +77,18 @@ def load_config(spec: str | os.PathLike[str] | None = None) -> Config:
             )
         path = builtin
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
+    except IsADirectoryError:
+        raise ConfigError(f"{path}: is a folder, not a config file") from None
+    except OSError as err:
+        raise ConfigError(f"{path}: cannot read the config: {err.strerror or err}") from None
+    except UnicodeDecodeError as err:
+        raise ConfigError(
+            f"{path}: not UTF-8 text (byte {err.start}: {err.object[err.start]:#04x}); "
+            "TOML files are UTF-8"
+        ) from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
     return config_from_dict(data, name=path.stem, where=str(path))
@@ -100,6 +109,11 @@ def config_from_dict(
     for code, action in _table(data, "actions", where).items():
         if code not in allowed:
             raise ConfigError(f"{where}: unknown code actions.{code} (codes: {', '.join(codes())})")
+        if not isinstance(action, str):
+            raise ConfigError(
+                f"{where}: actions.{code} = {action!r} must be a string "
+                f"(choose {', '.join(sorted(allowed[code]))})"
+            )
         if action not in allowed[code]:
             raise ConfigError(
                 f"{where}: actions.{code} = {action!r} is not allowed "
@@ -112,7 +126,7 @@ def config_from_dict(
     if unknown:
         raise ConfigError(f"{where}: unknown key repair.{sorted(unknown)[0]}")
     interrupted = repair.get("interrupted_call", "cut")
-    if interrupted not in ("cut", "error_result"):
+    if interrupted != "cut" and interrupted != "error_result":  # narrows the type for mypy
         raise ConfigError(
             f"{where}: repair.interrupted_call = {interrupted!r} is not allowed "
             "(choose cut, error_result)"

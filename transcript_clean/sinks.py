@@ -162,7 +162,8 @@ def write_text_atomic(path: Path, text: str) -> None:
             os.fsync(handle.fileno())
         os.replace(temp, path)
     except OSError as exc:
-        temp.unlink(missing_ok=True)
+        with contextlib.suppress(OSError):  # a folder that could not be made has no temp file
+            temp.unlink(missing_ok=True)
         raise OutputError(f"cannot write {path}: {exc}") from exc
     _fsync_folder(path.parent)
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from transcript_clean.errors import TranscriptCleanError
+from transcript_clean.errors import AccountingError
 from transcript_clean.rules import EMPTY_ASSISTANT_TURN, codes
 
 if TYPE_CHECKING:
@@ -29,10 +29,6 @@ STATS_SCHEMA = pa.schema(
         pa.field("example_row", pa.int64()),
     ]
 )
-
-
-class AccountingError(TranscriptCleanError):
-    """Rows in != rows kept + rows rejected: a row was lost or written twice."""
 
 
 @dataclass(slots=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 from transcript_clean.audit.run import AuditResult
@@ -16,9 +17,19 @@ _HTML = (".html", ".htm")
 
 
 def check_report(path: str | os.PathLike[str]) -> None:
-    """Refuse, before an audit runs, a report name that says neither Markdown nor HTML."""
+    """Refuse, before an audit runs, a report that could not be written: a name that says
+    neither Markdown nor HTML, or a place where no file can be made."""
     if Path(path).suffix.lower() not in REPORT_SUFFIXES:
         raise OutputError(f"report {path}: the name must end in .md or .html")
+    folder = Path(path).absolute().parent
+    # A real try, as the write will be: permission bits do not stop root, a read-only file
+    # system or a path below a file does.
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryFile(dir=folder):
+            pass
+    except OSError as err:
+        raise OutputError(f"cannot write report {path}: {folder}: {err.strerror or err}") from None
 
 
 def write_report(result: AuditResult, path: str | os.PathLike[str]) -> None:

@@ -4,25 +4,72 @@ A new worker spends its start importing pyarrow and the cleaner. Started first t
 that while this process does the same, and is ready when the first block is: on a short run
 that is most of the time a second worker can save (docs/performance.md). This module
 imports nothing heavy itself, so starting workers costs this process next to nothing.
+
+Ctrl-C is this process's to handle: a terminal sends it to every process of the group, and a
+worker that took it would print its own KeyboardInterrupt traceback (mid-block, while waiting
+for one, or while still starting). So the workers start with SIGINT blocked, and when
+this process stops by an exception, Ctrl-C included, it ends them instead of waiting for their
+blocks; a block a worker did not finish is not marked done, and `--resume` cleans it again.
 """
 
 from __future__ import annotations
 
+import signal
 from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context
+from multiprocessing import get_context, resource_tracker
+from threading import Thread
+from types import TracebackType
 
-__all__ = ["start_workers"]
+__all__ = ["Workers", "start_workers"]
 
 
-def start_workers(count: int) -> ProcessPoolExecutor:
+class Workers(ProcessPoolExecutor):
+    """A process pool that, left by an exception, ends its processes at once."""
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> bool | None:
+        if exc_type is not None:
+            self.stop()
+        return super().__exit__(exc_type, exc, traceback)
+
+    def stop(self) -> None:
+        """Cancel what has not started and end the processes, whatever they are doing."""
+        processes = list((self._processes or {}).values())  # shutdown forgets them
+        self.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.terminate()
+
+
+def start_workers(count: int) -> Workers:
     """`count` worker processes, starting now; each imports the engine as soon as it is up.
 
     `spawn`: a forked child would inherit Arrow's thread pools mid-flight. The caller shuts the
     pool down (it is a context manager), after handing it to `run_blocks` as `pool`.
     """
-    pool = ProcessPoolExecutor(max_workers=count, mp_context=get_context("spawn"))
-    for _ in range(count):
-        pool.submit(_import_engine)
+    # A spawned process keeps the signal mask of the thread that started it, through exec and
+    # for good: started from a thread that blocks SIGINT, the workers never see it, while this
+    # thread goes on taking Ctrl-C as before. Multiprocessing's resource tracker, started with
+    # the first process, unblocks SIGINT in the thread that starts it: so it starts here, first.
+    resource_tracker.ensure_running()
+    pool = Workers(max_workers=count, mp_context=get_context("spawn"))
+
+    def start() -> None:
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # this thread's only
+        for _ in range(count):  # each submit starts a process, from the submitting thread
+            pool.submit(_import_engine)
+
+    starter = Thread(target=start, name="transcript-clean-start-workers")
+    starter.start()
+    try:
+        starter.join()
+    except BaseException:
+        starter.join()
+        pool.stop()
+        raise
     return pool
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import glob
 import os
 import re
+import time
 from pathlib import Path
 
 from transcript_clean.errors import SourceError
@@ -113,8 +114,64 @@ def open_source(
             raise SourceError(f"no files match {spec}")
         return _open_files(spec, files, _glob_root(path))
     if _HUB_ID.fullmatch(spec) and not is_json_name(spec) and not spec.endswith(".parquet"):
-        return load_hub(spec, subset=subset, split=split, revision=revision, streaming=streaming)
+        return _open_hub_id(
+            spec, subset=subset, split=split, revision=revision, streaming=streaming
+        )
     raise SourceError(f"no such file or folder: {spec}")
+
+
+HUB_PROBE_TIMEOUT = 10.0
+"""Seconds the Hub has to say whether it has a dataset, for a SOURCE that could be a Hub id and
+names no local file or folder."""
+
+
+def _open_hub_id(
+    spec: str, *, subset: str | None, split: str | None, revision: str | None, streaming: bool
+) -> Source:
+    """A spec shaped like a Hub id that names no local file or folder: maybe a mistyped local
+    name. The Hub is asked once, briefly, whether it has such a dataset, before `load_dataset`
+    (which, the Hub unreachable, retries for half a minute); offline (HF_HUB_OFFLINE), only its
+    cache can have it. Failing, the error says both: not a local path, and not on the Hub."""
+    from huggingface_hub import constants
+
+    started = time.monotonic()
+    offline = bool(constants.HF_HUB_OFFLINE)
+    problem = None if offline else _hub_problem(spec, revision)
+    if problem is None:
+        try:
+            return load_hub(
+                spec, subset=subset, split=split, revision=revision, streaming=streaming
+            )
+        except SourceError as err:
+            if not offline:
+                raise  # the Hub has it: what went wrong is about the dataset, not the name
+            problem = f"not in the cache, and HF_HUB_OFFLINE keeps the Hub out of reach ({err})"
+    seconds = time.monotonic() - started
+    raise SourceError(
+        f"no such file or folder: {spec}; as a dataset on the Hub: {problem} "
+        f"(gave up after {seconds:.1f} s)"
+    )
+
+
+def _hub_problem(spec: str, revision: str | None) -> str | None:
+    """Why the Hub has no dataset `spec`, asked once; None when it may have it."""
+    from huggingface_hub import HfApi
+    from huggingface_hub.errors import GatedRepoError, HfHubHTTPError, RepositoryNotFoundError
+
+    try:
+        HfApi().dataset_info(spec, revision=revision, timeout=HUB_PROBE_TIMEOUT)
+    except GatedRepoError:
+        return None  # it exists: load_dataset says what access it needs
+    except RepositoryNotFoundError:
+        return "no dataset of that name (or a private one this machine has no token for)"
+    except HfHubHTTPError:
+        return None  # the Hub answered: load_dataset says the rest
+    except Exception as err:  # the network: no name resolution, refused, timed out
+        return (
+            f"not reachable ({type(err).__name__}: {err}); a dataset in the local cache loads "
+            "with HF_HUB_OFFLINE=1"
+        )
+    return None
 
 
 def _glob_root(pattern: Path) -> Path:

@@ -1,0 +1,330 @@
+"""The output folder of a run: the checks before it is made, the lock that keeps one run per
+OUTPUT, the partial folder a run works in, the accounting from the files, and the final rename.
+
+A run writes into `OUTPUT.partial/`, under an exclusive lock held from before anything is
+changed until that folder is gone, and moves the finished layout into place at the end, so a
+killed run never leaves an OUTPUT that looks complete. docs/robustness.md says what each moment
+of a kill leaves behind, and what the next run does with it.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from transcript_clean.card import dataset_card
+from transcript_clean.errors import AccountingError, OutputError
+from transcript_clean.sinks import ParquetShard, shard_name, write_table_atomic, write_text_atomic
+from transcript_clean.sources import Source
+from transcript_clean.stats import Stats
+
+__all__ = [
+    "LOCK",
+    "blocks_done",
+    "check_files",
+    "check_free",
+    "check_output",
+    "finalize",
+    "finished_run",
+    "output_lock",
+    "partial_folder",
+    "prepare",
+    "remove_partial",
+]
+
+
+def partial_folder(out: Path) -> Path:
+    """Where a run on OUTPUT writes until it is done: `OUTPUT.partial/`."""
+    return out.with_name(out.name + ".partial")
+
+
+def _aside(out: Path) -> Path:
+    """Where the OUTPUT that `--overwrite` replaces waits until the new one is in place."""
+    return out.with_name(out.name + ".old")
+
+
+def check_output(out: Path, src: Source) -> None:
+    """Refuse, before anything is made, an OUTPUT this run must not write: one inside the
+    source, or holding it (symbolic links followed), a file, or a symbolic link."""
+    for path in (out, partial_folder(out), _aside(out)):
+        if path.is_symlink():
+            raise OutputError(
+                f"{path} is a symbolic link (to {path.readlink()}): give the real folder's path; "
+                "a run replaces OUTPUT as a whole and will not do it through a link"
+            )
+    real = out.resolve()
+    for root in src.local_roots():
+        root = root.resolve()
+        if real == root or real.is_relative_to(root):
+            raise OutputError(f"OUTPUT {out} is inside the source {root}: choose another folder")
+        if root.is_relative_to(real):
+            raise OutputError(f"the source {root} is inside OUTPUT {out}: choose another folder")
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"OUTPUT {out} exists and is a file")
+
+
+def check_free(out: Path, overwrite: bool) -> None:
+    if not overwrite and out.is_dir() and any(out.iterdir()):
+        raise OutputError(f"OUTPUT {out} exists and is not empty: pass --overwrite to replace it")
+
+
+# ---------------------------------------------------------------------------------------------
+# the lock: one run per OUTPUT
+
+LOCK = "lock"
+"""The lock file in the partial folder; it holds who has the lock, as JSON."""
+
+
+@contextmanager
+def output_lock(work: Path) -> Iterator[None]:
+    """Hold the lock of `work` (the partial folder, made if need be) until the block ends.
+
+    An exclusive `flock` on `work/lock`, which the kernel drops when its process ends, however
+    it ends: a lock file left by a killed run is simply taken. Another run holding it is an
+    `OutputError` naming it (pid, host, start time). Local file systems only: over NFS, `flock`
+    may lock nothing.
+    """
+    out = work.with_name(work.name.removesuffix(".partial"))
+    while True:
+        try:
+            work.mkdir(parents=True, exist_ok=True)
+            fd = os.open(work / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as err:
+            reason = err.strerror or err
+            raise OutputError(f"cannot write OUTPUT {out}: {reason} ({work})") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = _holder(fd)
+            os.close(fd)
+            raise OutputError(
+                f"another run is writing OUTPUT {out} ({holder}): wait for it to end, or stop it "
+                "first; a run can then finish it with --resume"
+            ) from None
+        # A run that just finished removes its lock file, and this may have been that file:
+        # only the file that is at the path now counts.
+        try:
+            current = os.stat(work / LOCK)
+        except FileNotFoundError:
+            current = None
+        mine = os.fstat(fd)
+        if current is not None and (current.st_dev, current.st_ino) == (mine.st_dev, mine.st_ino):
+            break
+        os.close(fd)
+    try:
+        started = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        me = {"pid": os.getpid(), "host": socket.gethostname(), "started": started}
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps(me).encode(), 0)
+        yield
+    finally:
+        os.close(fd)  # lets go of the lock
+
+
+def _holder(fd: int) -> str:
+    """Who holds the lock, as its file says: "pid 1234 on host, started 2026-..."."""
+    try:
+        holder = json.loads(os.pread(fd, 4096, 0))
+        return f"pid {holder['pid']} on {holder['host']}, started {holder['started']}"
+    except (OSError, ValueError, KeyError, TypeError):  # it has just taken it, and not yet said
+        return "a run that is just starting"
+
+
+# ---------------------------------------------------------------------------------------------
+# the partial folder: made, resumed, finished and removed under the lock
+
+
+def prepare(work: Path, identity: dict[str, Any], *, resume: bool, overwrite: bool) -> None:
+    """Make `work` ready for this run: as it is when resuming the same run, emptied with
+    `overwrite`. A folder without the run's record and no block done (a run killed as it made
+    it) holds nothing to resume: it is emptied."""
+    marker = work / "run.json"
+    if not marker.exists() and not blocks_done(work):
+        _empty(work)  # made by a run killed, or failing, before it had done anything
+    if any(path.name != LOCK for path in work.iterdir()):
+        if resume:
+            previous = json.loads(marker.read_text(encoding="utf-8")) if marker.exists() else None
+            if previous != identity:
+                raise OutputError(
+                    f"{work} was left by a different run (other input, config or options): "
+                    "run again without --resume and with --overwrite to start over"
+                )
+        elif overwrite:
+            _empty(work)
+        else:
+            raise OutputError(
+                f"{work} was left by a run that did not finish: pass --resume to finish it, "
+                "or --overwrite to start over"
+            )
+    if not marker.exists():
+        write_text_atomic(marker, json.dumps(identity, indent=2, sort_keys=True))
+
+
+def blocks_done(work: Path) -> bool:
+    blocks = work / "blocks"
+    return blocks.is_dir() and any(blocks.iterdir())
+
+
+def _empty(work: Path, keep: tuple[str, ...] = (LOCK,)) -> None:
+    """Remove everything in `work` but `keep`: the lock, which this run holds, by default."""
+    for path in work.iterdir():
+        if path.name in keep:
+            continue
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        else:
+            path.unlink()
+
+
+def remove_partial(work: Path, out: Path) -> None:
+    """Remove `work` and what `--overwrite` set aside. The records go last, the lock file, still
+    held, after them: a run killed on the way leaves what tells the next one OUTPUT is done."""
+    try:
+        if _aside(out).exists() and out.exists():  # only once the new OUTPUT is in its place
+            shutil.rmtree(_aside(out))
+        _empty(work, keep=(LOCK, "run.json", FINISHED))
+        for name in ("run.json", FINISHED, LOCK):
+            (work / name).unlink(missing_ok=True)
+        work.rmdir()
+    except OSError as err:
+        raise OutputError(f"cannot remove {work}: {err.strerror or err}") from None
+
+
+FINISHED = "final.json"
+"""Written into the partial folder just before `final/` becomes OUTPUT: which folder that is
+(a rename keeps its inode), and the run's stats."""
+
+
+def finished_run(
+    work: Path, out: Path, identity: dict[str, Any]
+) -> tuple[Stats, dict[str, Any]] | None:
+    """The stats and summary of this very run if it already put OUTPUT in place and was killed
+    before it removed the partial folder; None otherwise."""
+    try:
+        finished = json.loads((work / FINISHED).read_text(encoding="utf-8"))
+        now = os.stat(out)
+        summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+        marker = work / "run.json"  # removed first when it tidies up
+        previous = json.loads(marker.read_text(encoding="utf-8")) if marker.exists() else identity
+    except (OSError, ValueError):
+        return None
+    if previous != identity or finished["folder"] != [now.st_dev, now.st_ino]:
+        return None
+    return Stats.from_dict(finished["stats"]), summary
+
+
+def check_files(work: Path, shards: list[str], stats: Stats) -> None:
+    """Count the rows in the shards written, from their footers, against the rows counted.
+
+    A shard that disagrees with its block's stats, or cannot be read, has its block's marker
+    removed so that `--resume` cleans the block again; the partial folder stays for that.
+    """
+    import pyarrow.parquet as pq
+
+    wrong: list[str] = []
+    found = {"data": 0, "rejects": 0}
+    for name in shards:
+        marker = work / "blocks" / f"{name.removeprefix('part-').removesuffix('.parquet')}.json"
+        try:
+            counted = Stats.from_dict(json.loads(marker.read_text(encoding="utf-8")))
+        except (OSError, ValueError):
+            wrong.append(f"block {marker.stem} has no readable record ({marker})")
+            continue
+        bad = False
+        for folder, expected in (("data", counted.rows_kept), ("rejects", counted.rows_rejected)):
+            try:
+                rows = pq.read_metadata(work / folder / name).num_rows
+            except (OSError, ValueError) as err:  # pyarrow's errors for a bad file are these
+                wrong.append(f"{folder}/{name} cannot be read ({err})")
+                bad = True
+                continue
+            found[folder] += rows
+            if rows != expected:
+                wrong.append(f"{folder}/{name} holds {rows} rows, its block counted {expected}")
+                bad = True
+        if bad:
+            marker.unlink()
+    if not wrong and (found["data"], found["rejects"]) != (stats.rows_kept, stats.rows_rejected):
+        wrong.append(
+            f"the shards hold {found['data']} kept and {found['rejects']} rejected rows, the run "
+            f"counted {stats.rows_kept} and {stats.rows_rejected}"
+        )
+    if wrong:
+        raise AccountingError(
+            f"row accounting from the files failed in {work}: {'; '.join(wrong)}. "
+            "Nothing was moved into OUTPUT; run the same command with --resume to clean those "
+            "blocks again"
+        )
+
+
+def _link(src: Path, dst: Path) -> None:
+    try:
+        os.link(src, dst)
+    except OSError:
+        shutil.copyfile(src, dst)
+
+
+def finalize(
+    work: Path,
+    out: Path,
+    src: Source,
+    shards: list[str],
+    stats: Stats,
+    summary: dict[str, Any],
+    overwrite: bool,
+) -> None:
+    """Lay out OUTPUT in `work/final` (hard links to the block shards, empty shards left out and
+    the rest numbered from 0) and move it into place."""
+    from transcript_clean.pipeline import reject_schema
+
+    final = work / "final"
+    try:
+        if final.exists():
+            shutil.rmtree(final)
+        for folder, schema in (("data", src.schema), ("rejects", reject_schema(src.schema))):
+            (final / folder).mkdir(parents=True)
+            written = 0
+            for name in shards:
+                shard = work / folder / name
+                if _parquet_rows(shard) == 0:
+                    continue
+                _link(shard, final / folder / shard_name(written))
+                written += 1
+            if written == 0:  # one empty shard keeps the schema findable
+                with ParquetShard(final / folder / shard_name(0), schema):
+                    pass
+        write_table_atomic(final / "stats.parquet", stats.table())
+        write_text_atomic(final / "stats.csv", stats.csv())
+        write_text_atomic(final / "summary.json", json.dumps(summary, indent=2) + "\n")
+        write_text_atomic(final / "README.md", dataset_card(summary, stats.records()))
+        made = os.stat(final)
+        finished = {"folder": [made.st_dev, made.st_ino], "stats": stats.to_dict()}
+        write_text_atomic(work / FINISHED, json.dumps(finished))
+
+        aside = _aside(out)
+        if out.exists():
+            if not overwrite and any(out.iterdir()):
+                raise OutputError(f"OUTPUT {out} appeared while the run went on: not replacing it")
+            if aside.exists():
+                shutil.rmtree(aside)
+            out.rename(aside)
+            final.rename(out)
+        else:
+            out.parent.mkdir(parents=True, exist_ok=True)
+            final.rename(out)
+    except OSError as err:
+        raise OutputError(f"cannot write OUTPUT {out}: {err.strerror or err}") from None
+
+
+def _parquet_rows(path: Path) -> int:
+    import pyarrow.parquet as pq
+
+    return int(pq.ParquetFile(path).metadata.num_rows)
