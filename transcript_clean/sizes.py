@@ -38,10 +38,11 @@ def _sizes(array: pa.Array | pa.ChunkedArray) -> Sizes:
     if isinstance(array, pa.ExtensionArray):
         return _sizes(array.storage)
     if isinstance(array, pa.DictionaryArray):
-        indices = _sizes_of_indices(array.indices)
+        indices = _indices(array.indices)
         values = _sizes(array.dictionary)
-        picked = values[np.clip(indices, 0, max(len(values) - 1, 0))] if len(values) else indices
-        return _sizes(array.indices) + picked
+        if not len(values):  # every index is null
+            return _sizes(array.indices)
+        return _sizes(array.indices) + values[np.clip(indices, 0, len(values) - 1)]
     large = pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)
     if large or pa.types.is_string(kind) or pa.types.is_binary(kind):
         return np.diff(_offsets(array, large)) + (8 if large else 4)
@@ -80,7 +81,7 @@ def _offsets(array: pa.Array, large: bool) -> Sizes:
     return offsets.astype(np.int64)
 
 
-def _sizes_of_indices(indices: pa.Array) -> Sizes:
+def _indices(indices: pa.Array) -> Sizes:
     """A dictionary's indices as integers (a null's is whatever its slot holds)."""
     buffer = indices.buffers()[1]
     if buffer is None:
