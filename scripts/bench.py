@@ -11,6 +11,12 @@ to the floor and the largest peak RSS, and written to a JSON file.
 
     .venv/bin/python scripts/bench.py --rows 200000
     .venv/bin/python scripts/bench.py --rows 2000000 --skip datasets
+
+`--long-rows` measures instead `clean` with default options over agent traces of about 200 KB
+a row (`long_rows.py`), for each row count of `--long-rows-counts`, and checks that the largest
+output loads whole with `pq.read_table` and `datasets.load_dataset`:
+
+    .venv/bin/python scripts/bench.py --long-rows
 """
 
 from __future__ import annotations
@@ -266,6 +272,17 @@ def ensure_dataset(path: Path, rows: int, fmt: str, seed: int) -> None:
     default=None,
     help="Results file (default: DIR/results-FORMAT-ROWS.json).",
 )
+@click.option(
+    "--long-rows",
+    is_flag=True,
+    help="Measure clean over long rows (agent traces of about 200 KB) instead.",
+)
+@click.option(
+    "--long-rows-counts",
+    default="5000,20000",
+    show_default=True,
+    help="With --long-rows: the row counts to measure.",
+)
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -277,9 +294,18 @@ def main(
     repeat: int,
     workdir: str,
     json_out: str | None,
+    long_rows: bool,
+    long_rows_counts: str,
 ) -> None:
     """Time the floor, the datasets pipeline and transcript-clean in one run."""
     if ctx.invoked_subcommand is not None:
+        return
+    if long_rows:
+        from long_rows import bench_long_rows
+
+        bench_long_rows(
+            Path(workdir), [int(n) for n in long_rows_counts.split(",")], seed, repeat, measure
+        )
         return
     if "datasets" not in skip and fmt not in VALIDATORS:
         raise click.UsageError(

@@ -234,3 +234,43 @@ def test_batches_waiting_for_the_writer_are_bounded(
     assert cleaned[0] == written[0] == 40
     # 16-row batches: 64 rows are four of them, beyond the two always allowed past the bytes.
     assert max(ahead) <= most if most is not None else max(ahead) > 5
+
+
+def folder_files(folder: Path) -> dict[str, bytes]:
+    return {
+        f"{path.parent.name}/{path.name}": path.read_bytes()
+        for sub in ("data", "rejects")
+        for path in sorted((folder / sub).iterdir())
+    }
+
+
+@pytest.mark.parametrize(
+    ("batch_size", "batch_bytes", "workers"),
+    [(1, 10**9, 1), (7, 20_000, 1), (4096, 3_000, 2), (50, 1, 2)],
+)
+def test_files_do_not_depend_on_batch_sizes_bytes_or_workers(
+    tmp_path: Path, batch_size: int, batch_bytes: int, workers: int
+) -> None:
+    from transcript_clean.engine.local import run_blocks
+
+    source = tmp_path / "in.parquet"
+    rows = pa.Table.from_pylist([r for r, _ in generate_rows(600, seed=8)])
+    pq.write_table(rows, source, row_group_size=100)
+
+    def run(folder: str, batch_size: int, batch_bytes: int, workers: int) -> dict[str, bytes]:
+        job = BlockJob(
+            open_source(str(source)),
+            get_format("openai"),
+            DEFAULT,
+            tmp_path / folder,
+            batch_size,
+            batch_bytes,
+            row_group_bytes=30_000,  # row groups cut by bytes, at rows that vary in size
+        )
+        list(run_blocks(job, plan_blocks(job.source, 250), workers=workers))
+        return folder_files(job.workdir)
+
+    reference = run("reference", 4096, 64 * 2**20, 1)
+    assert run("run", batch_size, batch_bytes, workers) == reference
+    groups = pq.ParquetFile(tmp_path / "reference" / "data" / shard_name(0)).metadata
+    assert groups.num_row_groups > 3

@@ -14,6 +14,7 @@ from transcript_clean.sinks import (
     write_table_atomic,
     write_text_atomic,
 )
+from transcript_clean.sizes import row_sizes
 
 SCHEMA = pa.schema(
     [("id", pa.int64()), ("messages", pa.list_(pa.struct([("role", pa.string())])))],
@@ -184,3 +185,64 @@ def test_failed_close_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
     with pytest.raises(OutputError, match=r"part-00000\.parquet: disk full"):
         shard.close()
     assert list(tmp_path.iterdir()) == []
+
+
+def uneven(rows: int) -> pa.Table:
+    """Rows of sizes from about 10 to 400 bytes, in no order."""
+    ids = list(range(rows))
+    messages = [[{"role": "x" * (i * 37 % 97)}] * (1 + i % 4) for i in ids]
+    return pa.table({"id": ids, "messages": messages}, schema=SCHEMA)
+
+
+def greedy_groups(sizes: list[int], nbytes: int, rows: int) -> list[int]:
+    """Row groups as the rows alone decide them: each as long as it fits, at least one row."""
+    groups: list[int] = []
+    count = total = 0
+    for size in sizes:
+        if count and (count == rows or total + size > nbytes):
+            groups.append(count)
+            count = total = 0
+        count += 1
+        total += size
+    return [*groups, count] if count else groups
+
+
+def row_groups(path: Path) -> list[int]:
+    metadata = pq.ParquetFile(path).metadata
+    return [metadata.row_group(i).num_rows for i in range(metadata.num_row_groups)]
+
+
+@pytest.mark.parametrize("batch_size", [1, 7, 100])
+@pytest.mark.parametrize(("nbytes", "rows"), [(2000, 16384), (2000, 12), (150, 16384)])
+def test_row_groups_are_cut_by_bytes_whatever_the_batches(
+    tmp_path: Path, batch_size: int, nbytes: int, rows: int
+) -> None:
+    data = uneven(100)
+    expected = greedy_groups(row_sizes(data).tolist(), nbytes, rows)
+    assert len(expected) > 3
+    reference = tmp_path / "reference.parquet"
+    write_table_atomic(reference, data, row_group_bytes=nbytes, row_group_size=rows)
+    path = tmp_path / shard_name(0)
+    with ParquetShard(path, SCHEMA, row_group_bytes=nbytes, row_group_size=rows) as shard:
+        for batch in data.to_batches(max_chunksize=batch_size):
+            shard.write(batch)
+    assert row_groups(path) == expected
+    assert path.read_bytes() == reference.read_bytes()
+    assert pq.read_table(path).equals(data)
+
+
+def test_a_row_larger_than_a_row_group_is_one_alone(tmp_path: Path) -> None:
+    data = uneven(10)
+    sizes = row_sizes(data).tolist()
+    big = max(sizes)
+    path = tmp_path / shard_name(0)
+    with ParquetShard(path, SCHEMA, row_group_bytes=big - 1) as shard:
+        shard.write(data)
+    groups = row_groups(path)
+    assert groups == greedy_groups(sizes, big - 1, 16384)
+    assert 1 in groups and sum(groups) == 10
+
+
+def test_row_group_bytes_must_be_positive(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="row_group_bytes"):
+        ParquetShard(tmp_path / shard_name(0), SCHEMA, row_group_bytes=0)

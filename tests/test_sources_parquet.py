@@ -14,6 +14,7 @@ import pytest
 from sources_helpers import conversations, ids, rows, write_parquet
 
 from transcript_clean.errors import SourceError
+from transcript_clean.sizes import row_sizes
 from transcript_clean.sources import DEFAULT_BATCH_SIZE, Part, open_source
 
 
@@ -285,3 +286,46 @@ def test_parquet_over_an_fsspec_filesystem() -> None:
         assert copy.fingerprint() == source.fingerprint()
     finally:
         memory.rm("/transcript-clean-test", recursive=True)
+
+
+def long_conversations(count: int) -> pa.Table:
+    """Rows of 1 to 9 KB, the long ones first."""
+    text = [("x" * (1000 * (9 - i % 9)) + str(i)) for i in range(count)]
+    return pa.table({"id": list(range(count)), "messages": [[{"content": t}] for t in text]})
+
+
+@pytest.mark.parametrize("row_group_size", [7, 1000])
+@pytest.mark.parametrize("batch_bytes", [1, 12_000, 50_000])
+def test_batches_hold_at_most_batch_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row_group_size: int, batch_bytes: int
+) -> None:
+    table = long_conversations(100)
+    path = write_parquet(tmp_path / "t.parquet", table, row_group_size=row_group_size)
+    source = open_source(str(path))
+    asked: list[tuple[int, list[int]]] = []
+    iter_batches = pq.ParquetFile.iter_batches
+
+    def recording(self: pq.ParquetFile, batch_size: int, row_groups: list[int], **kw: Any) -> Any:
+        asked.append((batch_size, row_groups))
+        return iter_batches(self, batch_size=batch_size, row_groups=row_groups, **kw)
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", recording)
+    batches = list(source.read(source.parts()[0], 3, 95, batch_size=64, batch_bytes=batch_bytes))
+    assert pa.Table.from_batches(batches).equals(table.slice(3, 92))
+    for batch in batches:
+        assert batch.num_rows <= 64
+        assert batch.num_rows == 1 or row_sizes(batch).sum() <= batch_bytes
+    # What is read at once is cut to the budget too, from the footer: not 64 rows of 1-9 KB;
+    # and each reader reads about `batch_bytes` of row groups, as it keeps what it read.
+    metadata = pq.ParquetFile(path).metadata
+    assert [g for _, groups in asked for g in groups] == list(range(94 // row_group_size + 1))
+    for step, groups in asked:
+        assert step == 1 or step * 1000 <= batch_bytes
+        footer = sum(metadata.row_group(g).total_byte_size for g in groups)
+        assert len(groups) == 1 or footer <= batch_bytes
+
+
+def test_read_rejects_a_batch_of_no_bytes(tmp_path: Path) -> None:
+    source = open_source(str(write_parquet(tmp_path / "t.parquet", conversations(0, 5))))
+    with pytest.raises(ValueError, match="batch_bytes"):
+        list(source.read(source.parts()[0], batch_bytes=0))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
@@ -140,6 +141,17 @@ def source_options(f: F) -> F:
     )
 
 
+_UNITS = {"b": 1, "kb": 10**3, "mb": 10**6, "gb": 10**9, "kib": 2**10, "mib": 2**20, "gib": 2**30}
+
+
+def byte_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
+    """A `--...-bytes` option's value, a number of bytes maybe with a unit: 64MiB, 512KiB, 1GB."""
+    match = re.fullmatch(r"\s*(\d+)\s*([kmg]i?b|b)?\s*", value, re.IGNORECASE)
+    if match is None or int(match[1]) < 1:
+        raise click.BadParameter(f"{value!r} is not a size such as 64MiB, 512KiB or 1048576")
+    return int(match[1]) * _UNITS[(match[2] or "b").lower()]
+
+
 def run_options(f: F) -> F:
     """The options of a run over SOURCE (`clean` and `audit`): how much to read, in what
     batches, and on which engine."""
@@ -156,7 +168,17 @@ def run_options(f: F) -> F:
                 type=click.IntRange(min=1),
                 default=4096,
                 show_default=True,
-                help="Rows per Arrow batch (memory is bounded by this, not by the input).",
+                help="Rows per Arrow batch (memory is bounded by this and --batch-bytes, not by "
+                "the input).",
+            ),
+            click.option(
+                "--batch-bytes",
+                metavar="SIZE",
+                callback=byte_size,
+                default="64MiB",
+                show_default=True,
+                help="Bytes of rows per Arrow batch, as well as --batch-size rows (a batch of one "
+                "long row may hold more): 64MiB, 512KiB, 1GiB or a number of bytes.",
             ),
             click.option(
                 "--workers",
@@ -193,7 +215,10 @@ def _options(source: str, given: dict[str, Any]) -> tuple[str, SourceOptions, En
     engine = EngineOptions(
         given.pop("engine", "local"), given.pop("workers", 1), given.pop("ray_address", None)
     )
-    names = ("format", "column", "split", "subset", "revision", "streaming", "batch_size", "limit")
+    names = (
+        "format", "column", "split", "subset", "revision", "streaming", "batch_size",
+        "batch_bytes", "limit",
+    )  # fmt: skip
     read = SourceOptions(source, **{name: given.pop(name) for name in names if name in given})
     return given.pop("config"), read, engine
 

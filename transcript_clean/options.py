@@ -2,8 +2,8 @@
 
 One frozen object per concern, so the three places pass one value instead of repeating a dozen
 arguments each: `SourceOptions` (what to read and how: the source, its split / subset /
-revision, format, column, batch size, limit) and `EngineOptions` (where the blocks run: the
-local engine's workers or Ray).
+revision, format, column, batch size in rows and bytes, limit) and `EngineOptions` (where the
+blocks run: the local engine's workers or Ray).
 """
 
 from __future__ import annotations
@@ -16,7 +16,13 @@ from typing import Any, Literal
 
 from transcript_clean.errors import SourceError
 from transcript_clean.formats.base import Format
-from transcript_clean.sources import DEFAULT_BATCH_SIZE, Source, json_columns, open_source
+from transcript_clean.sources import (
+    DEFAULT_BATCH_BYTES,
+    DEFAULT_BATCH_SIZE,
+    Source,
+    json_columns,
+    open_source,
+)
 
 __all__ = ["EngineOptions", "SourceOptions", "resolve_format", "split_options"]
 
@@ -38,6 +44,15 @@ class SourceOptions:
     batch_size: int = DEFAULT_BATCH_SIZE
     limit: int | None = None
     """Read only the first `limit` rows (all by default)."""
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    """A batch holds at most this many bytes of rows (or one row), as well as `batch_size` rows.
+    The files written do not depend on it."""
+
+    def __post_init__(self) -> None:
+        if self.batch_size < 1:
+            raise ValueError("batch_size must be at least 1")
+        if self.batch_bytes < 1:
+            raise ValueError("batch_bytes must be at least 1")
 
     def open(self) -> Source:
         """The source `spec` names (itself when it is one already)."""

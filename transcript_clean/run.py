@@ -129,13 +129,13 @@ def clean(
                     limit=limit,
                     address=run.ray_address,
                     batch_size=batch_size,
+                    batch_bytes=read.batch_bytes,
                     progress=progress,
                 )
             else:
                 stats, shards = _run_local(
-                    src, fmt, cfg, work, rows_per_shard, limit, run.workers, batch_size, progress,
-                    pool,
-                )  # fmt: skip
+                    src, fmt, cfg, work, rows_per_shard, limit, run.workers, read, progress, pool
+                )
             stats.check()
             check_files(work, shards, stats)
             seconds = time.perf_counter() - started
@@ -173,13 +173,13 @@ def _run_local(
     rows_per_shard: int,
     limit: int | None,
     workers: int,
-    batch_size: int,
+    read: SourceOptions,
     progress: Callable[[int], None] | None,
     pool: ProcessPoolExecutor | None,
 ) -> tuple[Stats, list[str]]:
     from transcript_clean.engine.local import BlockJob, plan_blocks, run_blocks
 
-    job = BlockJob(src, fmt, cfg, work, batch_size)
+    job = BlockJob(src, fmt, cfg, work, read.batch_size, read.batch_bytes)
     stats = Stats()
     names = []
     blocks = plan_blocks(src, rows_per_shard, limit)

@@ -1,8 +1,9 @@
 """Outputs: Parquet shards and text files, each written to a temporary name and moved into place.
 
 A killed run never leaves a file that looks complete: until `close`, a shard is only
-`part-00000.parquet.tmp`. The same batches give byte-identical files: rows are regrouped into row
-groups of `row_group_size` whatever the batches' sizes, and nothing time-dependent is written.
+`part-00000.parquet.tmp`. The same rows give byte-identical files: they are regrouped into row
+groups of `row_group_size` rows and `row_group_bytes` bytes (`sizes.row_sizes`) whatever the
+batches' sizes, and nothing time-dependent is written.
 """
 
 from __future__ import annotations
@@ -13,12 +14,19 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from transcript_clean.errors import OutputError
+from transcript_clean.sizes import first_rows_within, row_sizes
 
 DEFAULT_ROW_GROUP_SIZE = 16384
+DEFAULT_ROW_GROUP_BYTES = 128 * 2**20
+"""A row group holds at most this many bytes of rows (or one row). Far below the 2 GiB a column
+chunk of nested strings may hold before Arrow's readers (`pq.read_table`, `datasets`) fail on it
+("Nested data conversions not implemented for chunked array outputs"), and it bounds what a
+shard keeps in memory while it fills a row group."""
 
 
 def shard_name(index: int) -> str:
@@ -37,6 +45,8 @@ class ParquetShard:
     Batches go to `temp_path(path)`; `close()` moves the file into place with `os.replace`.
     `abort()`, or leaving a `with` block by an exception, deletes the temporary file instead.
     The schema's metadata (such as the `huggingface` features) is written into the file.
+    A row group ends where the next row would take it past `row_group_size` rows or
+    `row_group_bytes` bytes: where depends only on the rows, not on how they were batched.
     """
 
     def __init__(
@@ -46,17 +56,22 @@ class ParquetShard:
         *,
         compression: str = "zstd",
         row_group_size: int = DEFAULT_ROW_GROUP_SIZE,
+        row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     ) -> None:
         if row_group_size < 1:
             raise ValueError(f"row_group_size must be at least 1, not {row_group_size}")
+        if row_group_bytes < 1:
+            raise ValueError(f"row_group_bytes must be at least 1, not {row_group_bytes}")
         self.path = Path(path)
         self.schema = schema
         self.rows = 0
         """Rows written so far."""
         self._temp = temp_path(self.path)
         self._row_group_size = row_group_size
+        self._row_group_bytes = row_group_bytes
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
+        self._pending_sizes = np.zeros(0, dtype=np.int64)
         self._done = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -82,9 +97,21 @@ class ParquetShard:
             if batch.num_rows:
                 self._pending.append(batch)
                 self._pending_rows += batch.num_rows
+                self._pending_sizes = np.concatenate([self._pending_sizes, row_sizes(batch)])
                 self.rows += batch.num_rows
-        while self._pending_rows >= self._row_group_size:
-            self._flush(self._row_group_size)
+        while self._pending_rows:
+            rows = self._next_group()
+            if (
+                rows == self._pending_rows
+                and rows < self._row_group_size
+                and self._pending_sizes.sum() <= self._row_group_bytes
+            ):
+                break  # the group is not full yet: the next rows may still fit in it
+            self._flush(rows)
+
+    def _next_group(self) -> int:
+        """The rows of the next row group: the pending rows that fit in one, from the first."""
+        return first_rows_within(self._pending_sizes, self._row_group_bytes, self._row_group_size)
 
     def _flush(self, rows: int) -> None:
         """Write the first `rows` pending rows as one row group."""
@@ -96,14 +123,15 @@ class ParquetShard:
         rest = pending.slice(rows)
         self._pending = rest.to_batches()
         self._pending_rows = rest.num_rows
+        self._pending_sizes = self._pending_sizes[rows:]
 
     def close(self) -> None:
         """Write what is pending, then move the finished file into place."""
         if self._done:
             return
         try:
-            if self._pending_rows:
-                self._flush(self._pending_rows)
+            while self._pending_rows:
+                self._flush(self._next_group())
             self._writer.close()
             _fsync(self._temp)
             os.replace(self._temp, self.path)

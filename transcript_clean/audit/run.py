@@ -39,7 +39,7 @@ from transcript_clean.policy import Config, load_config
 from transcript_clean.rules import codes
 from transcript_clean.run import DEFAULT_ROWS_PER_SHARD
 from transcript_clean.sinks import write_table_atomic, write_text_atomic
-from transcript_clean.sources import Source
+from transcript_clean.sources import DEFAULT_BATCH_BYTES, Source
 from transcript_clean.stats import Stats, run_summary
 
 if TYPE_CHECKING:
@@ -100,6 +100,7 @@ class AuditBlocks:
     config: Config
     batch_size: int
     samples: int
+    batch_bytes: int = DEFAULT_BATCH_BYTES
 
     def __call__(self, block: Block, progress: Callable[[int], None] | None = None) -> BlockAudit:
         from transcript_clean.engine.local import with_verdicts
@@ -109,7 +110,9 @@ class AuditBlocks:
         collector = SampleCollector(self.samples)
         collector.source = block.part.name
         row = block.start
-        batches = self.source.read(block.part, block.start, block.stop, self.batch_size)
+        batches = self.source.read(
+            block.part, block.start, block.stop, self.batch_size, self.batch_bytes
+        )
         # The verdicts worked out ahead, as `clean` does: the same rows, `first_row`s and
         # verdicts as a cleaning run's block.
         for batch, verdicts in with_verdicts(batches, self.config, self.format):
@@ -190,7 +193,7 @@ def audit(
     blocks = plan_blocks(
         src, DEFAULT_ROWS_PER_SHARD if rows_per_block is None else rows_per_block, read.limit
     )
-    task = AuditBlocks(src, fmt, cfg, read.batch_size, samples)
+    task = AuditBlocks(src, fmt, cfg, read.batch_size, samples, read.batch_bytes)
     stats = Stats()
     audited = list(_run(task, blocks, run, progress, pool))
     for block in audited:

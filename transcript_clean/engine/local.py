@@ -39,11 +39,12 @@ from transcript_clean.pipeline import (
 )
 from transcript_clean.policy import Config
 from transcript_clean.sinks import (
+    DEFAULT_ROW_GROUP_BYTES,
     ParquetShard,
     shard_name,
     write_text_atomic,
 )
-from transcript_clean.sources import Part, Source
+from transcript_clean.sources import DEFAULT_BATCH_BYTES, Part, Source
 from transcript_clean.stats import Stats
 
 __all__ = [
@@ -100,6 +101,8 @@ class BlockJob:
     config: Config
     workdir: Path
     batch_size: int
+    batch_bytes: int = DEFAULT_BATCH_BYTES
+    row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
 
     def __call__(self, block: Block, progress: Callable[[int], None] | None = None) -> Stats:
         return run_block(self, block, progress)
@@ -157,13 +160,19 @@ def clean_block(
     and the last ones written, as the current one is cleaned. One writer thread, fed in order,
     keeps the files byte for byte what a plain loop would write. The queues hold a few batches
     (the writer's, up to a row group), so memory stays bounded by the batch and row group
-    sizes, not the input's.
+    sizes, in rows and bytes, not the input's.
     """
     schema = job.source.schema
     stats = Stats()
-    data = ParquetShard(job.workdir / "data" / shard_name(block.index), schema)
-    rejects = ParquetShard(job.workdir / "rejects" / shard_name(block.index), reject_schema(schema))
-    batches = job.source.read(block.part, block.start, block.stop, job.batch_size)
+    data = ParquetShard(
+        job.workdir / "data" / shard_name(block.index), schema, row_group_bytes=job.row_group_bytes
+    )
+    rejects = ParquetShard(
+        job.workdir / "rejects" / shard_name(block.index),
+        reject_schema(schema),
+        row_group_bytes=job.row_group_bytes,
+    )
+    batches = job.source.read(block.part, block.start, block.stop, job.batch_size, job.batch_bytes)
     writes: deque[tuple[Future[None], int]] = deque()
     queued_bytes = 0
     # A shard writes a row group at a time, a pause every 16,384 rows, and the writer thread is

@@ -33,7 +33,7 @@ from transcript_clean.errors import EngineError, TranscriptCleanError
 from transcript_clean.formats.base import Format
 from transcript_clean.policy import Config
 from transcript_clean.sinks import shard_name
-from transcript_clean.sources import DEFAULT_BATCH_SIZE, Source
+from transcript_clean.sources import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, Source
 from transcript_clean.stats import Stats
 
 __all__ = ["map_blocks_on_ray", "run_ray"]
@@ -53,6 +53,7 @@ def run_ray(
     limit: int | None = None,
     address: str | None = None,
     batch_size: int = DEFAULT_BATCH_SIZE,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
     num_cpus: int | None = None,
     progress: Callable[[int], None] | None = None,
     show_progress: bool = False,
@@ -67,7 +68,7 @@ def run_ray(
     """
     ray = _import_ray()  # before anything, so that a missing Ray is the first thing said
     work = work.absolute()  # workers may not share the driver's working directory
-    job = BlockJob(source, format, config, work, batch_size)
+    job = BlockJob(source, format, config, work, batch_size, batch_bytes)
     blocks = plan_blocks(source, rows_per_shard, limit)
     for folder in ("data", "rejects", "blocks"):
         (work / folder).mkdir(parents=True, exist_ok=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 
 from transcript_clean.errors import SourceError
 from transcript_clean.sources.base import (
+    DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
     GLOB_CHARS,
     JSON_COLUMNS_KEY,
@@ -41,6 +42,7 @@ from transcript_clean.sources.json import JsonSource, rows_to_table
 from transcript_clean.sources.parquet import ParquetSource, UriParquetSource, open_uri
 
 __all__ = [
+    "DEFAULT_BATCH_BYTES",
     "DEFAULT_BATCH_SIZE",
     "JSON_COLUMNS_KEY",
     "DataFiles",

@@ -17,7 +17,12 @@ from typing import Any
 
 import pyarrow as pa
 
+from transcript_clean.sizes import cut_by_bytes
+
 DEFAULT_BATCH_SIZE = 4096
+DEFAULT_BATCH_BYTES = 64 * 2**20
+"""A batch holds at most this many bytes of rows (`sizes.row_sizes`), or one row: with long
+rows (agent traces of 200 KB each), 4,096 rows would be 800 MB."""
 JSON_COLUMNS_KEY = b"transcript_clean.json_columns"
 """Schema metadata key: the comma-separated columns that hold JSON text instead of typed values."""
 
@@ -61,9 +66,10 @@ class Source(ABC):
         start: int = 0,
         stop: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> Iterator[pa.RecordBatch]:
-        """Rows [start, stop) of `part`, in order, in batches of at most `batch_size` rows, every
-        batch with `self.schema`."""
+        """Rows [start, stop) of `part`, in order, in batches of at most `batch_size` rows and
+        `batch_bytes` bytes (or one row), every batch with `self.schema`."""
 
     @abstractmethod
     def fingerprint(self) -> str:
@@ -124,16 +130,26 @@ def label(file: Path, root: Path) -> str:
         return file.name
 
 
-def check_range(start: int, stop: int | None, batch_size: int) -> None:
+def check_range(
+    start: int, stop: int | None, batch_size: int, batch_bytes: int = DEFAULT_BATCH_BYTES
+) -> None:
     if start < 0 or (stop is not None and stop < 0):
         raise ValueError(f"row range [{start}, {stop}) has a negative bound")
     if batch_size < 1:
         raise ValueError(f"batch_size must be at least 1, not {batch_size}")
+    if batch_bytes < 1:
+        raise ValueError(f"batch_bytes must be at least 1, not {batch_bytes}")
 
 
-def row_range(part: Part, start: int, stop: int | None, batch_size: int) -> tuple[int, int]:
+def row_range(
+    part: Part,
+    start: int,
+    stop: int | None,
+    batch_size: int,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> tuple[int, int]:
     """`[start, stop)` checked and clipped to the rows of `part`, whose length is known."""
-    check_range(start, stop, batch_size)
+    check_range(start, stop, batch_size, batch_bytes)
     assert part.num_rows is not None
     return start, part.num_rows if stop is None else min(stop, part.num_rows)
 
@@ -145,10 +161,15 @@ def conform(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
     return batch.cast(schema)
 
 
-def table_batches(table: pa.Table, schema: pa.Schema, batch_size: int) -> Iterator[pa.RecordBatch]:
-    for batch in table.to_batches(max_chunksize=batch_size):
-        if batch.num_rows:
-            yield conform(batch, schema)
+def table_batches(
+    table: pa.Table,
+    schema: pa.Schema,
+    batch_size: int,
+    batch_bytes: int = DEFAULT_BATCH_BYTES,
+) -> Iterator[pa.RecordBatch]:
+    """`table` in batches of at most `batch_size` rows and `batch_bytes` bytes, with `schema`."""
+    for batch in cut_by_bytes(table.to_batches(max_chunksize=batch_size), batch_size, batch_bytes):
+        yield conform(batch, schema)
 
 
 def digest(*items: object) -> str:

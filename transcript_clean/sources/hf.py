@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from transcript_clean.errors import SourceError
 from transcript_clean.sources.base import (
+    DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
     Part,
     Source,
@@ -69,12 +70,13 @@ class DatasetSource(_DatasetsSource):
         start: int = 0,
         stop: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> Iterator[pa.RecordBatch]:
-        start, stop = row_range(part, start, stop, batch_size)
+        start, stop = row_range(part, start, stop, batch_size, batch_bytes)
         arrow = self._dataset.with_format("arrow")
         for low in range(start, stop, batch_size):
             yield from table_batches(
-                arrow[low : min(low + batch_size, stop)], self.schema, batch_size
+                arrow[low : min(low + batch_size, stop)], self.schema, batch_size, batch_bytes
             )
 
 
@@ -107,14 +109,15 @@ class StreamingSource(_DatasetsSource):
         start: int = 0,
         stop: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> Iterator[pa.RecordBatch]:
-        check_range(start, stop, batch_size)
+        check_range(start, stop, batch_size, batch_bytes)
         dataset = self._dataset.skip(start) if start else self._dataset
         if stop is not None:
             dataset = dataset.take(max(stop - start, 0))
         try:
             for table in dataset.with_format("arrow").iter(batch_size=batch_size):
-                yield from table_batches(table, self.schema, batch_size)
+                yield from table_batches(table, self.schema, batch_size, batch_bytes)
         except Exception as exc:  # the network, the Hub, a bad file: name the dataset
             raise SourceError(f"cannot read dataset {self.name}: {exc}") from exc
 

@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from transcript_clean.errors import SourceError
 from transcript_clean.sources.base import (
+    DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
     JSON_COLUMNS_KEY,
     FileSource,
@@ -59,11 +60,12 @@ class JsonSource(FileSource):
         start: int = 0,
         stop: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> Iterator[pa.RecordBatch]:
-        start, stop = row_range(part, start, stop, batch_size)
+        start, stop = row_range(part, start, stop, batch_size, batch_bytes)
         if start < stop:
             rows = self._table.slice(part.key + start, stop - start)
-            yield from table_batches(rows, self.schema, batch_size)
+            yield from table_batches(rows, self.schema, batch_size, batch_bytes)
 
     def fingerprint(self) -> str:
         """From each file's name and the bytes that were read."""

@@ -19,7 +19,9 @@ import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from transcript_clean.errors import SourceError
+from transcript_clean.sizes import cut_by_bytes
 from transcript_clean.sources.base import (
+    DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
     GLOB_CHARS,
     FileSource,
@@ -77,20 +79,28 @@ class ParquetSource(FileSource):
         start: int = 0,
         stop: int | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        batch_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> Iterator[pa.RecordBatch]:
-        start, stop = row_range(part, start, stop, batch_size)
+        start, stop = row_range(part, start, stop, batch_size, batch_bytes)
         if start >= stop:
             return
         try:
             with self._open(part.key) as parquet:
-                groups, position = _row_groups(parquet.metadata, start, stop)
-                for batch in parquet.iter_batches(batch_size=batch_size, row_groups=groups):
-                    low, high = max(start - position, 0), min(stop - position, batch.num_rows)
-                    if high > low:
-                        yield conform(batch.slice(low, high - low), self.schema)
-                    position += batch.num_rows
-                    if position >= stop:
-                        break
+                metadata = parquet.metadata
+                groups, position = _row_groups(metadata, start, stop)
+                for window in _windows(metadata, groups, batch_bytes):
+                    # Read in batches the footer says fit in `batch_bytes`, then cut each by
+                    # the bytes it does hold: rows differ, and the footer's sizes are encoded.
+                    step = _rows_within(metadata, window, batch_size, batch_bytes)
+                    for batch in parquet.iter_batches(batch_size=step, row_groups=window):
+                        low, high = max(start - position, 0), min(stop - position, batch.num_rows)
+                        if high > low:
+                            rows = batch.slice(low, high - low)
+                            for piece in cut_by_bytes([rows], batch_size, batch_bytes):
+                                yield conform(piece, self.schema)
+                        position += batch.num_rows
+                        if position >= stop:
+                            return
         except (pa.ArrowException, OSError) as exc:
             raise SourceError(f"cannot read {part.name}: {exc}") from exc
 
@@ -263,6 +273,42 @@ def _row_groups(metadata: pq.FileMetaData, start: int, stop: int) -> tuple[list[
             groups.append(index)
         offset += rows
     return groups, first
+
+
+def _windows(metadata: pq.FileMetaData, groups: list[int], batch_bytes: int) -> list[list[int]]:
+    """`groups` in runs of consecutive row groups of about `batch_bytes` (at least one each).
+
+    Each run is read by a reader of its own: a reader keeps every column chunk it has read
+    (pyarrow's `pre_buffer`, on by default, which reads a row group's columns at once), so one
+    reader over a whole file holds as much memory as the file, compressed."""
+    windows: list[list[int]] = []
+    size = 0
+    for group in groups:
+        group_size = metadata.row_group(group).total_byte_size
+        if not windows or size + group_size > batch_bytes:
+            windows.append([])
+            size = 0
+        windows[-1].append(group)
+        size += group_size
+    return windows
+
+
+def _rows_within(
+    metadata: pq.FileMetaData, groups: list[int], batch_size: int, batch_bytes: int
+) -> int:
+    """Rows per read: `batch_size`, or fewer where the densest of `groups` would put more than
+    `batch_bytes` (by the footer's uncompressed sizes) in a batch."""
+    densest = max(
+        (
+            metadata.row_group(g).total_byte_size / metadata.row_group(g).num_rows
+            for g in groups
+            if metadata.row_group(g).num_rows
+        ),
+        default=0.0,
+    )
+    if densest <= 0:
+        return batch_size
+    return max(1, min(batch_size, int(batch_bytes // densest)))
 
 
 def _check_same_schema(path_a: str, a: pa.Schema, path_b: str, b: pa.Schema) -> None:

@@ -1,0 +1,124 @@
+"""Bytes per row of Arrow data: what batches and row groups are cut by, besides rows.
+
+A row's size is the bytes its values hold in Arrow: the width of each fixed-width value, each
+string's bytes and offset, summed through lists and structs (validity bits left out). It depends
+only on the row, never on the batch it came in, so cuts made by it are the same however the rows
+were batched.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+__all__ = ["cut_by_bytes", "first_rows_within", "row_sizes"]
+
+Sizes = npt.NDArray[np.int64]
+
+
+def row_sizes(data: pa.RecordBatch | pa.Table) -> Sizes:
+    """The size in bytes of each row of `data`."""
+    total = np.zeros(data.num_rows, dtype=np.int64)
+    for column in data.columns:
+        total += _sizes(column)
+    return total
+
+
+def _sizes(array: pa.Array | pa.ChunkedArray) -> Sizes:
+    # From the offsets and buffers, without pyarrow's compute functions or conversions: those
+    # that take a Python value (even a 0) import pandas, which `pandas_free` keeps out of the
+    # cleaner's processes, and sizes are taken before it does (the rows read to detect the
+    # format). A null's range counts, as the bytes are held all the same.
+    if isinstance(array, pa.ChunkedArray):
+        return np.concatenate([_empty(), *(_sizes(chunk) for chunk in array.chunks)])
+    kind = array.type
+    if isinstance(array, pa.ExtensionArray):
+        return _sizes(array.storage)
+    if isinstance(array, pa.DictionaryArray):
+        indices = _indices(array.indices)
+        values = _sizes(array.dictionary)
+        if not len(values):  # every index is null
+            return _sizes(array.indices)
+        return _sizes(array.indices) + values[np.clip(indices, 0, len(values) - 1)]
+    large = pa.types.is_large_string(kind) or pa.types.is_large_binary(kind)
+    if large or pa.types.is_string(kind) or pa.types.is_binary(kind):
+        return np.diff(_offsets(array, large)) + (8 if large else 4)
+    large = pa.types.is_large_list(kind)
+    if large or pa.types.is_list(kind) or pa.types.is_map(kind):
+        offsets = _offsets(array, large)
+        child = array.values.slice(offsets[0], offsets[-1] - offsets[0])
+        inner = np.concatenate([_empty(1), np.cumsum(_sizes(child))])
+        sizes: Sizes = np.diff(inner[offsets - offsets[0]]) + (8 if large else 4)
+        return sizes
+    if pa.types.is_fixed_size_list(kind):
+        width = kind.list_size
+        child = array.values.slice(array.offset * width, len(array) * width)
+        return _sizes(child).reshape(len(array), width).sum(axis=1) if width else _empty(len(array))
+    if pa.types.is_struct(kind):
+        total = _empty(len(array))
+        for field in array.flatten():
+            total += _sizes(field)
+        return total
+    if pa.types.is_null(kind):
+        return _empty(len(array))
+    try:
+        width = max(kind.bit_width // 8, 1)
+    except ValueError:  # unions, views, ...: no fixed width; counted as their buffers, evenly
+        width = array.nbytes // max(len(array), 1)
+    return np.full(len(array), width, dtype=np.int64)
+
+
+def _offsets(array: pa.Array, large: bool) -> Sizes:
+    """The `len(array) + 1` offsets of a string, binary or list array, slice applied."""
+    buffer = array.buffers()[1]
+    dtype = np.int64 if large else np.int32
+    if buffer is None:  # an empty array may have none
+        return _empty(len(array) + 1)
+    offsets = np.frombuffer(buffer, dtype=dtype)[array.offset : array.offset + len(array) + 1]
+    return offsets.astype(np.int64)
+
+
+def _indices(indices: pa.Array) -> Sizes:
+    """A dictionary's indices as integers (a null's is whatever its slot holds)."""
+    buffer = indices.buffers()[1]
+    if buffer is None:
+        return _empty(len(indices))
+    sign = "u" if pa.types.is_unsigned_integer(indices.type) else "i"
+    dtype = np.dtype(f"{sign}{indices.type.bit_width // 8}")
+    values = np.frombuffer(buffer, dtype=dtype)[indices.offset : indices.offset + len(indices)]
+    return values.astype(np.int64)
+
+
+def _empty(size: int = 0) -> Sizes:
+    return np.zeros(size, dtype=np.int64)
+
+
+def first_rows_within(sizes: Sizes, nbytes: int, rows: int) -> int:
+    """How many of the rows, from the first, make the next cut: as many as fit in `nbytes` and
+    `rows`, and at least one."""
+    fit = int(np.searchsorted(np.cumsum(sizes[:rows]), nbytes, side="right"))
+    return min(max(fit, 1), rows, len(sizes))
+
+
+def cut_by_bytes(
+    batches: Iterable[pa.RecordBatch], rows: int, nbytes: int
+) -> Iterator[pa.RecordBatch]:
+    """`batches`, each cut (by zero-copy slices) into pieces of at most `rows` rows and `nbytes`
+    bytes, or one row."""
+    for batch in batches:
+        if batch.num_rows <= 1:
+            if batch.num_rows:
+                yield batch
+            continue
+        sizes = row_sizes(batch)
+        if batch.num_rows <= rows and int(sizes.sum()) <= nbytes:
+            yield batch
+            continue
+        start = 0
+        while start < batch.num_rows:
+            take = first_rows_within(sizes[start:], nbytes, rows)
+            yield batch.slice(start, take)
+            start += take
