@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from canonical import FMT, call, res, row
 
+from transcript_clean.formats import OpenAIFormat
 from transcript_clean.formats.base import Row
 from transcript_clean.model import (
     assistant,
@@ -122,3 +123,21 @@ def test_trailing_repair_cuts_when_configured() -> None:
     result = clean_row(data, FMT, config)
     assert (result.status, result.actions) == ("repaired", {"trailing_tool_call": "repaired"})
     assert result.messages == [user("hi"), assistant("a"), user("b")]
+
+
+def test_a_row_of_a_hundred_thousand_assistant_messages_is_merged() -> None:
+    # Quadratic before issue 14 (190 s); scripts time it, this checks the result.
+    n = 100_000
+    data = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            *({"role": "assistant", "content": f"part {i}"} for i in range(n)),
+        ]
+    }
+    result = clean_row(data, OpenAIFormat())
+    assert result.status == "repaired"
+    assert result.codes == ["consecutive_assistant"]
+    assert result.row is not None
+    merged = result.row["messages"]
+    assert len(merged) == 2
+    assert merged[1]["content"] == "\n\n".join(f"part {i}" for i in range(n))

@@ -118,7 +118,7 @@ class AssistantMessage:
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        return tuple(p for p in self.content if isinstance(p, ToolCall))
+        return tuple([p for p in self.content if isinstance(p, ToolCall)])
 
 
 Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage

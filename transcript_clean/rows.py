@@ -114,18 +114,19 @@ def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = 
     work = list(original) if empty_action == "keep" else cleaned
     positions = list(range(len(original)))
     if empty_action != "keep":
-        positions = [i for i in positions if i not in set(dropped)]
+        gone = set(dropped)
+        positions = [i for i in positions if i not in gone]
     for index in dropped:
         result.violations.append(Violation(EMPTY_ASSISTANT_TURN, index, None, empty_message(index)))
     for v in find_violations(work):
         at = positions[v.index] if v.index is not None else None
-        message = v.message
-        if v.index is not None and at != v.index:
-            message = message.replace(f"message {v.index}:", f"message {at}:", 1)
-        result.violations.append(Violation(v.code, at, v.call_id, message))
-    result.violations.sort(key=lambda v: -1 if v.index is None else v.index)
+        if at != v.index:
+            message = v.message.replace(f"message {v.index}:", f"message {at}:", 1)
+            v = Violation(v.code, at, v.call_id, message)
+        result.violations.append(v)
+    result.violations.sort(key=_place)
 
-    actions = {v.code: config.action(v.code) for v in result.violations}
+    actions = {code: config.action(code) for code in {v.code: None for v in result.violations}}
     result.actions = {
         code: {"repair": "repaired", "keep": "kept", "reject": "rejected"}[a]
         for code, a in actions.items()
@@ -173,6 +174,10 @@ def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = 
     result.status = "repaired"
     result.messages_out = _message_count(result.row.get(fmt.column))
     return result
+
+
+def _place(violation: Violation) -> int:
+    return -1 if violation.index is None else violation.index
 
 
 def rejected_row(code: str, message: str, messages_in: int = 0) -> RowResult:
