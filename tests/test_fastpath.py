@@ -460,7 +460,8 @@ def test_near_repairs_reach_every_fast_repair_and_reject() -> None:
     reached: Counter[str] = Counter()
     rejected: Counter[str] = Counter()
 
-    @settings(max_examples=80, derandomize=True, database=None, deadline=None)
+    # 120 examples: a turn whose calls share an id (duplicate_call_id) is never repaired here.
+    @settings(max_examples=120, derandomize=True, database=None, deadline=None)
     @given(st.lists(near_repairs(), min_size=10, max_size=10))
     def collect(rows: list[list[dict[str, Any]]]) -> None:
         table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=NAMED)
@@ -581,4 +582,5 @@ def test_unanswered_calls_and_no_assistant_turn_by_hand(config: Any) -> None:
     if config is DEFAULT:  # a system message after the calls, or no id: the per-row path's
         verdicts = batch_verdicts(table, config, format=OPENAI)
         assert verdicts is not None
-        assert verdicts.handled.tolist() == [False, False, True, False, True, True, True, True]
+        # A turn whose calls share an id (row 5) is duplicate_call_id's: the per-row path's.
+        assert verdicts.handled.tolist() == [False, False, True, False, True, False, True, True]

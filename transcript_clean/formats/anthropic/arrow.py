@@ -36,6 +36,7 @@ from transcript_clean.fastpath.base import (
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
+    DUPLICATE_CALL_ID,
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
     MALFORMED_ROW,
@@ -55,6 +56,7 @@ _NEVER = (
     MALFORMED_ROW,
     UNKNOWN_ROLE,
     EMPTY_ASSISTANT_TURN,
+    DUPLICATE_CALL_ID,  # a turn with a repeated id is left to the per-row path (`_blocks`)
     INVALID_TOOL_ARGUMENTS,
     ORPHAN_TOOL_RESULT,
     CONSECUTIVE_ASSISTANT,

@@ -44,6 +44,7 @@ from transcript_clean.formats.base import DecodeError, Format, join_texts
 from transcript_clean.formats.sharegpt.codec import ShareGPTFormat, read_calls, split_list
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
+    DUPLICATE_CALL_ID,
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
     MALFORMED_ROW,
@@ -61,7 +62,14 @@ REPAIRS: Final = frozenset({EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT, CONSECUTIV
 
 # The codes a row this view reads never has: invalid or unanswered calls, and consecutive turns
 # it cannot merge, leave their rows to the per-row path.
-_NEVER = (MALFORMED_ROW, UNKNOWN_ROLE, INVALID_TOOL_ARGUMENTS, UNANSWERED_TOOL_CALL)
+# ShareGPT holds no call ids: the decoder mints one per call, so none is ever repeated.
+_NEVER = (
+    MALFORMED_ROW,
+    UNKNOWN_ROLE,
+    DUPLICATE_CALL_ID,
+    INVALID_TOOL_ARGUMENTS,
+    UNANSWERED_TOOL_CALL,
+)
 
 
 def sharegpt_view(
