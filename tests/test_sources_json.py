@@ -19,6 +19,7 @@ from transcript_clean.sources import (
     open_source,
     rows_to_table,
 )
+from transcript_clean.utf8 import invalid_text
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -177,3 +178,26 @@ def test_functionary_falls_back_to_json_text() -> None:
         pytest.skip(f"{path} is absent")
     # Its messages have different keys (tool_calls, name, metainfo): Arrow would add nulls.
     assert json_columns(open_source(str(path)).schema) == ["tools", "messages"]
+
+
+def test_a_lone_surrogate_keeps_the_column_typed_and_its_row_not_utf8(tmp_path: Path) -> None:
+    # Issue 14: pa.array raised UnicodeEncodeError on "\ud800", and the run died.
+    path = tmp_path / "rows.jsonl"
+    good = '{"messages": [{"role": "user", "content": "hi"}], "id": "a"}'
+    bad = '{"messages": [{"role": "user", "content": "hi \\ud800"}], "id": "b"}'
+    path.write_text(f"{good}\n{bad}\n", encoding="utf-8")
+    table = rows_to_table([json.loads(good), json.loads(bad)])
+    assert pa.types.is_list(table.schema.field("messages").type)  # not JSON text
+    assert table.column("id").to_pylist() == ["a", "b"]
+    assert invalid_text(table) == {1: "messages[0].content: not UTF-8 at byte 3 (a lone surrogate)"}
+    source = open_source(str(path))
+    assert invalid_text(pa.Table.from_batches(list(source.read(source.parts()[0])))) == {
+        1: "messages[0].content: not UTF-8 at byte 3 (a lone surrogate)"
+    }
+
+
+def test_a_lone_surrogate_in_a_json_text_column_is_not_utf8_either() -> None:
+    # A content that is a string here and a list there: the column is JSON text.
+    table = rows_to_table([{"c": "x"}, {"c": ["\ud800"]}])
+    assert json_columns(table.schema) == ["c"]
+    assert invalid_text(table) == {1: "c: not UTF-8 at byte 2 (a lone surrogate)"}

@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from transcript_clean.errors import FormatError
 from transcript_clean.fastpath import Verdicts, fast_verdicts
+from transcript_clean.fastpath.base import replaced
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.policy import DEFAULT, Config
 from transcript_clean.rows import (
@@ -38,6 +39,7 @@ from transcript_clean.rules import (
 )
 from transcript_clean.sources import json_columns
 from transcript_clean.stats import Stats
+from transcript_clean.utf8 import invalid_text, mend, python_rows, reject_message
 
 __all__ = [
     "REJECT_FIELDS",
@@ -122,9 +124,14 @@ def batch_verdicts(
     if holds_json_text(table.schema, fmt.column):
         return None
     enabled = [rule for rule in rules() if rule.enabled(config)]
+    column = table.column(fmt.column).combine_chunks()
+    bad = invalid_text(table)
+    if bad:  # rows with text that is not UTF-8: unread here, rejected by the per-row path
+        at = np.array(sorted(bad), dtype=np.int64)
+        column = replaced(column, at, pa.nulls(len(at), column.type))
     return fast_verdicts(
         fmt,
-        table.column(fmt.column),
+        column,
         keep_trailing=codes and config.action(TRAILING_TOOL_CALL) == "keep",
         repair=[r.code for r in enabled if codes and _repairs_in_arrow(config, r.code)],
         reject=[r.code for r in enabled if codes and config.action(r.code) == "reject"],
@@ -232,8 +239,15 @@ def _clean_rows(
     data come out, so the Python objects made on the way are gone before the cyclic collector
     is back."""
     positions: list[int] = slow.tolist()
-    rows = table.take(pa.array(slow)).to_pylist() if positions else []
+    # A row with text that is not UTF-8 cannot become Python as it is: it is a malformed_row,
+    # and its rejects row holds its text mended (`utf8`). The fast path never settles one.
+    bad = invalid_text(table) if positions else {}
+    readable = np.array([i for i in positions if i not in bad], dtype=np.int64)
+    rows = table.take(pa.array(readable)).to_pylist() if len(readable) else []
     results = [clean_stored_row(row, fmt, config, as_json=as_json) for row in rows]
+    if bad:
+        table = mend(table, bad)
+        rows, results = _with_malformed(table, fmt, positions, readable, rows, results, bad)
     repaired = {i: r for i, r in zip(positions, results, strict=True) if r.status == "repaired"}
     fitted = _fit_repaired(repaired, table.schema, fmt.column if as_json else None)
 
@@ -247,6 +261,26 @@ def _clean_rows(
         if on_row is not None:
             on_row(first_row + i, row, result)
     return kept, _assemble_rejects(table, rejected, source, first_row), fitted
+
+
+def _with_malformed(
+    table: pa.Table,
+    fmt: Format,
+    positions: list[int],
+    readable: npt.NDArray[np.int64],
+    rows: list[Row],
+    results: list[RowResult],
+    bad: dict[int, str],
+) -> tuple[list[Row], list[RowResult]]:
+    """The rows at `positions` and their results: those of `readable` as given, and the rows of
+    `bad` (text that is not UTF-8: where) mended and rejected as `malformed_row`."""
+    done = dict(zip(readable.tolist(), zip(rows, results, strict=True), strict=True))
+    at = sorted(bad)
+    for i, row in zip(at, table.take(pa.array(at, pa.int64())).to_pylist(), strict=True):
+        conversation = row.get(fmt.column)
+        count = len(conversation) if isinstance(conversation, list) else 0
+        done[i] = (row, rejected_row(MALFORMED_ROW, reject_message(bad[i]), count))
+    return [done[i][0] for i in positions], [done[i][1] for i in positions]
 
 
 @contextmanager
@@ -342,7 +376,7 @@ def _resolve_format(format: Format | str, table: pa.Table) -> Format:
     from transcript_clean.formats import detect_format, get_format
 
     if format == "auto":
-        return detect_format(table.column_names, table.slice(0, 20).to_pylist())
+        return detect_format(table.column_names, python_rows(table.slice(0, 20)))
     return get_format(format)
 
 

@@ -6,7 +6,7 @@ import gzip
 import hashlib
 import json
 import zlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -122,7 +122,8 @@ def rows_to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
     """An Arrow table of `rows` (columns in order of first appearance, missing keys null).
 
     A column Arrow cannot hold exactly becomes JSON text (`json.dumps`, None stays null) and is
-    listed under `JSON_COLUMNS_KEY` in the schema metadata.
+    listed under `JSON_COLUMNS_KEY` in the schema metadata; so does a column with a lone
+    surrogate in a string (`_text_array`).
     """
     names = list(dict.fromkeys(name for row in rows for name in row))
     arrays = []
@@ -132,22 +133,76 @@ def rows_to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
         array = _exact_array(values)
         if array is None:
             texts = [None if v is None else json.dumps(v, ensure_ascii=False) for v in values]
-            array = pa.array(texts, pa.string())
+            array = _text_array(texts)
             as_json.append(name)
         arrays.append(array)
     metadata = {JSON_COLUMNS_KEY: ",".join(as_json).encode()} if as_json else None
     return pa.Table.from_arrays(arrays, names=names, metadata=metadata)
 
 
+def _text_array(texts: list[str | None]) -> pa.Array:
+    """`texts` as a string array. A lone surrogate (JSON's `"\\ud800"`, which Python reads
+    into a string) has no UTF-8 form: it is kept as the bytes UTF-8 would give it, which are
+    not UTF-8, so that the cleaner rejects its row as `malformed_row`, naming the field."""
+    try:
+        return pa.array(texts, pa.string())
+    except UnicodeEncodeError:
+        raw = [None if t is None else t.encode("utf-8", "surrogatepass") for t in texts]
+        return pa.array(raw, pa.binary()).view(pa.string())
+
+
 def _exact_array(values: list[Any]) -> pa.Array | None:
-    """`values` as an Arrow array that gives back exactly `values`, or None when there is none."""
+    """`values` as an Arrow array that gives back exactly `values`, or None when there is none.
+    A string with a lone surrogate is held as the bytes UTF-8 would give it (`_text_array`)."""
     try:
         array = pa.array(values)
+    except UnicodeEncodeError:
+        return _with_surrogates(values)
     except (pa.ArrowException, OverflowError, TypeError, ValueError):
         return None
     if _has_empty_struct(array.type) or not _same(array.to_pylist(), values):
         return None
     return array
+
+
+def _with_surrogates(values: list[Any]) -> pa.Array | None:
+    """`_exact_array` for values with lone surrogates: typed as they would be with those
+    strings empty, and built with them as bytes in the binary twin of that type."""
+    try:
+        typed = _exact_array(_strings_mapped(values, lambda text: ""))
+        raw = _strings_mapped(values, lambda text: text.encode("utf-8", "surrogatepass"))
+        if typed is None:
+            return None
+        return pa.array(raw, _binary(typed.type)).view(typed.type)
+    except (pa.ArrowException, RecursionError, TypeError, ValueError):
+        return None
+
+
+def _strings_mapped(value: Any, change: Callable[[str], Any]) -> Any:
+    """`value` with each string that has no UTF-8 form (a lone surrogate) replaced by
+    `change(string)`."""
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return change(value)
+        return value
+    if isinstance(value, dict):
+        return {key: _strings_mapped(item, change) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_strings_mapped(item, change) for item in value]
+    return value
+
+
+def _binary(type_: pa.DataType) -> pa.DataType:
+    """`type_` with binary data in place of text: Arrow takes any bytes there."""
+    if pa.types.is_string(type_):
+        return pa.binary()
+    if pa.types.is_struct(type_):
+        return pa.struct([f.with_type(_binary(f.type)) for f in type_])
+    if pa.types.is_list(type_):
+        return pa.list_(type_.value_field.with_type(_binary(type_.value_type)))
+    return type_
 
 
 def _has_empty_struct(type_: pa.DataType) -> bool:
