@@ -221,3 +221,25 @@ def test_clean_and_audit_get_through_text_that_is_not_utf8(tmp_path: Path, worke
         audit = runner.invoke(main, ["audit", str(path), "--workers", workers])
         assert audit.exit_code == 0, audit.output
         assert "malformed_row" in audit.output
+
+
+def test_a_json_text_conversation_nested_too_deep_is_a_malformed_row(tmp_path: Path) -> None:
+    # Issue 14, item 5: RecursionError out of the reader (JSON Lines) or the per-row path
+    # (JSON text in Parquet), and the run exited 1.
+    deep = '{"a":' * 5000 + "1" + "}" * 5000
+    turns = '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": %s}]'
+    table = pa.table({"messages": [turns % '"ok"', turns % deep]})
+    result = clean_batch(table, DEFAULT, format="openai")
+    assert result.kept.num_rows == 1
+    assert result.rejects.column("_reject_message").to_pylist() == [
+        "messages: nested too deep to read (Python's recursion limit)"
+    ]
+    lines = tmp_path / "deep.jsonl"
+    lines.write_text("".join(f'{{"messages": {t}}}\n' for t in table.column(0).to_pylist()))
+    runner = CliRunner()
+    cleaned = runner.invoke(main, ["clean", str(lines), str(tmp_path / "out"), "-q"])
+    assert cleaned.exit_code == 0, cleaned.output
+    assert pq.read_table(tmp_path / "out" / "rejects").num_rows == 1
+    audit = runner.invoke(main, ["audit", str(lines)])
+    assert audit.exit_code == 0, audit.output
+    assert "malformed_row" in audit.output

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from sources_helpers import JSON_ROWS, rows, write_json
 
@@ -201,3 +202,46 @@ def test_a_lone_surrogate_in_a_json_text_column_is_not_utf8_either() -> None:
     table = rows_to_table([{"c": "x"}, {"c": ["\ud800"]}])
     assert json_columns(table.schema) == ["c"]
     assert invalid_text(table) == {1: "c: not UTF-8 at byte 2 (a lone surrogate)"}
+
+
+def _deep(depth: int, list_: bool = False) -> str:
+    return ("[" * depth + "1" + "]" * depth) if list_ else ('{"a":' * depth + "1" + "}" * depth)
+
+
+@pytest.mark.parametrize("list_", [False, True])
+@pytest.mark.parametrize("name", ["rows.jsonl", "rows.json"])
+def test_a_row_nested_too_deep_for_the_parser_keeps_its_value_as_text(
+    tmp_path: Path, name: str, list_: bool
+) -> None:
+    # Issue 14, item 5: RecursionError out of the reader, and the whole file failed.
+    good = '{"messages": [{"role": "user", "content": "hi"}], "n": 1}'
+    deep = '{"messages": [{"role": "user", "content": DEEP}], "n": 2}'
+    deep = deep.replace("DEEP", _deep(5000, list_))
+    path = tmp_path / name
+    if name.endswith(".jsonl"):
+        path.write_text(f"{good}\n{deep}\n", encoding="utf-8")
+    else:
+        path.write_text(f"[{good}, {deep}]", encoding="utf-8")
+    source = open_source(str(path))
+    table = pa.Table.from_batches(list(source.read(source.parts()[0])))
+    assert json_columns(table.schema) == ["messages"]
+    assert table.column("n").to_pylist() == [1, 2]
+    texts = table.column("messages").to_pylist()
+    assert json.loads(texts[0]) == [{"role": "user", "content": "hi"}]
+    assert texts[1].startswith('[{"role": "user", "content": ') and len(texts[1]) > 10000
+
+
+def test_values_too_deep_for_parquet_are_json_text(tmp_path: Path) -> None:
+    # A Parquet reader refuses a schema nested over 100 deep: written typed, the output of a
+    # JSON source with such a value could not be read back.
+    table = rows_to_table([{"v": json.loads(_deep(20)), "w": json.loads(_deep(900))}])
+    assert json_columns(table.schema) == ["w"]
+    pq.write_table(table, tmp_path / "t.parquet")
+    assert pq.read_table(tmp_path / "t.parquet").equals(table)
+
+
+def test_bad_json_around_a_deep_value_is_still_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"messages": ' + _deep(5000) + ", }\n", encoding="utf-8")
+    with pytest.raises(SourceError, match="line 1: invalid JSON"):
+        open_source(str(path))

@@ -141,7 +141,7 @@ def _json_decoded(rows: list[dict[str, Any]], source: Source) -> list[dict[str, 
     for row in rows:
         row = dict(row)
         for name in columns:
-            with suppress(json.JSONDecodeError):
+            with suppress(json.JSONDecodeError, RecursionError):  # the cleaner rejects it
                 row[name] = json.loads(row[name]) if isinstance(row[name], str) else row[name]
         out.append(row)
     return out

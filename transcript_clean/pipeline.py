@@ -28,6 +28,7 @@ from transcript_clean.rows import (
     Violation,
     clean_row,
     rejected_row,
+    too_deep,
     unencodable,
 )
 from transcript_clean.rules import (
@@ -391,6 +392,8 @@ def clean_stored_row(
             row = {**row, fmt.column: json.loads(text) if text is not None else None}
         except (TypeError, json.JSONDecodeError) as err:
             return rejected_row(MALFORMED_ROW, f"{fmt.column}: not valid JSON ({err})")
+        except RecursionError:
+            return rejected_row(MALFORMED_ROW, too_deep(fmt.column))
     return clean_row(row, fmt, config, trace=trace)
 
 

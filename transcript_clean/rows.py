@@ -15,6 +15,7 @@ from transcript_clean.model import Message
 from transcript_clean.policy import DEFAULT, Config
 from transcript_clean.rules import (
     EMPTY_ASSISTANT_TURN,
+    MALFORMED_ROW,
     UNENCODABLE_ROW,
     Unrepairable,
     Violation,
@@ -32,6 +33,7 @@ __all__ = [
     "clean_row",
     "find_violations",
     "rejected_row",
+    "too_deep",
     "unencodable",
 ]
 
@@ -95,6 +97,20 @@ def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = 
     With `trace`, `steps` records each repair's before and after.
     """
     messages_in = _message_count(row.get(fmt.column))
+    try:
+        return _clean_row(row, fmt, config, trace, messages_in)
+    except RecursionError:
+        # Values nested deeper than Python's recursion goes (decoding, comparing or writing
+        # them): the row cannot be read as a whole.
+        return rejected_row(MALFORMED_ROW, too_deep(fmt.column), messages_in)
+
+
+def too_deep(column: str) -> str:
+    """The `malformed_row` message of a row nested too deep to read."""
+    return f"{column}: nested too deep to read (Python's recursion limit)"
+
+
+def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: int) -> RowResult:
     try:
         decoded = fmt.decode(row)
     except DecodeError as err:
