@@ -240,15 +240,20 @@ def _clean_rows(
     data come out, so the Python objects made on the way are gone before the cyclic collector
     is back."""
     positions: list[int] = slow.tolist()
+    picked = table.take(pa.array(slow)) if positions else table.slice(0, 0)
     # A row with text that is not UTF-8 cannot become Python as it is: it is a malformed_row,
-    # and its rejects row holds its text mended (`utf8`). The fast path never settles one.
-    bad = invalid_text(table) if positions else {}
-    readable = np.array([i for i in positions if i not in bad], dtype=np.int64)
-    rows = table.take(pa.array(readable)).to_pylist() if len(readable) else []
-    results = [clean_stored_row(row, fmt, config, as_json=as_json) for row in rows]
+    # and it and its rejects row hold its text mended (`utf8`). The fast path never settles one.
+    bad = invalid_text(picked)
     if bad:
-        table = mend(table, bad)
-        rows, results = _with_malformed(table, fmt, positions, readable, rows, results, bad)
+        picked = mend(picked, bad)
+        table = mend(table, [positions[k] for k in bad])
+    rows = picked.to_pylist()
+    results = [
+        _not_utf8(row, fmt, bad[k])
+        if k in bad
+        else clean_stored_row(row, fmt, config, as_json=as_json)
+        for k, row in enumerate(rows)
+    ]
     repaired = {i: r for i, r in zip(positions, results, strict=True) if r.status == "repaired"}
     fitted = _fit_repaired(repaired, table.schema, fmt.column if as_json else None)
 
@@ -264,24 +269,11 @@ def _clean_rows(
     return kept, _assemble_rejects(table, rejected, source, first_row), fitted
 
 
-def _with_malformed(
-    table: pa.Table,
-    fmt: Format,
-    positions: list[int],
-    readable: npt.NDArray[np.int64],
-    rows: list[Row],
-    results: list[RowResult],
-    bad: dict[int, str],
-) -> tuple[list[Row], list[RowResult]]:
-    """The rows at `positions` and their results: those of `readable` as given, and the rows of
-    `bad` (text that is not UTF-8: where) mended and rejected as `malformed_row`."""
-    done = dict(zip(readable.tolist(), zip(rows, results, strict=True), strict=True))
-    at = sorted(bad)
-    for i, row in zip(at, table.take(pa.array(at, pa.int64())).to_pylist(), strict=True):
-        conversation = row.get(fmt.column)
-        count = len(conversation) if isinstance(conversation, list) else 0
-        done[i] = (row, rejected_row(MALFORMED_ROW, reject_message(bad[i]), count))
-    return [done[i][0] for i in positions], [done[i][1] for i in positions]
+def _not_utf8(row: Row, fmt: Format, where: str) -> RowResult:
+    """The result of a row whose text is not UTF-8 at `where` (the row, mended)."""
+    conversation = row.get(fmt.column)
+    count = len(conversation) if isinstance(conversation, list) else 0
+    return rejected_row(MALFORMED_ROW, reject_message(where), count)
 
 
 @contextmanager
