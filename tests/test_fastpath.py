@@ -20,7 +20,9 @@ from hypothesis import strategies as st
 from synthetic import generate_rows
 
 from transcript_clean.fastpath import Verdicts, clean_mask
+from transcript_clean.fastpath.base import objects
 from transcript_clean.formats import get_format
+from transcript_clean.formats.base import strict_loads
 from transcript_clean.pipeline import batch_verdicts, clean_batch, clean_row
 from transcript_clean.policy import DEFAULT, STRICT
 
@@ -196,6 +198,56 @@ def test_fast_path_never_passes_a_row_the_per_row_path_flags(
     check([{"messages": m} for m in rows], SCHEMA)
 
 
+NOT_JSON = ['{"x": NaN}', '{"x": Infinity}', '{"x": -Infinity}', '{"x": 1e999}', '{"x": "\\ud800"}']
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT])
+def test_arguments_that_are_not_strict_json_are_invalid_on_both_paths(config: Any) -> None:
+    # Issue 14, item 6: json.loads reads these, so they were kept as JSON objects.
+    rows = [
+        {
+            "messages": [
+                msg("user"),
+                msg("assistant", None, [call("c1", args)]),
+                msg("tool", "ok", None, "c1"),
+                msg("assistant"),
+            ]
+        }
+        for args in NOT_JSON
+    ]
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    for row in table.to_pylist():
+        assert clean_row(row, OPENAI, config).codes == ["invalid_tool_arguments"]
+    assert_fast_and_slow_agree(table, config, OPENAI)
+
+
+def test_struct_arguments_with_a_nan_are_invalid_on_both_paths() -> None:
+    args = pa.struct([("x", pa.float64())])
+    function = pa.struct([("name", pa.string()), ("arguments", args)])
+    calls = pa.list_(pa.struct([("id", pa.string()), ("function", function)]))
+    message = pa.struct(
+        [
+            ("role", pa.string()),
+            ("content", pa.string()),
+            ("tool_calls", calls),
+            ("tool_call_id", pa.string()),
+        ]
+    )
+    schema = pa.schema([("messages", pa.list_(message))])
+
+    def row(x: float) -> dict[str, Any]:
+        turn = {"role": "assistant", "content": None}
+        turn["tool_calls"] = [{"id": "c1", "function": {"name": "f", "arguments": {"x": x}}}]
+        answer = {"role": "tool", "content": "ok", "tool_call_id": "c1"}
+        return {"messages": [msg("user"), turn, answer, msg("assistant")]}
+
+    table = pa.Table.from_pylist([row(1.5), row(float("nan")), row(float("inf"))], schema=schema)
+    codes = [clean_row(r, OPENAI).codes for r in table.to_pylist()]
+    assert codes == [[], ["invalid_tool_arguments"], ["invalid_tool_arguments"]]
+    mask = clean_mask(OPENAI, table.column("messages"))
+    assert mask is not None and mask.tolist() == [True, False, False]
+
+
 def test_json_text_and_formats_without_one_have_no_fast_path() -> None:
     table = pa.table({"messages": [json.dumps([{"role": "user", "content": "x"}])]})
     assert clean_mask(OPENAI, table.column("messages")) is None
@@ -239,8 +291,9 @@ def test_generated_rows_exercise_every_fast_verdict() -> None:
 
 
 JSONISH = st.text(alphabet=st.sampled_from(list('{}[]:,"\\/ \t\n\x0b\x01abnrtu0123456789.eE+-')))
+# Floats short of the largest double: the pattern leaves the last ones to the parser.
 FLAT_VALUES = st.one_of(
-    st.text(), st.integers(), st.floats(allow_nan=False, allow_infinity=False), st.booleans()
+    st.text(), st.integers(), st.floats(min_value=-1.6e308, max_value=1.6e308), st.booleans()
 )
 
 
@@ -285,6 +338,13 @@ TRICKY = [
     "{'a': 1}",
     '{"a": [1]}',
     '{"a": "b"',
+    '{"a": 1e999}',
+    '{"a": -1e400}',
+    '{"a": 1' + "0" * 400 + ".5}",
+    '{"a": "\\ud800"}',
+    '{"a": "\\udfff"}',
+    '{"a": "\\ud800\\u0041"}',
+    '{"\\ud800": 1}',
 ]
 
 
@@ -292,7 +352,15 @@ TRICKY = [
 @given(st.one_of(JSONISH, st.text(), near_objects(), st.sampled_from(TRICKY)))
 def test_what_the_flat_object_pattern_accepts_json_reads_as_an_object(text: str) -> None:
     if flat(text):
-        assert isinstance(json.loads(text), dict), text
+        assert isinstance(strict_loads(text), dict), text
+
+
+@pytest.mark.parametrize("text", [t for t in TRICKY if "1e" in t or "\\ud" in t or "000" in t])
+def test_the_flat_object_pattern_refuses_overflow_and_lone_surrogates(text: str) -> None:
+    # Issue 14: `1e999` and a lone surrogate escape matched, so the fast path kept as objects
+    # arguments the per-row path now calls invalid.
+    assert not flat(text)
+    assert not objects(pa.array([text]))[0]
 
 
 @settings(max_examples=500, deadline=None)
@@ -392,7 +460,8 @@ def test_near_repairs_reach_every_fast_repair_and_reject() -> None:
     reached: Counter[str] = Counter()
     rejected: Counter[str] = Counter()
 
-    @settings(max_examples=80, derandomize=True, database=None, deadline=None)
+    # 120 examples: a turn whose calls share an id (duplicate_call_id) is never repaired here.
+    @settings(max_examples=120, derandomize=True, database=None, deadline=None)
     @given(st.lists(near_repairs(), min_size=10, max_size=10))
     def collect(rows: list[list[dict[str, Any]]]) -> None:
         table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=NAMED)
@@ -513,4 +582,5 @@ def test_unanswered_calls_and_no_assistant_turn_by_hand(config: Any) -> None:
     if config is DEFAULT:  # a system message after the calls, or no id: the per-row path's
         verdicts = batch_verdicts(table, config, format=OPENAI)
         assert verdicts is not None
-        assert verdicts.handled.tolist() == [False, False, True, False, True, True, True, True]
+        # A turn whose calls share an id (row 5) is duplicate_call_id's: the per-row path's.
+        assert verdicts.handled.tolist() == [False, False, True, False, True, False, True, True]

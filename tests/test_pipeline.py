@@ -1,10 +1,16 @@
 from __future__ import annotations
 
+from pathlib import Path
+
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 import pytest
 from canonical import FMT, call, res, row
+from click.testing import CliRunner
 from synthetic import generate_rows
 
+from transcript_clean.cli import main
 from transcript_clean.errors import FormatError
 from transcript_clean.formats import get_format
 from transcript_clean.formats.base import Row
@@ -130,3 +136,110 @@ def test_kept_rows_come_in_one_chunk_of_the_input_schema() -> None:
         assert kept.schema == t.schema
         assert [c.num_chunks for c in kept.columns] == [1]
         assert kept.num_rows == 7 and stats.rows_repaired == 3
+
+
+# ---------------------------------------------------------------------------------------------
+# text that is not UTF-8 (issue 14, item 3)
+
+
+def _not_utf8_table() -> pa.Table:
+    """Rows 1 and 3 hold bytes that are not UTF-8: row 1 in its conversation (and otherwise
+    clean), row 3 in another column; row 2 has a code."""
+    good = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+    orphan = [*good, {"role": "tool", "tool_call_id": "x", "content": "?"}]
+    orphan.append({"role": "assistant", "content": "ok"})
+    table = pa.Table.from_pylist(
+        [{"messages": m, "id": str(i)} for i, m in enumerate([good, good, orphan, good])]
+    )
+    flat = pc.list_flatten(table.column("messages").combine_chunks())
+    content = flat.field("content").cast(pa.binary()).to_pylist()
+    content[3] = b"bad \xff byte"  # row 1's second message
+    contents = pa.array(content, pa.binary()).view(pa.string())
+    messages = pa.ListArray.from_arrays(
+        table.column("messages").combine_chunks().offsets,
+        pa.StructArray.from_arrays([flat.field("role"), contents], names=["role", "content"]),
+    )
+    ids = pa.array([b"0", b"1", b"2", b"\xed\xa0\x80"], pa.binary()).view(pa.string())
+    return pa.table({"messages": messages, "id": ids})
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("config", [DEFAULT, STRICT])
+def test_rows_with_text_that_is_not_utf8_are_malformed_rejects(fast: bool, config: Config) -> None:
+    # Before issue 14: UnicodeDecodeError out of clean_batch, and an otherwise clean such row
+    # was kept as it was by the fast path.
+    table = _not_utf8_table()
+    seen: dict[int, Row] = {}
+    result = clean_batch(
+        table,
+        config,
+        format="openai",
+        source="s",
+        fast=fast,
+        on_row=lambda i, row, _: seen.__setitem__(i, row),
+    )
+    result.kept.validate(full=True)
+    result.rejects.validate(full=True)
+    rejects = result.rejects.to_pylist()
+    bad = [r for r in rejects if r["_reject_codes"] == ["malformed_row"]]
+    assert [r["_source_row"] for r in bad] == [1, 3]
+    assert bad[0]["_reject_message"].startswith("messages[1].content: not UTF-8 at byte 4;")
+    assert bad[0]["messages"][1]["content"] == "bad \ufffd byte"
+    assert bad[1]["_reject_message"].startswith("id: not UTF-8 at byte 0 (a lone surrogate);")
+    assert seen[1]["messages"][1]["content"] == "bad \ufffd byte"
+    assert result.kept.column("id").to_pylist() == ["0", "2"][: result.kept.num_rows]
+    assert result.stats.rows_in == 4
+    assert result.stats.rows_kept + result.stats.rows_rejected == 4
+
+
+def test_the_fast_path_leaves_rows_with_bad_text_to_the_per_row_path() -> None:
+    verdicts = batch_verdicts(_not_utf8_table(), DEFAULT, format="openai")
+    assert verdicts is not None
+    assert verdicts.clean.tolist() == [True, False, False, False]
+    assert not verdicts.handled[[1, 3]].any()
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_clean_and_audit_get_through_text_that_is_not_utf8(tmp_path: Path, workers: str) -> None:
+    # Before issue 14 both exited 1 with a UnicodeDecodeError traceback.
+    source = tmp_path / "in.parquet"
+    pq.write_table(_not_utf8_table(), source)
+    lines = tmp_path / "in.jsonl"
+    line = (
+        '{"messages": [{"role": "user", "content": "%s"}, {"role": "assistant", "content": "a"}]}'
+    )
+    lines.write_text("\n".join([line % "hi", line % "\\ud800", ""]), encoding="utf-8")
+    runner = CliRunner()
+    for path, rejected in ((source, 2), (lines, 1)):
+        out = tmp_path / f"out-{path.suffix[1:]}"
+        result = runner.invoke(main, ["clean", str(path), str(out), "--workers", workers, "-q"])
+        assert result.exit_code == 0, result.output
+        for part in sorted(out.glob("*/part-*.parquet")):
+            pq.read_table(part).validate(full=True)
+        rejects = pq.read_table(out / "rejects")
+        assert rejects.column("_reject_codes").to_pylist().count(["malformed_row"]) == rejected
+        audit = runner.invoke(main, ["audit", str(path), "--workers", workers])
+        assert audit.exit_code == 0, audit.output
+        assert "malformed_row" in audit.output
+
+
+def test_a_json_text_conversation_nested_too_deep_is_a_malformed_row(tmp_path: Path) -> None:
+    # Issue 14, item 5: RecursionError out of the reader (JSON Lines) or the per-row path
+    # (JSON text in Parquet), and the run exited 1.
+    deep = '{"a":' * 5000 + "1" + "}" * 5000
+    turns = '[{"role": "user", "content": "hi"}, {"role": "assistant", "content": %s}]'
+    table = pa.table({"messages": [turns % '"ok"', turns % deep]})
+    result = clean_batch(table, DEFAULT, format="openai")
+    assert result.kept.num_rows == 1
+    assert result.rejects.column("_reject_message").to_pylist() == [
+        "messages: nested too deep to read (Python's recursion limit)"
+    ]
+    lines = tmp_path / "deep.jsonl"
+    lines.write_text("".join(f'{{"messages": {t}}}\n' for t in table.column(0).to_pylist()))
+    runner = CliRunner()
+    cleaned = runner.invoke(main, ["clean", str(lines), str(tmp_path / "out"), "-q"])
+    assert cleaned.exit_code == 0, cleaned.output
+    assert pq.read_table(tmp_path / "out" / "rejects").num_rows == 1
+    audit = runner.invoke(main, ["audit", str(lines)])
+    assert audit.exit_code == 0, audit.output
+    assert "malformed_row" in audit.output

@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from canonical import FMT, call, res, row
 
+from transcript_clean.formats import OpenAIFormat
 from transcript_clean.formats.base import Row
 from transcript_clean.model import (
     assistant,
@@ -122,3 +123,44 @@ def test_trailing_repair_cuts_when_configured() -> None:
     result = clean_row(data, FMT, config)
     assert (result.status, result.actions) == ("repaired", {"trailing_tool_call": "repaired"})
     assert result.messages == [user("hi"), assistant("a"), user("b")]
+
+
+def test_a_row_of_a_hundred_thousand_assistant_messages_is_merged() -> None:
+    # Quadratic before issue 14 (190 s); scripts time it, this checks the result.
+    n = 100_000
+    data = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            *({"role": "assistant", "content": f"part {i}"} for i in range(n)),
+        ]
+    }
+    result = clean_row(data, OpenAIFormat())
+    assert result.status == "repaired"
+    assert result.codes == ["consecutive_assistant"]
+    assert result.row is not None
+    merged = result.row["messages"]
+    assert len(merged) == 2
+    assert merged[1]["content"] == "\n\n".join(f"part {i}" for i in range(n))
+
+
+def test_a_row_nested_too_deep_to_write_is_a_malformed_row() -> None:
+    # Issue 14, item 5: arguments that are not an object are quoted back to the model (R2) as
+    # JSON text; nested deeper than Python's recursion limit, that was a RecursionError out of
+    # clean_row.
+    deep: list[object] = [1]
+    for _ in range(5000):
+        deep = [deep]
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": deep}}
+    data = {
+        "messages": [
+            {"role": "user", "content": "hi"},
+            {"role": "assistant", "content": None, "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "c1", "content": "ok"},
+            {"role": "assistant", "content": "done"},
+        ]
+    }
+    result = clean_row(data, OpenAIFormat())
+    assert result.status == "rejected"
+    assert result.codes == ["malformed_row"]
+    assert result.reject_message == "messages: nested too deep to read (Python's recursion limit)"
+    assert result.messages_in == 4

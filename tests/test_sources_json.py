@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from sources_helpers import JSON_ROWS, rows, write_json
 
@@ -19,6 +20,7 @@ from transcript_clean.sources import (
     open_source,
     rows_to_table,
 )
+from transcript_clean.utf8 import invalid_text
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -177,3 +179,69 @@ def test_functionary_falls_back_to_json_text() -> None:
         pytest.skip(f"{path} is absent")
     # Its messages have different keys (tool_calls, name, metainfo): Arrow would add nulls.
     assert json_columns(open_source(str(path)).schema) == ["tools", "messages"]
+
+
+def test_a_lone_surrogate_keeps_the_column_typed_and_its_row_not_utf8(tmp_path: Path) -> None:
+    # Issue 14: pa.array raised UnicodeEncodeError on "\ud800", and the run died.
+    path = tmp_path / "rows.jsonl"
+    good = '{"messages": [{"role": "user", "content": "hi"}], "id": "a"}'
+    bad = '{"messages": [{"role": "user", "content": "hi \\ud800"}], "id": "b"}'
+    path.write_text(f"{good}\n{bad}\n", encoding="utf-8")
+    table = rows_to_table([json.loads(good), json.loads(bad)])
+    assert pa.types.is_list(table.schema.field("messages").type)  # not JSON text
+    assert table.column("id").to_pylist() == ["a", "b"]
+    assert invalid_text(table) == {1: "messages[0].content: not UTF-8 at byte 3 (a lone surrogate)"}
+    source = open_source(str(path))
+    assert invalid_text(pa.Table.from_batches(list(source.read(source.parts()[0])))) == {
+        1: "messages[0].content: not UTF-8 at byte 3 (a lone surrogate)"
+    }
+
+
+def test_a_lone_surrogate_in_a_json_text_column_is_not_utf8_either() -> None:
+    # A content that is a string here and a list there: the column is JSON text.
+    table = rows_to_table([{"c": "x"}, {"c": ["\ud800"]}])
+    assert json_columns(table.schema) == ["c"]
+    assert invalid_text(table) == {1: "c: not UTF-8 at byte 2 (a lone surrogate)"}
+
+
+def _deep(depth: int, list_: bool = False) -> str:
+    return ("[" * depth + "1" + "]" * depth) if list_ else ('{"a":' * depth + "1" + "}" * depth)
+
+
+@pytest.mark.parametrize("list_", [False, True])
+@pytest.mark.parametrize("name", ["rows.jsonl", "rows.json"])
+def test_a_row_nested_too_deep_for_the_parser_keeps_its_value_as_text(
+    tmp_path: Path, name: str, list_: bool
+) -> None:
+    # Issue 14, item 5: RecursionError out of the reader, and the whole file failed.
+    good = '{"messages": [{"role": "user", "content": "hi"}], "n": 1}'
+    deep = '{"messages": [{"role": "user", "content": DEEP}], "n": 2}'
+    deep = deep.replace("DEEP", _deep(5000, list_))
+    path = tmp_path / name
+    if name.endswith(".jsonl"):
+        path.write_text(f"{good}\n{deep}\n", encoding="utf-8")
+    else:
+        path.write_text(f"[{good}, {deep}]", encoding="utf-8")
+    source = open_source(str(path))
+    table = pa.Table.from_batches(list(source.read(source.parts()[0])))
+    assert json_columns(table.schema) == ["messages"]
+    assert table.column("n").to_pylist() == [1, 2]
+    texts = table.column("messages").to_pylist()
+    assert json.loads(texts[0]) == [{"role": "user", "content": "hi"}]
+    assert texts[1].startswith('[{"role": "user", "content": ') and len(texts[1]) > 10000
+
+
+def test_values_too_deep_for_parquet_are_json_text(tmp_path: Path) -> None:
+    # A Parquet reader refuses a schema nested over 100 deep: written typed, the output of a
+    # JSON source with such a value could not be read back.
+    table = rows_to_table([{"v": json.loads(_deep(20)), "w": json.loads(_deep(900))}])
+    assert json_columns(table.schema) == ["w"]
+    pq.write_table(table, tmp_path / "t.parquet")
+    assert pq.read_table(tmp_path / "t.parquet").equals(table)
+
+
+def test_bad_json_around_a_deep_value_is_still_an_error(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    path.write_text('{"messages": ' + _deep(5000) + ", }\n", encoding="utf-8")
+    with pytest.raises(SourceError, match="line 1: invalid JSON"):
+        open_source(str(path))

@@ -6,6 +6,7 @@ Every input format decodes to these types; validation and repair only ever see t
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias
@@ -118,10 +119,40 @@ class AssistantMessage:
 
     @property
     def tool_calls(self) -> tuple[ToolCall, ...]:
-        return tuple(p for p in self.content if isinstance(p, ToolCall))
+        return tuple([p for p in self.content if isinstance(p, ToolCall)])
 
 
 Message: TypeAlias = SystemMessage | UserMessage | AssistantMessage
+
+
+def is_json(value: object) -> bool:
+    """Whether `value` can be written as strict JSON: no NaN or infinite number, and no string
+    (key or value) with a lone surrogate. Iterative, so that any depth is fine."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if not _encodable(item):
+                return False
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                return False
+        elif isinstance(item, Mapping):
+            for key, child in item.items():
+                if isinstance(key, str) and not _encodable(key):
+                    return False
+                stack.append(child)
+        elif isinstance(item, list | tuple):
+            stack.extend(item)
+    return True
+
+
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def user(*parts: UserPart | str) -> UserMessage:

@@ -126,13 +126,14 @@ def resolve_format(
 ) -> Format:
     """The source's format: as named, or detected from its columns and first rows."""
     from transcript_clean.formats import detect_format, get_format
+    from transcript_clean.utf8 import python_rows
 
     if isinstance(format, Format):
         fmt = format
     elif format == "auto":
         parts = source.parts()
         sample = next(iter(source.read(parts[0], 0, 20, 20)), None) if parts else None
-        rows = sample.to_pylist() if sample is not None else []
+        rows = python_rows(sample) if sample is not None else []
         fmt = detect_format(source.schema.names, _json_decoded(rows, source))
         if column is not None:
             fmt = type(fmt)(column=column)
@@ -155,7 +156,7 @@ def _json_decoded(rows: list[dict[str, Any]], source: Source) -> list[dict[str, 
     for row in rows:
         row = dict(row)
         for name in columns:
-            with suppress(json.JSONDecodeError):
+            with suppress(json.JSONDecodeError, RecursionError):  # the cleaner rejects it
                 row[name] = json.loads(row[name]) if isinstance(row[name], str) else row[name]
         out.append(row)
     return out

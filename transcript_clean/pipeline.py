@@ -19,6 +19,7 @@ import pyarrow.compute as pc
 
 from transcript_clean.errors import FormatError
 from transcript_clean.fastpath import Verdicts, fast_verdicts
+from transcript_clean.fastpath.base import replaced
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.policy import DEFAULT, Config
 from transcript_clean.rows import (
@@ -27,6 +28,7 @@ from transcript_clean.rows import (
     Violation,
     clean_row,
     rejected_row,
+    too_deep,
     unencodable,
 )
 from transcript_clean.rules import (
@@ -38,6 +40,7 @@ from transcript_clean.rules import (
 )
 from transcript_clean.sources import json_columns
 from transcript_clean.stats import Stats
+from transcript_clean.utf8 import invalid_text, mend, python_rows, reject_message
 
 __all__ = [
     "REJECT_FIELDS",
@@ -122,9 +125,14 @@ def batch_verdicts(
     if holds_json_text(table.schema, fmt.column):
         return None
     enabled = [rule for rule in rules() if rule.enabled(config)]
+    column = table.column(fmt.column).combine_chunks()
+    bad = invalid_text(table)
+    if bad:  # rows with text that is not UTF-8: unread here, rejected by the per-row path
+        at = np.array(sorted(bad), dtype=np.int64)
+        column = replaced(column, at, pa.nulls(len(at), column.type))
     return fast_verdicts(
         fmt,
-        table.column(fmt.column),
+        column,
         keep_trailing=codes and config.action(TRAILING_TOOL_CALL) == "keep",
         repair=[r.code for r in enabled if codes and _repairs_in_arrow(config, r.code)],
         reject=[r.code for r in enabled if codes and config.action(r.code) == "reject"],
@@ -232,8 +240,20 @@ def _clean_rows(
     data come out, so the Python objects made on the way are gone before the cyclic collector
     is back."""
     positions: list[int] = slow.tolist()
-    rows = table.take(pa.array(slow)).to_pylist() if positions else []
-    results = [clean_stored_row(row, fmt, config, as_json=as_json) for row in rows]
+    picked = table.take(pa.array(slow)) if positions else table.slice(0, 0)
+    # A row with text that is not UTF-8 cannot become Python as it is: it is a malformed_row,
+    # and it and its rejects row hold its text mended (`utf8`). The fast path never settles one.
+    bad = invalid_text(picked)
+    if bad:
+        picked = mend(picked, bad)
+        table = mend(table, [positions[k] for k in bad])
+    rows = picked.to_pylist()
+    results = [
+        _not_utf8(row, fmt, bad[k])
+        if k in bad
+        else clean_stored_row(row, fmt, config, as_json=as_json)
+        for k, row in enumerate(rows)
+    ]
     repaired = {i: r for i, r in zip(positions, results, strict=True) if r.status == "repaired"}
     fitted = _fit_repaired(repaired, table.schema, fmt.column if as_json else None)
 
@@ -247,6 +267,13 @@ def _clean_rows(
         if on_row is not None:
             on_row(first_row + i, row, result)
     return kept, _assemble_rejects(table, rejected, source, first_row), fitted
+
+
+def _not_utf8(row: Row, fmt: Format, where: str) -> RowResult:
+    """The result of a row whose text is not UTF-8 at `where` (the row, mended)."""
+    conversation = row.get(fmt.column)
+    count = len(conversation) if isinstance(conversation, list) else 0
+    return rejected_row(MALFORMED_ROW, reject_message(where), count)
 
 
 @contextmanager
@@ -342,7 +369,7 @@ def _resolve_format(format: Format | str, table: pa.Table) -> Format:
     from transcript_clean.formats import detect_format, get_format
 
     if format == "auto":
-        return detect_format(table.column_names, table.slice(0, 20).to_pylist())
+        return detect_format(table.column_names, python_rows(table.slice(0, 20)))
     return get_format(format)
 
 
@@ -357,6 +384,8 @@ def clean_stored_row(
             row = {**row, fmt.column: json.loads(text) if text is not None else None}
         except (TypeError, json.JSONDecodeError) as err:
             return rejected_row(MALFORMED_ROW, f"{fmt.column}: not valid JSON ({err})")
+        except RecursionError:
+            return rejected_row(MALFORMED_ROW, too_deep(fmt.column))
     return clean_row(row, fmt, config, trace=trace)
 
 

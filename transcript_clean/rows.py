@@ -15,6 +15,7 @@ from transcript_clean.model import Message
 from transcript_clean.policy import DEFAULT, Config
 from transcript_clean.rules import (
     EMPTY_ASSISTANT_TURN,
+    MALFORMED_ROW,
     UNENCODABLE_ROW,
     Unrepairable,
     Violation,
@@ -32,6 +33,7 @@ __all__ = [
     "clean_row",
     "find_violations",
     "rejected_row",
+    "too_deep",
     "unencodable",
 ]
 
@@ -96,6 +98,20 @@ def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = 
     """
     messages_in = _message_count(row.get(fmt.column))
     try:
+        return _clean_row(row, fmt, config, trace, messages_in)
+    except RecursionError:
+        # Values nested deeper than Python's recursion goes (decoding, comparing or writing
+        # them): the row cannot be read as a whole.
+        return rejected_row(MALFORMED_ROW, too_deep(fmt.column), messages_in)
+
+
+def too_deep(column: str) -> str:
+    """The `malformed_row` message of a row nested too deep to read."""
+    return f"{column}: nested too deep to read (Python's recursion limit)"
+
+
+def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: int) -> RowResult:
+    try:
         decoded = fmt.decode(row)
     except DecodeError as err:
         return rejected_row(err.code, str(err), messages_in)
@@ -114,18 +130,19 @@ def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = 
     work = list(original) if empty_action == "keep" else cleaned
     positions = list(range(len(original)))
     if empty_action != "keep":
-        positions = [i for i in positions if i not in set(dropped)]
+        gone = set(dropped)
+        positions = [i for i in positions if i not in gone]
     for index in dropped:
         result.violations.append(Violation(EMPTY_ASSISTANT_TURN, index, None, empty_message(index)))
     for v in find_violations(work):
         at = positions[v.index] if v.index is not None else None
-        message = v.message
-        if v.index is not None and at != v.index:
-            message = message.replace(f"message {v.index}:", f"message {at}:", 1)
-        result.violations.append(Violation(v.code, at, v.call_id, message))
-    result.violations.sort(key=lambda v: -1 if v.index is None else v.index)
+        if at != v.index:
+            message = v.message.replace(f"message {v.index}:", f"message {at}:", 1)
+            v = Violation(v.code, at, v.call_id, message)
+        result.violations.append(v)
+    result.violations.sort(key=_place)
 
-    actions = {v.code: config.action(v.code) for v in result.violations}
+    actions = {code: config.action(code) for code in {v.code: None for v in result.violations}}
     result.actions = {
         code: {"repair": "repaired", "keep": "kept", "reject": "rejected"}[a]
         for code, a in actions.items()
@@ -173,6 +190,10 @@ def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = 
     result.status = "repaired"
     result.messages_out = _message_count(result.row.get(fmt.column))
     return result
+
+
+def _place(violation: Violation) -> int:
+    return -1 if violation.index is None else violation.index
 
 
 def rejected_row(code: str, message: str, messages_in: int = 0) -> RowResult:

@@ -65,10 +65,15 @@ class TranscriptError(TranscriptCleanError):
     """
 
     def __init__(self, code: str, index: int, call_id: str | None = None) -> None:
+        # The words are made when asked for (`str`): a long transcript's walk can find a
+        # hundred thousand violations that only need counting.
+        super().__init__(code, index, call_id)
         self.code = code
         self.index = index
         self.call_id = call_id
-        super().__init__(self.describe())
+
+    def __str__(self) -> str:
+        return self.describe()
 
     def describe(self) -> str:
         # The words live with each code's rule (`transcript_clean.rules`), which imports this
@@ -106,8 +111,11 @@ def transcript_errors(messages: Sequence[Message]) -> list[TranscriptError]:
         elif isinstance(message, AssistantMessage):
             if after_assistant:
                 errors.append(TranscriptError(CONSECUTIVE_ASSISTANT, index))
-            close_window()
-            pending.update((c.id, None) for c in message.content if isinstance(c, ToolCall))
+            if pending:
+                close_window()
+            for piece in message.content:
+                if isinstance(piece, ToolCall):
+                    pending[piece.id] = None
             pending_at = index
             after_assistant = True
         else:

@@ -112,7 +112,7 @@ def _traced(row: Row, fmt: Format, config: Config, result: RowResult | None) -> 
     if isinstance(value, str):
         try:
             row = {**row, fmt.column: json.loads(value)}
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             assert result is not None
             return result
     return clean_row(row, fmt, config, trace=True)

@@ -10,7 +10,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.formats.base import loads
+from transcript_clean.formats.base import strict_loads
 from transcript_clean.rules import TRAILING_TOOL_CALL
 
 Mask = npt.NDArray[np.bool_]
@@ -25,10 +25,23 @@ NOT_SPACE = (
 
 
 # A flat JSON object (values strings, numbers, true, false or null), in RFC 8259's grammar:
-# text it matches is one `json.loads` reads as a dict, so most arguments need no parsing.
+# text it matches is one `strict_loads` reads as a dict, so most arguments need no parsing.
+# Its numbers with a fraction or an exponent stay below 1e308, so none overflows a double
+# (`1e999` is no JSON number to a provider), and its `\u` escapes are no lone surrogates: text
+# outside it is parsed.
 _WS = r"[ \t\n\r]*"
-_STRING = r'"(?:[^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4})*"'
-_NUMBER = r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"
+_HEX = "[0-9a-fA-F]"
+_ESCAPE = (
+    f"\\\\u(?:[0-9a-cA-Ce-fE-F]{_HEX}{{3}}|[dD][0-7]{_HEX}{{2}}"
+    f"|[dD][89abAB]{_HEX}{{2}}\\\\u[dD][c-fC-F]{_HEX}{{2}})"
+)
+_STRING = f'"(?:[^"\\\\\\x00-\\x1f]|\\\\["\\\\/bfnrt]|{_ESCAPE})*"'
+_NUMBER = (
+    r"-?(?:0|[1-9][0-9]*"  # an integer, of any size
+    r"|(?:0|[1-9][0-9]{0,99})(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,2})?"  # below 1e200
+    r"|[0-9](?:\.[0-9]+)?[eE](?:-[0-9]+|\+?(?:[0-2][0-9]{2}|30[0-7]))"  # as repr writes
+    r"|1(?:\.[0-6][0-9]*)?[eE]\+?308)"  # the largest double is 1.797...e308
+)
 _MEMBER = f"{_WS}{_STRING}{_WS}:{_WS}(?:{_STRING}|{_NUMBER}|true|false|null){_WS}"
 FLAT_OBJECT = f"^{_WS}\\{{(?:{_MEMBER}(?:,{_MEMBER})*|{_WS})\\}}{_WS}$"
 
@@ -259,7 +272,7 @@ def objects(arguments: pa.Array) -> Mask:
     """Whether each call's arguments are a JSON object: a struct is one, text must parse, and
     anything else (a map reads back as a list of pairs) is not."""
     if pa.types.is_struct(arguments.type):
-        return ~as_mask(arguments.is_null())
+        return ~as_mask(arguments.is_null()) & finite(arguments)
     if not is_text(arguments.type):
         return np.zeros(len(arguments), dtype=bool)
     # A flat object is one for sure; of the rest, only text that looks like one is parsed.
@@ -272,9 +285,38 @@ def objects(arguments: pa.Array) -> Mask:
     return out
 
 
+def finite(array: pa.Array) -> Mask:
+    """Per element, whether every number in it is finite: strict JSON has no NaN or infinity,
+    which a float column may hold. Nested too deep to look into: not known to be."""
+    try:
+        return _finite(array)
+    except RecursionError:
+        return np.zeros(len(array), dtype=bool)
+
+
+def _finite(array: pa.Array) -> Mask:
+    type_ = array.type
+    if pa.types.is_floating(type_):
+        return as_mask(pc.is_finite(array), fill=True)
+    if pa.types.is_struct(type_):
+        out = np.ones(len(array), dtype=bool)
+        for child in array.flatten():
+            out &= _finite(child)
+        return out
+    if pa.types.is_map(type_):
+        array = pa.ListArray.from_arrays(array.offsets, array.items, mask=array.is_null())
+        type_ = array.type
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        values = pc.list_flatten(array)
+        parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
+        finite_rows: Mask = count(~_finite(values), parent, len(array)) == 0
+        return finite_rows
+    return np.ones(len(array), dtype=bool)
+
+
 def is_object(text: str) -> bool:
     try:
-        return isinstance(loads(text), dict)
+        return isinstance(strict_loads(text), dict)
     except (ValueError, RecursionError):
         return False
 

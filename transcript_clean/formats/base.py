@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -18,6 +19,7 @@ from transcript_clean.model import (
     ToolCall,
     ToolResult,
     UserMessage,
+    is_json,
 )
 from transcript_clean.rules.malformed_row import CODE as MALFORMED_ROW
 
@@ -168,11 +170,12 @@ def optional_str(obj: Mapping[str, Any], key: str, path: str) -> str | None:
 
 def parse_arguments(value: object) -> tuple[Any, str | None]:
     """`(arguments, raw_arguments)` of a call: a string is kept verbatim as the raw arguments and
-    parsed when it parses (else None); any other value is the arguments themselves."""
+    parsed when it is strict JSON (else None: `strict_loads`); any other value is the arguments
+    themselves."""
     if not isinstance(value, str):
         return value, None
     try:
-        return loads(value), value
+        return strict_loads(value), value
     except (ValueError, RecursionError):
         return None, value
 
@@ -185,6 +188,31 @@ def loads(text: str) -> Any:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
+
+
+def strict_loads(text: str) -> Any:
+    """`loads`, but only for JSON as RFC 8259 and the providers' APIs read it: `NaN`,
+    `Infinity`, a number too large for a double (`1e999`) and a lone surrogate escape
+    (`"\\ud800"`) raise `ValueError`, where `json.loads` accepts them."""
+    try:
+        return orjson.loads(text)  # strict already: it refuses all of these
+    except orjson.JSONDecodeError:
+        pass
+    value = json.loads(text, parse_constant=_not_json, parse_float=_finite_float)
+    if not is_json(value):
+        raise ValueError("a string holds a lone surrogate")
+    return value
+
+
+def _not_json(word: str) -> Any:
+    raise ValueError(f"{word} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    number = float(text)
+    if math.isinf(number):
+        raise ValueError(f"{text} is too large for a double")
+    return number
 
 
 def put(out: dict[str, Any], key: str, value: Any) -> None:

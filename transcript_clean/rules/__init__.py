@@ -30,6 +30,7 @@ from transcript_clean.rules.base import (
     Walk,
 )
 from transcript_clean.rules.consecutive_assistant import CODE as CONSECUTIVE_ASSISTANT
+from transcript_clean.rules.duplicate_call_id import CODE as DUPLICATE_CALL_ID
 from transcript_clean.rules.empty_assistant_turn import CODE as EMPTY_ASSISTANT_TURN
 from transcript_clean.rules.invalid_tool_arguments import CODE as INVALID_TOOL_ARGUMENTS
 from transcript_clean.rules.malformed_row import CODE as MALFORMED_ROW
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ACTIONS",
     "CONSECUTIVE_ASSISTANT",
+    "DUPLICATE_CALL_ID",
     "EMPTY_ASSISTANT_TURN",
     "INVALID_TOOL_ARGUMENTS",
     "MALFORMED_ROW",

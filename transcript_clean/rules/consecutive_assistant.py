@@ -11,7 +11,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
-from transcript_clean.model import AssistantMessage, Message
+from transcript_clean.model import AssistantMessage, AssistantPart, Message
 from transcript_clean.rules.base import Rule, Unrepairable, Violation, Walk
 from transcript_clean.transcript import CONSECUTIVE_ASSISTANT
 
@@ -27,27 +27,45 @@ def describe(index: int, call_id: str | None) -> str:
 
 def find(walk: Walk) -> Iterator[Violation]:
     for error in walk.errors_of(CODE):
-        yield Violation(CODE, error.index, error.call_id, str(error))
+        yield Violation(CODE, error.index, error.call_id, describe(error.index, error.call_id))
 
 
 def merge_consecutive_assistant(messages: Sequence[Message]) -> list[Message]:
     """R4: a second assistant message identical to the first is dropped; otherwise, when the
-    first has no tool calls, the second's parts are appended to it. Otherwise `Unrepairable`."""
+    first has no tool calls, the second's parts are appended to it. Otherwise `Unrepairable`.
+
+    Linear in the messages: a run of assistant messages gathers its parts in one list, made a
+    message once the run ends (joining tuples message by message took 190 s for a row of
+    100,000)."""
     out: list[Message] = []
+    parts: list[AssistantPart] = []  # the merged content of the run `out[-1]` ends, if any
+    calls = False  # whether that content holds a tool call
+
+    def close_run() -> None:
+        last = out[-1] if out else None
+        if isinstance(last, AssistantMessage) and len(parts) != len(last.content):
+            out[-1] = replace(last, content=tuple(parts))
+
     for index, msg in enumerate(messages):
         previous = out[-1] if out else None
         if not (isinstance(msg, AssistantMessage) and isinstance(previous, AssistantMessage)):
+            close_run()
             out.append(msg)
-        elif msg.content == previous.content:
+            if isinstance(msg, AssistantMessage):
+                parts = list(msg.content)
+                calls = bool(msg.tool_calls)
+        elif len(msg.content) == len(parts) and msg.content == tuple(parts):
             continue
-        elif not previous.tool_calls:
-            out[-1] = replace(previous, content=previous.content + msg.content)
+        elif not calls:
+            parts.extend(msg.content)
+            calls = bool(msg.tool_calls)
         else:
             raise Unrepairable(
                 CODE,
                 f"message {index}: an assistant message follows one that made tool calls; "
                 "it cannot be merged",
             )
+    close_run()
     return out
 
 

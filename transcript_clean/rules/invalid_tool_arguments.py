@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Final
 
-from transcript_clean.model import AssistantMessage, Message, ToolCall, ToolResult
+from transcript_clean.model import AssistantMessage, Message, ToolCall, ToolResult, is_json
 from transcript_clean.rules.base import Rule, Violation, Walk, put_results
 from transcript_clean.transcript import (
     invalid_arguments_feedback,
@@ -26,8 +26,12 @@ CODE: Final = "invalid_tool_arguments"
 
 
 def has_invalid_arguments(call: ToolCall) -> bool:
-    """Whether the call's arguments are not a JSON object (they did not parse, or are not `{}`)."""
-    return not isinstance(call.arguments, dict)
+    """Whether the call's arguments are not a JSON object: they did not parse, are not `{}`, or
+    hold what strict JSON cannot (NaN, an infinite number, a lone surrogate)."""
+    if not isinstance(call.arguments, dict):
+        return True
+    # Arguments parsed from text were parsed as strict JSON already (`parse_arguments`).
+    return call.raw_arguments is None and not is_json(call.arguments)
 
 
 def raw_arguments(call: ToolCall) -> str:

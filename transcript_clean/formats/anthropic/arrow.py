@@ -42,6 +42,7 @@ from transcript_clean.fastpath.base import (
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
+    DUPLICATE_CALL_ID,
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
     MALFORMED_ROW,
@@ -60,6 +61,7 @@ __all__ = ["anthropic_view"]
 _NEVER = (
     MALFORMED_ROW,
     UNKNOWN_ROLE,
+    DUPLICATE_CALL_ID,  # a turn with a repeated id is left to the per-row path (`_blocks`)
     INVALID_TOOL_ARGUMENTS,
     ORPHAN_TOOL_RESULT,
     CONSECUTIVE_ASSISTANT,

@@ -41,6 +41,7 @@ from transcript_clean.fastpath.base import (
 from transcript_clean.formats.base import Format, join_texts
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
+    DUPLICATE_CALL_ID,
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
     MALFORMED_ROW,
@@ -93,6 +94,7 @@ class OpenAIView(ArrowView):
             **scan.kinds(),
             TRAILING_TOOL_CALL: scan.trailing,
             NO_ASSISTANT_TURN: scan.unsaid,
+            DUPLICATE_CALL_ID: scan.duplicated,
         }
         super().__init__(scan.rows, scan.bad, checks, scan.trailing_calls)
         self.array = array
@@ -208,6 +210,8 @@ class _Scan:
     names: dict[int, str]
     """Of those, the ones answering a call without an id: the tool's name they are written with
     (as TRL's rows name their results)."""
+    duplicated: Mask
+    """Rows with a turn where two calls share an id (`duplicate_call_id`)."""
 
     def kinds(self) -> dict[str, Mask]:
         """Per code the fast path repairs, the rows that have it."""
@@ -246,6 +250,7 @@ def _scan(array: pa.Array) -> _Scan:
             none,
             {},
             {},
+            nothing,
         )
     message_type = msgs.type
 
@@ -341,6 +346,7 @@ def _scan(array: pa.Array) -> _Scan:
         invalid=none,
         answers={},
         names={},
+        duplicated=nothing,
     )
     _calls(scan, is_tool, pending_at_end)
     return scan
@@ -404,6 +410,7 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
     codes = pc.dictionary_encode(ids.take(indices(named))).indices.to_numpy().astype(np.int64)
     keys = call_msg[named] * (int(codes.max(initial=0)) + 1) + codes
     twice = repeated(keys)
+    scan.duplicated = rows_with(twice, call_row[named], rows)
     flag[named[twice & ~at_end[named] & ~unanswered[named]]] = True
     distinct = np.ones(len(call_msg), dtype=bool)
     distinct[named[twice]] = False

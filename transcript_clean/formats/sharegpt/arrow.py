@@ -47,6 +47,7 @@ from transcript_clean.formats.base import DecodeError, Format, join_texts
 from transcript_clean.formats.sharegpt.codec import ShareGPTFormat, read_calls, split_list
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
+    DUPLICATE_CALL_ID,
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
     MALFORMED_ROW,
@@ -66,8 +67,9 @@ REPAIRS: Final = frozenset(
 cuts before a message whose calls a human turn leaves unanswered."""
 
 # The codes a row this view reads never has: invalid calls, and consecutive turns it cannot
-# merge, leave their rows to the per-row path.
-_NEVER = (MALFORMED_ROW, UNKNOWN_ROLE, INVALID_TOOL_ARGUMENTS)
+# merge, leave their rows to the per-row path. ShareGPT holds no call ids: the decoder mints one
+# per call, so none is ever repeated.
+_NEVER = (MALFORMED_ROW, UNKNOWN_ROLE, DUPLICATE_CALL_ID, INVALID_TOOL_ARGUMENTS)
 
 
 def sharegpt_view(

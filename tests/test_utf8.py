@@ -1,0 +1,65 @@
+"""Text that is not UTF-8 in Arrow data (issue 14, item 3): found, located and mended."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from transcript_clean.utf8 import MENDED, invalid_text, mend, python_rows, reject_message
+
+
+def text(*values: bytes | None) -> pa.Array:
+    """A string array holding `values` as they are, UTF-8 or not (as a Parquet file may)."""
+    return pa.array(values, pa.binary()).view(pa.string())
+
+
+def test_a_table_of_valid_text_has_none() -> None:
+    assert invalid_text(pa.table({"s": ["a", None, "é"], "n": [1, 2, 3]})) == {}
+
+
+def test_each_row_is_located_at_its_first_bad_byte() -> None:
+    messages = pa.ListArray.from_arrays(
+        [0, 2, 3, 4],
+        pa.StructArray.from_arrays(
+            [text(b"user", b"assistant", b"user", b"user"), text(b"hi", b"ok\xff", b"fine", None)],
+            names=["role", "content"],
+        ),
+    )
+    table = pa.table({"messages": messages, "id": text(b"a", b"b", b"\xed\xa0\x80")})
+    assert invalid_text(table) == {
+        0: "messages[1].content: not UTF-8 at byte 2",
+        2: "id: not UTF-8 at byte 0 (a lone surrogate)",
+    }
+    assert invalid_text(table.slice(1)) == {1: "id: not UTF-8 at byte 0 (a lone surrogate)"}
+
+
+@pytest.mark.parametrize(
+    "array",
+    [
+        text(b"ok", b"\xc0\x80"),  # an overlong form
+        text(b"ok", b"\xf4\x90\x80\x80"),  # past U+10FFFF
+        text(b"ok", b"\xe2\x82"),  # cut short
+        text(b"ok", b"x\xff").dictionary_encode(),
+        pa.array([b"ok", b"x\xff"], pa.large_binary()).view(pa.large_string()),
+        pa.MapArray.from_arrays(
+            pa.array([0, 1, 2], pa.int32()), text(b"k", b"k"), text(b"v", b"\xff")
+        ),
+    ],
+)
+def test_every_kind_of_bad_text_and_column_is_found(array: pa.Array) -> None:
+    table = pa.table({"c": array})
+    assert list(invalid_text(table)) == [1]
+    mended = mend(table, [1])
+    mended.validate(full=True)
+    assert mended.schema == table.schema
+    assert python_rows(mended.slice(0, 1)) == table.slice(0, 1).to_pylist()
+    assert "\ufffd" in str(python_rows(mended)[1]["c"])
+
+
+def test_python_rows_mends_instead_of_raising() -> None:
+    table = pa.table({"s": text(b"ok", b"a\xffb")})
+    with pytest.raises(UnicodeDecodeError):
+        table.to_pylist()
+    assert python_rows(table) == [{"s": "ok"}, {"s": "a\ufffdb"}]
+    assert python_rows(table.to_batches()[0]) == [{"s": "ok"}, {"s": "a\ufffdb"}]
+    assert reject_message("s: not UTF-8 at byte 1") == f"s: not UTF-8 at byte 1; {MENDED}"

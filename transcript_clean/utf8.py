@@ -1,0 +1,228 @@
+"""Text that is not UTF-8 in Arrow string data: which rows hold it, where, and those rows mended.
+
+Arrow's Parquet reader does not check that string columns hold UTF-8, and pyarrow raises
+`UnicodeDecodeError` when such a string becomes Python. A row holding one is a `malformed_row`
+reject (`invalid_text` says where), never a crash, and never goes to `data/`. Its rejects row
+keeps the text with U+FFFD in place of each invalid byte (`mend`): a rejects file any reader
+can load, with the schema the input has (a binary copy would change it), and the message says
+that the text was mended.
+
+    >>> import pyarrow as pa
+    >>> invalid_text(pa.table({"id": ["ok"]}))
+    {}
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.fastpath.base import replaced
+
+__all__ = ["MENDED", "invalid_text", "mend", "python_rows", "reject_message"]
+
+Mask = npt.NDArray[np.bool_]
+
+MENDED: Final = "the rejects row holds it with U+FFFD in place of the invalid bytes"
+
+# UTF-8 as RFC 3629 defines it, byte by byte (RE2 reads binary data as Latin-1): no overlong
+# forms, no surrogates, nothing past U+10FFFF.
+_UTF8: Final = (
+    r"^(?:[\x00-\x7F]|[\xC2-\xDF][\x80-\xBF]|\xE0[\xA0-\xBF][\x80-\xBF]"
+    r"|[\xE1-\xEC\xEE\xEF][\x80-\xBF]{2}|\xED[\x80-\x9F][\x80-\xBF]"
+    r"|\xF0[\x90-\xBF][\x80-\xBF]{2}|[\xF1-\xF3][\x80-\xBF]{3}|\xF4[\x80-\x8F][\x80-\xBF]{2})*\z"
+)
+
+
+def invalid_text(table: pa.Table) -> dict[int, str]:
+    """The rows of `table` that hold a string that is not UTF-8, each with where the first one
+    is: `messages[1].content: not UTF-8 at byte 3`. Cheap when there is none: Arrow checks
+    each column at once, and only a column that fails is looked into row by row."""
+    bad = np.zeros(table.num_rows, dtype=bool)
+    for column in table.columns:
+        if _has_text(column.type) and not _valid(column):
+            bad |= _bad_elements(column.combine_chunks())
+    if not bad.any():
+        return {}
+    at = np.flatnonzero(bad)
+    rows = table.take(pa.array(at)).cast(_as_binary(table.schema)).to_pylist()
+    out = {}
+    for position, row in zip(at.tolist(), rows, strict=True):
+        where = None
+        for f in table.schema:
+            where = _first_invalid(row[f.name], f.type, f.name)
+            if where is not None:
+                break
+        out[position] = where or "a string is not UTF-8"
+    return out
+
+
+def mend(table: pa.Table, rows: Iterable[int]) -> pa.Table:
+    """`table` with the text of `rows` made UTF-8: each invalid byte becomes U+FFFD."""
+    positions = np.array(sorted(rows), dtype=np.int64)
+    if not len(positions):
+        return table
+    columns = []
+    for f, column in zip(table.schema, table.columns, strict=True):
+        if pa.types.is_dictionary(f.type) and not _valid(column):
+            # Its dictionary holds the bad text whichever rows use it: made anew, whole.
+            raw = column.cast(_binary(f.type)).to_pylist()
+            column = pa.array([_mended(value, f.type) for value in raw], f.type)
+        elif _has_text(f.type) and not _valid(column):
+            raw = column.take(pa.array(positions)).cast(_binary(f.type)).to_pylist()
+            new = pa.array([_mended(value, f.type) for value in raw], f.type)
+            column = replaced(column.combine_chunks(), positions, new)
+        columns.append(column)
+    return pa.Table.from_arrays(columns, schema=table.schema)
+
+
+def python_rows(data: pa.Table | pa.RecordBatch) -> list[dict[str, Any]]:
+    """`data.to_pylist()`, with any text that is not UTF-8 mended (`mend`) instead of raising."""
+    table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
+    bad = invalid_text(table)
+    rows: list[dict[str, Any]] = (mend(table, bad) if bad else table).to_pylist()
+    return rows
+
+
+def reject_message(where: str) -> str:
+    """The reject message for a row whose text is not UTF-8 at `where`."""
+    return f"{where}; {MENDED}"
+
+
+# ---------------------------------------------------------------------------------------------
+# finding it
+
+
+def _has_text(type_: pa.DataType) -> bool:
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        return True
+    if pa.types.is_dictionary(type_):
+        return _has_text(type_.value_type)
+    return any(_has_text(type_.field(i).type) for i in range(type_.num_fields))
+
+
+def _valid(column: pa.Array | pa.ChunkedArray) -> bool:
+    try:
+        column.validate(full=True)
+    except pa.ArrowInvalid:
+        return False
+    return True
+
+
+def _bad_elements(array: pa.Array) -> Mask:
+    """Per element of `array`, whether any string in it is not UTF-8."""
+    type_ = array.type
+    n = len(array)
+    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+        binary = array.view(pa.large_binary() if pa.types.is_large_string(type_) else pa.binary())
+        ok = pc.fill_null(pc.match_substring_regex(binary, _UTF8), True)
+        return ~np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)
+    if pa.types.is_dictionary(type_):
+        words = _bad_elements(array.dictionary)
+        if not words.any():
+            return np.zeros(n, dtype=bool)
+        codes = pc.fill_null(array.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        used: Mask = words[codes] & ~np.asarray(array.is_null(), dtype=bool)
+        return used
+    if pa.types.is_struct(type_):
+        out = np.zeros(n, dtype=bool)
+        for child in array.flatten():
+            if _has_text(child.type):
+                out |= _bad_elements(child)
+        return out
+    if pa.types.is_map(type_):
+        array = pa.ListArray.from_arrays(array.offsets, array.items, mask=array.is_null())
+        type_ = array.type
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
+        inner = _bad_elements(pc.list_flatten(array))
+        return np.bincount(parent[inner], minlength=n) > 0
+    return np.zeros(n, dtype=bool)
+
+
+def _first_invalid(value: Any, type_: pa.DataType, path: str) -> str | None:
+    """Where in `value` (a row's value with its text as bytes) the first text that is not UTF-8
+    is, and at which byte."""
+    if value is None:
+        return None
+    if isinstance(value, bytes) and _text_type(type_):
+        try:
+            value.decode("utf-8")
+        except UnicodeDecodeError as err:
+            # A lone surrogate's UTF-8 form (what a JSON source's "\ud800" becomes) says so.
+            surrogate = value[err.start : err.start + 2] >= b"\xed\xa0"
+            surrogate &= value[err.start : err.start + 1] == b"\xed"
+            kind = " (a lone surrogate)" if surrogate else ""
+            return f"{path}: not UTF-8 at byte {err.start}{kind}"
+        return None
+    if pa.types.is_struct(type_):
+        for i in range(type_.num_fields):
+            f = type_.field(i)
+            where = _first_invalid(value.get(f.name), f.type, f"{path}.{f.name}")
+            if where is not None:
+                return where
+    elif pa.types.is_map(type_):
+        for k, (key, item) in enumerate(value):
+            where = _first_invalid(key, type_.key_type, f"{path}[{k}].key")
+            where = where or _first_invalid(item, type_.item_type, f"{path}[{k}].value")
+            if where is not None:
+                return where
+    elif pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        for k, item in enumerate(value):
+            where = _first_invalid(item, type_.value_type, f"{path}[{k}]")
+            if where is not None:
+                return where
+    return None
+
+
+# ---------------------------------------------------------------------------------------------
+# mending it
+
+
+def _text_type(type_: pa.DataType) -> bool:
+    if pa.types.is_dictionary(type_):
+        return _text_type(type_.value_type)
+    return bool(pa.types.is_string(type_) or pa.types.is_large_string(type_))
+
+
+def _mended(value: Any, type_: pa.DataType) -> Any:
+    """A row's value with its text as bytes (`_binary`) back as text, invalid bytes U+FFFD."""
+    if value is None:
+        return None
+    if isinstance(value, bytes) and _text_type(type_):
+        return value.decode("utf-8", errors="replace")
+    if pa.types.is_struct(type_):
+        return {f.name: _mended(value.get(f.name), f.type) for f in type_}
+    if pa.types.is_map(type_):
+        return [(_mended(k, type_.key_type), _mended(v, type_.item_type)) for k, v in value]
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return [_mended(item, type_.value_type) for item in value]
+    return value
+
+
+def _binary(type_: pa.DataType) -> pa.DataType:
+    """`type_` with its text as binary data: what `cast` turns text into without checking it."""
+    if pa.types.is_string(type_):
+        return pa.binary()
+    if pa.types.is_large_string(type_):
+        return pa.large_binary()
+    if pa.types.is_dictionary(type_):
+        return _binary(type_.value_type)
+    if pa.types.is_struct(type_):
+        return pa.struct([f.with_type(_binary(f.type)) for f in type_])
+    if pa.types.is_map(type_):
+        return pa.map_(_binary(type_.key_type), _binary(type_.item_type))
+    if pa.types.is_large_list(type_):
+        return pa.large_list(type_.value_field.with_type(_binary(type_.value_type)))
+    if pa.types.is_list(type_):
+        return pa.list_(type_.value_field.with_type(_binary(type_.value_type)))
+    return type_
+
+
+def _as_binary(schema: pa.Schema) -> pa.Schema:
+    return pa.schema([f.with_type(_binary(f.type)) for f in schema], metadata=schema.metadata)
