@@ -221,6 +221,11 @@ def test_clean_and_audit_get_through_text_that_is_not_utf8(tmp_path: Path, worke
         audit = runner.invoke(main, ["audit", str(path), "--workers", workers])
         assert audit.exit_code == 0, audit.output
         assert "malformed_row" in audit.output
+    # explain too read the row with Python's strict decoder, and crashed
+    explained = runner.invoke(main, ["explain", str(source), "--row", "1"])
+    assert explained.exit_code == 0, explained.output
+    assert "malformed_row" in explained.output
+    assert "messages[1].content: not UTF-8 at byte 4" in explained.output
 
 
 def test_a_json_text_conversation_nested_too_deep_is_a_malformed_row(tmp_path: Path) -> None:

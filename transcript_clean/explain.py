@@ -8,6 +8,8 @@ from dataclasses import dataclass
 from difflib import SequenceMatcher
 from typing import Any
 
+import pyarrow as pa
+
 from transcript_clean.errors import SourceError
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.model import (
@@ -21,10 +23,11 @@ from transcript_clean.model import (
     ToolCall,
     ToolResult,
 )
-from transcript_clean.pipeline import clean_stored_row, holds_json_text
+from transcript_clean.pipeline import clean_stored_row, holds_json_text, not_utf8
 from transcript_clean.policy import Config
 from transcript_clean.rows import RepairStep, RowResult
 from transcript_clean.sources import Source
+from transcript_clean.utf8 import invalid_text, python_rows
 
 __all__ = [
     "Explanation",
@@ -46,8 +49,9 @@ class Explanation:
     result: RowResult
 
 
-def read_row(source: Source, number: int) -> Row:
-    """Row `number` (from 0, across the source's parts in order) as Python values."""
+def read_row(source: Source, number: int) -> tuple[Row, str | None]:
+    """Row `number` (from 0, across the source's parts in order) as Python values, and where
+    its first text that is not UTF-8 is, if any (the row then holds it mended, as rejects do)."""
     if number < 0:
         raise SourceError(f"{source.name}: row numbers start at 0, got {number}")
     offset = 0
@@ -57,16 +61,19 @@ def read_row(source: Source, number: int) -> Row:
             continue
         for batch in source.read(part, number - offset, number - offset + 1, 1):
             if batch.num_rows:
-                row: Row = batch.to_pylist()[0]
-                return row
+                table = pa.Table.from_batches([batch])
+                return python_rows(table)[0], invalid_text(table).get(0)
         break
     raise SourceError(f"{source.name}: there is no row {number} (it has {offset} rows)")
 
 
 def explain_row(source: Source, number: int, fmt: Format, config: Config) -> Explanation:
-    row = read_row(source, number)
-    as_json = holds_json_text(source.schema, fmt.column)
-    result = clean_stored_row(row, fmt, config, as_json=as_json, trace=True)
+    row, not_utf8_at = read_row(source, number)
+    if not_utf8_at is not None:
+        result = not_utf8(row, fmt, not_utf8_at)
+    else:
+        as_json = holds_json_text(source.schema, fmt.column)
+        result = clean_stored_row(row, fmt, config, as_json=as_json, trace=True)
     return Explanation(source.name, number, fmt.name, row, result)
 
 

@@ -55,6 +55,7 @@ __all__ = [
     "clean_row",
     "clean_stored_row",
     "holds_json_text",
+    "not_utf8",
     "reject_schema",
 ]
 
@@ -249,7 +250,7 @@ def _clean_rows(
         table = mend(table, [positions[k] for k in bad])
     rows = picked.to_pylist()
     results = [
-        _not_utf8(row, fmt, bad[k])
+        not_utf8(row, fmt, bad[k])
         if k in bad
         else clean_stored_row(row, fmt, config, as_json=as_json)
         for k, row in enumerate(rows)
@@ -269,7 +270,7 @@ def _clean_rows(
     return kept, _assemble_rejects(table, rejected, source, first_row), fitted
 
 
-def _not_utf8(row: Row, fmt: Format, where: str) -> RowResult:
+def not_utf8(row: Row, fmt: Format, where: str) -> RowResult:
     """The result of a row whose text is not UTF-8 at `where` (the row, mended)."""
     conversation = row.get(fmt.column)
     count = len(conversation) if isinstance(conversation, list) else 0
