@@ -101,7 +101,8 @@ class OpenAIView(ArrowView):
         self.scan = scan
 
     def again(self, column: pa.Array) -> OpenAIView:
-        return OpenAIView(column, _scan(column))
+        # What R2 would answer is no question for rows already repaired: not worked out again.
+        return OpenAIView(column, _scan(column, answers=False))
 
     def repair(self, rows: dict[str, Mask]) -> ArrowRepair:
         alone = dict(rows)
@@ -224,7 +225,7 @@ class _Scan:
         }
 
 
-def _scan(array: pa.Array) -> _Scan:
+def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     rows = len(array)
     nothing = np.zeros(rows, dtype=bool)
     none = np.zeros(rows, dtype=np.int64)
@@ -348,14 +349,14 @@ def _scan(array: pa.Array) -> _Scan:
         names={},
         duplicated=nothing,
     )
-    _calls(scan, is_tool, pending_at_end)
+    _calls(scan, is_tool, pending_at_end, answers)
     return scan
 
 
-def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
+def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> None:
     """Check the calls of the rows that passed the structural checks: each well formed and
     answered, in order, by its own id; count per row the calls pending at the end (one per id)
-    and the calls with invalid arguments, and write down R2's answers to those.
+    and the calls with invalid arguments, and (with `answers`) write down R2's answers to those.
 
     In such rows the k-th call of an answered turn is followed by its run's k-th tool message,
     so the calls of all such turns, flattened in order, line up one to one with their tool
@@ -434,6 +435,8 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask) -> None:
             as_mask(ids.is_null()), call_row, rows
         )
     scan.invalid = count(invalid, call_row, rows)
+    if not answers:
+        return
 
     # R2's answers: in a turn with an invalid call, that call's result becomes feedback and its
     # peers' `not_executed`, each in the place of the call's own result.
