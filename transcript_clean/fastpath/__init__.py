@@ -20,7 +20,7 @@ conservative by construction, so the two paths always agree.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -32,6 +32,7 @@ from transcript_clean.fastpath.base import (
     FastRepair,
     Mask,
     Verdicts,
+    any_of,
 )
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import TRAILING_TOOL_CALL, Rule, get_rule, rules
@@ -96,10 +97,10 @@ def fast_verdicts(
     enabled = list(rules() if enabled is None else enabled)
     may = possible_codes(view, fmt, enabled)
     read = ~view.unread
-    anything = _any(may.values(), view.rows)
+    anything = any_of(may.values(), view.rows)
 
     def only(code: str) -> Mask:
-        others = _any((m for c, m in may.items() if c != code), view.rows)
+        others = any_of((m for c, m in may.items() if c != code), view.rows)
         return read & may[code] & ~others
 
     nothing = np.zeros(view.rows, dtype=bool)
@@ -124,7 +125,7 @@ def fast_verdicts(
             if rows.any():
                 words = [rule.message] * int(rows.sum())
                 verdicts.rejects.append(FastReject(rule.code, rows, rows.astype(np.int64), words))
-    rejected = _any((r.rows for r in verdicts.rejects), view.rows)
+    rejected = any_of((r.rows for r in verdicts.rejects), view.rows)
     # Empty turns are set aside before any other code is looked for (R1), so a row the view
     # reads qualifies whatever else it may have: the view of the repaired row decides.
     to_repair = {
@@ -159,7 +160,7 @@ def _settle_repairs(
     accepted = np.zeros(view.rows, dtype=bool)
     for code, rows in to_repair.items():
         left = [m for c, m in may.items() if not (c == code and get_rule(c).survives_repair)]
-        ok = read & ~_any(left, again.rows)
+        ok = read & ~any_of(left, again.rows)
         mine = np.zeros(view.rows, dtype=bool)
         mine[fixed.subset[ok]] = True
         mine &= rows
@@ -171,10 +172,3 @@ def _settle_repairs(
             accepted |= mine
     verdicts.repaired = accepted
     verdicts.repaired_column = fixed.column.filter(pa.array(accepted[fixed.subset]))
-
-
-def _any(masks: Iterable[Mask], rows: int) -> Mask:
-    out = np.zeros(rows, dtype=bool)
-    for mask in masks:
-        out |= mask
-    return out

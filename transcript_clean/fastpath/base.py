@@ -3,6 +3,7 @@ verdicts worked out from it, and Arrow and NumPy helpers."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -220,6 +221,14 @@ def as_mask(array: pa.Array | pa.ChunkedArray, fill: bool = False) -> Mask:
 def rows_with(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Mask:
     """Rows where any of their elements is flagged."""
     return count(flags, parent, rows) > 0
+
+
+def any_of(masks: Iterable[Mask], rows: int) -> Mask:
+    """Per row, whether any of `masks` holds it (none for no masks)."""
+    out = np.zeros(rows, dtype=bool)
+    for mask in masks:
+        out |= mask
+    return out
 
 
 def count(

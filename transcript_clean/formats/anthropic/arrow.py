@@ -23,6 +23,7 @@ from transcript_clean.fastpath.base import (
     ArrowView,
     Counts,
     Mask,
+    any_of,
     as_mask,
     count,
     drop_elements,
@@ -159,7 +160,7 @@ class AnthropicView(ArrowView):
             cuttable = count(self.is_assistant & before, parent, count_rows) > 0
             alone[UNANSWERED_TOOL_CALL] &= cuttable
             drop |= ~before & alone[UNANSWERED_TOOL_CALL][parent]
-        subset = np.flatnonzero(np.logical_or.reduce(list(alone.values())))
+        subset = np.flatnonzero(any_of(alone.values(), count_rows))
         row_at = np.full(count_rows, -1, dtype=np.int64)
         row_at[subset] = np.arange(len(subset), dtype=np.int64)
         chosen = np.flatnonzero(row_at[parent] >= 0)

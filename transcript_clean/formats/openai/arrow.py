@@ -7,7 +7,6 @@ a cut) in Arrow, writing the rows back in the column's own type.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
@@ -23,6 +22,7 @@ from transcript_clean.fastpath.base import (
     Counts,
     FastReject,
     Mask,
+    any_of,
     as_mask,
     count,
     drop_elements,
@@ -109,18 +109,11 @@ class OpenAIView(ArrowView):
         rejects = []
         if UNANSWERED_TOOL_CALL in alone:
             rejects = _reject_uncuttable(self.scan, alone)
-        subset = np.flatnonzero(_any_row(alone.values(), self.rows))
+        subset = np.flatnonzero(any_of(alone.values(), self.rows))
         if not len(subset):
             return ArrowRepair(subset, self.array.slice(0, 0), {}, rejects)
         column, occurrences = _repair(self.array.type, self.scan, alone, subset)
         return ArrowRepair(subset, column, occurrences, rejects)
-
-
-def _any_row(masks: Iterable[Mask], rows: int) -> Mask:
-    out = np.zeros(rows, dtype=bool)
-    for mask in masks:
-        out |= mask
-    return out
 
 
 def _reject_uncuttable(scan: _Scan, alone: dict[str, Mask]) -> list[FastReject]:

@@ -28,6 +28,7 @@ from transcript_clean.fastpath.base import (
     Counts,
     FastReject,
     Mask,
+    any_of,
     as_mask,
     count,
     drop_elements,
@@ -347,7 +348,7 @@ def _drop_turns(
     drop = np.zeros(len(parent), dtype=bool)
     for code, rows_ in alone.items():
         drop |= droppable[code] & rows_[parent]
-    candidates = np.flatnonzero(np.logical_or.reduce(list(alone.values())))
+    candidates = np.flatnonzero(any_of(alone.values(), len(array)))
     row_at = np.full(rows, -1, dtype=np.int64)
     row_at[candidates] = np.arange(len(candidates), dtype=np.int64)
     chosen = np.flatnonzero(row_at[parent] >= 0)
