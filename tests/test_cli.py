@@ -119,7 +119,9 @@ class _Terminal:
 
 
 class _Named:
-    name, column = "sample", "messages"
+    """What `Progress.start` reads of a source and of a format."""
+
+    name, column, note = "sample", "messages", None
 
 
 @pytest.mark.parametrize("terminal", [True, False])

@@ -10,8 +10,10 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 from sources_helpers import JSON_ROWS, rows, write_json
 
+from transcript_clean.cli import main
 from transcript_clean.errors import SourceError
 from transcript_clean.sources import (
     JSON_COLUMNS_KEY,
@@ -245,3 +247,51 @@ def test_bad_json_around_a_deep_value_is_still_an_error(tmp_path: Path) -> None:
     path.write_text('{"messages": ' + _deep(5000) + ", }\n", encoding="utf-8")
     with pytest.raises(SourceError, match="line 1: invalid JSON"):
         open_source(str(path))
+
+
+# ---------------------------------------------------------------------------------------------
+# files known by their content (issue 15, item 2)
+
+
+def test_files_without_a_known_name_are_read_by_their_content(tmp_path: Path) -> None:
+    rows = [{"messages": [{"role": "user", "content": "hi"}], "id": i} for i in range(3)]
+    lines = tmp_path / "run.log"
+    lines.write_text("\n".join(json.dumps(r) for r in rows) + "\n", encoding="utf-8")
+    array = tmp_path / "export"  # no extension at all
+    array.write_text(json.dumps(rows), encoding="utf-8")
+    parquet = tmp_path / "table.data"
+    pq.write_table(pa.Table.from_pylist(rows), parquet)
+    for path in (lines, array, parquet):
+        source = open_source(str(path))
+        assert source.num_rows == 3, path
+        table = pa.Table.from_batches(list(source.read(source.parts()[0])))
+        assert table.column("id").to_pylist() == [0, 1, 2]
+    garbage = tmp_path / "notes.txt"
+    garbage.write_text("not a table", encoding="utf-8")
+    with pytest.raises(SourceError, match=r"notes.txt: neither Parquet .* nor JSON"):
+        open_source(str(garbage))
+
+
+def test_a_file_that_is_a_list_of_messages_is_one_conversation(tmp_path: Path) -> None:
+    # mini-swe-agent and other harnesses save a trajectory so: no conversation column.
+    messages = [
+        {"role": "system", "content": "You are an agent."},
+        {"role": "user", "content": "Fix the bug."},
+        {"role": "assistant", "content": "Done."},
+    ]
+    path = tmp_path / "run.traj"
+    path.write_text(json.dumps(messages), encoding="utf-8")
+    source = open_source(str(path))
+    assert source.num_rows == 1
+    assert source.note is not None and "run.traj: a list of messages" in source.note
+    [row] = pa.Table.from_batches(list(source.read(source.parts()[0]))).to_pylist()
+    assert [m["role"] for m in row["messages"]] == ["system", "user", "assistant"]
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["clean", str(path), str(out)])
+    assert result.exit_code == 0, result.output
+    assert "read as one conversation in column 'messages'" in result.output
+    assert pq.read_table(out / "data").num_rows == 1
+    # rows that hold conversations are rows, even when they also carry a role
+    rows = [{"role": "agent", "messages": messages}]
+    path.write_text(json.dumps(rows), encoding="utf-8")
+    assert open_source(str(path)).note is None

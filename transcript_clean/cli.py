@@ -246,7 +246,8 @@ class Progress:
 
     def start(self, src: Any, fmt: Any, total: int | None) -> None:
         if not self.quiet:
-            click.echo(f"reading {src.name} as {fmt.name} (column {fmt.column!r})", err=True)
+            note = "" if src.note is None else f"; {src.note}"
+            click.echo(f"reading {src.name} as {fmt.name} (column {fmt.column!r}{note})", err=True)
         if self.quiet or not sys.stderr.isatty():
             return  # no bar: tqdm is not even imported (it starts a monitor thread)
         from tqdm import tqdm

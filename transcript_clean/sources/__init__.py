@@ -28,6 +28,7 @@ from transcript_clean.sources.base import (
     Part,
     Source,
     hidden,
+    is_json_file,
     is_json_name,
     json_columns,
 )
@@ -75,8 +76,8 @@ def open_source(
     """Open what `spec` names, checked in this order:
 
     - with `data_files`: `datasets.load_dataset(spec, data_files=...)` (see `load_hub`);
-    - a file: JSON when its name ends in `.json`, `.jsonl` or `.ndjson` (each maybe `.gz`), else
-      Parquet;
+    - a file: JSON when its name ends in `.json`, `.jsonl` or `.ndjson` (each maybe `.gz`),
+      Parquet when in `.parquet`, and otherwise as its first bytes say (`is_json_file`);
     - a folder: a `DatasetDict` saved by `save_to_disk` (has `dataset_dict.json`; needs `split`),
       a `Dataset` saved by it (has `state.json`), else every `*.parquet` file below it, sorted by
       path, skipping names that start with `.` or `_`;
@@ -188,10 +189,10 @@ def _glob_root(pattern: Path) -> Path:
 
 def _open_files(spec: str, files: list[Path], root: Path) -> Source:
     """A Parquet or JSON source over `files`, which lie in `root` (or are `root`)."""
-    json_files = [file for file in files if is_json_name(file.name)]
+    json_files = [file for file in files if is_json_file(file)]
     if not json_files:
         return ParquetSource(spec, files, root)
     if len(json_files) == len(files):
         return JsonSource(spec, files, root)
-    other = next(file for file in files if not is_json_name(file.name))
+    other = next(file for file in files if file not in json_files)
     raise SourceError(f"{spec} mixes JSON files ({json_files[0]}) with others ({other})")

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from transcript_clean.errors import SourceError
 from transcript_clean.sizes import cut_by_bytes
 
 DEFAULT_BATCH_SIZE = 4096
@@ -54,6 +55,8 @@ class Source(ABC):
     def __init__(self, name: str, schema: pa.Schema) -> None:
         self.name = name
         self.schema = schema
+        self.note: str | None = None
+        """What the user should know about how the source was read, said beside its name."""
 
     @abstractmethod
     def parts(self) -> list[Part]:
@@ -118,6 +121,29 @@ def hidden(relative: Path) -> bool:
 
 def is_json_name(name: str) -> bool:
     return name.removesuffix(".gz").endswith(_JSON_SUFFIXES)
+
+
+def is_json_file(path: Path) -> bool:
+    """Whether `path` holds JSON or JSON Lines rather than Parquet: by its name where the name
+    says (`.json`, `.jsonl`, `.ndjson`, maybe `.gz`; `.parquet`), else by its first bytes, so
+    that an agent harness's `.traj` or `.log` file, or one with no extension, reads too."""
+    if is_json_name(path.name):
+        return True
+    if path.name.endswith(".parquet"):
+        return False
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(64)
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc}") from exc
+    if head.startswith(b"PAR1"):
+        return False
+    if head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"[", b"{"):
+        return True
+    raise SourceError(
+        f"{path}: neither Parquet (it does not start with PAR1) nor JSON (it starts with "
+        f"{head[:16]!r}); a Parquet, JSON or JSON Lines file is expected"
+    )
 
 
 def label(file: Path, root: Path) -> str:

@@ -43,9 +43,13 @@ class JsonSource(FileSource):
         rows: list[dict[str, Any]] = []
         self._parts: list[Part] = []
         digests = []
+        conversations = []
         for file in files:
             data = _read_bytes(file)
             file_rows = _json_rows(file, data)
+            if _is_one_conversation(file_rows):
+                file_rows = [{CONVERSATION_COLUMN: file_rows}]
+                conversations.append(file)
             self._parts.append(Part(str(file), len(file_rows), len(rows)))
             rows.extend(file_rows)
             digests.append((label(file, root), hashlib.sha256(data).hexdigest()))
@@ -53,6 +57,12 @@ class JsonSource(FileSource):
         self._table = rows_to_table(rows)
         self._fingerprint = digest("json", digests)
         super().__init__(name, self._table.schema)
+        if conversations:
+            what = "a list of messages" if len(conversations) == 1 else "lists of messages"
+            self.note = (
+                f"{', '.join(f.name for f in conversations)}: {what}, read as one conversation "
+                f"in column {CONVERSATION_COLUMN!r}"
+            )
 
     def read(
         self,
@@ -70,6 +80,23 @@ class JsonSource(FileSource):
     def fingerprint(self) -> str:
         """From each file's name and the bytes that were read."""
         return self._fingerprint
+
+
+CONVERSATION_COLUMN = "messages"
+"""The column a file holding one conversation (a list of messages) is read into."""
+
+
+def _is_one_conversation(rows: list[dict[str, Any]]) -> bool:
+    """Whether a file's rows are the messages of one conversation, as agent harnesses save a
+    trajectory: every row has a `role` and none holds a conversation of its own."""
+    return bool(rows) and all(
+        "role" in row
+        and not any(
+            isinstance(v, list) and v and isinstance(v[0], dict) and "role" in v[0]
+            for v in row.values()
+        )
+        for row in rows
+    )
 
 
 def _read_bytes(file: Path) -> bytes:
