@@ -10,6 +10,7 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from transcript_clean.errors import (
+    AccountingError,
     ConfigError,
     FormatError,
     ModelError,
@@ -32,6 +33,7 @@ if TYPE_CHECKING:
 __version__ = "0.1.0"
 
 __all__ = [
+    "AccountingError",
     "Config",
     "ConfigError",
     "FormatError",
