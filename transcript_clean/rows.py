@@ -134,7 +134,7 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
         positions = [i for i in positions if i not in gone]
     for index in dropped:
         result.violations.append(Violation(EMPTY_ASSISTANT_TURN, index, None, empty_message(index)))
-    for v in find_violations(work):
+    for v in find_violations(work, config):
         at = positions[v.index] if v.index is not None else None
         if at != v.index:
             message = v.message.replace(f"message {v.index}:", f"message {at}:", 1)
@@ -170,7 +170,7 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
     if current is not work:
         remaining = [
             v
-            for v in find_violations(current)
+            for v in find_violations(current, config)
             if not get_rule(v.code).survives_repair and config.action(v.code) != "keep"
         ]
     if remaining:

@@ -20,9 +20,10 @@ conservative by construction, so the two paths always agree.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterable, Sequence
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from transcript_clean.fastpath.base import (
@@ -60,14 +61,18 @@ def possible_codes(
     view: ArrowView, fmt: Format, enabled: Sequence[Rule] | None = None
 ) -> dict[str, Mask]:
     """Per enabled rule, the rows of the view that may have its code: its own Arrow check for
-    this format, else the view's, else every row."""
+    this format, else the view's, else every row. A code of decoding or encoding needs no check:
+    a row the view reads decodes as the decoder reads it, and the fast path writes it in the
+    input's own Arrow type, never through the encoder."""
     out: dict[str, Mask] = {}
     for rule in rules() if enabled is None else enabled:
-        check = rule.arrow.get(fmt.name) or rule.arrow.get("*")
+        check = rule.arrow.get(fmt.name)
         if check is not None:
             out[rule.code] = check(view)
         elif rule.code in view.checks:
             out[rule.code] = view.checks[rule.code]
+        elif rule.stage in ("decode", "encode"):
+            out[rule.code] = view.unread
         else:
             out[rule.code] = np.ones(view.rows, dtype=bool)
     return out
@@ -97,16 +102,16 @@ def fast_verdicts(
     enabled = list(rules() if enabled is None else enabled)
     may = possible_codes(view, fmt, enabled)
     read = ~view.unread
-    anything = any_of(may.values(), view.rows)
+    possible = _how_many(may.values(), view.rows)
+    alone: Mask = read & (possible == 1)
 
     def only(code: str) -> Mask:
-        others = any_of((m for c, m in may.items() if c != code), view.rows)
-        return read & may[code] & ~others
+        return alone & may[code]
 
     nothing = np.zeros(view.rows, dtype=bool)
     trailing = only(TRAILING_TOOL_CALL) if keep_trailing and TRAILING_TOOL_CALL in may else nothing
     verdicts = Verdicts(
-        clean=read & ~anything,
+        clean=read & (possible == 0),
         trailing=trailing,
         trailing_calls=view.trailing_calls,
         repaired=nothing.copy(),
@@ -172,3 +177,11 @@ def _settle_repairs(
             accepted |= mine
     verdicts.repaired = accepted
     verdicts.repaired_column = fixed.column.filter(pa.array(accepted[fixed.subset]))
+
+
+def _how_many(masks: Iterable[Mask], rows: int) -> npt.NDArray[np.int64]:
+    """Per row, how many of `masks` hold it."""
+    out = np.zeros(rows, dtype=np.int64)
+    for mask in masks:
+        out += mask
+    return out

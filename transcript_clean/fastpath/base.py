@@ -3,8 +3,9 @@ verdicts worked out from it, and Arrow and NumPy helpers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -13,6 +14,8 @@ import pyarrow.compute as pc
 
 from transcript_clean.formats.base import strict_loads
 from transcript_clean.rules import TRAILING_TOOL_CALL
+
+V = TypeVar("V")
 
 Mask = npt.NDArray[np.bool_]
 Counts = npt.NDArray[np.int64]
@@ -328,6 +331,41 @@ def is_object(text: str) -> bool:
         return isinstance(strict_loads(text), dict)
     except (ValueError, RecursionError):
         return False
+
+
+@dataclass(slots=True, frozen=True)
+class Subset:
+    """Some rows of a batch, to be written anew, and their flattened elements."""
+
+    rows: Counts
+    """The rows, by position in the batch."""
+    elements: Counts
+    """Their elements, by position among the batch's flattened elements."""
+    parent: Counts
+    """Each of those elements' row, by position in `rows`."""
+
+    @classmethod
+    def of(cls, rows: Counts, parent: Counts, batch_rows: int) -> Subset:
+        """The rows at `rows` of a batch of `batch_rows` rows whose elements' rows are `parent`."""
+        row_at = np.full(batch_rows, -1, dtype=np.int64)
+        row_at[rows] = np.arange(len(rows), dtype=np.int64)
+        elements = np.flatnonzero(row_at[parent] >= 0)
+        return cls(rows, elements, row_at[parent[elements]])
+
+    def renumbered(self, values: Mapping[int, V]) -> dict[int, V]:
+        """`values`, kept by the positions of batch elements, kept by their positions among the
+        subset's elements instead (those of other rows left out)."""
+        out: dict[int, V] = {}
+        for element, value in values.items():
+            at = int(np.searchsorted(self.elements, element))
+            if at < len(self.elements) and self.elements[at] == element:
+                out[at] = value
+        return out
+
+    def column(self, type_: pa.DataType, values: pa.Array, drop: Mask) -> pa.Array:
+        """The subset's rows as a list column of `type_`, from `values` (their elements, in
+        order) without the elements `drop` flags (among the batch's)."""
+        return drop_elements(type_, len(self.rows), values, drop[self.elements], self.parent)
 
 
 def drop_elements(

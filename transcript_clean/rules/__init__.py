@@ -43,6 +43,7 @@ from transcript_clean.rules.unknown_role import CODE as UNKNOWN_ROLE
 
 if TYPE_CHECKING:
     from transcript_clean.model import Message
+    from transcript_clean.policy import Config
 
 __all__ = [
     "ACTIONS",
@@ -93,34 +94,36 @@ def discover() -> list[Rule]:
 
 
 def _ordered(found: Sequence[Rule]) -> list[Rule]:
+    return list(_by_code(found).values())
+
+
+def _by_code(found: Sequence[Rule]) -> dict[str, Rule]:
+    """The rules by code, in their order (a dict keeps it)."""
     by_code: dict[str, Rule] = {}
-    for rule in found:
+    for rule in sorted(found, key=lambda r: (r.order, r.code)):
         if rule.code in by_code:
             raise ValueError(f"two rules have the code {rule.code!r}")
         by_code[rule.code] = rule
-    return sorted(by_code.values(), key=lambda r: (r.order, r.code))
+    return by_code
 
 
-_registry: list[Rule] = discover()
-RULES: Final = tuple(_registry)
+_registry: dict[str, Rule] = _by_code(discover())
+RULES: Final = tuple(_registry.values())
 """The rules this package ships, in order (`rules()` also holds any registered since)."""
 
 
 def rules() -> tuple[Rule, ...]:
     """Every rule, in order: those of this package and any `registered` since."""
-    return tuple(_registry)
+    return tuple(_registry.values())
 
 
 def codes() -> tuple[str, ...]:
     """The codes, in the order the cleaner meets them: the keys of the stats table."""
-    return tuple(rule.code for rule in _registry)
+    return tuple(_registry)
 
 
 def get_rule(code: str) -> Rule:
-    for rule in _registry:
-        if rule.code == code:
-            return rule
-    raise KeyError(code)
+    return _registry[code]
 
 
 @contextmanager
@@ -129,7 +132,7 @@ def registered(rule: Rule) -> Iterator[Rule]:
     package: a plugin, or a test's)."""
     global _registry
     before = _registry
-    _registry = _ordered([*before, rule])
+    _registry = _by_code([*before.values(), rule])
     try:
         yield rule
     finally:
@@ -138,25 +141,26 @@ def registered(rule: Rule) -> Iterator[Rule]:
 
 def repair_chain() -> list[Rule]:
     """The rules with a repair of the transcript, in the order they run (R2-R5)."""
-    return [rule for rule in _registry if rule.repair is not None]
+    return [rule for rule in _registry.values() if rule.repair is not None]
 
 
-def find_violations(messages: Sequence[Message]) -> list[Violation]:
+def find_violations(messages: Sequence[Message], config: Config | None = None) -> list[Violation]:
     """Every rule's violations in a transcript whose empty turns are already set aside, rule by
-    rule in order."""
+    rule in order; with `config`, of the rules a run with it looks for (`Rule.enabled`), as the
+    fast path does."""
     walk = Walk(messages)
     found: list[Violation] = []
-    for rule in _registry:
-        if rule.find is not None:
+    for rule in _registry.values():
+        if rule.find is not None and (config is None or rule.enabled(config)):
             found.extend(rule.find(walk))
     return found
 
 
 def describe(code: str, index: int, call_id: str | None) -> str:
     """The words for a violation of the walk of SPEC section 3 (`TranscriptError`)."""
-    for rule in _registry:
-        if rule.code == code and rule.describe is not None:
-            return rule.describe(index, call_id)
+    rule = _registry.get(code)
+    if rule is not None and rule.describe is not None:
+        return rule.describe(index, call_id)
     return f"message {index}: {code}"
 
 
@@ -201,7 +205,7 @@ def config_toml(name: str) -> str:
     `configs/<name>.toml` holds (a test checks they agree; `scripts/make_configs.py` writes
     them)."""
     lines = [_CONFIG_HEADS[name], "[actions]"]
-    for rule in _registry:
+    for rule in _registry.values():
         if name == "default":
             lines += textwrap.wrap(
                 rule.actions_help, width=99, initial_indent="# ", subsequent_indent="# "
@@ -214,7 +218,7 @@ def config_toml(name: str) -> str:
 def codes_table() -> str:
     """The README's codes table, in Markdown (between its `codes:start` and `codes:end`)."""
     rows = ["| code | found when | default | strict |", "| --- | --- | --- | --- |"]
-    for rule in _registry:
+    for rule in _registry.values():
         default, strict = _action_text(rule, rule.default), _action_text(rule, rule.strict)
         rows.append(f"| `{rule.code}` | {rule.summary} | {default} | {strict} |")
     return "\n".join(rows) + "\n"

@@ -69,12 +69,13 @@ class Walk:
     """A transcript being checked, with what several rules read of it worked out once: the walk
     of SPEC section 3 and the calls pending at its end."""
 
-    __slots__ = ("_errors", "_trailing", "messages")
+    __slots__ = ("_errors", "_trailing", "_trailing_known", "messages")
 
     def __init__(self, messages: Sequence[Message]) -> None:
         self.messages = messages
         self._errors: list[TranscriptError] | None = None
-        self._trailing: tuple[int, tuple[str, ...]] | bool | None = False
+        self._trailing: tuple[int, tuple[str, ...]] | None = None
+        self._trailing_known = False
 
     @property
     def errors(self) -> list[TranscriptError]:
@@ -85,9 +86,9 @@ class Walk:
     @property
     def trailing(self) -> tuple[int, tuple[str, ...]] | None:
         """The last assistant turn and its call ids, when they are pending at the very end."""
-        if self._trailing is False:
+        if not self._trailing_known:
             self._trailing = trailing_calls(self.messages)
-        assert self._trailing is not True
+            self._trailing_known = True
         return self._trailing
 
     def errors_of(self, code: str) -> list[TranscriptError]:

@@ -18,9 +18,8 @@ from transcript_clean.rules.base import (
     Violation,
     Walk,
     put_results,
-    trailing_calls,
 )
-from transcript_clean.transcript import UNANSWERED_TOOL_CALL, tool_result_message, transcript_errors
+from transcript_clean.transcript import UNANSWERED_TOOL_CALL, tool_result_message
 
 if TYPE_CHECKING:
     from transcript_clean.policy import Config
@@ -52,10 +51,11 @@ def find(walk: Walk) -> Iterator[Violation]:
 
 def _unanswered(messages: Sequence[Message], include_trailing: bool) -> dict[int, list[str]]:
     """The unanswered call ids by the index of the turn that made them."""
-    trailing = trailing_calls(messages)
+    walk = Walk(messages)
+    trailing = walk.trailing
     by_turn: dict[int, list[str]] = {}
-    for error in transcript_errors(messages):
-        if error.code != CODE or error.call_id is None:
+    for error in walk.errors_of(CODE):
+        if error.call_id is None:
             continue
         if not include_trailing and trailing is not None and error.index == trailing[0]:
             continue

@@ -23,10 +23,10 @@ from transcript_clean.fastpath.base import (
     ArrowView,
     Counts,
     Mask,
+    Subset,
     any_of,
     as_mask,
     count,
-    drop_elements,
     field_type,
     first_flagged,
     flatten,
@@ -46,12 +46,10 @@ from transcript_clean.rules import (
     DUPLICATE_CALL_ID,
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
-    MALFORMED_ROW,
     NO_ASSISTANT_TURN,
     ORPHAN_TOOL_RESULT,
     TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
-    UNKNOWN_ROLE,
 )
 
 __all__ = ["anthropic_view"]
@@ -60,8 +58,6 @@ __all__ = ["anthropic_view"]
 # would, with arguments that are objects, every result answering a call of the turn before, no
 # assistant message after another.
 _NEVER = (
-    MALFORMED_ROW,
-    UNKNOWN_ROLE,
     DUPLICATE_CALL_ID,  # a turn with a repeated id is left to the per-row path (`_blocks`)
     INVALID_TOOL_ARGUMENTS,
     ORPHAN_TOOL_RESULT,
@@ -160,21 +156,16 @@ class AnthropicView(ArrowView):
             cuttable = count(self.is_assistant & before, parent, count_rows) > 0
             alone[UNANSWERED_TOOL_CALL] &= cuttable
             drop |= ~before & alone[UNANSWERED_TOOL_CALL][parent]
-        subset = np.flatnonzero(any_of(alone.values(), count_rows))
-        row_at = np.full(count_rows, -1, dtype=np.int64)
-        row_at[subset] = np.arange(len(subset), dtype=np.int64)
-        chosen = np.flatnonzero(row_at[parent] >= 0)
-        messages = pc.list_flatten(self.array).take(indices(chosen))
-        column = drop_elements(
-            self.array.type, len(subset), messages, drop[chosen], row_at[parent[chosen]]
-        )
+        chosen = Subset.of(np.flatnonzero(any_of(alone.values(), count_rows)), parent, count_rows)
+        messages = pc.list_flatten(self.array).take(indices(chosen.elements))
+        column = chosen.column(self.array.type, messages, drop)
         occurrences = {
             EMPTY_ASSISTANT_TURN: count(self.blank, parent, count_rows),
             UNANSWERED_TOOL_CALL: count(
                 self.unanswered > 0, parent, count_rows, weights=self.unanswered
             ),
         }
-        return ArrowRepair(subset, column, {c: occurrences[c] for c in alone})
+        return ArrowRepair(chosen.rows, column, {c: occurrences[c] for c in alone})
 
 
 def _content_type(type_: pa.DataType) -> pa.DataType | None:

@@ -22,10 +22,10 @@ from transcript_clean.fastpath.base import (
     Counts,
     FastReject,
     Mask,
+    Subset,
     any_of,
     as_mask,
     count,
-    drop_elements,
     field_type,
     first_flagged,
     flatten,
@@ -44,12 +44,10 @@ from transcript_clean.rules import (
     DUPLICATE_CALL_ID,
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
-    MALFORMED_ROW,
     NO_ASSISTANT_TURN,
     ORPHAN_TOOL_RESULT,
     TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
-    UNKNOWN_ROLE,
 )
 from transcript_clean.rules.unanswered_tool_call import uncuttable
 from transcript_clean.transcript import (
@@ -87,10 +85,7 @@ class OpenAIView(ArrowView):
     repairs = REPAIRS
 
     def __init__(self, array: pa.Array, scan: _Scan) -> None:
-        nothing = np.zeros(scan.rows, dtype=bool)
         checks = {
-            MALFORMED_ROW: nothing,
-            UNKNOWN_ROLE: nothing,
             **scan.kinds(),
             TRAILING_TOOL_CALL: scan.trailing,
             NO_ASSISTANT_TURN: scan.unsaid,
@@ -497,18 +492,13 @@ def _repair(
     }
 
     # Only the subset's messages are rewritten: their positions among the batch's, renumbered.
-    row_at = np.full(rows, -1, dtype=np.int64)
-    row_at[subset] = np.arange(len(subset), dtype=np.int64)
-    chosen = np.flatnonzero(row_at[parent] >= 0)
-    at = np.full(len(parent), -1, dtype=np.int64)
-    at[chosen] = np.arange(len(chosen), dtype=np.int64)
+    chosen = Subset.of(subset, parent, rows)
     values = _rewrite(
-        scan.msgs.take(indices(chosen)),
-        {int(at[i]): text for i, text in texts.items()},
-        {int(at[i]): scan.names.get(i) for i in fresh},
+        scan.msgs.take(indices(chosen.elements)),
+        chosen.renumbered(texts),
+        chosen.renumbered({i: scan.names.get(i) for i in fresh}),
     )
-    column = drop_elements(type_, len(subset), values, drop[chosen], row_at[parent[chosen]])
-    return column, counts
+    return chosen.column(type_, values, drop), counts
 
 
 def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: dict[int, str | None]) -> pa.Array:

@@ -28,10 +28,10 @@ from transcript_clean.fastpath.base import (
     Counts,
     FastReject,
     Mask,
+    Subset,
     any_of,
     as_mask,
     count,
-    drop_elements,
     field_type,
     first_flagged,
     flatten,
@@ -70,7 +70,7 @@ cuts before a message whose calls a human turn leaves unanswered."""
 # The codes a row this view reads never has: invalid calls, and consecutive turns it cannot
 # merge, leave their rows to the per-row path. ShareGPT holds no call ids: the decoder mints one
 # per call, so none is ever repeated.
-_NEVER = (MALFORMED_ROW, UNKNOWN_ROLE, DUPLICATE_CALL_ID, INVALID_TOOL_ARGUMENTS)
+_NEVER = (DUPLICATE_CALL_ID, INVALID_TOOL_ARGUMENTS)
 
 
 def sharegpt_view(
@@ -348,25 +348,15 @@ def _drop_turns(
     drop = np.zeros(len(parent), dtype=bool)
     for code, rows_ in alone.items():
         drop |= droppable[code] & rows_[parent]
-    candidates = np.flatnonzero(any_of(alone.values(), len(array)))
-    row_at = np.full(rows, -1, dtype=np.int64)
-    row_at[candidates] = np.arange(len(candidates), dtype=np.int64)
-    chosen = np.flatnonzero(row_at[parent] >= 0)
-    values = turns.take(indices(chosen))
+    chosen = Subset.of(np.flatnonzero(any_of(alone.values(), rows)), parent, rows)
+    values = turns.take(indices(chosen.elements))
     merged = alone.get(CONSECUTIVE_ASSISTANT)
-    texts = (
-        {}
-        if merged is None
-        else _merged_texts(turns, droppable[CONSECUTIVE_ASSISTANT] & merged[parent])
-    )
-    if texts:
-        at = np.full(len(parent), -1, dtype=np.int64)
-        at[chosen] = np.arange(len(chosen), dtype=np.int64)
-        mine = {int(at[i]): text for i, text in texts.items() if at[i] >= 0}
-        values = with_field(values, "value", mine)
-    fixed = drop_elements(array.type, len(candidates), values, drop[chosen], row_at[parent[chosen]])
+    if merged is not None:
+        texts = _merged_texts(turns, droppable[CONSECUTIVE_ASSISTANT] & merged[parent])
+        values = with_field(values, "value", chosen.renumbered(texts))
+    fixed = chosen.column(array.type, values, drop)
     occurrences = {code: count(droppable[code], parent, rows) for code in alone}
-    return ArrowRepair(candidates, fixed, occurrences)
+    return ArrowRepair(chosen.rows, fixed, occurrences)
 
 
 def _sharegpt_shape(type_: pa.DataType) -> bool:
