@@ -22,7 +22,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.fastpath.base import replaced
+from transcript_clean.fastpath.base import flagged_within, replaced
 
 __all__ = ["MENDED", "invalid_text", "mend", "python_rows", "reject_message"]
 
@@ -137,33 +137,20 @@ def _text_leaves(array: pa.Array) -> Iterator[pa.Array]:
 
 def _bad_elements(array: pa.Array) -> Mask:
     """Per element of `array`, whether any string in it is not UTF-8."""
+    return flagged_within(array, _bad_strings)
+
+
+def _bad_strings(array: pa.Array) -> Mask | None:
+    """Per element, for a string array, whether it is not UTF-8; nothing to look into for an
+    array without text; None for the others."""
     type_ = array.type
-    n = len(array)
     if pa.types.is_string(type_) or pa.types.is_large_string(type_):
         binary = array.view(pa.large_binary() if pa.types.is_large_string(type_) else pa.binary())
         ok = pc.fill_null(pc.match_substring_regex(binary, _UTF8), True)
         return ~np.asarray(ok.to_numpy(zero_copy_only=False), dtype=bool)
-    if pa.types.is_dictionary(type_):
-        words = _bad_elements(array.dictionary)
-        if not words.any():
-            return np.zeros(n, dtype=bool)
-        codes = pc.fill_null(array.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        used: Mask = words[codes] & ~np.asarray(array.is_null(), dtype=bool)
-        return used
-    if pa.types.is_struct(type_):
-        out = np.zeros(n, dtype=bool)
-        for child in array.flatten():
-            if _has_text(child.type):
-                out |= _bad_elements(child)
-        return out
-    if pa.types.is_map(type_):
-        array = pa.ListArray.from_arrays(array.offsets, array.items, mask=array.is_null())
-        type_ = array.type
-    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
-        parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
-        inner = _bad_elements(pc.list_flatten(array))
-        return np.bincount(parent[inner], minlength=n) > 0
-    return np.zeros(n, dtype=bool)
+    if not _has_text(type_):
+        return np.zeros(len(array), dtype=bool)
+    return None
 
 
 def _first_invalid(value: Any, type_: pa.DataType, path: str) -> str | None:

@@ -3,7 +3,7 @@ verdicts worked out from it, and Arrow and NumPy helpers."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -301,29 +301,41 @@ def finite(array: pa.Array) -> Mask:
     """Per element, whether every number in it is finite: strict JSON has no NaN or infinity,
     which a float column may hold. Nested too deep to look into: not known to be."""
     try:
-        return _finite(array)
+        return ~flagged_within(array, _not_finite)
     except RecursionError:
         return np.zeros(len(array), dtype=bool)
 
 
-def _finite(array: pa.Array) -> Mask:
-    type_ = array.type
-    if pa.types.is_floating(type_):
-        return as_mask(pc.is_finite(array), fill=True)
+def _not_finite(array: pa.Array) -> Mask | None:
+    if pa.types.is_floating(array.type):
+        return ~as_mask(pc.is_finite(array), fill=True)
+    return None
+
+
+def flagged_within(array: pa.Array, flag: Callable[[pa.Array], Mask | None]) -> Mask:
+    """Per element of `array`, whether any value within it (through structs, lists, maps' values
+    and dictionaries) is one `flag` flags. `flag` answers for the arrays it judges, per
+    element, and with None for the rest, which are looked into."""
+    flagged = flag(array)
+    if flagged is not None:
+        return flagged
+    type_, n = array.type, len(array)
+    if pa.types.is_dictionary(type_):
+        words = flagged_within(array.dictionary, flag)
+        if not words.any():
+            return np.zeros(n, dtype=bool)
+        codes = pc.fill_null(array.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        used: Mask = words[codes] & ~np.asarray(array.is_null(), dtype=bool)
+        return used
     if pa.types.is_struct(type_):
-        out = np.ones(len(array), dtype=bool)
-        for child in array.flatten():
-            out &= _finite(child)
-        return out
+        return any_of((flagged_within(child, flag) for child in array.flatten()), n)
     if pa.types.is_map(type_):
         array = pa.ListArray.from_arrays(array.offsets, array.items, mask=array.is_null())
         type_ = array.type
     if pa.types.is_list(type_) or pa.types.is_large_list(type_):
-        values = pc.list_flatten(array)
         parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
-        finite_rows: Mask = count(~_finite(values), parent, len(array)) == 0
-        return finite_rows
-    return np.ones(len(array), dtype=bool)
+        return rows_with(flagged_within(pc.list_flatten(array), flag), parent, n)
+    return np.zeros(n, dtype=bool)
 
 
 def is_object(text: str) -> bool:
