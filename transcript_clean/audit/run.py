@@ -103,35 +103,21 @@ class AuditBlocks:
     batch_bytes: int = DEFAULT_BATCH_BYTES
 
     def __call__(self, block: Block, progress: Callable[[int], None] | None = None) -> BlockAudit:
-        from transcript_clean.engine.local import with_verdicts
-        from transcript_clean.pipeline import clean_batch_parts
+        from transcript_clean.engine.local import cleaned_batches
 
         stats = Stats()
         collector = SampleCollector(self.samples)
         collector.source = block.part.name
-        row = block.start
-        batches = self.source.read(
-            block.part, block.start, block.stop, self.batch_size, self.batch_bytes
-        )
+        on_row = collector if self.samples else None
         # The verdicts worked out ahead, as `clean` does: the same rows, `first_row`s and
         # verdicts as a cleaning run's block.
-        for batch, verdicts in with_verdicts(batches, self.config, self.format):
-            cleaned = clean_batch_parts(
-                batch,
-                self.config,
-                format=self.format,
-                source=block.part.name,
-                first_row=row,
-                on_row=collector if self.samples else None,
-                verdicts=verdicts,
-            )
+        for cleaned, verdicts, row in cleaned_batches(block, self, on_row):
             if self.samples and verdicts is not None:
                 collector.settled(cleaned.table, verdicts, row)
             collector.batch += 1
             stats.merge(cleaned.stats)
-            row += batch.num_rows
             if progress is not None:
-                progress(batch.num_rows)
+                progress(cleaned.table.num_rows)
         return BlockAudit(stats, collector.samples(self.format, self.config))
 
 

@@ -29,7 +29,7 @@ import pyarrow as pa
 
 from transcript_clean.engine.workers import start_workers
 from transcript_clean.fastpath import Verdicts
-from transcript_clean.formats.base import Format
+from transcript_clean.formats.base import Format, Row
 from transcript_clean.pandas_free import keep_pandas_out
 from transcript_clean.pipeline import (
     CleanedBatch,
@@ -38,6 +38,7 @@ from transcript_clean.pipeline import (
     reject_schema,
 )
 from transcript_clean.policy import Config
+from transcript_clean.rows import RowResult
 from transcript_clean.sinks import (
     DEFAULT_ROW_GROUP_BYTES,
     ParquetShard,
@@ -172,7 +173,6 @@ def clean_block(
         reject_schema(schema),
         row_group_bytes=job.row_group_bytes,
     )
-    batches = job.source.read(block.part, block.start, block.stop, job.batch_size, job.batch_bytes)
     writes: deque[tuple[Future[None], int]] = deque()
     queued_bytes = 0
     # A shard writes a row group at a time, a pause every 16,384 rows, and the writer thread is
@@ -180,17 +180,8 @@ def clean_block(
     # cleaning. A queue of four row groups' worth beat one of one (docs/performance.md).
     queued_writes = max(2, QUEUED_ROWS // job.batch_size)
     try:
-        row = block.start
-        for batch, verdicts in with_verdicts(batches, job.config, job.format):
-            cleaned = clean_batch_parts(
-                batch,
-                job.config,
-                format=job.format,
-                source=block.part.name,
-                first_row=row,
-                verdicts=verdicts,
-            )
-            size = batch.nbytes
+        for cleaned, _, _ in cleaned_batches(block, job):
+            size = cleaned.table.nbytes
             writes.append((writer.submit(_write, data, cleaned, rejects), size))
             queued_bytes += size
             while len(writes) > queued_writes or (len(writes) > 2 and queued_bytes > QUEUED_BYTES):
@@ -198,9 +189,8 @@ def clean_block(
                 write.result()
                 queued_bytes -= size
             stats.merge(cleaned.stats)
-            row += batch.num_rows
             if progress is not None:
-                progress(batch.num_rows)
+                progress(cleaned.table.num_rows)
     except BaseException:
         for write, _ in writes:  # the files go once nothing writes to them any more
             wait([write])
@@ -231,6 +221,45 @@ def _finish(
         raise
     write_text_atomic(marker, json.dumps(stats.to_dict()))
     return stats
+
+
+class Reading(Protocol):
+    """What `cleaned_batches` reads a block with: a `BlockJob`, or an audit's block task."""
+
+    @property
+    def source(self) -> Source: ...
+    @property
+    def config(self) -> Config: ...
+    @property
+    def format(self) -> Format: ...
+    @property
+    def batch_size(self) -> int: ...
+    @property
+    def batch_bytes(self) -> int: ...
+
+
+def cleaned_batches(
+    block: Block,
+    how: Reading,
+    on_row: Callable[[int, Row, RowResult], None] | None = None,
+) -> Iterator[tuple[CleanedBatch, Verdicts | None, int]]:
+    """A block's batches, read ahead with their verdicts worked out ahead (`with_verdicts`),
+    each cleaned (`clean_batch_parts`): with its verdicts and the number of its first row. What
+    `clean` and `audit` both do with a block."""
+    batches = how.source.read(block.part, block.start, block.stop, how.batch_size, how.batch_bytes)
+    row = block.start
+    for batch, verdicts in with_verdicts(batches, how.config, how.format):
+        cleaned = clean_batch_parts(
+            batch,
+            how.config,
+            format=how.format,
+            source=block.part.name,
+            first_row=row,
+            on_row=on_row,
+            verdicts=verdicts,
+        )
+        yield cleaned, verdicts, row
+        row += batch.num_rows
 
 
 def with_verdicts(
