@@ -8,13 +8,13 @@ import os
 import signal
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import orjson
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from jsonl_bench import without_nulls as no_nulls
 from synthetic import generate_rows
 from test_run import clean_command, make_dataset, wait_for_blocks
 
@@ -38,15 +38,6 @@ def lines_of(folder: Path, compression: str = "none") -> list[bytes]:
         with pa.input_stream(str(path), compression=codec) as stream:
             out.extend(stream.read().splitlines())
     return out
-
-
-def no_nulls(value: Any) -> Any:
-    """`value` with null-valued keys left out, as a JSON Lines file leaves them out."""
-    if isinstance(value, dict):
-        return {k: no_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [no_nulls(v) for v in value]
-    return value
 
 
 def write_jsonl(path: Path, n: int, seed: int) -> tuple[list[bytes], list[frozenset[str]]]:
