@@ -229,3 +229,26 @@ def test_an_empty_output_keeps_one_empty_shard(tmp_path: Path) -> None:
 def test_unknown_output_format_is_refused_before_anything(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="not 'csv'"):
         clean(tmp_path / "missing.parquet", tmp_path / "out", output_format="csv")
+
+
+def test_cli_on_a_real_jsonl_file_gives_its_lines_back(tmp_path: Path, shared_data: Path) -> None:
+    source = shared_data / "openai" / "msfoundry_zava_toolsft_valid.jsonl"
+    lines = source.read_bytes().splitlines()
+    out = tmp_path / "out"
+    # every code that would change a row rejects it; calls pending at the end are kept
+    config = tmp_path / "no_repairs.toml"
+    codes = ("empty_assistant_turn", "invalid_tool_arguments", "orphan_tool_result",
+             "consecutive_assistant", "unanswered_tool_call")  # fmt: skip
+    config.write_text("[actions]\n" + "".join(f'{code} = "reject"\n' for code in codes))
+    args = ["clean", str(source), str(out), "--config", str(config), "--output-format", "jsonl"]
+    result = CliRunner().invoke(main, [*args, "-q"])
+    assert result.exit_code == 0, result.output
+    kept = lines_of(out / "data")
+    rejects = [orjson.loads(x) for x in lines_of(out / "rejects")]
+    assert len(kept) + len(rejects) == len(lines) and kept and rejects
+    rejected = {r["_source_row"] for r in rejects}
+    unchanged = [line for i, line in enumerate(lines) if i not in rejected]
+    # no row was changed: the kept rows are the input's
+    assert [no_nulls(orjson.loads(x)) for x in kept] == [orjson.loads(x) for x in unchanged]
+    if RAW_LINE in open_source(str(source)).schema.names:
+        assert kept == unchanged
