@@ -257,7 +257,8 @@ def _default(value: Any) -> Any:
 
 
 def _joined(lines: list[bytes]) -> bytes:
-    return b"".join(line + b"\n" for line in lines)
+    """The lines, each ending in a newline, in one copy."""
+    return b"\n".join(lines) + b"\n" if lines else b""
 
 
 def _lines_buffer(raw: pa.Array) -> pa.Buffer:
