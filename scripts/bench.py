@@ -17,6 +17,13 @@ a row (`long_rows.py`), for each row count of `--long-rows-counts`, and checks t
 output loads whole with `pq.read_table` and `datasets.load_dataset`:
 
     .venv/bin/python scripts/bench.py --long-rows
+
+`--source jsonl` measures issue 15's JSON Lines targets instead (`jsonl_bench.py`): the floor
+(`pyarrow.json.read_json` + zstd Parquet), `load_dataset("json")` + filter + `to_parquet`,
+`clean --workers 1` and `clean --output-format jsonl`, at each row count of `--jsonl-counts`,
+printed as a Markdown table:
+
+    .venv/bin/python scripts/bench.py --source jsonl --repeat 1
 """
 
 from __future__ import annotations
@@ -102,6 +109,12 @@ def measure(command: list[str]) -> dict[str, float]:
 def step_floor(source: str, output: str) -> None:
     import pyarrow.parquet as pq
 
+    if source.endswith(".jsonl"):  # JSON Lines: Arrow's own reader, then one zstd write
+        import pyarrow.json as pj
+
+        pq.write_table(pj.read_json(source), output, compression="zstd")
+        return
+
     parquet = pq.ParquetFile(source)
     with pq.ParquetWriter(output, parquet.schema_arrow, compression="zstd") as writer:
         for batch in parquet.iter_batches(batch_size=4096):  # the cleaner's default
@@ -118,7 +131,7 @@ def plain_validator(row: dict[str, Any]) -> bool:
         if role == "tool":
             if message.get("tool_call_id") not in pending:
                 return False
-            pending.remove(message["tool_call_id"])
+            pending.remove(message.get("tool_call_id"))
             previous = role
             continue
         if pending:
@@ -197,7 +210,8 @@ def step_datasets(source: str, output: str, fmt: str) -> None:
     datasets.disable_progress_bars()
     cache = tempfile.mkdtemp(prefix="bench-hf-")
     try:
-        ds = datasets.load_dataset("parquet", data_files=source, split="train", cache_dir=cache)
+        builder = "json" if source.endswith(".jsonl") else "parquet"
+        ds = datasets.load_dataset(builder, data_files=source, split="train", cache_dir=cache)
         ds.filter(VALIDATORS[fmt]).to_parquet(output)
     finally:
         shutil.rmtree(cache, ignore_errors=True)
@@ -278,6 +292,20 @@ def ensure_dataset(path: Path, rows: int, fmt: str, seed: int) -> None:
     help="Measure clean over long rows (agent traces of about 200 KB) instead.",
 )
 @click.option(
+    "--source",
+    "source_kind",
+    type=click.Choice(["parquet", "jsonl"]),
+    default="parquet",
+    show_default=True,
+    help="jsonl: measure JSON Lines input (issue 15's targets) at --jsonl-counts rows.",
+)
+@click.option(
+    "--jsonl-counts",
+    default="100000,400000",
+    show_default=True,
+    help="With --source jsonl: the row counts to measure.",
+)
+@click.option(
     "--long-rows-counts",
     default="5000,20000",
     show_default=True,
@@ -295,6 +323,8 @@ def main(
     workdir: str,
     json_out: str | None,
     long_rows: bool,
+    source_kind: str,
+    jsonl_counts: str,
     long_rows_counts: str,
 ) -> None:
     """Time the floor, the datasets pipeline and transcript-clean in one run."""
@@ -306,6 +336,16 @@ def main(
         bench_long_rows(
             Path(workdir), [int(n) for n in long_rows_counts.split(",")], seed, repeat, measure
         )
+        return
+    if source_kind == "jsonl":
+        from jsonl_bench import bench_jsonl
+
+        byte_compile_cleaner()
+        counts = [int(n) for n in jsonl_counts.split(",")]
+        found = bench_jsonl(__file__, Path(workdir), counts, seed, repeat, skip, measure)
+        target = Path(json_out) if json_out else Path(workdir) / "results-jsonl.json"
+        target.write_text(json.dumps({"cpus": os.cpu_count(), "results": found}, indent=2))
+        click.echo(f"\nwrote {target}")
         return
     if "datasets" not in skip and fmt not in VALIDATORS:
         raise click.UsageError(

@@ -137,6 +137,18 @@ def test_ray_run_equals_local_run(
     assert not (tmp_path / "out.partial").exists()
 
 
+def test_ray_writes_jsonl_as_the_local_engine_does(
+    local_ray: Any, generated: Path, tmp_path: Path
+) -> None:
+    jsonl = {"rows_per_shard": ROWS_PER_SHARD, "output_format": "jsonl", "compression": "zstd"}
+    local = clean(str(generated), tmp_path / "local", **jsonl).output
+    out = clean(str(generated), tmp_path / "ray", engine="ray", **jsonl).output
+    for folder in ("data", "rejects"):
+        assert files(out / folder) == files(local / folder)
+    assert sorted(files(out / "data")) == [f"part-{i:05d}.jsonl.zst" for i in range(7)]
+    assert (out / "README.md").read_text() == (local / "README.md").read_text()
+
+
 def test_ray_reads_a_uri_and_overwrites_only_when_asked(
     local_ray: Any, generated: Path, local_run: Path, tmp_path: Path
 ) -> None:

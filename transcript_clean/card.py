@@ -12,15 +12,18 @@ from typing import Any
 from transcript_clean.stats import render_table
 
 
-def dataset_card(summary: Mapping[str, Any], records: list[dict[str, Any]]) -> str:
-    """The README.md of a cleaned dataset: what was cleaned, how, and the stats table."""
+def dataset_card(
+    summary: Mapping[str, Any], records: list[dict[str, Any]], data_files: str = "data/*.parquet"
+) -> str:
+    """The README.md of a cleaned dataset: what was cleaned, how, and the stats table.
+    `data_files` is the shards' glob, which tells `datasets` how to read them."""
     counts = summary["counts"]
     return f"""---
 configs:
 - config_name: default
   data_files:
   - split: train
-    path: data/*.parquet
+    path: {data_files}
 ---
 
 # Cleaned conversations

@@ -295,6 +295,20 @@ def _resumable(output: str) -> Iterator[None]:
     show_default=True,
     help="Input rows per output shard (a shard holds the kept rows of that many input rows).",
 )
+@click.option(
+    "--output-format",
+    type=click.Choice(["parquet", "jsonl"]),
+    default="parquet",
+    show_default=True,
+    help="Write data/ and rejects/ as Parquet shards or as JSON Lines (unchanged JSON Lines rows "
+    "byte for byte).",
+)
+@click.option(
+    "--compression",
+    default=None,
+    help="Compress the shards: for parquet none, snappy, gzip, brotli, lz4 or zstd (default "
+    "zstd); for jsonl none, gzip or zstd (default none).",
+)
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("--resume", is_flag=True, help="Finish a run that was killed (same options).")
 @run_options
@@ -303,6 +317,8 @@ def clean(
     source: str,
     output: str,
     rows_per_shard: int,
+    output_format: str,
+    compression: str | None,
     overwrite: bool,
     resume: bool,
     quiet: bool,
@@ -319,6 +335,7 @@ def clean(
       transcript-clean clean raw/ clean/
       transcript-clean clean 'raw/*.parquet' clean/ --config strict --workers 2
       transcript-clean clean HuggingFaceH4/ultrachat_200k clean/ --split train_sft
+      transcript-clean clean train.jsonl clean/ --output-format jsonl --compression gzip
     """
     config, read, engine = _options(source, options)
     with ExitStack() as stack:
@@ -339,6 +356,8 @@ def clean(
             progress=progress.update,
             on_start=_started(progress, local=engine.engine != "ray"),
             pool=pool,
+            output_format=output_format,
+            compression=compression,
         )
     if not quiet:
         if result.already_complete:

@@ -22,7 +22,11 @@ from typing import Any
 
 from transcript_clean.card import dataset_card
 from transcript_clean.errors import AccountingError, OutputError
-from transcript_clean.sinks import ParquetShard, shard_name, write_table_atomic, write_text_atomic
+from transcript_clean.sinks import (
+    OutputFormat,
+    write_table_atomic,
+    write_text_atomic,
+)
 from transcript_clean.sources import Source
 from transcript_clean.stats import Stats
 
@@ -152,6 +156,7 @@ def prepare(work: Path, identity: dict[str, Any], *, resume: bool, overwrite: bo
     if any(path.name != LOCK for path in work.iterdir()):
         if resume:
             previous = json.loads(marker.read_text(encoding="utf-8")) if marker.exists() else None
+            _check_same_output(work, previous, identity)
             if previous != identity:
                 raise OutputError(
                     f"{work} was left by a different run (other input, config or options): "
@@ -166,6 +171,22 @@ def prepare(work: Path, identity: dict[str, Any], *, resume: bool, overwrite: bo
             )
     if not marker.exists():
         write_text_atomic(marker, json.dumps(identity, indent=2, sort_keys=True))
+
+
+def _check_same_output(
+    work: Path, previous: dict[str, Any] | None, identity: dict[str, Any]
+) -> None:
+    """Refuse, naming both, to resume a run in another output format or compression: its
+    shards would be mixed with this one's."""
+    if previous is None or "output" not in identity:
+        return
+    before, now = previous.get("output", ["parquet", "zstd"]), identity["output"]
+    if before != now:
+        raise OutputError(
+            f"{work} holds {before[0]} shards ({before[1]}), and this run writes {now[0]} "
+            f"({now[1]}): resume with --output-format {before[0]} --compression {before[1]}, "
+            "or run with --overwrite to start over"
+        )
 
 
 def blocks_done(work: Path) -> bool:
@@ -221,18 +242,20 @@ def finished_run(
     return Stats.from_dict(finished["stats"]), summary
 
 
-def check_files(work: Path, shards: list[str], stats: Stats) -> None:
-    """Count the rows in the shards written, from their footers, against the rows counted.
+def check_files(
+    work: Path, shards: list[str], stats: Stats, output: OutputFormat | None = None
+) -> None:
+    """Count the rows in the shards written, from their footers (or a JSON Lines file's lines),
+    against the rows counted.
 
     A shard that disagrees with its block's stats, or cannot be read, has its block's marker
     removed so that `--resume` cleans the block again; the partial folder stays for that.
     """
-    import pyarrow.parquet as pq
-
+    output = output or OutputFormat()
     wrong: list[str] = []
     found = {"data": 0, "rejects": 0}
     for name in shards:
-        marker = work / "blocks" / f"{name.removeprefix('part-').removesuffix('.parquet')}.json"
+        marker = work / "blocks" / f"{name.removeprefix('part-').split('.')[0]}.json"
         try:
             counted = Stats.from_dict(json.loads(marker.read_text(encoding="utf-8")))
         except (OSError, ValueError):
@@ -241,7 +264,7 @@ def check_files(work: Path, shards: list[str], stats: Stats) -> None:
         bad = False
         for folder, expected in (("data", counted.rows_kept), ("rejects", counted.rows_rejected)):
             try:
-                rows = pq.read_metadata(work / folder / name).num_rows
+                rows = output.rows(work / folder / name)
             except (OSError, ValueError) as err:  # pyarrow's errors for a bad file are these
                 wrong.append(f"{folder}/{name} cannot be read ({err})")
                 bad = True
@@ -280,9 +303,11 @@ def finalize(
     stats: Stats,
     summary: dict[str, Any],
     overwrite: bool,
+    output: OutputFormat | None = None,
 ) -> None:
     """Lay out OUTPUT in `work/final` (hard links to the block shards, empty shards left out and
     the rest numbered from 0) and move it into place."""
+    output = output or OutputFormat()
     from transcript_clean.pipeline import reject_schema
 
     final = work / "final"
@@ -294,17 +319,20 @@ def finalize(
             written = 0
             for name in shards:
                 shard = work / folder / name
-                if _parquet_rows(shard) == 0:
+                if output.is_empty(shard):
                     continue
-                _link(shard, final / folder / shard_name(written))
+                _link(shard, final / folder / output.shard_name(written))
                 written += 1
             if written == 0:  # one empty shard keeps the schema findable
-                with ParquetShard(final / folder / shard_name(0), schema):
-                    pass
+                empty = output.open(
+                    final / folder / output.shard_name(0), schema, rejects=folder == "rejects"
+                )
+                empty.close()
         write_table_atomic(final / "stats.parquet", stats.table())
         write_text_atomic(final / "stats.csv", stats.csv())
         write_text_atomic(final / "summary.json", json.dumps(summary, indent=2) + "\n")
-        write_text_atomic(final / "README.md", dataset_card(summary, stats.records()))
+        card = dataset_card(summary, stats.records(), data_files=f"data/*{output.suffix}")
+        write_text_atomic(final / "README.md", card)
         made = os.stat(final)
         finished = {"folder": [made.st_dev, made.st_ino], "stats": stats.to_dict()}
         write_text_atomic(work / FINISHED, json.dumps(finished))
@@ -322,9 +350,3 @@ def finalize(
             final.rename(out)
     except OSError as err:
         raise OutputError(f"cannot write OUTPUT {out}: {err.strerror or err}") from None
-
-
-def _parquet_rows(path: Path) -> int:
-    import pyarrow.parquet as pq
-
-    return int(pq.ParquetFile(path).metadata.num_rows)

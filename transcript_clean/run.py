@@ -31,7 +31,7 @@ from transcript_clean.output import (
     remove_partial,
 )
 from transcript_clean.policy import Config, load_config
-from transcript_clean.sinks import shard_name
+from transcript_clean.sinks import OutputFormat
 from transcript_clean.sources import Source
 from transcript_clean.stats import Stats, run_summary
 
@@ -66,6 +66,8 @@ def clean(
     progress: Callable[[int], None] | None = None,
     on_start: Callable[[Source, Format, int | None], None] | None = None,
     pool: ProcessPoolExecutor | None = None,
+    output_format: str = "parquet",
+    compression: str | None = None,
     **options: Any,
 ) -> RunResult:
     """Clean `source` into `output`: data/, rejects/, stats.parquet, stats.csv, summary.json and
@@ -78,11 +80,15 @@ def clean(
     convenience: format, column, split, subset, revision, streaming, batch_size, limit; workers,
     ray_address.
 
+    `output_format`: `parquet` or `jsonl` (JSON Lines), compressed with `compression` (default:
+    zstd for Parquet, none for JSON Lines; see `sinks.OutputFormat`).
+
     `pool`: for `workers` > 1 on the local engine, the other workers' processes, started ahead
     (`engine.workers.start_workers(workers - 1)`, shut down by the caller); by default they are
     started when the blocks are.
     """
     read, run = split_options(source, engine, options)
+    written = OutputFormat(output_format, compression)
     started = time.perf_counter()
     if rows_per_shard < 1:
         raise ValueError("rows_per_shard must be at least 1")
@@ -107,6 +113,7 @@ def clean(
         "limit": limit,
         "batch_size": batch_size,
         "engine": run.engine,
+        "output": [written.name, written.codec],
     }
     work = partial_folder(out)
     with output_lock(work):
@@ -131,13 +138,15 @@ def clean(
                     batch_size=batch_size,
                     batch_bytes=read.batch_bytes,
                     progress=progress,
+                    output=written,
                 )
             else:
                 stats, shards = _run_local(
-                    src, fmt, cfg, work, rows_per_shard, limit, run.workers, read, progress, pool
-                )
+                    src, fmt, cfg, work, rows_per_shard, limit, run.workers, read, progress, pool,
+                    written,
+                )  # fmt: skip
             stats.check()
-            check_files(work, shards, stats)
+            check_files(work, shards, stats, written)
             seconds = time.perf_counter() - started
             summary = run_summary(
                 stats,
@@ -150,7 +159,7 @@ def clean(
                 engine=run.engine,
                 workers=run.workers,
             )
-            finalize(work, out, src, shards, stats, summary, overwrite)
+            finalize(work, out, src, shards, stats, summary, overwrite, written)
         except AccountingError:
             raise  # the partial folder stays, for --resume to clean the blocks it let go
         except BaseException:
@@ -176,15 +185,16 @@ def _run_local(
     read: SourceOptions,
     progress: Callable[[int], None] | None,
     pool: ProcessPoolExecutor | None,
+    written: OutputFormat,
 ) -> tuple[Stats, list[str]]:
     from transcript_clean.engine.local import BlockJob, plan_blocks, run_blocks
 
-    job = BlockJob(src, fmt, cfg, work, read.batch_size, read.batch_bytes)
+    job = BlockJob(src, fmt, cfg, work, read.batch_size, read.batch_bytes, output=written)
     stats = Stats()
     names = []
     blocks = plan_blocks(src, rows_per_shard, limit)
     cleaned = run_blocks(job, blocks, workers=workers, progress=progress, pool=pool)
     for block, block_stats in cleaned:
         stats.merge(block_stats)
-        names.append(shard_name(block.index))
+        names.append(written.shard_name(block.index))
     return stats, names

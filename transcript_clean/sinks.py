@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, Protocol, Self
 
 import numpy as np
 import pyarrow as pa
@@ -39,7 +40,65 @@ def temp_path(path: Path) -> Path:
     return path.with_name(path.name + ".tmp")
 
 
-class ParquetShard:
+class AtomicFile:
+    """A file written to `temp_path(path)`: `close()` finishes it (`_finish`), fsyncs it and
+    moves it into place; `abort()`, or leaving a `with` block by an exception, closes it as it
+    can (`_discard`) and deletes it."""
+
+    path: Path
+    _temp: Path
+    _done: bool
+
+    def _finish(self) -> None:
+        """Write what is pending and close the temporary file."""
+        raise NotImplementedError
+
+    def _discard(self) -> None:
+        """Let go of the temporary file without finishing it."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Finish the file and move it into place."""
+        if self._done:
+            return
+        try:
+            self._finish()
+            _fsync(self._temp)
+            os.replace(self._temp, self.path)
+        except (pa.ArrowException, OSError) as exc:
+            self.abort()
+            raise OutputError(f"cannot write {self.path}: {exc}") from exc
+        except BaseException:
+            self.abort()
+            raise
+        self._done = True
+        _fsync_folder(self.path.parent)
+
+    def abort(self) -> None:
+        """Drop the file: delete the temporary file, leave no `path`. Does nothing after close."""
+        if self._done:
+            return
+        self._done = True
+        with contextlib.suppress(Exception):  # already failing: the temp file is what matters
+            self._discard()
+        self._temp.unlink(missing_ok=True)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.abort()
+
+
+class ParquetShard(AtomicFile):
     """One Parquet file written atomically.
 
     Batches go to `temp_path(path)`; `close()` moves the file into place with `os.replace`.
@@ -125,51 +184,109 @@ class ParquetShard:
         self._pending_rows = rest.num_rows
         self._pending_sizes = self._pending_sizes[rows:]
 
-    def close(self) -> None:
-        """Write what is pending, then move the finished file into place."""
-        if self._done:
-            return
-        try:
-            while self._pending_rows:
-                self._flush(self._next_group())
-            self._writer.close()
-            _fsync(self._temp)
-            os.replace(self._temp, self.path)
-        except (pa.ArrowException, OSError) as exc:
-            self.abort()
-            raise OutputError(f"cannot write {self.path}: {exc}") from exc
-        except BaseException:
-            self.abort()
-            raise
-        self._done = True
-        _fsync_folder(self.path.parent)
+    def _finish(self) -> None:
+        while self._pending_rows:
+            self._flush(self._next_group())
+        self._writer.close()
 
-    def abort(self) -> None:
-        """Drop the file: delete the temporary file, leave no `path`. Does nothing after close."""
-        if self._done:
-            return
-        self._done = True
+    def _discard(self) -> None:
         self._pending = []
-        with contextlib.suppress(Exception):  # already failing: the temp file is what matters
-            self._writer.close()
-        self._temp.unlink(missing_ok=True)
-
-    def __enter__(self) -> ParquetShard:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        traceback: TracebackType | None,
-    ) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.abort()
+        self._writer.close()
 
     def __repr__(self) -> str:
         return f"ParquetShard({str(self.path)!r}, rows={self.rows})"
+
+
+class Shard(Protocol):
+    """What the engines write a block's rows through: a `ParquetShard` or a `JsonlShard`."""
+
+    path: Path
+    rows: int
+
+    def write(self, data: pa.RecordBatch | pa.Table) -> None: ...
+    def close(self) -> None: ...
+    def abort(self) -> None: ...
+
+
+OUTPUT_FORMATS = ("parquet", "jsonl")
+PARQUET_CODECS = ("none", "snappy", "gzip", "brotli", "lz4", "zstd")
+
+
+@dataclass(frozen=True, slots=True)
+class OutputFormat:
+    """How a run writes data/ and rejects/: `parquet` (compressed with `compression`, zstd by
+    default) or `jsonl` (JSON Lines, `none`, `gzip` or `zstd`; none by default). It names the
+    shards, opens them and counts their rows back for the accounting."""
+
+    name: str = "parquet"
+    compression: str | None = None
+    """None: the format's default."""
+
+    def __post_init__(self) -> None:
+        from transcript_clean.jsonl_sink import JSONL_CODECS
+
+        if self.name not in OUTPUT_FORMATS:
+            raise OutputError(
+                f"the output format is one of {', '.join(OUTPUT_FORMATS)}, not {self.name!r}"
+            )
+        allowed = PARQUET_CODECS if self.name == "parquet" else tuple(JSONL_CODECS)
+        if self.compression is not None and self.compression not in allowed:
+            raise OutputError(
+                f"--compression for {self.name} output is one of {', '.join(allowed)}, "
+                f"not {self.compression!r}"
+            )
+
+    @property
+    def codec(self) -> str:
+        """The compression, the default filled in."""
+        if self.compression is not None:
+            return self.compression
+        return "zstd" if self.name == "parquet" else "none"
+
+    @property
+    def suffix(self) -> str:
+        """What a shard's name ends with: `.parquet`, `.jsonl`, `.jsonl.gz`, `.jsonl.zst`."""
+        from transcript_clean.jsonl_sink import JSONL_CODECS
+
+        return ".parquet" if self.name == "parquet" else ".jsonl" + JSONL_CODECS[self.codec]
+
+    def shard_name(self, index: int) -> str:
+        """The file name of shard `index`: `part-00000.parquet`, `part-00000.jsonl.gz`, ..."""
+        return f"part-{index:05d}{self.suffix}"
+
+    def open(
+        self,
+        path: Path,
+        schema: pa.Schema,
+        *,
+        rejects: bool = False,
+        row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
+    ) -> Shard:
+        """A shard at `path` for rows of `schema` (a rejects table's with `rejects`)."""
+        if self.name == "parquet":
+            return ParquetShard(
+                path, schema, compression=self.codec, row_group_bytes=row_group_bytes
+            )
+        from transcript_clean.jsonl_sink import JsonlShard
+
+        return JsonlShard(path, schema, compression=self.codec, rejects=rejects)
+
+    def rows(self, path: Path) -> int:
+        """The rows a shard holds, read back from the file: a Parquet footer's count, or the
+        JSON Lines file's lines (all of it read: a file cut short fails)."""
+        if self.name == "parquet":
+            return int(pq.read_metadata(path).num_rows)
+        from transcript_clean.jsonl_sink import count_lines
+
+        return count_lines(path, self.codec)
+
+    def is_empty(self, path: Path) -> bool:
+        """Whether a shard holds no rows (read no further than needed)."""
+        if self.name == "parquet":
+            return int(pq.ParquetFile(path).metadata.num_rows) == 0
+        from transcript_clean.jsonl_sink import is_empty
+
+        return is_empty(path, self.codec)
 
 
 def write_table_atomic(path: Path, table: pa.Table, **kw: Any) -> None:

@@ -19,7 +19,7 @@ from concurrent.futures import (
     wait,
 )
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Full, Queue
 from threading import Event, Thread
@@ -41,8 +41,8 @@ from transcript_clean.policy import Config
 from transcript_clean.rows import RowResult
 from transcript_clean.sinks import (
     DEFAULT_ROW_GROUP_BYTES,
-    ParquetShard,
-    shard_name,
+    OutputFormat,
+    Shard,
     write_text_atomic,
 )
 from transcript_clean.sources import DEFAULT_BATCH_BYTES, Part, Source
@@ -104,6 +104,8 @@ class BlockJob:
     batch_size: int
     batch_bytes: int = DEFAULT_BATCH_BYTES
     row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES
+    output: OutputFormat = field(default_factory=OutputFormat)
+    """How the shards are written: Parquet, or JSON Lines."""
 
     def __call__(self, block: Block, progress: Callable[[int], None] | None = None) -> Stats:
         return run_block(self, block, progress)
@@ -165,12 +167,12 @@ def clean_block(
     """
     schema = job.source.schema
     stats = Stats()
-    data = ParquetShard(
-        job.workdir / "data" / shard_name(block.index), schema, row_group_bytes=job.row_group_bytes
-    )
-    rejects = ParquetShard(
-        job.workdir / "rejects" / shard_name(block.index),
+    name = job.output.shard_name(block.index)
+    data = job.output.open(job.workdir / "data" / name, schema, row_group_bytes=job.row_group_bytes)
+    rejects = job.output.open(
+        job.workdir / "rejects" / name,
         reject_schema(schema),
+        rejects=True,
         row_group_bytes=job.row_group_bytes,
     )
     writes: deque[tuple[Future[None], int]] = deque()
@@ -203,8 +205,8 @@ def clean_block(
 
 def _finish(
     writes: list[Future[None]],
-    data: ParquetShard,
-    rejects: ParquetShard,
+    data: Shard,
+    rejects: Shard,
     marker: Path,
     stats: Stats,
 ) -> Stats:
@@ -306,7 +308,7 @@ def _grouped(
         yield group
 
 
-def _write(data: ParquetShard, cleaned: CleanedBatch, rejects: ParquetShard) -> None:
+def _write(data: Shard, cleaned: CleanedBatch, rejects: Shard) -> None:
     """Write a cleaned batch, gathering its kept rows here: a copy of the batch, made in Arrow
     without the GIL, off the thread that runs the per-row Python."""
     data.write(cleaned.kept_rows())

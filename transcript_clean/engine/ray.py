@@ -32,7 +32,7 @@ from transcript_clean.engine.local import (
 from transcript_clean.errors import EngineError, TranscriptCleanError
 from transcript_clean.formats.base import Format
 from transcript_clean.policy import Config
-from transcript_clean.sinks import shard_name
+from transcript_clean.sinks import OutputFormat
 from transcript_clean.sources import DEFAULT_BATCH_BYTES, DEFAULT_BATCH_SIZE, Source
 from transcript_clean.stats import Stats
 
@@ -57,6 +57,7 @@ def run_ray(
     num_cpus: int | None = None,
     progress: Callable[[int], None] | None = None,
     show_progress: bool = False,
+    output: OutputFormat | None = None,
 ) -> tuple[Stats, list[str]]:
     """Clean `source` into `work/data/` and `work/rejects/` on Ray; returns the merged stats and
     the shard names in input order.
@@ -64,11 +65,13 @@ def run_ray(
     Joins the cluster at `address` (or `RAY_ADDRESS`); without one, starts a local Ray with
     `num_cpus` CPUs (default: all) and stops it at the end. A Ray this process already started is
     used as it is. Blocks a killed run finished (`work/blocks/`) are not cleaned again.
-    `show_progress` turns Ray Data's own progress bars on.
+    `show_progress` turns Ray Data's own progress bars on; `output` is how the shards are
+    written (Parquet by default).
     """
     ray = _import_ray()  # before anything, so that a missing Ray is the first thing said
     work = work.absolute()  # workers may not share the driver's working directory
-    job = BlockJob(source, format, config, work, batch_size, batch_bytes)
+    output = output or OutputFormat()
+    job = BlockJob(source, format, config, work, batch_size, batch_bytes, output=output)
     blocks = plan_blocks(source, rows_per_shard, limit)
     for folder in ("data", "rejects", "blocks"):
         (work / folder).mkdir(parents=True, exist_ok=True)
@@ -82,12 +85,12 @@ def run_ray(
             done[index] = stats
             if progress is not None:
                 progress(stats.rows_in)
-        _check_shards_visible(work, todo)
+        _check_shards_visible(work, todo, output)
 
     merged = Stats()
     for block in blocks:
         merged.merge(done[block.index])
-    return merged, [shard_name(block.index) for block in blocks]
+    return merged, [output.shard_name(block.index) for block in blocks]
 
 
 def map_blocks_on_ray(
@@ -220,13 +223,16 @@ def _pickled_error(exc: TranscriptCleanError) -> bytes:
     return data
 
 
-def _check_shards_visible(work: Path, blocks: list[Block]) -> None:
+def _check_shards_visible(
+    work: Path, blocks: list[Block], output: OutputFormat | None = None
+) -> None:
     """Workers on other machines write to their own disks unless `work` is shared storage."""
     for block in blocks:
+        name = (output or OutputFormat()).shard_name(block.index)
         for folder in ("data", "rejects"):
-            if not (work / folder / shard_name(block.index)).exists():
+            if not (work / folder / name).exists():
                 raise EngineError(
-                    f"Ray workers wrote {folder}/{shard_name(block.index)} where this machine "
+                    f"Ray workers wrote {folder}/{name} where this machine "
                     f"cannot see it: with a Ray cluster, OUTPUT must be on storage every node "
                     f"shares (its folder {work.parent} is not)"
                 )

@@ -27,6 +27,11 @@ rows (agent traces of 200 KB each), 4,096 rows would be 800 MB."""
 JSON_COLUMNS_KEY = b"transcript_clean.json_columns"
 """Schema metadata key: the comma-separated columns that hold JSON text instead of typed values."""
 
+RAW_LINE = "_raw_line"
+"""A JSON Lines source's column: each row's line exactly as in the file, without its newline."""
+LINE_ERROR = "_line_error"
+"""A JSON Lines source's column: null, or why the line is not a row (then the rest is null)."""
+
 GLOB_CHARS = re.compile(r"[*?\[]")
 _JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
 
@@ -111,6 +116,11 @@ def json_columns(schema: pa.Schema) -> list[str]:
     """The columns of `schema` that hold JSON text to decode (see `JSON_COLUMNS_KEY`)."""
     value = (schema.metadata or {}).get(JSON_COLUMNS_KEY, b"")
     return [name for name in value.decode().split(",") if name]
+
+
+def hidden_columns(schema: pa.Schema) -> list[str]:
+    """The columns of `schema` that the reader adds and the writers never write as fields."""
+    return [name for name in (RAW_LINE, LINE_ERROR) if name in schema.names]
 
 
 def hidden(relative: Path) -> bool:
