@@ -29,6 +29,7 @@ from transcript_clean.stats import Stats
 __all__ = [
     "LOCK",
     "blocks_done",
+    "check_accounting",
     "check_files",
     "check_free",
     "check_output",
@@ -252,6 +253,12 @@ def check_files(work: Path, shards: list[str], stats: Stats) -> None:
                 bad = True
         if bad:
             marker.unlink()
+    check_accounting(wrong, found, stats, str(work))
+
+
+def check_accounting(wrong: list[str], found: dict[str, int], stats: Stats, where: str) -> None:
+    """Raise `AccountingError` for the shards found `wrong`, or when the rows `found` in them
+    (`data`, `rejects`) are not the rows counted: the end of `check_files`, for any storage."""
     if not wrong and (found["data"], found["rejects"]) != (stats.rows_kept, stats.rows_rejected):
         wrong.append(
             f"the shards hold {found['data']} kept and {found['rejects']} rejected rows, the run "
@@ -259,7 +266,7 @@ def check_files(work: Path, shards: list[str], stats: Stats) -> None:
         )
     if wrong:
         raise AccountingError(
-            f"row accounting from the files failed in {work}: {'; '.join(wrong)}. "
+            f"row accounting from the files failed in {where}: {'; '.join(wrong)}. "
             "Nothing was moved into OUTPUT; run the same command with --resume to clean those "
             "blocks again"
         )

@@ -167,7 +167,9 @@ def audit(
         raise ValueError("samples must be at least 0")
     cfg = config if isinstance(config, Config) else load_config(config)
     base = (
-        baseline if baseline is None or isinstance(baseline, Baseline) else load_baseline(baseline)
+        baseline
+        if baseline is None or isinstance(baseline, Baseline)
+        else load_baseline(baseline, read.storage_options)
     )
     src = read.open()
     if stats_out is not None:
