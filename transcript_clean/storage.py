@@ -204,6 +204,8 @@ def _filesystem(uri: str, options: Mapping[str, Any]) -> tuple[Any, str]:
         raise StorageError(f"{uri}: reading and writing {scheme(uri)}:// needs {hint}")
     import fsspec  # type: ignore[import-untyped]
 
+    if scheme(uri) in ("file", "local"):  # folders are made as on an object store: implied
+        options = {"auto_mkdir": True, **options}
     try:
         fs, path = fsspec.core.url_to_fs(uri, **options)
     except ImportError as exc:
