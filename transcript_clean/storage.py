@@ -12,6 +12,7 @@ pass the rest through to the filesystem (an endpoint URL, a region, anonymous ac
 from __future__ import annotations
 
 import json
+import logging
 import re
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -29,6 +30,8 @@ __all__ = [
     "open_store",
     "parse_storage_options",
 ]
+
+log = logging.getLogger("transcript_clean")
 
 _URI = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 
@@ -155,6 +158,15 @@ class Store:
                 handle.write(data)
         except FileExistsError:
             return False
+        except (ValueError, NotImplementedError):  # a filesystem without an exclusive create
+            log.warning(
+                "%s cannot create an object only if it is absent: its lock is not atomic, so "
+                "do not start two runs on it at once",
+                self.uri,
+            )
+            if self.exists(name):
+                return False
+            self.write_bytes(name, data)
         return True
 
     def put(self, local: Path, name: str) -> None:
