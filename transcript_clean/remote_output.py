@@ -173,11 +173,14 @@ def store_lock(store: Store) -> Iterator[Callable[[], None]]:
 
     def refresh() -> None:
         while not stop.wait(LOCK_REFRESH):
-            holder = _lock_holder(store)
-            if holder is None or holder.get("run") != me["run"]:
-                lost.append(_describe(holder) if holder else "nobody")
-                return
-            store.write_bytes(LOCK, data)
+            try:
+                holder = _lock_holder(store)
+                if holder is None or holder.get("run") != me["run"]:
+                    lost.append(_describe(holder) if holder else "nobody")
+                    return
+                store.write_bytes(LOCK, data)
+            except OSError:  # the store unreachable a moment: the next time will do
+                continue
 
     def check() -> None:
         if lost:
@@ -195,16 +198,18 @@ def store_lock(store: Store) -> Iterator[Callable[[], None]]:
         thread.join()
         # Unlike a flock, nobody drops it for us: let go of it unless it is gone already (the
         # run removed it with `_temporary/`) or taken over.
-        holder = _lock_holder(store)
-        if holder is not None and holder.get("run") == me["run"]:
-            with suppress(OSError):  # the next run finds it stale: this process is gone
+        with suppress(OSError):  # the next run finds it stale: this process is gone by then
+            holder = _lock_holder(store)
+            if holder is not None and holder.get("run") == me["run"]:
                 store.delete([LOCK])
 
 
 def _lock_holder(store: Store) -> dict[str, Any] | None:
+    """Who holds the lock, as it says; None when there is no lock, or it says nothing (its run
+    had only just made it, or died making it)."""
     try:
         holder = json.loads(store.read_text(LOCK))
-    except (OSError, ValueError):
+    except (FileNotFoundError, ValueError):
         return None
     return holder if isinstance(holder, dict) else None
 
