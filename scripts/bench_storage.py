@@ -8,6 +8,10 @@ the protocol costs. Each run is its own `transcript-clean clean` process; rounds
 two, and the best wall time of each is reported.
 
     .venv/bin/python scripts/bench_storage.py --rows 200000
+
+`--readers` times instead reading the Parquet file whole (`iter_batches`), from the local disk,
+through pyarrow's S3 filesystem and through s3fs (as pyarrow's `PyFileSystem`): what chose
+pyarrow's for reading Parquet from S3 (`storage.arrow_filesystem`).
 """
 
 from __future__ import annotations
@@ -23,7 +27,9 @@ import time
 from pathlib import Path
 
 import click
+import s3fs  # type: ignore[import-untyped]
 from bench import ensure_dataset
+from moto.server import ThreadedMotoServer
 
 PYTHON = sys.executable
 CREDENTIALS = {
@@ -39,15 +45,44 @@ def timed(command: list[str], env: dict[str, str]) -> float:
     return time.perf_counter() - started
 
 
+def compare_readers(source: Path, endpoint: str, repeat: int) -> None:
+    import pyarrow.fs as pafs
+    import pyarrow.parquet as pq
+
+    def read(handle: object) -> None:
+        with pq.ParquetFile(handle) as parquet:
+            for _ in parquet.iter_batches(batch_size=4096):
+                pass
+
+    def arrow() -> pafs.FileSystem:
+        host = endpoint.removeprefix("http://")
+        return pafs.S3FileSystem(endpoint_override=host, scheme="http", region="us-east-1")
+
+    def fsspec() -> pafs.FileSystem:
+        fs = s3fs.S3FileSystem(endpoint_url=endpoint, skip_instance_cache=True)
+        return pafs.PyFileSystem(pafs.FSSpecHandler(fs))
+
+    times: dict[str, list[float]] = {"local disk": [], "pyarrow S3": [], "s3fs": []}
+    for _ in range(repeat):
+        started = time.perf_counter()
+        read(str(source))
+        times["local disk"].append(time.perf_counter() - started)
+        for name, make in (("pyarrow S3", arrow), ("s3fs", fsspec)):
+            started = time.perf_counter()
+            with make().open_input_file("bench/in/part.parquet") as handle:
+                read(handle)
+            times[name].append(time.perf_counter() - started)
+    click.echo(", ".join(f"{name} {min(values):.2f} s" for name, values in times.items()))
+
+
 @click.command()
 @click.option("--rows", type=click.IntRange(min=1), default=200_000, show_default=True)
 @click.option("--repeat", type=click.IntRange(min=1), default=3, show_default=True)
 @click.option("--workers", type=click.IntRange(min=1), default=1, show_default=True)
 @click.option("--workdir", default="/tmp/transcript-clean-bench", show_default=True)
-def main(rows: int, repeat: int, workers: int, workdir: str) -> None:
+@click.option("--readers", is_flag=True, help="Time the Parquet readers instead of clean.")
+def main(rows: int, repeat: int, workers: int, workdir: str, readers: bool) -> None:
     """Clean ROWS rows local path -> local path, and s3:// -> s3:// on a local S3 server."""
-    import s3fs  # type: ignore[import-untyped]
-    from moto.server import ThreadedMotoServer
 
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
@@ -65,6 +100,12 @@ def main(rows: int, repeat: int, workers: int, workdir: str) -> None:
     fs.mkdir("bench")
     fs.put_file(str(source), "bench/in/part.parquet")
 
+    if readers:
+        try:
+            compare_readers(source, endpoint, repeat)
+        finally:
+            server.stop()
+        return
     base = [PYTHON, "-m", "transcript_clean", "clean", "--quiet", "--workers", str(workers)]
     local_out = Path(tempfile.mkdtemp(prefix="bench-local-", dir=folder))
     times: dict[str, list[float]] = {"local": [], "s3": []}

@@ -228,9 +228,9 @@ def _filesystem(uri: str, options: Mapping[str, Any]) -> tuple[Any, str]:
 
 
 # Parquet is read through pyarrow's own S3 filesystem where it can: over the local S3 server,
-# reading a 200,000-row file took 0.23 s through it, 0.53 s through s3fs (pyarrow's
-# PyFileSystem over fsspec) and 0.20 s from a local disk (best of 6; docs/ray.md). Writing,
-# listing and the lock go through fsspec, which has the conditional create pyarrow lacks.
+# reading a 200,000-row file took 0.23-0.33 s through it, 0.53-0.54 s through s3fs (pyarrow's
+# PyFileSystem over fsspec) and 0.20-0.26 s from a local disk (docs/ray.md). Writing, listing
+# and the lock go through fsspec, which has the conditional create pyarrow lacks.
 def arrow_filesystem(uri: str, options: Mapping[str, Any]) -> tuple[Any, str] | None:
     """pyarrow's filesystem for an `s3://` URI with these options and the path on it; None
     when pyarrow has no filesystem of its own for it or an option only fsspec knows."""
