@@ -12,6 +12,7 @@ from types import SimpleNamespace
 
 import pytest
 from sources_helpers import go_offline
+from test_run import make_dataset
 
 from transcript_clean.engine.ray import _warn_if_cluster
 from transcript_clean.errors import OutputError, SourceError
@@ -78,8 +79,6 @@ def test_a_missing_extra_is_named(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
     with pytest.raises(StorageError, match=r"pip install 'transcript-clean\[gcs\]'"):
         open_store("gs://bucket/out")
     source = tmp_path / "in.parquet"
-    from test_run import make_dataset
-
     make_dataset(source, 5, "openai")
     monkeypatch.chdir(tmp_path)
     with pytest.raises(OutputError, match=r"transcript-clean\[gcs\]"):
@@ -116,3 +115,12 @@ def test_ray_says_before_it_starts_that_a_cluster_needs_a_shared_output(
     with caplog.at_level(logging.WARNING, logger="transcript_clean"):
         _warn_if_cluster(joined, tmp_path, None)
     assert "with 2 nodes" in caplog.text
+
+
+def test_a_file_uri_output_is_a_local_folder(tmp_path: Path) -> None:
+    source = tmp_path / "in.parquet"
+    make_dataset(source, 20, "openai")
+    result = clean(source, f"file://{tmp_path}/out")
+    assert result.output == tmp_path / "out"
+    assert (tmp_path / "out" / "summary.json").is_file()
+    assert not (tmp_path / "out" / "_SUCCESS").exists()  # a local OUTPUT commits by a rename
