@@ -245,3 +245,14 @@ def test_explain_reads_a_row_of_a_bucket(s3_endpoint: str, bucket: str, tmp_path
     )
     assert result.exit_code == 0, result.output
     assert "row 3" in result.output
+
+
+def test_worker_processes_upload_their_own_blocks(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 400)
+    clean(f"{bucket}/in/", f"{bucket}/two", rows_per_shard=50, workers=2, **options(s3_endpoint))
+    clean(f"{bucket}/in/", tmp_path / "one", rows_per_shard=50, **options(s3_endpoint))
+    written = bucket_digests(s3_endpoint, f"{bucket}/two")
+    assert comparable(written) == comparable(folder_digests(tmp_path / "one"))
+    assert len([name for name in written if name.startswith("data/")]) == 8
