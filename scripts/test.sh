@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one command that checks everything: ruff, mypy --strict (the package and scripts/) and
 # pytest, in the project's .venv.
+# The [s3] extra always: the tests run SOURCE and OUTPUT on a local S3 server (tests/test_s3.py).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -9,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[dev${TEST_EXTRAS:+,$TEST_EXTRAS}]"
+.venv/bin/python -m pip install --quiet -e ".[dev,s3${TEST_EXTRAS:+,$TEST_EXTRAS}]"
 
 echo "== ruff check";          .venv/bin/ruff check .
 echo "== ruff format --check"; .venv/bin/ruff format --check .

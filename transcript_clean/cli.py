@@ -109,6 +109,17 @@ def _apply(options: list[Callable[[F], F]], f: F) -> F:
     return f
 
 
+def _storage_options(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> dict[str, Any]:
+    from transcript_clean.storage import parse_storage_options
+
+    try:
+        return parse_storage_options(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err)) from None
+
+
 def source_options(f: F) -> F:
     """The options that say how to read SOURCE, shared by every command that reads one."""
     return _apply(
@@ -136,6 +147,16 @@ def source_options(f: F) -> F:
             click.option("--subset", default=None, help="Hub: the dataset's configuration name."),
             click.option("--revision", default=None, help="Hub: a branch, tag or commit."),
             click.option("--streaming", is_flag=True, help="Hub: stream instead of downloading."),
+            click.option(
+                "--storage-option",
+                "storage_options",
+                multiple=True,
+                metavar="KEY=VALUE",
+                callback=_storage_options,
+                help="A URI's filesystem option (s3fs, gcsfs...), for SOURCE, OUTPUT and "
+                "--baseline: endpoint_url=http://host:9000, region=eu-west-1, anon=true. "
+                "Repeatable; credentials come from the environment, not from here.",
+            ),
         ],
         f,
     )
@@ -217,7 +238,7 @@ def _options(source: str, given: dict[str, Any]) -> tuple[str, SourceOptions, En
     )
     names = (
         "format", "column", "split", "subset", "revision", "streaming", "batch_size",
-        "batch_bytes", "limit",
+        "batch_bytes", "limit", "storage_options",
     )  # fmt: skip
     read = SourceOptions(source, **{name: given.pop(name) for name in names if name in given})
     return given.pop("config"), read, engine
@@ -274,6 +295,13 @@ def _resumable(output: str) -> Iterator[None]:
     try:
         yield
     except KeyboardInterrupt:
+        from transcript_clean.storage import is_remote
+
+        if is_remote(output):
+            _interrupted(
+                f"interrupted: {output.rstrip('/')}/_temporary/ keeps the finished shards; run "
+                "the same command with --resume to finish it"
+            )
         partial = Path(output).absolute()
         partial = partial.with_name(partial.name + ".partial")
         if partial.exists():

@@ -16,7 +16,7 @@ import contextlib
 from collections.abc import Callable
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import orjson
@@ -274,7 +274,7 @@ def _lines_buffer(raw: pa.Array) -> pa.Buffer:
 # reading shards back: the accounting
 
 
-def count_lines(path: Path, compression: str = "none") -> int:
+def count_lines(path: Path | BinaryIO, compression: str = "none") -> int:
     """The lines in a JSON Lines shard: the rows it holds. A file cut short inside its last
     line, or a compressed stream cut short, does not count as whole."""
     lines = 0
@@ -294,7 +294,8 @@ def is_empty(path: Path, compression: str = "none") -> bool:
         return not stream.read(1)
 
 
-def _opened(path: Path, compression: str) -> pa.NativeFile:
+def _opened(path: Path | BinaryIO, compression: str) -> pa.NativeFile:
+    raw = pa.OSFile(str(path), "rb") if isinstance(path, Path) else pa.PythonFile(path, "r")
     if compression == "none":
-        return pa.OSFile(str(path), "rb")
-    return pa.CompressedInputStream(pa.OSFile(str(path), "rb"), compression)
+        return raw
+    return pa.CompressedInputStream(raw, compression)

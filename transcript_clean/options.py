@@ -10,8 +10,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from contextlib import suppress
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from transcript_clean.errors import SourceError
@@ -47,6 +48,9 @@ class SourceOptions:
     batch_bytes: int = DEFAULT_BATCH_BYTES
     """A batch holds at most this many bytes of rows (or one row), as well as `batch_size` rows.
     The files written do not depend on it."""
+    storage_options: Mapping[str, Any] = field(default_factory=dict)
+    """Options of the filesystem of a URI SOURCE and OUTPUT (`--storage-option KEY=VALUE`): an
+    endpoint URL, a region, anonymous access. Credentials come from the environment."""
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -64,6 +68,7 @@ class SourceOptions:
             subset=self.subset,
             revision=self.revision,
             streaming=self.streaming,
+            storage_options=self.storage_options,
         )
 
     def resolve(self) -> tuple[Source, Format]:

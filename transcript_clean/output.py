@@ -33,6 +33,7 @@ from transcript_clean.stats import Stats
 __all__ = [
     "LOCK",
     "blocks_done",
+    "check_accounting",
     "check_files",
     "check_free",
     "check_output",
@@ -275,6 +276,12 @@ def check_files(
                 bad = True
         if bad:
             marker.unlink()
+    check_accounting(wrong, found, stats, str(work))
+
+
+def check_accounting(wrong: list[str], found: dict[str, int], stats: Stats, where: str) -> None:
+    """Raise `AccountingError` for the shards found `wrong`, or when the rows `found` in them
+    (`data`, `rejects`) are not the rows counted: the end of `check_files`, for any storage."""
     if not wrong and (found["data"], found["rejects"]) != (stats.rows_kept, stats.rows_rejected):
         wrong.append(
             f"the shards hold {found['data']} kept and {found['rejects']} rejected rows, the run "
@@ -282,7 +289,7 @@ def check_files(
         )
     if wrong:
         raise AccountingError(
-            f"row accounting from the files failed in {work}: {'; '.join(wrong)}. "
+            f"row accounting from the files failed in {where}: {'; '.join(wrong)}. "
             "Nothing was moved into OUTPUT; run the same command with --resume to clean those "
             "blocks again"
         )

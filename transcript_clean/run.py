@@ -34,9 +34,12 @@ from transcript_clean.policy import Config, load_config
 from transcript_clean.sinks import OutputFormat
 from transcript_clean.sources import Source
 from transcript_clean.stats import Stats, run_summary
+from transcript_clean.storage import StorageError, Store, is_remote, local_path, open_store
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
+
+    from transcript_clean.engine.local import Block, BlockJob
 
 __all__ = ["DEFAULT_ROWS_PER_SHARD", "RunResult", "clean"]
 
@@ -47,7 +50,8 @@ DEFAULT_ROWS_PER_SHARD = 100_000
 class RunResult:
     """What a run wrote and counted."""
 
-    output: Path
+    output: Path | str
+    """The OUTPUT folder, or its URI on an object store."""
     stats: Stats
     summary: dict[str, Any]
     already_complete: bool = False
@@ -94,10 +98,12 @@ def clean(
         raise ValueError("rows_per_shard must be at least 1")
     cfg = config if isinstance(config, Config) else load_config(config)
     src, fmt = read.resolve()
-    out = Path(output).absolute()
-    check_output(out, src)
-    if not resume:
-        check_free(out, overwrite)
+    store = _output_store(output, src, read, overwrite=overwrite, resume=resume)
+    out = local_path(os.fspath(output)).absolute()
+    if store is None:
+        check_output(out, src)
+        if not resume:
+            check_free(out, overwrite)
     if on_start is not None:
         on_start(src, fmt, read.rows_total(src))
     limit, batch_size = read.limit, read.batch_size
@@ -115,6 +121,28 @@ def clean(
         "engine": run.engine,
         "output": [written.name, written.codec],
     }
+
+    def summarize(stats: Stats) -> dict[str, Any]:
+        return run_summary(
+            stats,
+            source=src.name,
+            format=fmt.name,
+            column=fmt.column,
+            config=cfg.to_dict(),
+            fingerprint=fingerprint,
+            seconds=time.perf_counter() - started,
+            engine=run.engine,
+            workers=run.workers,
+        )
+
+    if store is not None:
+        from transcript_clean.engine.local import BlockJob, plan_blocks
+
+        job = BlockJob(src, fmt, cfg, Path(), read.batch_size, read.batch_bytes, output=written)
+        plan = plan_blocks(src, rows_per_shard, limit)
+        return _clean_store(
+            store, job, plan, identity, run, summarize, resume, overwrite, progress, pool
+        )
     work = partial_folder(out)
     with output_lock(work):
         finished = finished_run(work, out, identity) if resume else None
@@ -147,18 +175,7 @@ def clean(
                 )  # fmt: skip
             stats.check()
             check_files(work, shards, stats, written)
-            seconds = time.perf_counter() - started
-            summary = run_summary(
-                stats,
-                source=src.name,
-                format=fmt.name,
-                column=fmt.column,
-                config=cfg.to_dict(),
-                fingerprint=fingerprint,
-                seconds=seconds,
-                engine=run.engine,
-                workers=run.workers,
-            )
+            summary = summarize(stats)
             finalize(work, out, src, shards, stats, summary, overwrite, written)
         except AccountingError:
             raise  # the partial folder stays, for --resume to clean the blocks it let go
@@ -172,6 +189,89 @@ def clean(
             raise
         remove_partial(work, out)
     return RunResult(out, stats, summary)
+
+
+def _output_store(
+    output: str | os.PathLike[str],
+    src: Source,
+    read: SourceOptions,
+    *,
+    overwrite: bool,
+    resume: bool,
+) -> Store | None:
+    """The store of an OUTPUT URI (`s3://`, `gs://`, ...), checked as a local OUTPUT is; None for
+    a local path (`file://` included)."""
+    if not is_remote(os.fspath(output)):
+        return None
+    from transcript_clean.remote_output import check_store_free, check_store_output
+
+    try:
+        store = open_store(os.fspath(output), read.storage_options)
+    except StorageError as err:
+        raise OutputError(str(err)) from None
+    check_store_output(store, src)
+    if not resume:
+        check_store_free(store, overwrite)
+    return store
+
+
+def _clean_store(
+    store: Store,
+    job: BlockJob,
+    blocks: list[Block],
+    identity: dict[str, Any],
+    run: EngineOptions,
+    summarize: Callable[[Stats], dict[str, Any]],
+    resume: bool,
+    overwrite: bool,
+    progress: Callable[[int], None] | None,
+    pool: ProcessPoolExecutor | None,
+) -> RunResult:
+    """`clean` into OUTPUT on an object store, by `remote_output`'s commit protocol: each block
+    cleaned where it runs and uploaded to `_temporary/`, `_SUCCESS` written last."""
+    from transcript_clean import remote_output as remote
+    from transcript_clean.engine.local import map_blocks
+
+    with remote.store_lock(store) as still_locked:
+        finished = remote.finished_store_run(store, identity) if resume else None
+        if finished is not None:  # a run killed after _SUCCESS: only tidy up
+            remote.remove_temporary(store)
+            return RunResult(store.uri, *finished, already_complete=True)
+        remote.prepare_store(store, identity, resume=resume, overwrite=overwrite)
+        if not (resume and store.exists(remote.FINISHED)):  # not our own half-published OUTPUT
+            remote.check_store_free(store, overwrite)
+        task = remote.StoredBlockJob(job, store)
+        done = remote.store_blocks_done(store, blocks)
+        if progress is not None:
+            progress(sum(stats.rows_in for stats in done.values()))
+        todo = [block for block in blocks if block.index not in done]
+        if run.engine == "ray":
+            from transcript_clean.engine.ray import map_blocks_on_ray
+
+            for index, block_stats in map_blocks_on_ray(task, todo, address=run.ray_address):
+                done[index] = block_stats
+                if progress is not None:
+                    progress(block_stats.rows_in)
+        else:
+            cleaned = map_blocks(
+                task,
+                blocks,
+                rows=lambda stats: stats.rows_in,
+                workers=run.workers,
+                progress=progress,
+                pool=pool,
+                done=done,
+            )
+            done.update((block.index, block_stats) for block, block_stats in cleaned)
+        stats = Stats()
+        for block in blocks:
+            stats.merge(done[block.index])
+        stats.check()
+        summary = summarize(stats)
+        shards = [job.output.shard_name(block.index) for block in blocks]
+        remote.publish(store, job.source, shards, stats, summary, still_locked, job.output)
+        remote.remove_temporary(store)
+    return RunResult(store.uri, stats, summary)
 
 
 def _run_local(

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Protocol, Self
+from typing import Any, BinaryIO, Protocol, Self
 
 import numpy as np
 import pyarrow as pa
@@ -271,9 +271,10 @@ class OutputFormat:
 
         return JsonlShard(path, schema, compression=self.codec, rejects=rejects)
 
-    def rows(self, path: Path) -> int:
-        """The rows a shard holds, read back from the file: a Parquet footer's count, or the
-        JSON Lines file's lines (all of it read: a file cut short fails)."""
+    def rows(self, path: Path | BinaryIO) -> int:
+        """The rows a shard holds, read back from the file (a path, or one open for reading): a
+        Parquet footer's count, or the JSON Lines file's lines (all of it read: a file cut short
+        fails)."""
         if self.name == "parquet":
             return int(pq.read_metadata(path).num_rows)
         from transcript_clean.jsonl_sink import count_lines

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pyarrow as pa
 
 from transcript_clean.audit.measure import Gate, by_code, code_rank
 from transcript_clean.errors import TranscriptCleanError
+from transcript_clean.storage import StorageError, Store, is_remote, open_store
 
 __all__ = ["Baseline", "BaselineError", "Drift", "compute_drift", "drift_gate", "load_baseline"]
 
@@ -53,9 +55,14 @@ class Drift:
         }
 
 
-def load_baseline(path: str | os.PathLike[str]) -> Baseline:
+def load_baseline(
+    path: str | os.PathLike[str], storage_options: Mapping[str, Any] | None = None
+) -> Baseline:
     """A baseline from a clean or audit run: its summary.json, its stats.parquet, or a folder
-    holding either (summary.json preferred). Raises `BaselineError` naming the file."""
+    holding either (summary.json preferred), local or at a URI (`s3://...`, read with
+    `storage_options`). Raises `BaselineError` naming the file."""
+    if is_remote(os.fspath(path)):
+        return _baseline_from_store(os.fspath(path), storage_options or {})
     target = Path(path)
     if target.is_dir():
         for name in ("summary.json", "stats.parquet"):
@@ -69,6 +76,43 @@ def load_baseline(path: str | os.PathLike[str]) -> Baseline:
     if target.suffix == ".parquet":
         return _baseline_from_parquet(target)
     return _baseline_from_summary(target)
+
+
+def _baseline_from_store(uri: str, options: Mapping[str, Any]) -> Baseline:
+    """A baseline on an object store: fetched, then read as a local one. A clean run's OUTPUT
+    there counts only once complete, with its `_SUCCESS`."""
+    from transcript_clean.remote_output import SUCCESS, TEMPORARY
+
+    try:
+        store = open_store(uri, options)
+        if store.fs.isdir(store.path):
+            names = store.files()
+            if (
+                any(n.startswith(("data/", f"{TEMPORARY}/")) for n in names)
+                and SUCCESS not in names
+            ):
+                raise BaselineError(
+                    f"baseline {uri}: a run's OUTPUT without {SUCCESS}, so not complete (a run "
+                    "killed, or still writing): finish it with clean --resume"
+                )
+            name = next((n for n in ("summary.json", "stats.parquet") if n in names), None)
+            if name is None:
+                raise BaselineError(
+                    f"baseline {uri}: the folder has no summary.json or stats.parquet"
+                )
+            store = Store(f"{store.uri}/{name}", options)
+        with tempfile.TemporaryDirectory(prefix="transcript-clean-baseline-") as folder:
+            local = Path(folder) / store.uri.rsplit("/", 1)[-1]
+            store.fs.get_file(store.path, str(local))
+            try:
+                found = load_baseline(local)
+            except BaselineError as err:
+                raise BaselineError(str(err).replace(str(local), store.uri)) from None
+    except FileNotFoundError:
+        raise BaselineError(f"baseline {uri}: no such file or folder") from None
+    except (OSError, StorageError) as err:
+        raise BaselineError(f"baseline {uri}: cannot read it ({err})") from None
+    return replace(found, path=store.uri)
 
 
 def _baseline_from_summary(path: Path) -> Baseline:

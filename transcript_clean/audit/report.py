@@ -9,6 +9,7 @@ from pathlib import Path
 from transcript_clean.audit.run import AuditResult
 from transcript_clean.errors import OutputError
 from transcript_clean.sinks import write_text_atomic
+from transcript_clean.storage import is_uri
 
 __all__ = ["REPORT_SUFFIXES", "check_report", "write_report"]
 
@@ -19,6 +20,8 @@ _HTML = (".html", ".htm")
 def check_report(path: str | os.PathLike[str]) -> None:
     """Refuse, before an audit runs, a report that could not be written: a name that says
     neither Markdown nor HTML, or a place where no file can be made."""
+    if is_uri(os.fspath(path)):
+        raise OutputError(f"report {path}: the report is written to a local file; give its path")
     if Path(path).suffix.lower() not in REPORT_SUFFIXES:
         raise OutputError(f"report {path}: the name must end in .md or .html")
     folder = Path(path).absolute().parent

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -41,6 +42,7 @@ from transcript_clean.run import DEFAULT_ROWS_PER_SHARD
 from transcript_clean.sinks import write_table_atomic, write_text_atomic
 from transcript_clean.sources import DEFAULT_BATCH_BYTES, Source
 from transcript_clean.stats import Stats, run_summary
+from transcript_clean.storage import StorageError, Store, is_remote, open_store
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -167,11 +169,16 @@ def audit(
         raise ValueError("samples must be at least 0")
     cfg = config if isinstance(config, Config) else load_config(config)
     base = (
-        baseline if baseline is None or isinstance(baseline, Baseline) else load_baseline(baseline)
+        baseline
+        if baseline is None or isinstance(baseline, Baseline)
+        else load_baseline(baseline, read.storage_options)
     )
     src = read.open()
     if stats_out is not None:
-        _check_stats_out(Path(stats_out), src, overwrite)
+        if is_remote(os.fspath(stats_out)):
+            _check_stats_store(os.fspath(stats_out), read.storage_options, overwrite)
+        else:
+            _check_stats_out(Path(stats_out), src, overwrite)
     fmt = resolve_format(src, read.format, read.column)
     if on_start is not None:
         on_start(src, fmt, read.rows_total(src))
@@ -194,7 +201,7 @@ def audit(
     picked = merge_samples((block.samples for block in audited), samples)
     result = AuditResult(summary, stats, picked, base, drift, gates)
     if stats_out is not None:
-        write_stats(result, stats_out, overwrite=True)
+        write_stats(result, stats_out, overwrite=True, storage_options=read.storage_options)
     return result
 
 
@@ -273,10 +280,40 @@ def _check_stats_out(folder: Path, src: Source, overwrite: bool) -> None:
         )
 
 
+def _check_stats_store(uri: str, options: Mapping[str, Any], overwrite: bool) -> Store:
+    """`_check_stats_out` for a folder on an object store (`s3://...`)."""
+    try:
+        store = open_store(uri, options)
+        present = [name for name in STATS_FILES if store.exists(name)]
+    except (StorageError, OSError) as err:
+        raise OutputError(f"--stats-out {uri}: {err}") from None
+    if present and not overwrite:
+        raise OutputError(
+            f"--stats-out {uri} already holds {', '.join(present)}: pass --overwrite to "
+            "replace them"
+        )
+    return store
+
+
 def write_stats(
-    result: AuditResult, folder: str | os.PathLike[str], *, overwrite: bool = False
+    result: AuditResult,
+    folder: str | os.PathLike[str],
+    *,
+    overwrite: bool = False,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> None:
-    """stats.parquet, stats.csv and summary.json, as a cleaning run writes them."""
+    """stats.parquet, stats.csv and summary.json, as a cleaning run writes them; into a local
+    folder, or one on an object store (each file written whole, summary.json last)."""
+    if is_remote(os.fspath(folder)):
+        store = _check_stats_store(os.fspath(folder), storage_options or {}, overwrite)
+        with tempfile.TemporaryDirectory(prefix="transcript-clean-stats-") as local:
+            write_stats(result, local)
+            try:
+                for name in STATS_FILES:  # summary.json, the one a baseline reads first, last
+                    store.put(Path(local) / name, name)
+            except OSError as err:
+                raise OutputError(f"cannot write --stats-out {folder}: {err}") from None
+        return
     out = Path(folder)
     present = [name for name in STATS_FILES if (out / name).exists()]
     if present and not overwrite:

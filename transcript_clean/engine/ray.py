@@ -3,8 +3,11 @@
 The input is planned into the same blocks as the local engine (`plan_blocks`). A Ray Dataset holds
 one row per block still to clean, and `map_batches` runs `run_block` on each: the same cleaner,
 writing the same shards into the run's work folder, which every node must reach (a local path for
-a local Ray; a shared filesystem on a cluster). The blocks' stats come back to the driver pickled
-and are merged in block order, so the files, the stats and their examples are the local engine's.
+a local Ray; a shared filesystem on a cluster: said before the run starts). With OUTPUT in a
+bucket, `run.clean` runs `remote_output.StoredBlockJob`s through `map_blocks_on_ray` instead:
+each task uploads its own shards, and nothing local is shared. The blocks' stats come back to
+the driver pickled and are merged in block order, so the files, the stats and their examples are
+the local engine's.
 
 `map_blocks_on_ray` runs any `BlockTask` so: the audit's measures, for one.
 """
@@ -81,6 +84,7 @@ def run_ray(
         progress(sum(stats.rows_in for stats in done.values()))
 
     if todo:
+        _warn_if_cluster(ray, work, address)
         for index, stats in _mapped(ray, job, todo, address, num_cpus, show_progress):
             done[index] = stats
             if progress is not None:
@@ -91,6 +95,29 @@ def run_ray(
     for block in blocks:
         merged.merge(done[block.index])
     return merged, [output.shard_name(block.index) for block in blocks]
+
+
+log = logging.getLogger("transcript_clean")
+
+
+def _warn_if_cluster(ray: Any, work: Path, address: str | None) -> None:
+    """Say, before any block runs, that a local work folder must be shared storage when the
+    Ray it runs on may be other machines: a cluster's address, or a Ray joined already that
+    has other nodes. (An OUTPUT in a bucket needs nothing shared: `remote_output`.)"""
+    target = address or os.environ.get("RAY_ADDRESS")
+    if ray.is_initialized():
+        nodes = [node for node in ray.nodes() if node.get("Alive")]
+        target = f"with {len(nodes)} nodes" if len(nodes) > 1 else None
+    elif target == "local":
+        target = None
+    if target is not None:
+        log.warning(
+            "OUTPUT is a local path: every node of the Ray cluster (%s) must reach %s as this "
+            "machine does (a shared filesystem), or the run fails once its blocks are done; "
+            "without one, give an s3:// or gs:// OUTPUT (docs/ray.md)",
+            target,
+            work,
+        )
 
 
 def map_blocks_on_ray(

@@ -17,7 +17,9 @@ import glob
 import os
 import re
 import time
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from transcript_clean.errors import SourceError
 from transcript_clean.sources.base import (
@@ -72,6 +74,7 @@ def open_source(
     revision: str | None = None,
     streaming: bool = False,
     data_files: DataFiles | None = None,
+    storage_options: Mapping[str, Any] | None = None,
 ) -> Source:
     """Open what `spec` names, checked in this order:
 
@@ -87,7 +90,8 @@ def open_source(
     - a Hub id (`owner/name` or `name`): `load_hub`.
 
     `split`, `subset`, `revision` and `streaming` apply to the Hub; `split` also picks the split of
-    a `DatasetDict` folder. Raises `SourceError` for anything it cannot open.
+    a `DatasetDict` folder; `storage_options` to the filesystem of a URI. Raises `SourceError`
+    for anything it cannot open.
     """
     if data_files is not None:
         return load_hub(
@@ -95,7 +99,7 @@ def open_source(
             data_files=data_files,
         )  # fmt: skip
     if _URI.match(spec):
-        return open_uri(spec)
+        return open_uri(spec, storage_options)
     path = Path(os.path.expanduser(spec))
     if path.is_file():
         return _open_files(spec, [path], path)

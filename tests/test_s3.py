@@ -1,0 +1,258 @@
+"""SOURCE and OUTPUT in a bucket on a real S3 server on localhost (moto's, started here): the
+same bytes as a local run, resume after a kill, overwrite, the lock, and audit baselines."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from s3_helpers import CREDENTIALS, bucket_digests, comparable, folder_digests, s3
+from test_run import make_dataset
+
+from transcript_clean.audit import audit
+from transcript_clean.audit.baseline import BaselineError, load_baseline
+from transcript_clean.cli import main
+from transcript_clean.errors import OutputError
+from transcript_clean.remote_output import LOCK, SUCCESS, TEMPORARY, store_lock
+from transcript_clean.run import clean
+from transcript_clean.storage import open_store
+
+
+@pytest.fixture(scope="session")
+def s3_endpoint() -> Iterator[str]:
+    """An S3 server on localhost: moto's `ThreadedMotoServer`, the S3 protocol over HTTP in a
+    thread of the test process (no network)."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # one line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    yield f"http://{host}:{port}"
+    server.stop()
+
+
+@pytest.fixture
+def bucket(s3_endpoint: str, monkeypatch: pytest.MonkeyPatch) -> str:
+    """A new, empty bucket on the local server, as `s3://name`; the credentials and endpoint
+    are in the environment, where subprocesses and Ray workers find them too."""
+    import s3fs  # type: ignore[import-untyped]
+
+    for key, value in CREDENTIALS.items():
+        monkeypatch.setenv(key, value)
+    monkeypatch.setenv("AWS_ENDPOINT_URL", s3_endpoint)
+    name = f"test-{uuid.uuid4().hex[:12]}"
+    s3fs.S3FileSystem(endpoint_url=s3_endpoint, skip_instance_cache=True).mkdir(name)
+    return f"s3://{name}"
+
+
+def upload_dataset(endpoint: str, tmp_path: Path, uri: str, rows: int, seed: int = 0) -> Path:
+    """A generated dataset written locally and uploaded to `uri/in/part.parquet`."""
+    local = tmp_path / "in" / "part.parquet"
+    local.parent.mkdir()
+    make_dataset(local, rows, "openai", seed=seed)
+    s3(endpoint).put_file(str(local), f"{uri.removeprefix('s3://')}/in/part.parquet")  # type: ignore[attr-defined]
+    return local
+
+
+def options(endpoint: str) -> dict[str, object]:
+    return {"storage_options": {"endpoint_url": endpoint}}
+
+
+def test_a_clean_run_into_a_bucket_writes_what_a_local_run_does(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    local = upload_dataset(s3_endpoint, tmp_path, bucket, 300)
+    result = clean(f"{bucket}/in/", f"{bucket}/out", rows_per_shard=120, **options(s3_endpoint))
+    assert result.output == f"{bucket}/out" and result.stats.rows_in == 300
+    # The same SOURCE into a local folder: every file the same, byte for byte.
+    clean(f"{bucket}/in/", tmp_path / "same-source", rows_per_shard=120, **options(s3_endpoint))
+    written = bucket_digests(s3_endpoint, f"{bucket}/out")
+    assert comparable(written) == comparable(folder_digests(tmp_path / "same-source"))
+    assert SUCCESS in written and "summary.json" in written
+    assert not any(name.startswith(TEMPORARY) for name in written)
+    # The local-path run: the same kept shards; rejects name their source as given.
+    clean(local, tmp_path / "local", rows_per_shard=120)
+    local_data = {k: v for k, v in folder_digests(tmp_path / "local").items() if "data/" in k}
+    assert {k: v for k, v in written.items() if k.startswith("data/")} == local_data
+    bucket_rejects = pq.read_table(
+        f"{bucket.removeprefix('s3://')}/out/rejects", filesystem=s3(s3_endpoint)
+    ).drop_columns(["_source"])
+    local_rejects = pq.read_table(tmp_path / "local" / "rejects").drop_columns(["_source"])
+    assert bucket_rejects.equals(local_rejects)
+
+
+def test_an_s3_output_never_becomes_a_local_folder(
+    s3_endpoint: str, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    source = tmp_path / "in.parquet"
+    make_dataset(source, 20, "openai")
+    monkeypatch.chdir(tmp_path)
+    runner = CliRunner()
+    args = ["clean", str(source), f"{bucket}/out/", "--quiet"]
+    given = ["--storage-option", f"endpoint_url={s3_endpoint}"]
+    result = runner.invoke(main, [*args, *given])
+    assert result.exit_code == 0, result.output
+    assert SUCCESS in bucket_digests(s3_endpoint, f"{bucket}/out")
+    # Without s3fs, a clear error naming the extra, and still nothing local.
+    monkeypatch.setitem(sys.modules, "s3fs", None)
+    result = runner.invoke(main, [*args, "--overwrite", *given])
+    assert result.exit_code == 2
+    assert "pip install 'transcript-clean[s3]'" in result.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+
+
+def test_a_full_output_is_refused_and_overwrite_replaces_it_whole(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 300)
+    clean(f"{bucket}/in/", f"{bucket}/out", rows_per_shard=50, **options(s3_endpoint))
+    assert len([n for n in bucket_digests(s3_endpoint, f"{bucket}/out") if "data/" in n]) == 6
+    with pytest.raises(OutputError, match="exists and is not empty: pass --overwrite"):
+        clean(f"{bucket}/in/", f"{bucket}/out", **options(s3_endpoint))
+    clean(f"{bucket}/in/", f"{bucket}/out", overwrite=True, **options(s3_endpoint))
+    clean(f"{bucket}/in/", tmp_path / "local", **options(s3_endpoint))
+    written = bucket_digests(s3_endpoint, f"{bucket}/out")
+    # nothing of the first run's six shards is left
+    assert comparable(written) == comparable(folder_digests(tmp_path / "local"))
+    assert sorted(n for n in written if "data/" in n) == ["data/part-00000.parquet"]
+
+
+def test_a_killed_run_is_not_complete_and_resume_finishes_it_identically(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 2_000, seed=3)
+    command = [
+        sys.executable, "-m", "transcript_clean", "clean", f"{bucket}/in/", f"{bucket}/out",
+        "--rows-per-shard", "50", "--quiet", "--storage-option", f"endpoint_url={s3_endpoint}",
+    ]  # fmt: skip
+    run = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    store = open_store(f"{bucket}/out", {"endpoint_url": s3_endpoint})
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and run.poll() is None:
+        if len(store.files(f"{TEMPORARY}/blocks")) >= 3:
+            break
+        time.sleep(0.05)
+    assert run.poll() is None, "the run finished before it could be killed"
+    os.kill(run.pid, signal.SIGKILL)
+    run.wait()
+
+    names = store.files()
+    assert LOCK in names and SUCCESS not in names
+    with pytest.raises(BaselineError, match="not complete"):
+        load_baseline(f"{bucket}/out", {"endpoint_url": s3_endpoint})
+    with pytest.raises(OutputError, match="did not finish: pass --resume"):
+        clean(f"{bucket}/in/", f"{bucket}/out", rows_per_shard=50, **options(s3_endpoint))
+
+    result = clean(
+        f"{bucket}/in/", f"{bucket}/out", rows_per_shard=50, resume=True, **options(s3_endpoint)
+    )  # the lock of the killed run, a process of this machine that is gone, is taken over
+    assert result.stats.rows_in == 2_000
+    clean(f"{bucket}/in/", tmp_path / "whole", rows_per_shard=50, **options(s3_endpoint))
+    written = bucket_digests(s3_endpoint, f"{bucket}/out")
+    assert comparable(written) == comparable(folder_digests(tmp_path / "whole"))
+    assert not any(name.startswith(TEMPORARY) for name in written)
+
+
+def test_a_second_run_is_told_who_holds_the_lock(s3_endpoint: str, bucket: str) -> None:
+    store = open_store(f"{bucket}/out", {"endpoint_url": s3_endpoint})
+    refused = rf"another run .* \(pid {os.getpid()} on .*started"
+    with store_lock(store), pytest.raises(OutputError, match=refused), store_lock(store):
+        pass
+    assert not store.exists(LOCK) or store.files() == [LOCK]  # left only by a run's end
+
+
+def test_audit_against_a_baseline_in_the_bucket(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 300)
+    clean(f"{bucket}/in/", f"{bucket}/out", config="strict", **options(s3_endpoint))
+    found = load_baseline(f"{bucket}/out", {"endpoint_url": s3_endpoint})
+    assert found.path == f"{bucket}/out/summary.json" and found.rows_in == 300
+    result = audit(
+        f"{bucket}/in/",
+        config="strict",
+        baseline=f"{bucket}/out",
+        max_drift=0.0,
+        **options(s3_endpoint),
+    )
+    assert result.drift is not None and all(d.change == 0 for d in result.drift)
+    assert not result.failed
+    # The audit's own stats into the bucket, and read back as a baseline.
+    audit(f"{bucket}/in/", config="strict", stats_out=f"{bucket}/stats", **options(s3_endpoint))
+    again = load_baseline(f"{bucket}/stats", {"endpoint_url": s3_endpoint})
+    assert again.shares == found.shares
+    with pytest.raises(OutputError, match=r"already holds stats\.parquet"):
+        audit(f"{bucket}/in/", stats_out=f"{bucket}/stats", **options(s3_endpoint))
+    with pytest.raises(BaselineError, match="no such file or folder"):
+        load_baseline(f"{bucket}/nothing/summary.json", {"endpoint_url": s3_endpoint})
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning:ray")
+def test_the_ray_engine_with_source_and_output_in_the_bucket(
+    s3_endpoint: str, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if "ray" in os.environ.get("TEST_EXTRAS", "").split(","):
+        import ray  # noqa: F401  # CI installed the extra: a missing Ray is a failure here
+    else:
+        pytest.importorskip("ray", reason="the Ray engine needs the [ray] extra")
+    upload_dataset(s3_endpoint, tmp_path, bucket, 300)
+    clean(f"{bucket}/in/", f"{bucket}/local", rows_per_shard=100, **options(s3_endpoint))
+    # The driver works in a folder of its own, which no worker is given: every shard reaches
+    # OUTPUT through the bucket.
+    driver = tmp_path / "driver"
+    driver.mkdir()
+    monkeypatch.chdir(driver)
+    result = clean(
+        f"{bucket}/in/",
+        f"{bucket}/ray",
+        rows_per_shard=100,
+        engine="ray",
+        **options(s3_endpoint),
+    )
+    assert result.stats.rows_in == 300
+    assert list(driver.iterdir()) == []
+    ray_run = bucket_digests(s3_endpoint, f"{bucket}/ray")
+    assert comparable(ray_run) == comparable(bucket_digests(s3_endpoint, f"{bucket}/local"))
+    assert SUCCESS in ray_run
+    summary = json.loads(s3(s3_endpoint).cat_file(f"{bucket[5:]}/ray/summary.json"))  # type: ignore[attr-defined]
+    assert summary["engine"] == "ray"
+
+
+def test_explain_reads_a_row_of_a_bucket(s3_endpoint: str, bucket: str, tmp_path: Path) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 30)
+    result = CliRunner().invoke(
+        main,
+        [
+            "explain",
+            f"{bucket}/in/",
+            "--row",
+            "3",
+            "--storage-option",
+            f"endpoint_url={s3_endpoint}",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert "row 3" in result.output
+
+
+def test_worker_processes_upload_their_own_blocks(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 400)
+    clean(f"{bucket}/in/", f"{bucket}/two", rows_per_shard=50, workers=2, **options(s3_endpoint))
+    clean(f"{bucket}/in/", tmp_path / "one", rows_per_shard=50, **options(s3_endpoint))
+    written = bucket_digests(s3_endpoint, f"{bucket}/two")
+    assert comparable(written) == comparable(folder_digests(tmp_path / "one"))
+    assert len([name for name in written if name.startswith("data/")]) == 8
