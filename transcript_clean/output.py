@@ -284,12 +284,16 @@ def finalize(
     """Lay out OUTPUT in `work/final` (hard links to the block shards, empty shards left out and
     the rest numbered from 0) and move it into place."""
     from transcript_clean.pipeline import reject_schema
+    from transcript_clean.sources import output_schema
 
     final = work / "final"
     try:
         if final.exists():
             shutil.rmtree(final)
-        for folder, schema in (("data", src.schema), ("rejects", reject_schema(src.schema))):
+        for folder, schema in (
+            ("data", output_schema(src.schema, rejects=False)),
+            ("rejects", output_schema(reject_schema(src.schema), rejects=True)),
+        ):
             (final / folder).mkdir(parents=True)
             written = 0
             for name in shards:

@@ -45,7 +45,13 @@ from transcript_clean.sinks import (
     shard_name,
     write_text_atomic,
 )
-from transcript_clean.sources import DEFAULT_BATCH_BYTES, Part, Source
+from transcript_clean.sources import (
+    DEFAULT_BATCH_BYTES,
+    Part,
+    Source,
+    output_schema,
+    output_table,
+)
 from transcript_clean.stats import Stats
 
 __all__ = [
@@ -166,11 +172,13 @@ def clean_block(
     schema = job.source.schema
     stats = Stats()
     data = ParquetShard(
-        job.workdir / "data" / shard_name(block.index), schema, row_group_bytes=job.row_group_bytes
+        job.workdir / "data" / shard_name(block.index),
+        output_schema(schema, rejects=False),
+        row_group_bytes=job.row_group_bytes,
     )
     rejects = ParquetShard(
         job.workdir / "rejects" / shard_name(block.index),
-        reject_schema(schema),
+        output_schema(reject_schema(schema), rejects=True),
         row_group_bytes=job.row_group_bytes,
     )
     writes: deque[tuple[Future[None], int]] = deque()
@@ -309,8 +317,8 @@ def _grouped(
 def _write(data: ParquetShard, cleaned: CleanedBatch, rejects: ParquetShard) -> None:
     """Write a cleaned batch, gathering its kept rows here: a copy of the batch, made in Arrow
     without the GIL, off the thread that runs the per-row Python."""
-    data.write(cleaned.kept_rows())
-    rejects.write(cleaned.rejects)
+    data.write(output_table(cleaned.kept_rows(), rejects=False))
+    rejects.write(output_table(cleaned.rejects, rejects=True))
 
 
 _END = object()
