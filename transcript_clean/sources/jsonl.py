@@ -142,10 +142,12 @@ def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> I
 
 
 def _blocks(
-    path: Path, compression: str | None, offset: int = 0, size: int = BLOCK_BYTES
+    path: Path, compression: str | None, offset: int = 0, size: int | None = None
 ) -> Iterator[tuple[int, bytes]]:
     """The file's bytes from `offset` on, as (offset, block) of whole lines, each block ending
-    with a newline (one is added to a last line without)."""
+    with a newline (one is added to a last line without), reading `size` (`BLOCK_BYTES`) at a
+    time."""
+    size = size or BLOCK_BYTES
     at = offset
     carry = b""
     try:

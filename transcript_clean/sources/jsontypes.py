@@ -80,7 +80,7 @@ def type_of(value: Any, depth: int = 0) -> pa.DataType:
         item: pa.DataType = pa.null()
         for element in value:
             item = unify(item, type_of(element, depth + 2))
-        return pa.list_(item)
+        return list_of(item)
     if isinstance(value, dict):
         return pa.struct([(key, type_of(item, depth + 1)) for key, item in value.items()])
     return JSON
@@ -114,7 +114,7 @@ def unify(a: pa.DataType, b: pa.DataType) -> pa.DataType:
             fields[f.name] = unify(fields[f.name], f.type) if f.name in fields else f.type
         return pa.struct(list(fields.items()))
     if _is_list(a) and _is_list(b):
-        return pa.list_(unify(a.value_type, b.value_type))
+        return list_of(unify(a.value_type, b.value_type))
     return JSON
 
 
@@ -150,12 +150,19 @@ def finish(type_: pa.DataType, name: str = "", depth: int = 0) -> pa.DataType:
             return JSON
         return pa.struct([f.with_type(finish(f.type, f.name, depth + 1)) for f in type_])
     if _is_list(type_):
-        return pa.list_(finish(type_.value_type, name, depth + 2))
+        return list_of(finish(type_.value_type, name, depth + 2))
     if pa.types.is_integer(type_) and type_ != pa.int64():
         return pa.int64()
     if pa.types.is_floating(type_) and type_ != pa.float64():
         return pa.float64()
     return type_
+
+
+def list_of(item: pa.DataType) -> pa.DataType:
+    """A list of `item`, its items named as Parquet names them (`element`), so that a JSON
+    source's schema is the one its output reads back with, and cleaning that output again
+    writes the same files."""
+    return pa.list_(pa.field("element", item))
 
 
 def _is_list(type_: pa.DataType) -> bool:
