@@ -251,3 +251,13 @@ def test_a_json_file_over_the_limit_says_to_convert_to_jsonl(
     path.write_text(json.dumps([_chat(i) for i in range(10)]), encoding="utf-8")
     with pytest.raises(SourceError, match="convert it to JSON Lines"):
         open_source(str(path))
+
+
+def test_explain_reads_a_json_lines_row_as_clean_does(tmp_path: Path) -> None:
+    path = _write_lines(tmp_path / "rows.jsonl", [json.dumps(_chat(0)), "{not json"])
+    result = CliRunner().invoke(main, ["explain", str(path), "--row", "1"])
+    assert result.exit_code == 0, result.output
+    assert "malformed_row" in result.output and "line 1: not JSON: " in result.output
+    result = CliRunner().invoke(main, ["explain", str(path), "--row", "0"])
+    assert result.exit_code == 0, result.output
+    assert "Outcome: kept" in result.output
