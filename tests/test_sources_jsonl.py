@@ -18,7 +18,7 @@ from transcript_clean.cli import main
 from transcript_clean.errors import SourceError
 from transcript_clean.pipeline import batch_verdicts
 from transcript_clean.sources import LINE_ERROR, RAW_LINE, jsonl, open_source
-from transcript_clean.sources.jsontypes import JSON
+from transcript_clean.sources.jsontypes import JSON, has_json
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 MSFOUNDRY = DATA / "openai" / "msfoundry_zava_toolsft_valid.jsonl"
@@ -261,3 +261,31 @@ def test_explain_reads_a_json_lines_row_as_clean_does(tmp_path: Path) -> None:
     result = CliRunner().invoke(main, ["explain", str(path), "--row", "0"])
     assert result.exit_code == 0, result.output
     assert "Outcome: kept" in result.output
+
+
+def test_blocks_typed_by_arrow_and_line_by_line_unify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Arrow's reader takes "2024-01-01 10:00:00" for a timestamp; a block with a bad line is
+    # typed line by line, where it is text. The column is text, as the file says.
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 64)
+    lines = [json.dumps({"t": "2024-01-01 10:00:00", "n": i}) for i in range(6)]
+    lines += ["{bad", json.dumps({"t": "soon", "n": 1.5})]
+    source = open_source(str(_write_lines(tmp_path / "rows.jsonl", lines)))
+    assert source.schema.field("t").type == pa.string()
+    assert source.schema.field("n").type == pa.float64()
+    read = rows(source)
+    assert [r["t"] for r in read] == ["2024-01-01 10:00:00"] * 6 + [None, "soon"]
+
+
+def test_a_value_arrow_types_hundreds_deep_is_json_where_parquet_stops(tmp_path: Path) -> None:
+    deep = "[" * 500 + "1" + "]" * 500  # Arrow's reader types it; Parquet readers could not
+    lines = [json.dumps(_chat(1))[:-1] + ', "v": ' + deep + ', "n": 1}']
+    source = open_source(str(_write_lines(tmp_path / "rows.jsonl", lines)))
+    assert source.schema.field("n").type == pa.int64()
+    assert has_json(source.schema.field("v").type)
+    [row] = rows(source)
+    assert row["n"] == 1 and row[LINE_ERROR] is None
+    out = tmp_path / "out"
+    _clean(_write_lines(tmp_path / "rows.jsonl", lines), out)
+    assert pq.read_table(out / "data").column("n").to_pylist() == [1]  # reads back

@@ -233,7 +233,7 @@ def _raw_lines(block: bytes, bounds: Offsets, starts: Offsets) -> pa.Array:
 def _block_schema(block: bytes, starts: Offsets, ends: Offsets) -> pa.Schema:
     """The types of a block's rows: Arrow's JSON reader, else line by line (`_line_values`)."""
     table = _arrow_read(block, starts, ends, None)
-    if table is not None:
+    if table is not None and not jsontypes.too_deep(pa.struct(list(table.schema))):
         return table.schema
     values = [v for v, error in _line_values(block, starts, ends, 0) if error is None]
     return jsontypes.schema_of(jsontypes.type_of(v) for v in values)

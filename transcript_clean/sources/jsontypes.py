@@ -120,7 +120,37 @@ def unify(a: pa.DataType, b: pa.DataType) -> pa.DataType:
 
 def unify_schemas(schemas: Iterable[pa.Schema]) -> pa.Schema:
     """One schema for rows of any of `schemas` (columns in order of first appearance)."""
-    return schema_of(pa.struct(list(s)) for s in schemas)
+    return schema_of(_plain(pa.struct(list(s))) for s in schemas)
+
+
+def _plain(type_: pa.DataType) -> pa.DataType:
+    """`type_` in the types `type_of` gives, so that a block Arrow's JSON reader typed and one
+    typed line by line unify: text for what the reader took for timestamps (the text is what
+    the file says), 64-bit numbers."""
+
+    def plain(leaf: pa.DataType) -> pa.DataType:
+        if pa.types.is_timestamp(leaf) or pa.types.is_date(leaf):
+            return pa.string()
+        if pa.types.is_integer(leaf):
+            return pa.int64()
+        if pa.types.is_floating(leaf):
+            return pa.float64()
+        return leaf
+
+    return _leaves_mapped(type_, plain)
+
+
+def too_deep(type_: pa.DataType) -> bool:
+    """Whether `type_` nests deeper than `PARQUET_DEPTH`. Iterative, so that any depth is fine
+    (Arrow's JSON reader types a value nested thousands deep)."""
+    stack = [(type_, 0)]
+    while stack:
+        kind, depth = stack.pop()
+        if depth > PARQUET_DEPTH:
+            return True
+        step = 2 if _is_list(kind) else 1
+        stack.extend((kind.field(i).type, depth + step) for i in range(kind.num_fields))
+    return False
 
 
 def schema_of(row_types: Iterable[pa.DataType]) -> pa.Schema:
@@ -139,10 +169,7 @@ def unify_all(types: Iterable[pa.DataType]) -> pa.DataType:
 
 
 def finish(type_: pa.DataType, name: str = "", depth: int = 0) -> pa.DataType:
-    """`type_` as stored: `json_` for tool schemas, wide or empty structs and deep nesting;
-    text for what Arrow's JSON reader took for timestamps (the text is what the file says)."""
-    if pa.types.is_timestamp(type_) or pa.types.is_date(type_):
-        return pa.string()
+    """`type_` as stored: `json_` for tool schemas, wide or empty structs and deep nesting."""
     if depth > PARQUET_DEPTH:
         return JSON
     if pa.types.is_struct(type_):
@@ -151,10 +178,6 @@ def finish(type_: pa.DataType, name: str = "", depth: int = 0) -> pa.DataType:
         return pa.struct([f.with_type(finish(f.type, f.name, depth + 1)) for f in type_])
     if _is_list(type_):
         return list_of(finish(type_.value_type, name, depth + 2))
-    if pa.types.is_integer(type_) and type_ != pa.int64():
-        return pa.int64()
-    if pa.types.is_floating(type_) and type_ != pa.float64():
-        return pa.float64()
     return type_
 
 
