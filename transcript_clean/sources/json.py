@@ -101,6 +101,10 @@ class JsonSource(FileSource):
             return
         if isinstance(part.key, LinesIndex):
             for table in read_lines(part.key, self.schema, start, stop):
+                # Arrow's reader gives a chunk per MiB it parsed (a thousand rows or so): one
+                # chunk, so that batches have `batch_size` rows (a batch costs the cleaner a
+                # fixed overhead too).
+                table = table.combine_chunks()
                 yield from table_batches(table, self.schema, batch_size, batch_bytes)
         else:
             rows = self._table.slice(part.key + start, stop - start)
