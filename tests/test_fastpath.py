@@ -584,3 +584,28 @@ def test_unanswered_calls_and_no_assistant_turn_by_hand(config: Any) -> None:
         assert verdicts is not None
         # A turn whose calls share an id (row 5) is duplicate_call_id's: the per-row path's.
         assert verdicts.handled.tolist() == [False, False, True, False, True, False, True, True]
+
+
+def test_a_conversation_holding_json_values_goes_per_row_and_is_never_wrongly_settled() -> None:
+    # Arguments that are an object in one call and text in another are `pa.json_()`: read as
+    # text, an object would look like arguments that are not one (invalid_tool_arguments).
+    from transcript_clean.sources import rows_to_table
+    from transcript_clean.sources.jsontypes import has_json
+
+    def chat(arguments: Any) -> dict[str, Any]:
+        call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": arguments}}
+        return {
+            "messages": [
+                {"role": "user", "content": "weather?"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+                {"role": "tool", "tool_call_id": "c1", "content": "18 C"},
+                {"role": "assistant", "content": "18 C"},
+            ]
+        }
+
+    table = rows_to_table([chat({"city": "Paris"}), chat('{"city": "Rome"}'), chat("not json")])
+    assert has_json(table.schema.field("messages").type)
+    assert batch_verdicts(table, DEFAULT, format="openai") is None
+    kept, rejects, _ = clean_batch(table, STRICT, format="openai")
+    assert kept.num_rows == 2 and kept.equals(table.slice(0, 2))
+    assert rejects.column("_reject_codes").to_pylist() == [["invalid_tool_arguments"]]

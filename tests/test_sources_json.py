@@ -15,14 +15,17 @@ from sources_helpers import JSON_ROWS, rows, write_json
 
 from transcript_clean.cli import main
 from transcript_clean.errors import SourceError
+from transcript_clean.pipeline import clean_batch
 from transcript_clean.sources import (
-    JSON_COLUMNS_KEY,
+    LINE_ERROR,
+    RAW_LINE,
     Source,
-    json_columns,
+    hidden_columns,
     open_source,
     rows_to_table,
 )
-from transcript_clean.utf8 import invalid_text
+from transcript_clean.sources.jsontypes import JSON, has_json
+from transcript_clean.utf8 import invalid_text, python_rows
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 
@@ -39,58 +42,76 @@ def test_json_rows(tmp_path: Path, name: str) -> None:
     else:
         path.write_text(text, encoding="utf-8")
     source = open_source(str(path))
-    assert (source.kind, source.num_rows, json_columns(source.schema)) == ("json", 2, [])
-    assert source.schema.names == ["id", "messages", "extra"]
-    assert rows(source) == [{**JSON_ROWS[0], "extra": None}, JSON_ROWS[1]]
-    assert rows(source, start=1, batch_size=1) == [JSON_ROWS[1]]
+    assert (source.kind, source.num_rows) == ("json", 2)
+    lines = name in ("rows.jsonl", "lines.json")  # JSON Lines have their lines as columns
+    hidden = [RAW_LINE, LINE_ERROR] if lines else []
+    assert source.schema.names == ["id", "messages", "extra", *hidden]
+    assert data_rows(source) == [{**JSON_ROWS[0], "extra": None}, JSON_ROWS[1]]
+    assert data_rows(source, start=1, batch_size=1) == [JSON_ROWS[1]]
+    if lines:
+        assert [row[RAW_LINE] for row in rows(source)] == [json.dumps(r) for r in JSON_ROWS]
 
 
 def test_json_single_object_is_one_row(tmp_path: Path) -> None:
     source = open_source(str(write_json(tmp_path / "one.json", JSON_ROWS[0])))
-    assert rows(source) == [JSON_ROWS[0]]
+    assert data_rows(source) == [JSON_ROWS[0]]
+    pretty = tmp_path / "pretty.json"  # an object over many lines is no JSON Lines
+    pretty.write_text(json.dumps(JSON_ROWS[0], indent=2), encoding="utf-8")
+    source = open_source(str(pretty))
+    assert hidden_columns(source.schema) == []
+    assert data_rows(source) == [JSON_ROWS[0]]
 
 
-def test_json_columns_arrow_cannot_hold_become_json_text(tmp_path: Path) -> None:
+def test_json_values_are_typed_and_json_only_where_types_differ(tmp_path: Path) -> None:
     mixed = [
         {"messages": [{"role": "user", "content": "text"}], "n": 1, "tags": ["a"]},
         {"messages": [{"role": "user", "content": [{"type": "text", "text": "parts"}]}]},
         {"messages": None, "n": 2.5, "tags": ["b"]},
     ]
     source = open_source(str(write_json(tmp_path / "mixed.json", mixed)))
-    assert json_columns(source.schema) == ["messages", "n"]
-    assert source.schema.metadata == {JSON_COLUMNS_KEY: b"messages,n"}
-    assert source.schema.field("messages").type == pa.string()
+    assert source.schema.metadata is None  # no private metadata
+    message = pa.struct([("role", pa.string()), ("content", JSON)])
+    assert source.schema.field("messages").type == pa.list_(message)
+    assert source.schema.field("n").type == pa.float64()
     assert source.schema.field("tags").type == pa.list_(pa.string())
     read = rows(source)
-    assert read[0]["messages"] == '[{"role": "user", "content": "text"}]'
-    assert read[2]["messages"] is None  # null stays null, not "null"
-    assert decode(source, read) == [{"tags": None, "n": None, **row} for row in mixed]
+    assert read[0]["messages"] == [{"role": "user", "content": '"text"'}]
+    assert read[2]["messages"] is None
+    assert data_rows(source) == [{"tags": None, "n": None, **row} for row in mixed]
 
 
 @pytest.mark.parametrize(
-    "values",
+    ("values", "type_"),
     [
-        [{"a": 1}, {"b": 2}],  # Arrow would add missing keys as nulls
-        [1, 2**70],  # too big for int64
-        [{}, {}],  # Parquet cannot store a struct without fields
-        [[1], ["x"]],
+        ([{"a": 1}, {"b": 2}], pa.struct([("a", pa.int64()), ("b", pa.int64())])),
+        ([1, 2**70], JSON),  # too big for int64
+        ([{}, {}], JSON),  # Parquet cannot store a struct without fields
+        ([[1], ["x"]], pa.list_(JSON)),  # as narrow as it goes: the items vary
+        ([1, 2.5], pa.float64()),
     ],
 )
-def test_rows_to_table_falls_back_when_arrow_is_not_exact(values: list[Any]) -> None:
+def test_rows_to_table_types(values: list[Any], type_: pa.DataType) -> None:
     table = rows_to_table([{"v": value} for value in values])
-    assert json_columns(table.schema) == ["v"]
-    assert [json.loads(text) for text in table.column("v").to_pylist()] == values
+    assert table.schema.field("v").type == type_
+    assert [row["v"] for row in python_rows(table)] == [
+        {"a": v.get("a"), "b": v.get("b")} if isinstance(v, dict) and v else v for v in values
+    ]
 
 
 def test_rows_to_table_without_rows() -> None:
     assert rows_to_table([]).num_rows == 0
 
 
-def test_bad_json_line_names_file_and_line(tmp_path: Path) -> None:
+def test_a_bad_json_line_is_a_row_that_says_why(tmp_path: Path) -> None:
     path = tmp_path / "bad.jsonl"
-    path.write_text('{"a": 1}\n{"a": 2}\n{"a": \n', encoding="utf-8")
-    with pytest.raises(SourceError, match=r"bad\.jsonl: line 3: invalid JSON"):
-        open_source(str(path))
+    path.write_text('{"a": 1}\n{"a": 2}\n{"a": \n[1]\n', encoding="utf-8")
+    source = open_source(str(path))
+    read = rows(source)
+    assert [row["a"] for row in read] == [1, 2, None, None]
+    assert [row[RAW_LINE] for row in read] == ['{"a": 1}', '{"a": 2}', '{"a": ', "[1]"]
+    assert [row[LINE_ERROR] for row in read][:2] == [None, None]
+    assert read[2][LINE_ERROR].startswith("line 2: not JSON: ")
+    assert read[3][LINE_ERROR] == "line 3: not a JSON object but a list"
 
 
 @pytest.mark.parametrize(
@@ -98,7 +119,6 @@ def test_bad_json_line_names_file_and_line(tmp_path: Path) -> None:
     [
         ("broken.json", '[{"a": 1},\n  {"a": }]', r"broken\.json: line 2, column 9"),
         ("scalars.json", "[1, 2]", r"scalars\.json: row 0 is a int, expected a JSON object"),
-        ("lists.jsonl", "[1]\n", r"lists\.jsonl: line 1 is a list"),
     ],
 )
 def test_json_that_is_not_rows(tmp_path: Path, name: str, text: str, message: str) -> None:
@@ -110,7 +130,7 @@ def test_json_that_is_not_rows(tmp_path: Path, name: str, text: str, message: st
 @pytest.mark.parametrize(
     ("name", "content", "message"),
     [
-        ("rows.json.gz", b"not gzip", r"cannot read .*rows\.json\.gz"),
+        ("rows.json.gz", b"\x1f\x8bnot gzip", r"rows\.json\.gz: cannot read after byte 0"),
         ("rows.json", b'[{"a": "\xff"}]', r"rows\.json is not UTF-8"),
     ],
 )
@@ -141,13 +161,20 @@ def test_json_fingerprint(tmp_path: Path) -> None:
     assert open_source(str(path)).fingerprint() != fingerprint
 
 
-def decode(source: Source, read: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Rows with their JSON-text columns decoded, as the pipeline reads them."""
-    as_json = json_columns(source.schema)
-    return [
-        {k: json.loads(v) if k in as_json and v is not None else v for k, v in row.items()}
-        for row in read
-    ]
+def data_rows(source: Source, **kw: Any) -> list[dict[str, Any]]:
+    """Every row, as the pipeline reads it: `json_` values decoded, no hidden columns."""
+    batches = [b for part in source.parts() for b in source.read(part, **kw)]
+    table = pa.Table.from_batches(batches, source.schema)
+    return python_rows(table.drop_columns(hidden_columns(source.schema)))
+
+
+def without_nulls(value: Any) -> Any:
+    """`value` with the keys whose value is null left out: typed structs have every key."""
+    if isinstance(value, dict):
+        return {k: without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [without_nulls(v) for v in value]
+    return value
 
 
 SHARED_FILES = {
@@ -172,15 +199,24 @@ def test_shared_data_loads_and_round_trips(name: str) -> None:
         original = value if isinstance(value, list) else [value]
     source = open_source(str(path))
     assert source.num_rows == SHARED_FILES[name]
-    assert decode(source, rows(source, batch_size=64)) == original
+    read = rows(source, batch_size=64)
+    assert without_nulls(data_rows(source, batch_size=64)) == without_nulls(original)
+    if name.endswith(".jsonl"):  # each line as it is: its exact keys
+        assert [json.loads(row[RAW_LINE]) for row in read] == original
 
 
-def test_functionary_falls_back_to_json_text() -> None:
+def test_functionary_is_typed_with_json_only_where_values_differ() -> None:
     path = DATA / "openai/functionary_test_case.json"
     if not path.is_file():
         pytest.skip(f"{path} is absent")
-    # Its messages have different keys (tool_calls, name, metainfo): Arrow would add nulls.
-    assert json_columns(open_source(str(path)).schema) == ["tools", "messages"]
+    # Its messages have different keys (tool_calls, name, metainfo): struct fields, null
+    # where missing; its tools' JSON schemas are JSON.
+    schema = open_source(str(path)).schema
+    message = schema.field("messages").type.value_type
+    assert {"role", "content", "tool_calls", "name"} <= set(message.names)
+    assert message.field("content").type == pa.string()
+    tool = schema.field("tools").type.value_type
+    assert tool.field("function").type.field("parameters").type == JSON
 
 
 def test_a_lone_surrogate_keeps_the_column_typed_and_its_row_not_utf8(tmp_path: Path) -> None:
@@ -202,7 +238,7 @@ def test_a_lone_surrogate_keeps_the_column_typed_and_its_row_not_utf8(tmp_path: 
 def test_a_lone_surrogate_in_a_json_text_column_is_not_utf8_either() -> None:
     # A content that is a string here and a list there: the column is JSON text.
     table = rows_to_table([{"c": "x"}, {"c": ["\ud800"]}])
-    assert json_columns(table.schema) == ["c"]
+    assert table.schema.field("c").type == JSON
     assert invalid_text(table) == {1: "c: not UTF-8 at byte 2 (a lone surrogate)"}
 
 
@@ -212,11 +248,14 @@ def _deep(depth: int, list_: bool = False) -> str:
 
 @pytest.mark.parametrize("list_", [False, True])
 @pytest.mark.parametrize("name", ["rows.jsonl", "rows.json"])
-def test_a_row_nested_too_deep_for_the_parser_keeps_its_value_as_text(
+def test_a_row_nested_too_deep_for_the_parser_is_a_malformed_row(
     tmp_path: Path, name: str, list_: bool
 ) -> None:
-    # Issue 14, item 5: RecursionError out of the reader, and the whole file failed.
-    good = '{"messages": [{"role": "user", "content": "hi"}], "n": 1}'
+    # Issue 14, item 5: RecursionError out of the reader, and the whole file failed. A JSON
+    # file keeps the value as JSON text, a JSON Lines file the line; either way the cleaner
+    # rejects the row as malformed_row.
+    turns = '{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}'
+    good = '{"messages": [' + turns + '], "n": 1}'
     deep = '{"messages": [{"role": "user", "content": DEEP}], "n": 2}'
     deep = deep.replace("DEEP", _deep(5000, list_))
     path = tmp_path / name
@@ -226,27 +265,41 @@ def test_a_row_nested_too_deep_for_the_parser_keeps_its_value_as_text(
         path.write_text(f"[{good}, {deep}]", encoding="utf-8")
     source = open_source(str(path))
     table = pa.Table.from_batches(list(source.read(source.parts()[0])))
-    assert json_columns(table.schema) == ["messages"]
-    assert table.column("n").to_pylist() == [1, 2]
-    texts = table.column("messages").to_pylist()
-    assert json.loads(texts[0]) == [{"role": "user", "content": "hi"}]
-    assert texts[1].startswith('[{"role": "user", "content": ') and len(texts[1]) > 10000
+    if name.endswith(".jsonl"):
+        assert table.column("n").to_pylist() == [1, None]
+        assert table.column(RAW_LINE).to_pylist()[1] == deep
+        assert table.column(LINE_ERROR).to_pylist()[1] == (
+            "line 1: not JSON: nested too deep to parse"
+        )
+        message = "line 1: not JSON: nested too deep to parse"
+    else:
+        assert table.column("n").to_pylist() == [1, 2]
+        assert table.schema.field("messages").type == JSON
+        text = table.column("messages").to_pylist()[1]
+        assert text.startswith('[{"role": "user", "content": ') and len(text) > 10000
+        message = "messages: nested too deep to parse"
+    kept, rejects, _ = clean_batch(table, format="openai")
+    assert kept.column("n").to_pylist() == [1]
+    assert rejects.column("_reject_codes").to_pylist() == [["malformed_row"]]
+    assert rejects.column("_reject_message").to_pylist() == [message]
 
 
 def test_values_too_deep_for_parquet_are_json_text(tmp_path: Path) -> None:
     # A Parquet reader refuses a schema nested over 100 deep: written typed, the output of a
     # JSON source with such a value could not be read back.
     table = rows_to_table([{"v": json.loads(_deep(20)), "w": json.loads(_deep(900))}])
-    assert json_columns(table.schema) == ["w"]
+    assert has_json(table.schema.field("w").type)  # typed down to where it is too deep
+    assert pa.types.is_struct(table.schema.field("w").type)
+    assert not has_json(table.schema.field("v").type)
     pq.write_table(table, tmp_path / "t.parquet")
     assert pq.read_table(tmp_path / "t.parquet").equals(table)
 
 
-def test_bad_json_around_a_deep_value_is_still_an_error(tmp_path: Path) -> None:
+def test_bad_json_around_a_deep_value_is_a_bad_line(tmp_path: Path) -> None:
     path = tmp_path / "rows.jsonl"
     path.write_text('{"messages": ' + _deep(5000) + ", }\n", encoding="utf-8")
-    with pytest.raises(SourceError, match="line 1: invalid JSON"):
-        open_source(str(path))
+    [row] = rows(open_source(str(path)))
+    assert row[LINE_ERROR].startswith("line 0: not JSON: ")
 
 
 # ---------------------------------------------------------------------------------------------

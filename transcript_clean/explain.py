@@ -25,8 +25,10 @@ from transcript_clean.model import (
 )
 from transcript_clean.pipeline import clean_stored_row, holds_json_text, not_utf8
 from transcript_clean.policy import Config
-from transcript_clean.rows import RepairStep, RowResult
-from transcript_clean.sources import Source
+from transcript_clean.rows import RepairStep, RowResult, rejected_row
+from transcript_clean.rules import MALFORMED_ROW
+from transcript_clean.sources import LINE_ERROR, RAW_LINE, Source
+from transcript_clean.sources.jsontypes import loads
 from transcript_clean.utf8 import invalid_text, python_rows
 
 __all__ = [
@@ -69,10 +71,16 @@ def read_row(source: Source, number: int) -> tuple[Row, str | None]:
 
 def explain_row(source: Source, number: int, fmt: Format, config: Config) -> Explanation:
     row, not_utf8_at = read_row(source, number)
-    if not_utf8_at is not None:
+    # A JSON Lines row is read as the cleaner reads it: from its line, or rejected with why
+    # its line is no row.
+    line_error, raw = row.pop(LINE_ERROR, None), row.pop(RAW_LINE, None)
+    if line_error is not None:
+        result = rejected_row(MALFORMED_ROW, line_error)
+    elif not_utf8_at is not None:
         result = not_utf8(row, fmt, not_utf8_at)
     else:
         as_json = holds_json_text(source.schema, fmt.column)
+        row = row if raw is None else loads(raw)
         result = clean_stored_row(row, fmt, config, as_json=as_json, trace=True)
     return Explanation(source.name, number, fmt.name, row, result)
 

@@ -38,7 +38,7 @@ from transcript_clean.rules import (
     UNANSWERED_TOOL_CALL,
     rules,
 )
-from transcript_clean.sources import json_columns
+from transcript_clean.sources import LINE_ERROR, RAW_LINE, hidden_columns, json_columns, jsontypes
 from transcript_clean.stats import Stats
 from transcript_clean.utf8 import invalid_text, mend, python_rows, reject_message
 
@@ -55,6 +55,7 @@ __all__ = [
     "clean_row",
     "clean_stored_row",
     "holds_json_text",
+    "line_errors",
     "not_utf8",
     "reject_schema",
 ]
@@ -127,19 +128,35 @@ def batch_verdicts(
         return None
     enabled = [rule for rule in rules() if rule.enabled(config)]
     column = table.column(fmt.column).combine_chunks()
-    bad = invalid_text(table)
-    if bad:  # rows with text that is not UTF-8: unread here, rejected by the per-row path
-        at = np.array(sorted(bad), dtype=np.int64)
+    # Rows with text that is not UTF-8, and lines that are not rows: unread here, rejected by
+    # the per-row path.
+    unread = sorted(set(invalid_text(table)) | set(line_errors(table)))
+    if unread:
+        at = np.array(unread, dtype=np.int64)
         column = replaced(column, at, pa.nulls(len(at), column.type))
+    # A repaired JSON Lines row is written as its line re-encoded: it takes the per-row path.
+    in_arrow = RAW_LINE not in table.schema.names
     return fast_verdicts(
         fmt,
         column,
         keep_trailing=codes and config.action(TRAILING_TOOL_CALL) == "keep",
-        repair=[r.code for r in enabled if codes and _repairs_in_arrow(config, r.code)],
+        repair=[
+            r.code for r in enabled if codes and in_arrow and _repairs_in_arrow(config, r.code)
+        ],
         reject=[r.code for r in enabled if codes and config.action(r.code) == "reject"],
         schema=table.schema,
         enabled=enabled,
     )
+
+
+def line_errors(table: pa.Table) -> dict[int, str]:
+    """The rows of `table` that a JSON Lines source could not read (`LINE_ERROR`), with why."""
+    if LINE_ERROR not in table.schema.names:
+        return {}
+    errors = table.column(LINE_ERROR)
+    if errors.null_count == len(errors):
+        return {}
+    return {i: e for i, e in enumerate(errors.to_pylist()) if e is not None}
 
 
 def _repairs_in_arrow(config: Config, code: str) -> bool:
@@ -248,9 +265,12 @@ def _clean_rows(
     if bad:
         picked = mend(picked, bad)
         table = mend(table, [positions[k] for k in bad])
-    rows = picked.to_pylist()
+    unreadable = line_errors(picked)
+    rows = _row_values(picked, set(bad) | set(unreadable), unreadable)
     results = [
-        not_utf8(row, fmt, bad[k])
+        rejected_row(MALFORMED_ROW, unreadable[k])
+        if k in unreadable
+        else not_utf8(row, fmt, bad[k])
         if k in bad
         else clean_stored_row(row, fmt, config, as_json=as_json)
         for k, row in enumerate(rows)
@@ -268,6 +288,31 @@ def _clean_rows(
         if on_row is not None:
             on_row(first_row + i, row, result)
     return kept, _assemble_rejects(table, rejected, source, first_row), fitted
+
+
+def _row_values(picked: pa.Table, from_arrow: set[int], unreadable: dict[int, str]) -> list[Row]:
+    """The rows as the per-row path reads them, without the hidden columns: a JSON Lines row
+    from its line (orjson), so that it has exactly the file's keys (those missing stay
+    missing); the others, and the rows at `from_arrow`, from Arrow, `json_` leaves decoded
+    (a row whose `json_` text does not decode goes into `unreadable`, with why)."""
+    hidden = hidden_columns(picked.schema)
+    data = picked.drop_columns(hidden) if hidden else picked
+    raws: list[str | None] = (
+        picked.column(RAW_LINE).to_pylist() if RAW_LINE in hidden else [None] * len(picked)
+    )
+    arrow = [k for k, raw in enumerate(raws) if raw is None or k in from_arrow]
+    if len(arrow) == len(raws):
+        return jsontypes.python_rows(data, unreadable)
+    rows: list[Row] = [{} for _ in raws]
+    errors: dict[int, str] = {}
+    taken = data.take(pa.array(arrow, pa.int64()))
+    for k, row in zip(arrow, jsontypes.python_rows(taken, errors), strict=True):
+        rows[k] = row
+    unreadable.update((arrow[k], error) for k, error in errors.items())
+    for k, raw in enumerate(raws):
+        if raw is not None and k not in from_arrow:
+            rows[k] = jsontypes.loads(raw)
+    return rows
 
 
 def not_utf8(row: Row, fmt: Format, where: str) -> RowResult:
@@ -394,24 +439,33 @@ def _fit_repaired(
     repaired: dict[int, RowResult], schema: pa.Schema, json_column: str | None
 ) -> Replaced | None:
     """The repaired rows in the input's schema, converted together. A row that does not fit the
-    schema any more is rejected as `unencodable_row` (and left out)."""
+    schema any more is rejected as `unencodable_row` (and left out). A JSON Lines row's line
+    is the repaired row re-encoded; `json_` leaves are encoded as JSON text."""
     if not repaired:
         return None
     rows = []
+    lines = RAW_LINE in schema.names
     for result in repaired.values():
         assert result.row is not None
         row = result.row
         if json_column is not None:
             row = {**row, json_column: json.dumps(row[json_column], ensure_ascii=False)}
+        if lines:
+            row = {**row, RAW_LINE: jsontypes.dumps(row), LINE_ERROR: None}
         rows.append(row)
+    typed = lines or any(jsontypes.has_json(f.type) for f in schema)
+
+    def build(rows: list[Row]) -> pa.Table:
+        return jsontypes.to_table(rows, schema) if typed else pa.Table.from_pylist(rows, schema)
+
     try:
-        return Replaced(np.fromiter(repaired, np.int64), pa.Table.from_pylist(rows, schema=schema))
+        return Replaced(np.fromiter(repaired, np.int64), build(rows))
     except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError):
         pass  # find the rows that do not fit, one by one
     positions, fitted = [], []
     for (i, result), row in zip(repaired.items(), rows, strict=True):
         try:
-            fitted.append(pa.Table.from_pylist([row], schema=schema))
+            fitted.append(build([row]))
             positions.append(i)
         except (pa.ArrowInvalid, pa.ArrowTypeError, ValueError, TypeError) as err:
             unencodable(result, f"the repaired row does not fit the input's schema: {err}")

@@ -21,6 +21,7 @@ import pyarrow.parquet as pq
 
 from transcript_clean.errors import OutputError
 from transcript_clean.sizes import first_rows_within, row_sizes
+from transcript_clean.sources.base import hidden_columns
 
 DEFAULT_ROW_GROUP_SIZE = 16384
 DEFAULT_ROW_GROUP_BYTES = 128 * 2**20
@@ -142,6 +143,9 @@ class ParquetShard(AtomicFile):
         """Append rows; their schema must cast to the shard's (same column names and order)."""
         if self._done:
             raise OutputError(f"{self.path} is already closed")
+        left_out = [name for name in hidden_columns(data.schema) if name not in self.schema.names]
+        if left_out:  # a JSON Lines source's own columns, which this shard does not hold
+            data = data.drop_columns(left_out)
         if not data.schema.equals(self.schema, check_metadata=True):
             try:
                 data = data.cast(self.schema)
@@ -262,10 +266,17 @@ class OutputFormat:
         rejects: bool = False,
         row_group_bytes: int = DEFAULT_ROW_GROUP_BYTES,
     ) -> Shard:
-        """A shard at `path` for rows of `schema` (a rejects table's with `rejects`)."""
+        """A shard at `path` for rows of `schema` (a rejects table's with `rejects`). A Parquet
+        shard leaves out the columns a JSON Lines source adds (`sources.output_schema`); a JSON
+        Lines shard needs them, to write each unchanged row's own line."""
         if self.name == "parquet":
+            from transcript_clean.sources import output_schema
+
             return ParquetShard(
-                path, schema, compression=self.codec, row_group_bytes=row_group_bytes
+                path,
+                output_schema(schema, rejects),
+                compression=self.codec,
+                row_group_bytes=row_group_bytes,
             )
         from transcript_clean.jsonl_sink import JsonlShard
 

@@ -23,6 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.fastpath.base import flagged_within, replaced
+from transcript_clean.sources import jsontypes
 
 __all__ = ["MENDED", "invalid_text", "mend", "python_rows", "reject_message"]
 
@@ -75,18 +76,19 @@ def mend(table: pa.Table, rows: Iterable[int]) -> pa.Table:
             column = pa.array([_mended(value, f.type) for value in raw], f.type)
         elif _has_text(f.type) and not _valid(column):
             raw = column.take(pa.array(positions)).cast(_binary(f.type)).to_pylist()
-            new = pa.array([_mended(value, f.type) for value in raw], f.type)
+            storage = jsontypes.storage_type(f.type)  # JSON text stays text: not encoded again
+            new = pa.array([_mended(v, f.type) for v in raw], storage).cast(f.type)
             column = replaced(column.combine_chunks(), positions, new)
         columns.append(column)
     return pa.Table.from_arrays(columns, schema=table.schema)
 
 
 def python_rows(data: pa.Table | pa.RecordBatch) -> list[dict[str, Any]]:
-    """`data.to_pylist()`, with any text that is not UTF-8 mended (`mend`) instead of raising."""
+    """`data.to_pylist()`, with any text that is not UTF-8 mended (`mend`) instead of raising,
+    and `pa.json_()` values decoded (`jsontypes.python_rows`)."""
     table = data if isinstance(data, pa.Table) else pa.Table.from_batches([data])
     bad = invalid_text(table)
-    rows: list[dict[str, Any]] = (mend(table, bad) if bad else table).to_pylist()
-    return rows
+    return jsontypes.python_rows(mend(table, bad) if bad else table)
 
 
 def reject_message(where: str) -> str:
@@ -99,6 +101,8 @@ def reject_message(where: str) -> str:
 
 
 def _has_text(type_: pa.DataType) -> bool:
+    if isinstance(type_, pa.BaseExtensionType):  # `pa.json_()`: JSON text
+        return _has_text(type_.storage_type)
     if pa.types.is_string(type_) or pa.types.is_large_string(type_):
         return True
     if pa.types.is_dictionary(type_):
@@ -122,7 +126,9 @@ def _text_leaves(array: pa.Array) -> Iterator[pa.Array]:
     batch sliced from a larger nested array still holds all of its children, which a full
     validation of the batch would check whole, for every batch (docs/performance.md)."""
     type_ = array.type
-    if pa.types.is_string(type_) or pa.types.is_large_string(type_):
+    if isinstance(array, pa.ExtensionArray):
+        yield from _text_leaves(array.storage)
+    elif pa.types.is_string(type_) or pa.types.is_large_string(type_):
         yield array
     elif pa.types.is_dictionary(type_):
         yield from _text_leaves(array.dictionary)
@@ -143,6 +149,8 @@ def _bad_elements(array: pa.Array) -> Mask:
 def _bad_strings(array: pa.Array) -> Mask | None:
     """Per element, for a string array, whether it is not UTF-8; nothing to look into for an
     array without text; None for the others."""
+    if isinstance(array, pa.ExtensionArray):
+        return _bad_strings(array.storage)
     type_ = array.type
     if pa.types.is_string(type_) or pa.types.is_large_string(type_):
         binary = array.view(pa.large_binary() if pa.types.is_large_string(type_) else pa.binary())
@@ -193,6 +201,8 @@ def _first_invalid(value: Any, type_: pa.DataType, path: str) -> str | None:
 
 
 def _text_type(type_: pa.DataType) -> bool:
+    if isinstance(type_, pa.BaseExtensionType):
+        return _text_type(type_.storage_type)
     if pa.types.is_dictionary(type_):
         return _text_type(type_.value_type)
     return bool(pa.types.is_string(type_) or pa.types.is_large_string(type_))
@@ -215,6 +225,8 @@ def _mended(value: Any, type_: pa.DataType) -> Any:
 
 def _binary(type_: pa.DataType) -> pa.DataType:
     """`type_` with its text as binary data: what `cast` turns text into without checking it."""
+    if isinstance(type_, pa.BaseExtensionType):
+        return _binary(type_.storage_type)
     if pa.types.is_string(type_):
         return pa.binary()
     if pa.types.is_large_string(type_):

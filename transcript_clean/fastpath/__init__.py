@@ -37,6 +37,7 @@ from transcript_clean.fastpath.base import (
 )
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import TRAILING_TOOL_CALL, Rule, get_rule, rules
+from transcript_clean.sources.jsontypes import has_json
 
 __all__ = [
     "ArrowRepair",
@@ -96,6 +97,11 @@ def fast_verdicts(
     the rules the run looks for (all of them by default). None when this format or column
     shape has no fast path."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if has_json(array.type):
+        # A `pa.json_()` field holds values of more than one type: no view reads it as the
+        # decoder would (an object's arguments would look like text that is not one), so
+        # every row may have any code.
+        return None
     view = fmt.arrow_view(array, schema)
     if view is None:
         return None

@@ -27,12 +27,17 @@ from transcript_clean.sources.base import (
     DEFAULT_BATCH_SIZE,
     GLOB_CHARS,
     JSON_COLUMNS_KEY,
+    LINE_ERROR,
+    RAW_LINE,
     Part,
     Source,
     hidden,
+    hidden_columns,
     is_json_file,
     is_json_name,
     json_columns,
+    output_schema,
+    output_table,
 )
 from transcript_clean.sources.hf import (
     DataFiles,
@@ -48,6 +53,8 @@ __all__ = [
     "DEFAULT_BATCH_BYTES",
     "DEFAULT_BATCH_SIZE",
     "JSON_COLUMNS_KEY",
+    "LINE_ERROR",
+    "RAW_LINE",
     "DataFiles",
     "DatasetSource",
     "JsonSource",
@@ -56,9 +63,12 @@ __all__ = [
     "Source",
     "StreamingSource",
     "UriParquetSource",
+    "hidden_columns",
     "json_columns",
     "load_hub",
     "open_source",
+    "output_schema",
+    "output_table",
     "rows_to_table",
 ]
 
@@ -79,7 +89,8 @@ def open_source(
     """Open what `spec` names, checked in this order:
 
     - with `data_files`: `datasets.load_dataset(spec, data_files=...)` (see `load_hub`);
-    - a file: JSON when its name ends in `.json`, `.jsonl` or `.ndjson` (each maybe `.gz`),
+    - a file: JSON when its name ends in `.json`, `.jsonl` or `.ndjson` (each maybe `.gz` or
+      `.zst`),
       Parquet when in `.parquet`, and otherwise as its first bytes say (`is_json_file`);
     - a folder: a `DatasetDict` saved by `save_to_disk` (has `dataset_dict.json`; needs `split`),
       a `Dataset` saved by it (has `state.json`), else every `*.parquet` file below it, sorted by

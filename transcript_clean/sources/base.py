@@ -25,12 +25,14 @@ DEFAULT_BATCH_BYTES = 64 * 2**20
 """A batch holds at most this many bytes of rows (`sizes.row_sizes`), or one row: with long
 rows (agent traces of 200 KB each), 4,096 rows would be 800 MB."""
 JSON_COLUMNS_KEY = b"transcript_clean.json_columns"
-"""Schema metadata key: the comma-separated columns that hold JSON text instead of typed values."""
-
+"""Schema metadata key: the comma-separated columns that hold JSON text instead of typed values
+(what outputs of older versions have; JSON sources now type values, `pa.json_()` where needed)."""
 RAW_LINE = "_raw_line"
-"""A JSON Lines source's column: each row's line exactly as in the file, without its newline."""
+"""A JSON Lines source's last columns but one: each row's line exactly as in the file, without
+its newline. Rejects keep it (nothing is lost); `data/` in Parquet does not."""
 LINE_ERROR = "_line_error"
-"""A JSON Lines source's column: null, or why the line is not a row (then the rest is null)."""
+"""A JSON Lines source's last column: null, or why the line is not a row (then every other
+column of the row but `RAW_LINE` is null): the row is a `malformed_row` reject."""
 
 GLOB_CHARS = re.compile(r"[*?\[]")
 _JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
@@ -119,8 +121,24 @@ def json_columns(schema: pa.Schema) -> list[str]:
 
 
 def hidden_columns(schema: pa.Schema) -> list[str]:
-    """The columns of `schema` that the reader adds and the writers never write as fields."""
+    """Which of `RAW_LINE` and `LINE_ERROR` `schema` has: columns a source adds, not the data's."""
     return [name for name in (RAW_LINE, LINE_ERROR) if name in schema.names]
+
+
+def output_schema(schema: pa.Schema, rejects: bool) -> pa.Schema:
+    """The schema of Parquet shards written from rows of `schema` (with the reject columns, for
+    `rejects`): `data/` without the hidden columns, `rejects/` with `RAW_LINE` (the line as the
+    file had it) and without `LINE_ERROR` (its words are the reject message)."""
+    drop = [name for name in hidden_columns(schema) if not (rejects and name == RAW_LINE)]
+    for name in drop:
+        schema = schema.remove(schema.get_field_index(name))
+    return schema
+
+
+def output_table(table: pa.Table, rejects: bool) -> pa.Table:
+    """`table`'s columns as `output_schema` has them."""
+    drop = [name for name in hidden_columns(table.schema) if not (rejects and name == RAW_LINE)]
+    return table.drop_columns(drop) if drop else table
 
 
 def hidden(relative: Path) -> bool:
@@ -130,7 +148,7 @@ def hidden(relative: Path) -> bool:
 
 
 def is_json_name(name: str) -> bool:
-    return name.removesuffix(".gz").endswith(_JSON_SUFFIXES)
+    return name.removesuffix(".gz").removesuffix(".zst").endswith(_JSON_SUFFIXES)
 
 
 def is_json_file(path: Path) -> bool:
@@ -148,6 +166,8 @@ def is_json_file(path: Path) -> bool:
         raise SourceError(f"cannot read {path}: {exc}") from exc
     if head.startswith(b"PAR1"):
         return False
+    if head.startswith((b"\x1f\x8b", b"\x28\xb5\x2f\xfd")):
+        return True  # gzip or zstd: Parquet files are not compressed whole
     if head.removeprefix(b"\xef\xbb\xbf").lstrip()[:1] in (b"[", b"{"):
         return True
     raise SourceError(

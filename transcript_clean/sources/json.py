@@ -1,22 +1,26 @@
-"""JSON and JSON Lines files (each maybe gzipped), read whole into one Arrow table."""
+"""JSON and JSON Lines files (each maybe gzip- or zstd-compressed), typed as Arrow data.
+
+JSON Lines (`.jsonl`, `.ndjson`, or a file whose first line is a JSON object) are streamed in
+blocks (`jsonl`); a file holding one JSON value (a list of rows, or one row) is read whole, up
+to `WHOLE_FILE_LIMIT`. Values are typed as `jsontypes` says: `list<struct<...>>` conversations,
+`pa.json_()` only where values differ in type.
+"""
 
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
-import zlib
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
 import pyarrow as pa
 
 from transcript_clean.errors import SourceError
+from transcript_clean.sources import jsontypes
 from transcript_clean.sources.base import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
-    JSON_COLUMNS_KEY,
     FileSource,
     Part,
     digest,
@@ -24,39 +28,59 @@ from transcript_clean.sources.base import (
     row_range,
     table_batches,
 )
+from transcript_clean.sources.jsonl import (
+    HIDDEN_FIELDS,
+    LinesIndex,
+    compression_of,
+    index_lines,
+    is_json_lines,
+    read_lines,
+)
+from transcript_clean.sources.jsontypes import TooDeep as _TooDeep
 
-_JSON_LINES_SUFFIXES = (".jsonl", ".ndjson")
+WHOLE_FILE_LIMIT: Final = 2**30
+"""Bytes of a JSON file (not JSON Lines) read whole at most: past it, the error says to convert
+the file to JSON Lines, which is streamed (docs/formats.md)."""
 
 
 class JsonSource(FileSource):
-    """JSON files, one part each: a list of row objects, one row object, or JSON Lines.
-
-    The files are read whole into memory and become one Arrow table. A column Arrow cannot hold
-    exactly (a `content` that is a string in one message and a list in another, objects with
-    different keys, ints mixed with floats) is stored as JSON text instead, and named in the
-    schema metadata under `JSON_COLUMNS_KEY`, so the reader can decode it back to the same values.
-    """
+    """JSON files, one part each: JSON Lines (streamed), or a list of row objects or one row
+    object (read whole). When any file is JSON Lines, the schema ends with the hidden columns
+    `_raw_line` and `_line_error` (`sources.base`); rows of the other files have them null."""
 
     kind = "json"
 
     def __init__(self, name: str, files: Sequence[Path], root: Path) -> None:
-        rows: list[dict[str, Any]] = []
+        whole: list[dict[str, Any]] = []
         self._parts: list[Part] = []
         digests = []
+        schemas = []
         conversations = []
         for file in files:
-            data = _read_bytes(file)
+            if is_json_lines(file):
+                index = index_lines(file)
+                self._parts.append(Part(str(file), index.num_rows, index))
+                schemas.append(index.schema)
+                digests.append((label(file, root), index.digest))
+                continue
+            data = _read_whole(file)
             file_rows = _json_rows(file, data)
             if _is_one_conversation(file_rows):
                 file_rows = [{CONVERSATION_COLUMN: file_rows}]
                 conversations.append(file)
-            self._parts.append(Part(str(file), len(file_rows), len(rows)))
-            rows.extend(file_rows)
+            self._parts.append(Part(str(file), len(file_rows), len(whole)))
+            schemas.append(rows_schema(file_rows))
+            whole.extend(file_rows)
             digests.append((label(file, root), hashlib.sha256(data).hexdigest()))
         self._root = root
-        self._table = rows_to_table(rows)
+        schema = jsontypes.unify_schemas(schemas)
+        self._table = jsontypes.to_table(whole, schema)
+        if any(isinstance(part.key, LinesIndex) for part in self._parts):
+            for f in HIDDEN_FIELDS:
+                schema = schema.append(f)
+                self._table = self._table.append_column(f, pa.nulls(len(whole), pa.string()))
         self._fingerprint = digest("json", digests)
-        super().__init__(name, self._table.schema)
+        super().__init__(name, schema)
         if conversations:
             what = "a list of messages" if len(conversations) == 1 else "lists of messages"
             self.note = (
@@ -73,7 +97,16 @@ class JsonSource(FileSource):
         batch_bytes: int = DEFAULT_BATCH_BYTES,
     ) -> Iterator[pa.RecordBatch]:
         start, stop = row_range(part, start, stop, batch_size, batch_bytes)
-        if start < stop:
+        if start >= stop:
+            return
+        if isinstance(part.key, LinesIndex):
+            for table in read_lines(part.key, self.schema, start, stop):
+                # Arrow's reader gives a chunk per MiB it parsed (a thousand rows or so): one
+                # chunk, so that batches have `batch_size` rows (a batch costs the cleaner a
+                # fixed overhead too).
+                table = table.combine_chunks()
+                yield from table_batches(table, self.schema, batch_size, batch_bytes)
+        else:
             rows = self._table.slice(part.key + start, stop - start)
             yield from table_batches(rows, self.schema, batch_size, batch_bytes)
 
@@ -99,30 +132,34 @@ def _is_one_conversation(rows: list[dict[str, Any]]) -> bool:
     )
 
 
-def _read_bytes(file: Path) -> bytes:
+def _read_whole(file: Path) -> bytes:
+    """The (decompressed) bytes of a JSON file read whole, up to `WHOLE_FILE_LIMIT`."""
     try:
-        data = file.read_bytes()
-        return gzip.decompress(data) if file.name.endswith(".gz") else data
-    except (OSError, EOFError, zlib.error) as exc:
+        with pa.input_stream(str(file), compression=compression_of(file)) as stream:
+            data = stream.read(WHOLE_FILE_LIMIT + 1)
+    except (OSError, pa.ArrowException) as exc:
         raise SourceError(f"cannot read {file}: {exc}") from exc
+    if len(data) > WHOLE_FILE_LIMIT:
+        raise SourceError(
+            f"{file}: a JSON file (one list of rows) over {WHOLE_FILE_LIMIT // 2**20} MB is not "
+            "read: it would be read whole; convert it to JSON Lines (one row object a line), "
+            "which is streamed (docs/formats.md)"
+        )
+    return bytes(data)
 
 
 def _json_rows(file: Path, data: bytes) -> list[dict[str, Any]]:
-    """The row objects of a JSON or JSON Lines file."""
+    """The row objects of a JSON file holding one value (a list of rows, or one row)."""
     try:
         text = data.decode("utf-8-sig")
     except UnicodeDecodeError as exc:
         raise SourceError(f"{file} is not UTF-8 text: {exc}") from exc
-    if file.name.removesuffix(".gz").endswith(_JSON_LINES_SUFFIXES):
-        return _json_lines(file, text)
     try:
         try:
             value = json.loads(text)
         except RecursionError:
-            value = _shallow_rows(text)  # a row nested too deep: see `_TooDeep`
+            value = _shallow_rows(text)  # a row nested too deep: see `TooDeep`
     except json.JSONDecodeError as exc:
-        if exc.msg == "Extra data":  # a complete value, then more: JSON Lines under a .json name
-            return _json_lines(file, text)
         raise SourceError(
             f"{file}: line {exc.lineno}, column {exc.colno}: invalid JSON: {exc.msg}"
         ) from exc
@@ -134,174 +171,19 @@ def _json_rows(file: Path, data: bytes) -> list[dict[str, Any]]:
     return rows
 
 
-def _json_lines(file: Path, text: str) -> list[dict[str, Any]]:
-    rows: list[Any] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            row = _row(line)
-        except json.JSONDecodeError as exc:
-            raise SourceError(f"{file}: line {number}: invalid JSON: {exc.msg}") from exc
-        if not isinstance(row, dict):
-            kind = type(row).__name__
-            raise SourceError(f"{file}: line {number} is a {kind}, expected a JSON object")
-        rows.append(row)
-    return rows
+def rows_schema(rows: Sequence[Mapping[str, Any]]) -> pa.Schema:
+    """The schema `rows` fit (`jsontypes`), columns in order of first appearance."""
+    return jsontypes.schema_of(jsontypes.type_of(dict(row)) for row in rows)
 
 
 def rows_to_table(rows: Sequence[Mapping[str, Any]]) -> pa.Table:
-    """An Arrow table of `rows` (columns in order of first appearance, missing keys null).
-
-    A column Arrow cannot hold exactly becomes JSON text (`json.dumps`, None stays null) and is
-    listed under `JSON_COLUMNS_KEY` in the schema metadata; so does a column with a lone
-    surrogate in a string (`_text_array`).
-    """
-    names = list(dict.fromkeys(name for row in rows for name in row))
-    arrays = []
-    as_json = []
-    for name in names:
-        values = [row.get(name) for row in rows]
-        array = _exact_array(values)
-        if array is None:
-            texts = [_json_text(v) for v in values]
-            array = _text_array(texts)
-            as_json.append(name)
-        arrays.append(array)
-    metadata = {JSON_COLUMNS_KEY: ",".join(as_json).encode()} if as_json else None
-    return pa.Table.from_arrays(arrays, names=names, metadata=metadata)
-
-
-def _json_text(value: Any) -> str | None:
-    if value is None:
-        return None
-    if isinstance(value, _TooDeep):
-        return value.text
-    return json.dumps(value, ensure_ascii=False)
-
-
-def _text_array(texts: list[str | None]) -> pa.Array:
-    """`texts` as a string array. A lone surrogate (JSON's `"\\ud800"`, which Python reads
-    into a string) has no UTF-8 form: it is kept as the bytes UTF-8 would give it, which are
-    not UTF-8, so that the cleaner rejects its row as `malformed_row`, naming the field."""
-    try:
-        return pa.array(texts, pa.string())
-    except UnicodeEncodeError:
-        raw = [None if t is None else t.encode("utf-8", "surrogatepass") for t in texts]
-        return pa.array(raw, pa.binary()).view(pa.string())
-
-
-def _exact_array(values: list[Any]) -> pa.Array | None:
-    """`values` as an Arrow array that gives back exactly `values`, or None when there is none.
-    A string with a lone surrogate is held as the bytes UTF-8 would give it (`_text_array`)."""
-    try:
-        array = pa.array(values)
-    except UnicodeEncodeError:
-        return _with_surrogates(values)
-    except (pa.ArrowException, OverflowError, TypeError, ValueError):
-        return None
-    if _unfit_for_parquet(array.type) or not _same(array.to_pylist(), values):
-        return None
-    return array
-
-
-def _with_surrogates(values: list[Any]) -> pa.Array | None:
-    """`_exact_array` for values with lone surrogates: typed as they would be with those
-    strings empty, and built with them as bytes in the binary twin of that type."""
-    try:
-        typed = _exact_array(_strings_mapped(values, lambda text: ""))
-        raw = _strings_mapped(values, lambda text: text.encode("utf-8", "surrogatepass"))
-        if typed is None:
-            return None
-        return pa.array(raw, _binary(typed.type)).view(typed.type)
-    except (pa.ArrowException, RecursionError, TypeError, ValueError):
-        return None
-
-
-def _strings_mapped(value: Any, change: Callable[[str], Any]) -> Any:
-    """`value` with each string that has no UTF-8 form (a lone surrogate) replaced by
-    `change(string)`."""
-    if isinstance(value, str):
-        try:
-            value.encode("utf-8")
-        except UnicodeEncodeError:
-            return change(value)
-        return value
-    if isinstance(value, dict):
-        return {key: _strings_mapped(item, change) for key, item in value.items()}
-    if isinstance(value, list):
-        return [_strings_mapped(item, change) for item in value]
-    return value
-
-
-def _binary(type_: pa.DataType) -> pa.DataType:
-    """`type_` with binary data in place of text: Arrow takes any bytes there."""
-    if pa.types.is_string(type_):
-        return pa.binary()
-    if pa.types.is_struct(type_):
-        return pa.struct([f.with_type(_binary(f.type)) for f in type_])
-    if pa.types.is_list(type_):
-        return pa.list_(type_.value_field.with_type(_binary(type_.value_type)))
-    return type_
-
-
-# Parquet readers refuse a schema nested deeper than 100 levels (a struct is one, a list two):
-# a value nested deeper is written as JSON text, so that the files written can be read back.
-_PARQUET_DEPTH: Final = 64
-
-
-def _unfit_for_parquet(type_: pa.DataType) -> bool:
-    """Whether Parquet cannot store `type_`: a struct without fields (what `{}` becomes) or a
-    nesting too deep to read back. Iterative, so that any depth is fine."""
-    stack = [(type_, 0)]
-    while stack:
-        kind, depth = stack.pop()
-        if pa.types.is_struct(kind) and kind.num_fields == 0:
-            return True
-        depth += 2 if kind.num_fields and not pa.types.is_struct(kind) else 1
-        if depth > _PARQUET_DEPTH:
-            return True
-        stack.extend((kind.field(i).type, depth) for i in range(kind.num_fields))
-    return False
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Equal as JSON values: types must match too (1 is not 1.0), key order may differ.
-    Iterative, so that any depth is fine."""
-    pairs = [(a, b)]
-    while pairs:
-        a, b = pairs.pop()
-        if type(a) is not type(b):
-            return False
-        if isinstance(a, dict):
-            if a.keys() != b.keys():
-                return False
-            pairs.extend((a[key], b[key]) for key in a)
-        elif isinstance(a, list):
-            if len(a) != len(b):
-                return False
-            pairs.extend(zip(a, b, strict=True))
-        elif isinstance(a, float) and a != a:  # NaN
-            if b == b:
-                return False
-        elif a != b:
-            return False
-    return True
+    """An Arrow table of `rows` (columns in order of first appearance, missing keys null),
+    typed as `jsontypes` says."""
+    return jsontypes.to_table([dict(row) for row in rows], rows_schema(rows))
 
 
 # ---------------------------------------------------------------------------------------------
 # rows nested deeper than the parser goes
-
-
-class _TooDeep:
-    """A row's value nested deeper than `json.loads` goes (it raises `RecursionError`): kept as
-    its JSON text, so that its column becomes JSON text and the cleaner, failing to read it in
-    turn, rejects the row as `malformed_row` instead of the whole file failing."""
-
-    __slots__ = ("text",)
-
-    def __init__(self, text: str) -> None:
-        self.text = text
 
 
 def _row(text: str) -> Any:

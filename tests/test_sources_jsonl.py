@@ -1,0 +1,291 @@
+"""JSON Lines read as a stream (`transcript_clean.sources.jsonl`), and cleaned: issue 15."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from sources_helpers import rows
+from synthetic import generate_rows
+
+from transcript_clean.cli import main
+from transcript_clean.errors import SourceError
+from transcript_clean.pipeline import batch_verdicts
+from transcript_clean.sources import LINE_ERROR, RAW_LINE, jsonl, open_source
+from transcript_clean.sources.jsontypes import JSON, has_json
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+MSFOUNDRY = DATA / "openai" / "msfoundry_zava_toolsft_valid.jsonl"
+
+
+def _chat(i: int, **extra: Any) -> dict[str, Any]:
+    return {
+        "id": i,
+        "messages": [
+            {"role": "user", "content": f"question {i}"},
+            {"role": "assistant", "content": f"answer {i}"},
+        ],
+        **extra,
+    }
+
+
+def _write_lines(path: Path, lines: list[str]) -> Path:
+    data = ("\n".join(lines) + "\n").encode()
+    if path.name.endswith(".gz"):
+        data = gzip.compress(data)
+    elif path.name.endswith(".zst"):
+        with pa.CompressedOutputStream(str(path), "zstd") as out:
+            out.write(data)
+        return path
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("name", ["rows.jsonl", "rows.jsonl.gz", "rows.ndjson.zst"])
+def test_row_ranges_read_across_small_blocks(
+    tmp_path: Path, name: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Blocks of 256 bytes: a range starts in one block and ends in another, and a compressed
+    # file is decompressed from its start and skipped.
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 256)
+    lines = [json.dumps(_chat(i)) for i in range(40)]
+    lines.insert(7, "")  # blank lines are no rows
+    path = _write_lines(tmp_path / name, lines)
+    source = open_source(str(path))
+    [part] = source.parts()
+    assert part.num_rows == 40
+    assert len(part.key.checkpoints) > 5
+    assert [r["id"] for r in rows(source)] == list(range(40))
+    assert [r["id"] for r in rows(source, part, start=13, stop=31, batch_size=4)] == list(
+        range(13, 31)
+    )
+    assert [r[RAW_LINE] for r in rows(source, part, start=39)] == [lines[-1]]
+
+
+def test_a_line_that_is_not_a_row_is_a_reject_and_nothing_is_lost(tmp_path: Path) -> None:
+    lines = [
+        json.dumps(_chat(0)),
+        "{not json",
+        json.dumps(_chat(2)),
+        '"text"',
+        json.dumps(_chat(4)),
+    ]
+    path = _write_lines(tmp_path / "rows.jsonl", lines)
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["clean", str(path), str(out)])
+    assert result.exit_code == 0, result.output
+    data = pq.read_table(out / "data")
+    assert data.column("id").to_pylist() == [0, 2, 4]
+    assert RAW_LINE not in data.column_names and LINE_ERROR not in data.column_names
+    rejects = pq.read_table(out / "rejects").to_pylist()
+    assert [r["_source_row"] for r in rejects] == [1, 3]
+    assert [r[RAW_LINE] for r in rejects] == ["{not json", '"text"']
+    assert [r["_reject_codes"] for r in rejects] == [["malformed_row"]] * 2
+    assert rejects[0]["_reject_message"].startswith("line 1: not JSON: ")
+    assert rejects[1]["_reject_message"] == "line 3: not a JSON object but a string"
+    assert LINE_ERROR not in pq.read_schema(next((out / "rejects").iterdir())).names
+
+
+def test_text_that_is_not_utf8_stops_the_run_naming_file_byte_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "rows.jsonl"
+    good = json.dumps(_chat(0)).encode()
+    path.write_bytes(good + b"\n" + b'{"id": 1, "note": "caf\xe9"}\n')
+    with pytest.raises(
+        SourceError, match=rf"rows\.jsonl: not UTF-8 at byte {len(good) + 23} \(line 2\)"
+    ):
+        open_source(str(path))
+    result = CliRunner().invoke(main, ["clean", str(path), str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "not UTF-8 at byte" in result.output
+
+
+@pytest.mark.parametrize("name", ["rows.jsonl.gz", "rows.jsonl.zst"])
+def test_a_truncated_compressed_file_stops_the_run(tmp_path: Path, name: str) -> None:
+    path = _write_lines(tmp_path / name, [json.dumps(_chat(i)) for i in range(2000)])
+    path.write_bytes(path.read_bytes()[: path.stat().st_size // 2])
+    with pytest.raises(
+        SourceError, match=rf"{name}: cannot read after byte \d+ of its decompressed"
+    ):
+        open_source(str(path))
+    result = CliRunner().invoke(main, ["clean", str(path), str(tmp_path / "out")])
+    assert result.exit_code == 2
+
+
+def test_varying_message_keys_give_typed_structs_and_json_only_where_types_differ(
+    tmp_path: Path,
+) -> None:
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    first = _chat(0)
+    first["messages"][1:] = [
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "42"},
+        {"role": "assistant", "content": "it is 42"},
+    ]
+    parts = [{"type": "text", "text": "hello"}]
+    second = _chat(1, tools=[{"type": "function", "function": {"name": "f", "parameters": {}}}])
+    second["messages"][0]["content"] = parts
+    path = _write_lines(tmp_path / "rows.jsonl", [json.dumps(first), json.dumps(second)])
+    schema = open_source(str(path)).schema
+    message = schema.field("messages").type.value_type
+    assert message.names == ["role", "content", "tool_calls", "tool_call_id"]
+    assert message.field("content").type == JSON  # a string here, a list of parts there
+    assert pa.types.is_list(message.field("tool_calls").type)
+    function = schema.field("tools").type.value_type.field("function").type
+    assert function.field("name").type == pa.string()
+    assert function.field("parameters").type == JSON  # a tool's JSON schema
+    assert schema.names[-2:] == [RAW_LINE, LINE_ERROR]
+
+
+def test_clean_jsonl_rows_are_settled_by_the_fast_path(tmp_path: Path) -> None:
+    path = _write_lines(tmp_path / "rows.jsonl", [json.dumps(_chat(i)) for i in range(50)])
+    source = open_source(str(path))
+    [batch] = source.read(source.parts()[0])
+    verdicts = batch_verdicts(batch, format="openai")
+    assert verdicts is not None and verdicts.clean.all()
+
+
+def _clean(source: Path, out: Path, *args: str) -> None:
+    result = CliRunner().invoke(main, ["clean", str(source), str(out), *args])
+    assert result.exit_code == 0, result.output
+
+
+def _files(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(folder.iterdir())}
+
+
+def test_a_generated_file_round_trips_through_datasets_and_a_second_clean(tmp_path: Path) -> None:
+    pytest.importorskip("datasets")
+    import datasets
+
+    lines = [json.dumps(row) for row, _ in generate_rows(300, "openai", seed=4)]
+    path = _write_lines(tmp_path / "gen.jsonl", lines)
+    _clean(path, tmp_path / "once")
+    loaded = datasets.load_dataset(
+        "parquet",
+        data_files=str(tmp_path / "once" / "data" / "*.parquet"),
+        split="train",
+        cache_dir=str(tmp_path / "cache"),
+    )
+    first = loaded[0]["messages"]
+    assert isinstance(first, list) and isinstance(first[0], dict) and "role" in first[0]
+    # Cleaning the output again changes nothing: the same files.
+    _clean(tmp_path / "once" / "data", tmp_path / "twice")
+    assert _files(tmp_path / "twice" / "data") == _files(tmp_path / "once" / "data")
+
+
+def test_msfoundry_output_loads_as_python_values_and_cleans_to_the_same_files(
+    tmp_path: Path,
+) -> None:
+    if not MSFOUNDRY.is_file():
+        pytest.skip(f"{MSFOUNDRY} is absent")
+    pytest.importorskip("datasets")
+    import datasets
+
+    _clean(MSFOUNDRY, tmp_path / "once")
+    schema = pq.read_schema(next((tmp_path / "once" / "data").iterdir()))
+    assert pa.types.is_list(schema.field("messages").type)
+    assert pa.types.is_struct(schema.field("messages").type.value_type)
+    loaded = datasets.load_dataset(
+        "parquet",
+        data_files=str(tmp_path / "once" / "data" / "*.parquet"),
+        split="train",
+        cache_dir=str(tmp_path / "cache"),
+    )
+    row = loaded[0]
+    assert isinstance(row["messages"][0], dict)
+    parameters = row["tools"][0]["function"]["parameters"]
+    assert isinstance(parameters, dict) and parameters["type"] == "object"  # json_, decoded
+    _clean(tmp_path / "once" / "data", tmp_path / "twice")
+    assert _files(tmp_path / "twice" / "data") == _files(tmp_path / "once" / "data")
+
+
+def test_repaired_rows_keep_the_files_keys_and_get_their_line_re_encoded(tmp_path: Path) -> None:
+    # An empty assistant turn is dropped: the row is repaired, and its line written anew.
+    row = _chat(0)
+    row["messages"].insert(1, {"role": "assistant", "content": ""})
+    path = _write_lines(tmp_path / "rows.jsonl", [json.dumps(row), json.dumps(_chat(1))])
+    source = open_source(str(path))
+    [batch] = source.read(source.parts()[0])
+    from transcript_clean.pipeline import clean_batch
+
+    kept, rejects, _ = clean_batch(batch, format="openai")
+    assert rejects.num_rows == 0
+    raw = kept.column(RAW_LINE).to_pylist()
+    assert json.loads(raw[0])["messages"] == [
+        {"role": "user", "content": "question 0"},
+        {"role": "assistant", "content": "answer 0"},
+    ]
+    assert raw[1] == json.dumps(_chat(1))  # unchanged: the file's line, byte for byte
+
+
+@pytest.mark.parametrize("workers", ["1", "2"])
+def test_workers_and_blocks_give_the_same_files(
+    tmp_path: Path, workers: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 4096)
+    lines = [json.dumps(row) for row, _ in generate_rows(400, "openai", seed=9)]
+    path = _write_lines(tmp_path / "gen.jsonl", lines)
+    _clean(path, tmp_path / "one", "--workers", "1")
+    _clean(path, tmp_path / "many", "--workers", workers, "--rows-per-shard", "64")
+    one = pq.read_table(tmp_path / "one" / "data")
+    many = pq.read_table(tmp_path / "many" / "data")
+    assert many.equals(one)
+    assert pq.read_table(tmp_path / "many" / "rejects").equals(
+        pq.read_table(tmp_path / "one" / "rejects")
+    )
+
+
+def test_a_json_file_over_the_limit_says_to_convert_to_jsonl(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from transcript_clean.sources import json as json_source
+
+    monkeypatch.setattr(json_source, "WHOLE_FILE_LIMIT", 100)
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps([_chat(i) for i in range(10)]), encoding="utf-8")
+    with pytest.raises(SourceError, match="convert it to JSON Lines"):
+        open_source(str(path))
+
+
+def test_explain_reads_a_json_lines_row_as_clean_does(tmp_path: Path) -> None:
+    path = _write_lines(tmp_path / "rows.jsonl", [json.dumps(_chat(0)), "{not json"])
+    result = CliRunner().invoke(main, ["explain", str(path), "--row", "1"])
+    assert result.exit_code == 0, result.output
+    assert "malformed_row" in result.output and "line 1: not JSON: " in result.output
+    result = CliRunner().invoke(main, ["explain", str(path), "--row", "0"])
+    assert result.exit_code == 0, result.output
+    assert "Outcome: kept" in result.output
+
+
+def test_blocks_typed_by_arrow_and_line_by_line_unify(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Arrow's reader takes "2024-01-01 10:00:00" for a timestamp; a block with a bad line is
+    # typed line by line, where it is text. The column is text, as the file says.
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 64)
+    lines = [json.dumps({"t": "2024-01-01 10:00:00", "n": i}) for i in range(6)]
+    lines += ["{bad", json.dumps({"t": "soon", "n": 1.5})]
+    source = open_source(str(_write_lines(tmp_path / "rows.jsonl", lines)))
+    assert source.schema.field("t").type == pa.string()
+    assert source.schema.field("n").type == pa.float64()
+    read = rows(source)
+    assert [r["t"] for r in read] == ["2024-01-01 10:00:00"] * 6 + [None, "soon"]
+
+
+def test_a_value_arrow_types_hundreds_deep_is_json_where_parquet_stops(tmp_path: Path) -> None:
+    deep = "[" * 500 + "1" + "]" * 500  # Arrow's reader types it; Parquet readers could not
+    lines = [json.dumps(_chat(1))[:-1] + ', "v": ' + deep + ', "n": 1}']
+    source = open_source(str(_write_lines(tmp_path / "rows.jsonl", lines)))
+    assert source.schema.field("n").type == pa.int64()
+    assert has_json(source.schema.field("v").type)
+    [row] = rows(source)
+    assert row["n"] == 1 and row[LINE_ERROR] is None
+    out = tmp_path / "out"
+    _clean(_write_lines(tmp_path / "rows.jsonl", lines), out)
+    assert pq.read_table(out / "data").column("n").to_pylist() == [1]  # reads back

@@ -1,0 +1,314 @@
+"""JSON Lines files read as a stream: byte blocks cut at newlines, never the whole file.
+
+Opening a file makes one pass over it (`index_lines`): it counts the rows, notes where each
+block starts (so that `read_lines` can seek to a row range: blocks for `--workers`, Ray and
+`--resume` are row ranges; a compressed file is decompressed from its start and skipped), checks
+that it is UTF-8 and infers its schema. Types are inferred by Arrow's JSON reader in C++, without
+Python objects, block by block; the block schemas are unified (`jsontypes.unify`). Only a block
+Arrow cannot read (a line that is not JSON, a field whose type varies) is parsed line by line
+with orjson. Reading parses the rows again, with the schema now known: the price of a schema
+known up front, which Parquet files store and JSON Lines files do not (docs/formats.md).
+
+Each row keeps its line as it is in the file (`RAW_LINE`), and a line that is not a JSON object
+becomes a row of nulls with `LINE_ERROR` saying why: the cleaner rejects it as `malformed_row`,
+and nothing is lost. Rows are numbered from 0, blank lines skipped.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.json as pj
+
+from transcript_clean.errors import SourceError
+from transcript_clean.sources import jsontypes
+from transcript_clean.sources.base import LINE_ERROR, RAW_LINE
+
+BLOCK_BYTES: Final = 8 * 2**20
+"""Bytes read at a time (a block ends at a newline: a longer line makes a longer block)."""
+
+HIDDEN_FIELDS: Final = (pa.field(RAW_LINE, pa.string()), pa.field(LINE_ERROR, pa.string()))
+
+_BOM: Final = b"\xef\xbb\xbf"
+_MAGIC: Final = ((b"\x1f\x8b", "gzip"), (b"\x28\xb5\x2f\xfd", "zstd"))
+_LINES_SUFFIXES: Final = (".jsonl", ".ndjson")
+
+Offsets = npt.NDArray[np.int64]
+
+
+@dataclass(frozen=True, slots=True)
+class LinesIndex:
+    """What one pass over a JSON Lines file found: enough to read any row range of it."""
+
+    path: Path
+    compression: str | None
+    num_rows: int
+    schema: pa.Schema
+    """The rows' schema, without the hidden columns."""
+    digest: str
+    """sha256 of the file's (decompressed) bytes."""
+    checkpoints: list[tuple[int, int]] = field(default_factory=list)
+    """(byte offset, row) where each block starts."""
+
+
+def compression_of(path: Path) -> str | None:
+    """ "gzip" or "zstd" as the file's first bytes say, else None."""
+    try:
+        with path.open("rb") as handle:
+            head = handle.read(4)
+    except OSError as exc:
+        raise SourceError(f"cannot read {path}: {exc}") from exc
+    return next((name for magic, name in _MAGIC if head.startswith(magic)), None)
+
+
+def is_json_lines(path: Path) -> bool:
+    """Whether a JSON file holds JSON Lines: by its name (`.jsonl`, `.ndjson`, maybe `.gz` or
+    `.zst`), else when its first line is a whole JSON object (a pretty-printed object, or a
+    list, is read whole: `json.py`)."""
+    if path.name.removesuffix(".gz").removesuffix(".zst").endswith(_LINES_SUFFIXES):
+        return True
+    head = _head(path, 2**20).removeprefix(_BOM).lstrip()
+    if not head.startswith(b"{"):
+        return False
+    first = head.split(b"\n", 1)[0]
+    try:
+        return isinstance(orjson.loads(first), dict)
+    except orjson.JSONDecodeError:
+        return False
+
+
+def _head(path: Path, size: int) -> bytes:
+    for _, block in _blocks(path, compression_of(path), 0, size):
+        return block
+    return b""
+
+
+def index_lines(path: Path) -> LinesIndex:
+    """One pass over the file: rows, block offsets, schema; stops at text that is not UTF-8."""
+    compression = compression_of(path)
+    rows = 0
+    lines = 0  # physical lines before the block, for error messages
+    checkpoints = []
+    schemas = []
+    digest = hashlib.sha256()
+    for at, block in _blocks(path, compression):
+        digest.update(block)
+        _check_utf8(path, block, at, lines)
+        starts, ends, _ = _lines(block, at)
+        checkpoints.append((at, rows))
+        if len(starts):
+            schemas.append(_block_schema(block, starts, ends))
+        rows += len(starts)
+        lines += block.count(b"\n")
+    schema = jsontypes.unify_schemas(schemas)
+    return LinesIndex(path, compression, rows, schema, digest.hexdigest(), checkpoints)
+
+
+def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> Iterator[pa.Table]:
+    """Rows [start, stop) of the file, block by block, as tables of `schema` (the rows' own
+    schema unified with others', then `HIDDEN_FIELDS`)."""
+    if start >= stop:
+        return
+    data = pa.schema([f for f in schema if f.name not in (RAW_LINE, LINE_ERROR)])
+    typed = not any(jsontypes.has_json(f.type) for f in data)
+    offset, row = next((a, r) for a, r in reversed(index.checkpoints) if r <= start)
+    for at, block in _blocks(index.path, index.compression, offset):
+        starts, ends, bounds = _lines(block, at)
+        first, last = max(start - row, 0), min(stop - row, len(starts))
+        if first < last:
+            table, errors = _parse(
+                block, starts[first:last], ends[first:last], data, typed, row + first
+            )
+            table = table.append_column(
+                HIDDEN_FIELDS[0], _raw_lines(block, bounds, starts[first:last])
+            )
+            yield table.append_column(HIDDEN_FIELDS[1], errors)
+        row += len(starts)
+        if row >= stop:
+            return
+
+
+# ---------------------------------------------------------------------------------------------
+# blocks and lines
+
+
+def _blocks(
+    path: Path, compression: str | None, offset: int = 0, size: int | None = None
+) -> Iterator[tuple[int, bytes]]:
+    """The file's bytes from `offset` on, as (offset, block) of whole lines, each block ending
+    with a newline (one is added to a last line without), reading `size` (`BLOCK_BYTES`) at a
+    time."""
+    size = size or BLOCK_BYTES
+    at = offset
+    carry = b""
+    try:
+        raw = pa.OSFile(str(path))
+        stream = pa.CompressedInputStream(raw, compression) if compression else raw
+        with stream:
+            if offset and compression:
+                left = offset
+                while left:
+                    left -= len(skipped := stream.read(min(left, size))) or left
+                    if not skipped:
+                        return
+            elif offset:
+                raw.seek(offset)
+            while True:
+                chunk = stream.read(size)
+                if not chunk:
+                    if carry:
+                        yield at, carry + b"\n"
+                    return
+                cut = chunk.rfind(b"\n")
+                if cut < 0:
+                    carry += chunk
+                    continue
+                block = carry + chunk[: cut + 1]
+                carry = chunk[cut + 1 :]
+                yield at, block
+                at += len(block)
+    except (OSError, pa.ArrowException) as exc:
+        where = f"after byte {at + len(carry)} of its {'decompressed ' if compression else ''}data"
+        raise SourceError(f"{path}: cannot read {where}: {exc}") from exc
+
+
+def _lines(block: bytes, at: int) -> tuple[Offsets, Offsets, Offsets]:
+    """Where the rows of a block start and end (no newline), blank lines left out; and the
+    bounds of every line, newline included."""
+    data = np.frombuffer(block, np.uint8)
+    bounds = np.concatenate(([0], np.flatnonzero(data == 10) + 1)).astype(np.int64)
+    if at == 0 and block.startswith(_BOM):
+        bounds[0] = len(_BOM)
+    starts, ends = bounds[:-1], bounds[1:] - 1
+    keep = ends > starts
+    first = data[np.minimum(starts, len(block) - 1)]
+    for i in np.flatnonzero(keep & np.isin(first, np.frombuffer(b" \t\r", np.uint8))).tolist():
+        keep[i] = bool(block[starts[i] : ends[i]].strip())
+    return starts[keep], ends[keep], bounds
+
+
+def _check_utf8(path: Path, block: bytes, at: int, lines: int) -> None:
+    """Stop at text that is not UTF-8, naming the byte and line where it is: Arrow checks the
+    block at once, and only a failing block is decoded to find where."""
+    offsets = pa.py_buffer(np.array([0, len(block)], np.int64))
+    text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(block)])
+    try:
+        text.validate(full=True)
+    except pa.ArrowInvalid:
+        try:
+            block.decode("utf-8")
+        except UnicodeDecodeError as err:
+            line = lines + block.count(b"\n", 0, err.start) + 1
+            raise SourceError(
+                f"{path}: not UTF-8 at byte {at + err.start} (line {line}): {err.reason}"
+            ) from None
+
+
+def _raw_lines(block: bytes, bounds: Offsets, starts: Offsets) -> pa.Array:
+    """The rows' lines as in the file, without their newlines (nor a byte-order mark)."""
+    lines = pa.Array.from_buffers(
+        pa.large_binary(), len(bounds) - 1, [None, pa.py_buffer(bounds), pa.py_buffer(block)]
+    )
+    where = np.searchsorted(bounds, starts, side="right") - 1
+    raw = pc.binary_slice(lines.take(pa.array(where)), 0, -1)
+    if len(starts) and starts[0] != bounds[where[0]]:  # the file's byte-order mark
+        first = pc.binary_slice(lines.take(pa.array(where[:1])), int(starts[0] - bounds[0]), -1)
+        raw = pa.concat_arrays([first, raw.slice(1)])
+    return raw.view(pa.large_string()).cast(pa.string())
+
+
+# ---------------------------------------------------------------------------------------------
+# parsing
+
+
+def _block_schema(block: bytes, starts: Offsets, ends: Offsets) -> pa.Schema:
+    """The types of a block's rows: Arrow's JSON reader, else line by line (`_line_values`)."""
+    table = _arrow_read(block, starts, ends, None)
+    if table is not None and not jsontypes.too_deep(pa.struct(list(table.schema))):
+        return table.schema
+    values = [v for v, error in _line_values(block, starts, ends, 0) if error is None]
+    return jsontypes.schema_of(jsontypes.type_of(v) for v in values)
+
+
+def _arrow_read(
+    block: bytes, starts: Offsets, ends: Offsets, schema: pa.Schema | None
+) -> pa.Table | None:
+    """The rows by Arrow's JSON reader (multithreaded, in C++), None when it cannot read them
+    all (a line is not a JSON object, a type varies)."""
+    begin, end = int(starts[0]), int(ends[-1]) + 1
+    longest = int((ends - starts).max()) + 2
+    try:
+        table = pj.read_json(
+            pa.BufferReader(pa.py_buffer(block).slice(begin, end - begin)),
+            read_options=pj.ReadOptions(block_size=max(2**20, longest)),
+            parse_options=pj.ParseOptions(explicit_schema=schema, newlines_in_values=False),
+        )
+    except pa.ArrowException:
+        return None
+    if table.num_rows != len(starts):
+        return None
+    return table if schema is None else table.select(schema.names)
+
+
+def _line_values(
+    block: bytes, starts: Offsets, ends: Offsets, first_row: int
+) -> list[tuple[Any, str | None]]:
+    """Each line's row object, or why there is none."""
+    out: list[tuple[Any, str | None]] = []
+    for k, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
+        row = first_row + k
+        try:
+            value = jsontypes.loads(block[s:e])
+        except RecursionError:
+            out.append((None, f"line {row}: not JSON: nested too deep to parse"))
+            continue
+        except ValueError as err:  # JSONDecodeError, orjson's and the standard library's
+            out.append((None, f"line {row}: not JSON: {err}"))
+            continue
+        if not isinstance(value, dict):
+            out.append((None, f"line {row}: not a JSON object but {_kind(value)}"))
+            continue
+        out.append((value, None))
+    return out
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    return {list: "a list", str: "a string", bool: "a boolean"}.get(type(value), "a number")
+
+
+def _parse(
+    block: bytes, starts: Offsets, ends: Offsets, schema: pa.Schema, typed: bool, first_row: int
+) -> tuple[pa.Table, pa.Array]:
+    """Rows of a block as a table of `schema`, and each row's `LINE_ERROR`: Arrow's reader
+    where the schema is one it reads (no `json_`) and the lines are all good, else line by
+    line."""
+    if typed and (table := _arrow_read(block, starts, ends, schema)) is not None:
+        return table, pa.nulls(table.num_rows, pa.string())
+    pairs = _line_values(block, starts, ends, first_row)
+    errors = [error for _, error in pairs]
+    values = [value for value, _ in pairs]
+    try:
+        table = jsontypes.to_table(values, schema)
+    except (pa.ArrowException, OverflowError, TypeError, ValueError):
+        table = None
+    if table is None:  # a row that does not fit the types: found one by one
+        tables = []
+        for k, value in enumerate(values):
+            try:
+                tables.append(jsontypes.to_table([value], schema))
+            except (pa.ArrowException, OverflowError, TypeError, ValueError) as err:
+                errors[k] = f"line {first_row + k}: does not fit the column types: {err}"
+                tables.append(jsontypes.to_table([None], schema))
+        table = pa.concat_tables(tables)
+    return table, pa.array(errors, pa.string())
