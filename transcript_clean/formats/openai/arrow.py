@@ -94,6 +94,7 @@ class OpenAIView(ArrowView):
         super().__init__(scan.rows, scan.bad, checks, scan.trailing_calls)
         self.array = array
         self.scan = scan
+        self.calls = scan.calls
 
     def again(self, column: pa.Array) -> OpenAIView:
         # What R2 would answer is no question for rows already repaired: not worked out again.
@@ -201,6 +202,8 @@ class _Scan:
     (as TRL's rows name their results)."""
     duplicated: Mask
     """Rows with a turn where two calls share an id (`duplicate_call_id`)."""
+    calls: tuple[Counts, pa.Array, pa.Array] | None = None
+    """Each call's row, name and arguments, of the rows it reads (the declared-tools checks)."""
 
     def kinds(self) -> dict[str, Mask]:
         """Per code the fast path repairs, the rows that have it."""
@@ -423,6 +426,7 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> N
             as_mask(ids.is_null()), call_row, rows
         )
     scan.invalid = count(invalid, call_row, rows)
+    scan.calls = (call_row, names, arguments)
     if not answers:
         return
 
@@ -444,6 +448,11 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> N
             )
         ]
         at = answering[replaced].tolist()
+        # R2 never writes over a real result: a row whose invalid call's result is anything
+        # but the feedback R2 would write is the per-row path's (which rejects it).
+        current = pc.struct_field(msgs, "content").take(indices(answering[replaced]))
+        real = invalid[which] & ~as_mask(pc.equal(current, pa.array(texts, current.type)))
+        scan.bad |= rows_with(real, call_row[which], rows)
         scan.answers = dict(zip(at, texts, strict=True))
         unnamed = as_mask(ids.take(indices(which)).is_null()).tolist()
         scan.names = {i: tool for i, tool, no_id in zip(at, tools, unnamed, strict=True) if no_id}
