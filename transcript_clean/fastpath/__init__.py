@@ -88,7 +88,7 @@ def fast_verdicts(
     reject: Collection[str] = (),
     schema: pa.Schema | None = None,
     enabled: Sequence[Rule] | None = None,
-    tools: Sequence[pa.Array] = (),
+    tools: Sequence[pa.Array | pa.ChunkedArray] = (),
 ) -> Verdicts | None:
     """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
     only code is calls pending at the end (for a config that keeps them); those whose only
@@ -101,7 +101,7 @@ def fast_verdicts(
     view = fmt.arrow_view(array, schema)
     if view is None:
         return None
-    view.tools = tuple(tools)
+    view.tools = tuple(t.combine_chunks() if isinstance(t, pa.ChunkedArray) else t for t in tools)
     enabled = list(rules() if enabled is None else enabled)
     may = possible_codes(view, fmt, enabled)
     read = ~view.unread
