@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -77,6 +77,10 @@ class ArrowView:
     any declared-tools code."""
     tool_masks: dict[str, Mask] | None = None
     """The declared-tools checks, once worked out."""
+    tool_declared: tuple[npt.NDArray[np.int64], list[Any]] | None = None
+    """Per row, its declarations among the batch's distinct ones (`fastpath.declared`)."""
+    tool_found: Any = None
+    """What they found call by call, for the view's rejects (`fastpath.declared._Found`)."""
 
     def __init__(
         self, rows: int, unread: Mask, checks: dict[str, Mask], trailing_calls: Counts

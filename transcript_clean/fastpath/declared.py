@@ -15,7 +15,7 @@ answer), and so are rows whose declarations' value cannot be read here.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import numpy.typing as npt
@@ -23,16 +23,27 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.fastpath.base import ArrowView, Mask, as_mask, indices, is_text
+from transcript_clean.fastpath.base import ArrowView, FastReject, Mask, as_mask, indices, is_text
+from transcript_clean.rules.tool_arguments_schema import message as schema_message
+from transcript_clean.rules.unknown_tool import message as unknown_message
 from transcript_clean.tools import (
     Declared,
+    arguments_error,
     canonical,
     fast_validator,
     json_loads,
     read_declarations,
 )
 
-__all__ = ["INVALID_DECLARATION", "SCHEMA", "UNKNOWN", "ToolCounts", "tool_checks", "tool_counts"]
+__all__ = [
+    "INVALID_DECLARATION",
+    "SCHEMA",
+    "UNKNOWN",
+    "ToolCounts",
+    "declared_rejects",
+    "tool_checks",
+    "tool_counts",
+]
 
 UNKNOWN: Final = "unknown_tool"
 SCHEMA: Final = "tool_arguments_schema"
@@ -91,7 +102,7 @@ def tool_counts(view: ArrowView) -> ToolCounts | None:
     give (then every row that declares tools takes the per-row path)."""
     if view.calls is None or not view.tools:
         return None
-    ids, distinct = declared_per_row(view.tools, view.rows)
+    ids, distinct = _declared(view)
     call_row, names, _ = view.calls
     encoded = pc.dictionary_encode(names)
     tool_names: list[str] = [str(n) for n in encoded.dictionary.to_pylist()]
@@ -109,9 +120,17 @@ def tool_counts(view: ArrowView) -> ToolCounts | None:
     return ToolCounts(tool_names, ids, declared, call_row[known], codes[known])
 
 
+def _declared(view: ArrowView) -> tuple[npt.NDArray[np.int64], list[Declared | None]]:
+    """`declared_per_row` of the view's declarations columns, worked out once per view."""
+    if view.tool_declared is None:
+        view.tool_declared = declared_per_row(view.tools, view.rows)
+    ids, distinct = view.tool_declared
+    return ids, distinct
+
+
 def _checks(view: ArrowView) -> dict[str, Mask]:
     rows = view.rows
-    ids, distinct = declared_per_row(view.tools, rows)
+    ids, distinct = _declared(view)
     has = ids >= 0
     problems = np.array([d is not None and bool(d.problems) for d in distinct] + [False])
     out = {
@@ -162,33 +181,117 @@ def _checks(view: ArrowView) -> dict[str, Mask]:
             arg_texts = args.dictionary.to_pylist()
             keys = pair_of[at] * (len(arg_texts) + 1) + arg_codes
             unique, back = np.unique(keys, return_inverse=True)
-            broken = np.zeros(len(unique), dtype=bool)
-            for u, key in enumerate(unique.tolist()):
-                schema = schema_of[key // (len(arg_texts) + 1)]
-                assert schema is not None
-                broken[u] = _breaks(schema, arg_texts[key % (len(arg_texts) + 1)])
-            call_schema[at] = broken[back]
+            call_schema[at] = _broken(unique, len(arg_texts) + 1, schema_of, arg_texts)[back]
     out[UNKNOWN][call_row[checked[call_unknown]]] = True
     out[SCHEMA][call_row[checked[call_schema]]] = True
+    schema_keys = [schema_of[p] for p in pair_of[call_schema].tolist()]
+    view.tool_found = _Found(
+        ids, distinct, checked[call_unknown], checked[call_schema], schema_keys
+    )
     return out
 
 
-def _breaks(schema_key: str, text: str | None) -> bool:
-    """Whether arguments held as `text` may break the schema: they are a JSON object that
-    fails it (or cannot be told here); arguments that are no JSON object are R2's."""
-    if text is None:
-        return False
+@dataclass(slots=True, frozen=True)
+class _Found:
+    """What the checks found, call by call, for the view's rejects: the rows' declarations, and
+    the calls (by position among the view's calls) to an unknown tool and that may break their
+    tool's schema (with the schema's key; None for a raw-input tool's, flagged for R2)."""
+
+    ids: npt.NDArray[np.int64]
+    distinct: list[Declared | None]
+    unknown: npt.NDArray[np.int64]
+    schema: npt.NDArray[np.int64]
+    schema_keys: list[str | None]
+
+
+def declared_rejects(
+    view: ArrowView, rows: dict[str, Mask], places: tuple[npt.NDArray[np.int64], ...]
+) -> list[FastReject]:
+    """The rows of `rows` (per code, rows whose only possible code it is) rejected for
+    `unknown_tool` or `tool_arguments_schema` with the per-row path's words, given each call's
+    canonical message index and place in its turn; a row whose words cannot be told here (a
+    call the schema check only flagged) is left out, for the per-row path."""
+    tool_checks(view)
+    found = view.tool_found
+    if found is None or view.calls is None:
+        return []
+    call_row, names, arguments = view.calls
+    index, place = places
+    out = []
+    for code, calls in ((UNKNOWN, found.unknown), (SCHEMA, found.schema)):
+        wanted = rows.get(code)
+        if wanted is None or not len(calls):
+            continue
+        words: dict[int, str] = {}  # row -> the message of its first such call
+        count = np.zeros(view.rows, dtype=np.int64)
+        unsure = np.zeros(view.rows, dtype=bool)
+        for k, call in enumerate(calls.tolist()):
+            row = int(call_row[call])
+            if not wanted[row] or unsure[row]:
+                continue
+            name = str(names[call].as_py())
+            if code == UNKNOWN:
+                declared = found.distinct[int(found.ids[row])]
+                assert declared is not None
+                error: str | None = None
+                text = unknown_message(int(index[call]), int(place[call]), name, declared.names())
+            else:
+                error = _error(found.schema_keys[k], arguments[call].as_py())
+                if error is None:
+                    unsure[row] = True
+                    continue
+                text = schema_message(int(index[call]), int(place[call]), name, error)
+            words.setdefault(row, text)
+            count[row] += 1
+        chosen = np.zeros(view.rows, dtype=bool)
+        chosen[[r for r in words if not unsure[r]]] = True
+        if chosen.any():
+            messages = [words[r] for r in np.flatnonzero(chosen).tolist()]
+            out.append(FastReject(code, chosen, np.where(chosen, count, 0), messages))
+    return out
+
+
+def _error(schema_key: str | None, text: Any) -> str | None:
+    """The words of a call's schema error, or None where they cannot be told here."""
+    if schema_key is None or not isinstance(text, str):
+        return None
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:
-        return True  # not JSON to orjson: R2's, or what only the standard library reads
-    if not isinstance(value, dict):
-        return False
-    try:
-        fast_validator(schema_key)(value)
-    except Exception:
-        return True  # a failure, in words for the per-row path to find
-    return False
+        return None
+    return arguments_error(schema_key, value) if isinstance(value, dict) else None
+
+
+def _broken(
+    keys: npt.NDArray[np.int64], width: int, schemas: list[str | None], texts: list[Any]
+) -> Mask:
+    """For each distinct (schema, arguments) pair (`key // width` the schema's place in
+    `schemas`, `key % width` the arguments' in `texts`), whether the arguments may break the
+    schema: they are a JSON object that fails it, or text only the standard library reads.
+    Arguments that are no JSON object are R2's. Each schema's pairs are validated together."""
+    out = np.zeros(len(keys), dtype=bool)
+    schema_at, text_at = np.divmod(keys, width)
+    loads, decode_error = orjson.loads, orjson.JSONDecodeError
+    starts = np.flatnonzero(np.r_[True, schema_at[1:] != schema_at[:-1]])  # keys are sorted
+    for start, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(keys)], strict=True):
+        key = schemas[int(schema_at[start])]
+        assert key is not None
+        validate = fast_validator(key)
+        for u in range(start, stop):
+            text = texts[text_at[u]]
+            if text is None:
+                continue
+            try:
+                value = loads(text)
+            except decode_error:
+                out[u] = True
+                continue
+            if type(value) is dict:
+                try:
+                    validate(value)
+                except Exception:  # a failure, in words for the per-row path or the rejects
+                    out[u] = True
+    return out
 
 
 def declared_per_row(

@@ -38,6 +38,7 @@ from transcript_clean.fastpath.base import (
     rows_with,
     shift,
 )
+from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.formats.base import Format, join_texts
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
@@ -49,7 +50,9 @@ from transcript_clean.rules import (
     TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
 )
+from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
 from transcript_clean.rules.unanswered_tool_call import uncuttable
+from transcript_clean.rules.unknown_tool import CODE as UNKNOWN_TOOL
 from transcript_clean.transcript import (
     TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER,
     invalid_arguments_feedback,
@@ -83,6 +86,7 @@ class OpenAIView(ArrowView):
     per-row path does."""
 
     repairs = REPAIRS
+    rejects = frozenset({UNKNOWN_TOOL, TOOL_ARGUMENTS_SCHEMA})
 
     def __init__(self, array: pa.Array, scan: _Scan) -> None:
         checks = {
@@ -95,6 +99,11 @@ class OpenAIView(ArrowView):
         self.array = array
         self.scan = scan
         self.calls = scan.calls
+
+    def reject(self, rows: dict[str, Mask]) -> list[FastReject]:
+        if self.scan.call_places is None:
+            return []
+        return declared_rejects(self, rows, self.scan.call_places)
 
     def again(self, column: pa.Array) -> OpenAIView:
         # What R2 would answer is no question for rows already repaired: not worked out again.
@@ -204,6 +213,12 @@ class _Scan:
     """Rows with a turn where two calls share an id (`duplicate_call_id`)."""
     calls: tuple[Counts, pa.Array, pa.Array] | None = None
     """Each call's row, name and arguments, of the rows it reads (the declared-tools checks)."""
+    call_places: tuple[Counts, Counts] | None = None
+    """Each of those calls' message index in the canonical transcript, and its place among its
+    turn's calls: what a declared-tools reject message names."""
+    canonical: Counts | None = None
+    """Each message's index in its row's canonical transcript (a run of tool messages is one
+    user message there)."""
 
     def kinds(self) -> dict[str, Mask]:
         """Per code the fast path repairs, the rows that have it."""
@@ -320,6 +335,10 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     flag[answered] |= run_len[next_run] < n_calls[answered]  # calls without results
 
     bad |= rows_with(flag, parent, rows)
+    # Canonical indexes: a tool message that continues a run joins the user message before it.
+    joins = np.cumsum(is_tool & shift(is_tool) & same_prev)
+    row_start = np.searchsorted(parent, parent)
+    canonical = np.arange(n) - row_start - (joins - joins[row_start])
     scan = _Scan(
         rows=rows,
         bad=bad,
@@ -339,6 +358,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
         answers={},
         names={},
         duplicated=nothing,
+        canonical=canonical,
     )
     _calls(scan, is_tool, pending_at_end, answers)
     return scan
@@ -362,9 +382,11 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> N
     if len(call_msg) == 0:
         return
     calls = pc.list_flatten(calls_list)
+    place = np.arange(len(call_msg)) - np.searchsorted(call_msg, call_msg)
     keep = good_msg[call_msg]
     calls = calls.filter(pa.array(keep))
     call_msg = call_msg[keep]
+    place = place[keep]
     call_row = parent[call_msg]
     ids = pc.struct_field(calls, "id")
     function = pc.struct_field(calls, "function")
@@ -427,6 +449,8 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> N
         )
     scan.invalid = count(invalid, call_row, rows)
     scan.calls = (call_row, names, arguments)
+    assert scan.canonical is not None
+    scan.call_places = (scan.canonical[call_msg], place)
     if not answers:
         return
 
