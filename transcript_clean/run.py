@@ -107,6 +107,8 @@ def clean(
         "limit": limit,
         "batch_size": batch_size,
         "engine": run.engine,
+        # only when given, so that a run started without it resumes as before
+        **({"tools_column": fmt.tools_column} if fmt.tools_column else {}),
     }
     work = partial_folder(out)
     with output_lock(work):

@@ -15,8 +15,8 @@ A raw-input tool takes arguments that are not JSON by design (`code_interpreter`
 a custom tool's free text or grammar): its calls are neither `invalid_tool_arguments` nor
 checked against a schema. A row without declarations is not checked at all.
 
-Arguments are validated against a tool's parameters with `fastjsonschema` (about 16x faster
-than `jsonschema` per call on the bench's schemas: `scripts/bench_schemas.py`), and words for
+Arguments are validated against a tool's parameters with `fastjsonschema` (about 8x faster
+than `jsonschema` per call on the bench's calls: `scripts/bench_schemas.py`), and words for
 a failure come from `jsonschema`, which also checks that a declaration's schema is one.
 Validators are compiled once per distinct schema, cached by its canonical JSON, and each
 distinct (schema, arguments) pair is checked once.
