@@ -7,7 +7,7 @@ a cut) in Arrow, writing the rows back in the column's own type.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
@@ -40,6 +40,7 @@ from transcript_clean.fastpath.base import (
 )
 from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.formats.base import Format, join_texts
+from transcript_clean.model import ToolCall
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     DUPLICATE_CALL_ID,
@@ -50,6 +51,7 @@ from transcript_clean.rules import (
     TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
 )
+from transcript_clean.rules.invalid_tool_arguments import real_result
 from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
 from transcript_clean.rules.unanswered_tool_call import uncuttable
 from transcript_clean.rules.unknown_tool import CODE as UNKNOWN_TOOL
@@ -114,11 +116,27 @@ class OpenAIView(ArrowView):
         rejects = []
         if UNANSWERED_TOOL_CALL in alone:
             rejects = _reject_uncuttable(self.scan, alone)
+        if INVALID_TOOL_ARGUMENTS in alone and self.scan.real_results:
+            rejects += _reject_real_results(self.scan, alone)
         subset = np.flatnonzero(any_of(alone.values(), self.rows))
         if not len(subset):
             return ArrowRepair(subset, self.array.slice(0, 0), {}, rejects)
         column, occurrences = _repair(self.array.type, self.scan, alone, subset)
         return ArrowRepair(subset, column, occurrences, rejects)
+
+
+def _reject_real_results(scan: _Scan, alone: dict[str, Mask]) -> list[FastReject]:
+    """R2's rows whose invalid call has a real result are rejected, not repaired, with the
+    per-row path's words."""
+    wanted = alone[INVALID_TOOL_ARGUMENTS]
+    chosen = np.zeros(scan.rows, dtype=bool)
+    at = [r for r in sorted(scan.real_results) if wanted[r]]
+    if not at:
+        return []
+    chosen[at] = True
+    alone[INVALID_TOOL_ARGUMENTS] = wanted & ~chosen
+    messages = [scan.real_results[r] for r in at]
+    return [FastReject(INVALID_TOOL_ARGUMENTS, chosen, np.where(chosen, scan.invalid, 0), messages)]
 
 
 def _reject_uncuttable(scan: _Scan, alone: dict[str, Mask]) -> list[FastReject]:
@@ -219,6 +237,9 @@ class _Scan:
     canonical: Counts | None = None
     """Each message's index in its row's canonical transcript (a run of tool messages is one
     user message there)."""
+    real_results: dict[int, str] = field(default_factory=dict)
+    """Rows whose invalid call has a real result, which R2 never writes over: the per-row
+    path's words for them, by row."""
 
     def kinds(self) -> dict[str, Mask]:
         """Per code the fast path repairs, the rows that have it."""
@@ -473,10 +494,25 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> N
         ]
         at = answering[replaced].tolist()
         # R2 never writes over a real result: a row whose invalid call's result is anything
-        # but the feedback R2 would write is the per-row path's (which rejects it).
+        # but the feedback R2 would write cannot be repaired. Its first such call is named in
+        # the per-row path's words (`real_result`); a call without an id (the decoder makes
+        # one up) leaves the row to the per-row path.
         current = pc.struct_field(msgs, "content").take(indices(answering[replaced]))
         real = invalid[which] & ~as_mask(pc.equal(current, pa.array(texts, current.type)))
-        scan.bad |= rows_with(real, call_row[which], rows)
+        real_ids = ids.take(indices(which)).to_pylist()
+        for k in np.flatnonzero(real).tolist():
+            row = int(call_row[which[k]])
+            if scan.bad[row] or row in scan.real_results:
+                continue
+            if real_ids[k] is None:
+                scan.bad[row] = True
+                continue
+            assert scan.canonical is not None
+            scan.real_results[row] = real_result(
+                int(scan.canonical[call_msg[which[k]]]),
+                ToolCall(real_ids[k], tools[k], None),
+                int(scan.canonical[answering[replaced][k]]),
+            )
         scan.answers = dict(zip(at, texts, strict=True))
         unnamed = as_mask(ids.take(indices(which)).is_null()).tolist()
         scan.names = {i: tool for i, tool, no_id in zip(at, tools, unnamed, strict=True) if no_id}
