@@ -11,6 +11,7 @@ to the floor and the largest peak RSS, and written to a JSON file.
 
     .venv/bin/python scripts/bench.py --rows 200000
     .venv/bin/python scripts/bench.py --rows 2000000 --skip datasets
+    .venv/bin/python scripts/bench.py --rows 200000 --tools --skip datasets   # declared tools
 
 `--long-rows` measures instead `clean` with default options over agent traces of about 200 KB
 a row (`long_rows.py`), for each row count of `--long-rows-counts`, and checks that the largest
@@ -233,9 +234,15 @@ def byte_compile_cleaner() -> None:
     compileall.compile_dir(ROOT / "transcript_clean", quiet=1)
 
 
-def ensure_dataset(path: Path, rows: int, fmt: str, seed: int) -> None:
+def ensure_dataset(path: Path, rows: int, fmt: str, seed: int, tools: bool = False) -> None:
     marker = path.with_suffix(".json")
-    wanted = {"rows": rows, "format": fmt, "seed": seed}
+    wanted: dict[str, Any] = {"rows": rows, "format": fmt, "seed": seed}
+    rates: list[str] = []
+    if tools:  # the tools mode: declared tools, 5% undeclared calls, 5% schema breaks
+        from synthetic import TOOLS_RATES
+
+        wanted["tools"] = True
+        rates = [a for code, r in TOOLS_RATES.items() for a in ("--rate", f"{code}={r}")]
     if path.exists() and marker.exists() and json.loads(marker.read_text()) == wanted:
         return
     click.echo(f"generating {rows:,} {fmt} rows into {path} ...", err=True)
@@ -250,6 +257,7 @@ def ensure_dataset(path: Path, rows: int, fmt: str, seed: int) -> None:
             fmt,
             "--seed",
             str(seed),
+            *rates,
         ],
         check=True,
     )
@@ -287,6 +295,12 @@ def ensure_dataset(path: Path, rows: int, fmt: str, seed: int) -> None:
     help="Results file (default: DIR/results-FORMAT-ROWS.json).",
 )
 @click.option(
+    "--tools",
+    is_flag=True,
+    help="The tools mode: rows that declare their tools, 5% calling an undeclared tool and 5% "
+    "breaking its schema (openai or sharegpt).",
+)
+@click.option(
     "--long-rows",
     is_flag=True,
     help="Measure clean over long rows (agent traces of about 200 KB) instead.",
@@ -322,6 +336,7 @@ def main(
     repeat: int,
     workdir: str,
     json_out: str | None,
+    tools: bool,
     long_rows: bool,
     source_kind: str,
     jsonl_counts: str,
@@ -354,8 +369,8 @@ def main(
         )
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
-    source = folder / f"{fmt}-{rows}.parquet"
-    ensure_dataset(source, rows, fmt, seed)
+    source = folder / f"{fmt}-{rows}{'-tools' if tools else ''}.parquet"
+    ensure_dataset(source, rows, fmt, seed, tools)
     byte_compile_cleaner()
     size_mb = source.stat().st_size / 2**20
 
@@ -423,7 +438,8 @@ def main(
         ratio = f"{r['seconds'] / floor:.2f}" if floor else "-"
         r["x_floor"] = r["seconds"] / floor if floor else float("nan")
         click.echo(f"{name:<20} {r['seconds']:>9.2f} {ratio:>8} {r['peak_rss_mb']:>7.0f} MB")
-    target = Path(json_out) if json_out else folder / f"results-{fmt}-{rows}.json"
+    mode = "-tools" if tools else ""
+    target = Path(json_out) if json_out else folder / f"results-{fmt}-{rows}{mode}.json"
     target.write_text(
         json.dumps(
             {

@@ -31,6 +31,8 @@ CODES: Final = (
     "unanswered_tool_call",
     "trailing_tool_call",
     "no_assistant_turn",
+    "unknown_tool",
+    "tool_arguments_schema",
 )
 
 DEFAULT_RATES: Final[Mapping[str, float]] = {
@@ -50,10 +52,16 @@ FORMATS: Final = ("openai", "sharegpt", "anthropic", "rig")
 
 # Anthropic's `input` and rig's `arguments` are JSON objects: a bad call's string would not share
 # an Arrow type with them, so these formats get no invalid arguments.
+# Only OpenAI and ShareGPT rows declare their tools (a `tools` column): the declared-tools codes
+# need it. They are planted only when asked for (`TOOLS_RATES`, the bench's tools mode).
+_DECLARED: Final = frozenset({"unknown_tool", "tool_arguments_schema"})
 UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
-    "anthropic": frozenset({"invalid_tool_arguments"}),
-    "rig": frozenset({"invalid_tool_arguments"}),
+    "anthropic": frozenset({"invalid_tool_arguments"}) | _DECLARED,
+    "rig": frozenset({"invalid_tool_arguments"}) | _DECLARED,
 }
+
+TOOLS_RATES: Final[Mapping[str, float]] = {"unknown_tool": 0.05, "tool_arguments_schema": 0.05}
+"""Rows with declared tools: 5% call a tool the row does not declare, 5% break its schema."""
 
 
 def default_rates(format: str) -> dict[str, float]:
@@ -271,6 +279,19 @@ def _plant(rng: random.Random, items: list[_Item], code: str) -> list[_Item]:
         bad = rng.choice(('{"city": "Paris"', "city=Paris", '["Paris"]', '"Paris"'))
         calls = (*calls[:k], (calls[k][0], calls[k][1], None, bad), *calls[k + 1 :])
         items[at] = (kind, text, thought, calls)
+    elif code in _DECLARED:
+        at = rng.choice(find) - 1
+        kind, text, thought, calls = items[at]
+        k = rng.randrange(len(calls))
+        call_id, name, arguments, _ = calls[k]
+        if code == "unknown_tool":  # a tool the model was never offered
+            name, arguments = name + "_v2", arguments
+            results = [(r[0], name if r[0] == call_id else r[1], r[2]) for r in items[at + 1][1]]
+            items[at + 1] = ("results", results)
+        else:  # its first required property left out
+            arguments = dict(list(arguments.items())[1:])
+        new = (call_id, name, arguments, json.dumps(arguments))
+        items[at] = (kind, text, thought, (*calls[:k], new, *calls[k + 1 :]))
     elif code == "trailing_tool_call":
         exchange = _tool_exchange(rng, reasoning=False)
         items += exchange[:2]
@@ -439,7 +460,11 @@ def _toolu(call_id: str) -> str:
 
 def _tools_json(items: list[_Item], specs: Mapping[str, str]) -> str:
     """The tools the row calls (or one, when it calls none), as a JSON list."""
-    used = dict.fromkeys(c[1] for item in items if item[0] == "assistant" for c in item[3])
+    used = [
+        name
+        for name in dict.fromkeys(c[1] for item in items if item[0] == "assistant" for c in item[3])
+        if name in specs  # not a tool planted as unknown
+    ]
     return "[" + ", ".join(specs[name] for name in used or ("get_weather",)) + "]"
 
 
@@ -538,6 +563,7 @@ def generate_rows(
 
     rng = random.Random(seed)
     needs_calls = {"invalid_tool_arguments", "orphan_tool_result", "unanswered_tool_call"}
+    needs_calls |= _DECLARED
     for i in range(n):
         draw = rng.random()
         planted = next((c for limit, c in thresholds if draw < limit), None)

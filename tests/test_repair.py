@@ -36,8 +36,8 @@ def call(id: str, args: object = None, raw: str | None = None) -> ToolCall:
     return ToolCall(id, f"tool_{id}", {} if args is None and raw is None else args, raw)
 
 
-def result(id: str, text: str = "ok") -> ToolResult:
-    return ToolResult(id, (Text(text),), name=f"tool_{id}")
+def result(id: str, text: str = "ok", status: str = "success") -> ToolResult:
+    return ToolResult(id, (Text(text),), name=f"tool_{id}", status=status)  # type: ignore[arg-type]
 
 
 def test_drop_empty_turns_returns_the_dropped_indexes() -> None:
@@ -52,7 +52,7 @@ def test_invalid_call_gets_feedback_and_peers_not_executed() -> None:
     messages: list[Message] = [
         user("go"),
         assistant(call("c1"), bad, call("c3")),
-        user(result("c1"), result("c2", "boom"), result("c3"), "and text"),
+        user(result("c1"), result("c2", "boom", "error"), result("c3"), "and text"),
         assistant("done"),
     ]
     out = answer_invalid_calls(messages)
@@ -94,12 +94,53 @@ def test_invalid_call_answer_window_skips_system_messages() -> None:
         user("go"),
         assistant(call("c1", "str")),
         system("s"),
-        user(result("c1")),
+        user(result("c1", "failed", "error")),
     ]
     out = answer_invalid_calls(messages)
     assert len(out) == 4
     assert isinstance(out[3], UserMessage)
     assert out[3].content[0].status == "error"  # type: ignore[union-attr]
+
+
+def test_invalid_call_with_a_real_result_is_not_rewritten() -> None:
+    # The harness ran it anyway, and the turn after it reads its output (functionary's
+    # `python` calls): rewriting the result would contradict that turn.
+    messages: list[Message] = [
+        user("go"),
+        assistant(call("c1", None, "l.remove(3.6)"), call("c2")),
+        user(result("c1", "ValueError: x not in list"), result("c2")),
+        assistant("It failed: 3.6 is not in the list."),
+    ]
+    with pytest.raises(Unrepairable) as err:
+        answer_invalid_calls(messages)
+    assert err.value.code == "invalid_tool_arguments"
+    assert "'c1' to 'tool_c1'" in str(err.value) and "real result in message 2" in str(err.value)
+
+
+def test_invalid_call_answered_by_its_own_feedback_is_repaired_again() -> None:
+    # A cleaned row written in a format without an error flag reads R2's feedback back as a
+    # success: it is no real result, so cleaning the output again repairs as before.
+    feedback = invalid_arguments_feedback("tool_c1", "{bad")
+    messages: list[Message] = [
+        user("go"),
+        assistant(call("c1", None, "{bad"), call("c2")),
+        user(result("c1", feedback), result("c2", "ran")),
+        assistant("retrying"),
+    ]
+    out = answer_invalid_calls(messages)
+    answer = out[2]
+    assert isinstance(answer, UserMessage)
+    assert [p.status for p in answer.content if isinstance(p, ToolResult)] == ["error", "error"]
+
+
+def test_raw_input_tools_calls_are_never_invalid() -> None:
+    messages: list[Message] = [
+        user("go"),
+        assistant(call("c1", None, "print(1)")),
+        user(result("c1", "1")),
+        assistant("It printed 1."),
+    ]
+    assert answer_invalid_calls(messages, frozenset({"tool_c1"})) == messages
 
 
 @pytest.mark.parametrize(

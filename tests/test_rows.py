@@ -6,6 +6,8 @@ from canonical import FMT, call, res, row
 from transcript_clean.formats import OpenAIFormat
 from transcript_clean.formats.base import Row
 from transcript_clean.model import (
+    Text,
+    ToolResult,
     assistant,
     system,
     user,
@@ -14,6 +16,7 @@ from transcript_clean.policy import DEFAULT, STRICT, Config, config_from_dict
 from transcript_clean.rows import clean_row
 from transcript_clean.transcript import transcript_errors
 
+ERROR = ToolResult("c1", (Text("failed"),), name="f", status="error")
 GOOD = row(system("s"), user("hi"), assistant(call("c1")), user(res("c1")), assistant("done"))
 
 # (transcript, codes found, outcome under the default config)
@@ -27,7 +30,12 @@ CASES: list[tuple[Row, list[str], str]] = [
     (
         row(user("hi"), assistant(call("c1", raw="nope")), user(res("c1")), assistant("y")),
         ["invalid_tool_arguments"],
-        "repaired",
+        "rejected",  # its result is a real one: R2 never writes over it
+    ),
+    (
+        row(user("hi"), assistant(call("c1", raw="nope")), user(ERROR), assistant("y")),
+        ["invalid_tool_arguments"],
+        "repaired",  # its result is an error already: R2 answers it
     ),
     (row(user("hi"), user(res("r9")), assistant("y")), ["orphan_tool_result"], "repaired"),
     (row(user("hi"), assistant("a"), assistant("b")), ["consecutive_assistant"], "repaired"),

@@ -18,6 +18,7 @@ from synthetic import (
     CODES,
     DEFAULT_RATES,
     FORMATS,
+    TOOLS_RATES,
     UNSUPPORTED,
     arrow_schema,
     default_rates,
@@ -26,6 +27,7 @@ from synthetic import (
 
 from transcript_clean.formats import DecodeError, get_format
 from transcript_clean.model import AssistantMessage, Reasoning, UserMessage
+from transcript_clean.tools import arguments_error, read_row_declarations
 from transcript_clean.transcript import is_empty_assistant_turn, transcript_errors
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "make_synthetic.py"
@@ -48,6 +50,16 @@ def strict_codes(fmt_name: str, row: dict[str, Any]) -> set[str]:
     calls = [c for m in kept if isinstance(m, AssistantMessage) for c in m.tool_calls]
     if any(not isinstance(c.arguments, dict) for c in calls):
         codes.add("invalid_tool_arguments")
+    declared = read_row_declarations(row, ("tools",))
+    if declared is not None:
+        if any(c.name not in declared.tools for c in calls):
+            codes.add("unknown_tool")
+        for c in calls:
+            tool = declared.tools.get(c.name)
+            if not (tool and tool.schema_key and isinstance(c.arguments, dict)):
+                continue
+            if arguments_error(tool.schema_key, c.arguments):
+                codes.add("tool_arguments_schema")
     for error in transcript_errors(kept):
         code = error.code
         later = kept[error.index + 1 :]
@@ -94,7 +106,7 @@ def test_default_rates_plant_about_ten_percent_and_say_exactly_what(fmt: str) ->
     planted = Counter(code for _, codes in rows for code in codes)
     defective = sum(1 for _, codes in rows if codes)
     assert 0.06 * 3000 < defective < 0.14 * 3000
-    assert set(planted) == set(supported(fmt))
+    assert set(planted) == set(supported(fmt)) - set(TOOLS_RATES)
     assert all(len(codes) <= 1 for _, codes in rows)
     for row, codes in rows:
         assert strict_codes(fmt, row) == set(codes), row
@@ -141,7 +153,8 @@ def test_the_same_seed_gives_the_same_rows() -> None:
 
 def test_default_rates() -> None:
     assert sum(DEFAULT_RATES.values()) == pytest.approx(0.10)
-    assert set(DEFAULT_RATES) == set(CODES)
+    # the declared-tools codes are planted only when asked for (the bench's tools mode)
+    assert set(DEFAULT_RATES) == set(CODES) - set(TOOLS_RATES)
     assert "invalid_tool_arguments" not in default_rates("anthropic")
 
 

@@ -50,6 +50,31 @@ turns dropped: {counts["empty_turns_dropped"]:,}.
 ## Error stats
 
 {render_table(records, markdown=True) if records else "No violations were found."}
-
+{tools_section(summary.get("tools"))}
 Input fingerprint: `{summary["fingerprint"]}`.
 """
+
+
+def tools_section(tools: Mapping[str, Any] | None) -> str:
+    """The card's tools section: the tools rows declare, the calls per tool, and the
+    declared-tools codes; nothing when no row declares its tools."""
+    if not tools or not tools["rows_declaring_tools"]:
+        return ""
+    calls = tools["calls_per_tool"]
+    lines = [
+        "",
+        "## Declared tools",
+        "",
+        f"{tools['rows_declaring_tools']:,} rows declare their tools, "
+        f"{tools['distinct_tools']:,} distinct tools. Calls per tool (the most called first):",
+        "",
+        "| tool | calls | rows declaring it |",
+        "|---|---:|---:|",
+    ]
+    names = list(dict.fromkeys([*calls, *tools["tools_declared"]]))
+    for name in names:
+        declared = tools["tools_declared"].get(name, 0)
+        lines.append(f"| `{name}` | {calls.get(name, 0):,} | {declared:,} |")
+    lines += ["", "Rows with each declared-tools code:", ""]
+    lines += [f"- `{code}`: {rows:,}" for code, rows in tools["codes"].items()]
+    return "\n".join(lines) + "\n"

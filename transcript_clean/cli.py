@@ -138,6 +138,12 @@ def source_options(f: F) -> F:
                 "conversations).",
             ),
             click.option(
+                "--tools-column",
+                default=None,
+                help="The column with each row's declared tools (default: tools, and for "
+                "openai also functions).",
+            ),
+            click.option(
                 "--config",
                 default="default",
                 show_default=True,
@@ -237,8 +243,8 @@ def _options(source: str, given: dict[str, Any]) -> tuple[str, SourceOptions, En
         given.pop("engine", "local"), given.pop("workers", 1), given.pop("ray_address", None)
     )
     names = (
-        "format", "column", "split", "subset", "revision", "streaming", "batch_size",
-        "batch_bytes", "limit", "storage_options",
+        "format", "column", "tools_column", "split", "subset", "revision", "streaming",
+        "batch_size", "batch_bytes", "limit", "storage_options",
     )  # fmt: skip
     read = SourceOptions(source, **{name: given.pop(name) for name in names if name in given})
     return given.pop("config"), read, engine

@@ -8,6 +8,7 @@ blocks run: the local engine's workers or Ray).
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 from collections.abc import Mapping
@@ -51,6 +52,8 @@ class SourceOptions:
     storage_options: Mapping[str, Any] = field(default_factory=dict)
     """Options of the filesystem of a URI SOURCE and OUTPUT (`--storage-option KEY=VALUE`): an
     endpoint URL, a region, anonymous access. Credentials come from the environment."""
+    tools_column: str | None = None
+    """The column holding each row's declared tools, when not the format's own (`tools`)."""
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -74,7 +77,10 @@ class SourceOptions:
     def resolve(self) -> tuple[Source, Format]:
         """The source, opened, and its format (as named, or detected)."""
         source = self.open()
-        return source, resolve_format(source, self.format, self.column)
+        fmt = resolve_format(source, self.format, self.column)
+        if self.tools_column is not None:
+            fmt = with_tools_column(source, fmt, self.tools_column)
+        return source, fmt
 
     def rows_total(self, source: Source) -> int | None:
         """How many rows a run over `source` reads, when that is known ahead."""
@@ -149,6 +155,18 @@ def resolve_format(
             f"{source.name}: no column {fmt.column!r} for format {fmt.name}; the columns are "
             f"{', '.join(source.schema.names)} (choose one with --column)"
         )
+    return fmt
+
+
+def with_tools_column(source: Source, fmt: Format, column: str) -> Format:
+    """A copy of `fmt` that reads each row's declared tools from `column`."""
+    if column not in source.schema.names:
+        raise SourceError(
+            f"{source.name}: no column {column!r} for --tools-column; the columns are "
+            f"{', '.join(source.schema.names)}"
+        )
+    fmt = copy.copy(fmt)
+    fmt.tools_column = column
     return fmt
 
 

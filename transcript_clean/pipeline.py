@@ -146,6 +146,7 @@ def batch_verdicts(
         reject=[r.code for r in enabled if codes and config.action(r.code) == "reject"],
         schema=table.schema,
         enabled=enabled,
+        tools=declaring_columns(table, fmt),
     )
 
 
@@ -157,6 +158,12 @@ def line_errors(table: pa.Table) -> dict[int, str]:
     if errors.null_count == len(errors):
         return {}
     return {i: e for i, e in enumerate(errors.to_pylist()) if e is not None}
+
+
+def declaring_columns(table: pa.Table, fmt: Format) -> list[pa.Array]:
+    """The batch's columns of declared tools that the format reads, each in one chunk."""
+    names = [n for n in fmt.declaring_columns if n in table.schema.names]
+    return [table.column(n).combine_chunks() for n in names]
 
 
 def _repairs_in_arrow(config: Config, code: str) -> bool:
@@ -362,6 +369,8 @@ def _settle(
     repaired and those it rejected."""
     lengths = pc.fill_null(pc.list_value_length(table.column(column)), 0).to_numpy()
     clean, trailing, repaired = verdicts.clean, verdicts.trailing, verdicts.repaired
+    if verdicts.tool_counts is not None:
+        stats.add_tools(*verdicts.tool_counts.count(verdicts.handled))
     stats.add_clean_rows(int(clean.sum()), int(lengths[clean].sum()))
     if trailing.any():
         messages = int(lengths[trailing].sum())

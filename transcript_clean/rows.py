@@ -25,6 +25,7 @@ from transcript_clean.rules import (
 )
 from transcript_clean.rules.empty_assistant_turn import drop_empty_turns
 from transcript_clean.rules.empty_assistant_turn import message as empty_message
+from transcript_clean.tools import Declared
 
 __all__ = [
     "RepairStep",
@@ -58,6 +59,8 @@ class RowResult:
     actions: dict[str, str] = field(default_factory=dict)
     """code -> what was done: repaired, rejected, kept or dropped (empty turns)."""
     decoded: Decoded | None = None
+    tools: Declared | None = None
+    """The tools the row declares, where it declares any."""
     messages: list[Message] | None = None
     """The transcript as written (or as it was when the row was rejected)."""
     row: Row | None = None
@@ -116,9 +119,11 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
     except DecodeError as err:
         return rejected_row(err.code, str(err), messages_in)
     original = decoded.messages
+    tools = fmt.declared_tools(row)
     result = RowResult(
         "unchanged",
         decoded=decoded,
+        tools=tools,
         messages=list(original),
         messages_in=messages_in,
         messages_out=messages_in,
@@ -134,7 +139,7 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
         positions = [i for i in positions if i not in gone]
     for index in dropped:
         result.violations.append(Violation(EMPTY_ASSISTANT_TURN, index, None, empty_message(index)))
-    for v in find_violations(work, config):
+    for v in find_violations(work, config, tools):
         at = positions[v.index] if v.index is not None else None
         if at != v.index:
             message = v.message.replace(f"message {v.index}:", f"message {at}:", 1)
@@ -158,7 +163,7 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
         if dropped and empty_action == "repair" and trace:
             result.steps.append(RepairStep(EMPTY_ASSISTANT_TURN, tuple(original), tuple(work)))
         try:
-            current = _repair(current, config, result, trace)
+            current = _repair(current, config, result, trace, tools)
         except Unrepairable as err:
             result.actions[err.code] = "rejected"
             return _reject(result, str(err))
@@ -170,7 +175,7 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
     if current is not work:
         remaining = [
             v
-            for v in find_violations(current, config)
+            for v in find_violations(current, config, tools)
             if not get_rule(v.code).survives_repair and config.action(v.code) != "keep"
         ]
     if remaining:
@@ -215,7 +220,11 @@ def unencodable(result: RowResult, message: str) -> RowResult:
 
 
 def _repair(
-    messages: list[Message], config: Config, result: RowResult, trace: bool
+    messages: list[Message],
+    config: Config,
+    result: RowResult,
+    trace: bool,
+    tools: Declared | None = None,
 ) -> list[Message]:
     """The registry's repairs (R2-R5), in order, each where the config repairs its code (or a
     code it also repairs, as R5 does calls pending at the end) and the row has it. A repair may
@@ -223,11 +232,14 @@ def _repair(
     assistant messages meet): it counts."""
     changed = False  # a repair that changed nothing cannot have uncovered a new code
     for rule in repair_chain():
-        assert rule.repair is not None
         active = [c for c in (rule.code, *rule.also_repairs) if config.action(c) == "repair"]
         if not active or not (changed or any(c in result.actions for c in active)):
             continue
-        after = rule.repair(messages, config)
+        if rule.repair_declared is not None:
+            after = rule.repair_declared(messages, config, tools)
+        else:
+            assert rule.repair is not None
+            after = rule.repair(messages, config)
         if after == messages:
             continue
         changed = True

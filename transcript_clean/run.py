@@ -120,6 +120,8 @@ def clean(
         "batch_size": batch_size,
         "engine": run.engine,
         "output": [written.name, written.codec],
+        # only when given, so that a run started without it resumes as before
+        **({"tools_column": fmt.tools_column} if fmt.tools_column else {}),
     }
 
     def summarize(stats: Stats) -> dict[str, Any]:

@@ -11,12 +11,18 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from transcript_clean.errors import AccountingError
+from transcript_clean.model import AssistantMessage, ToolCall
 from transcript_clean.rules import EMPTY_ASSISTANT_TURN, codes
+from transcript_clean.tools import calls_per_tool
 
 if TYPE_CHECKING:
     from transcript_clean.rows import RowResult
 
 ACTIONS = ("dropped", "repaired", "kept", "rejected")
+
+TOP_TOOLS = 20
+"""How many tools the tools section names; the rest are summed as "other"."""
+TOOL_CODES = ("unknown_tool", "tool_arguments_schema", "invalid_tool_declaration")
 
 STATS_SCHEMA = pa.schema(
     [
@@ -60,8 +66,23 @@ class Stats:
     rows_clean: int = 0
     """Rows with no code at all."""
     codes: dict[tuple[str, str], CodeStats] = field(default_factory=dict)
+    rows_declaring_tools: int = 0
+    """Rows that declare their tools (issue 17); the two counts below are of those rows."""
+    tools_declared: dict[str, int] = field(default_factory=dict)
+    """Per tool name, the rows that declare it."""
+    tool_calls: dict[str, int] = field(default_factory=dict)
+    """Per tool name, the calls to it."""
+
+    def add_tools(self, rows: int, declared: Mapping[str, int], calls: Mapping[str, int]) -> None:
+        """Count `rows` rows that declare tools, with their declared tools and calls."""
+        self.rows_declaring_tools += rows
+        add_counts(self.tools_declared, declared)
+        add_counts(self.tool_calls, calls)
 
     def add_row(self, result: RowResult, source: str, row: int) -> None:
+        if result.tools is not None and result.decoded is not None:
+            calls = (c.name for m in result.decoded.messages for c in _calls_of(m))
+            self.add_tools(1, dict.fromkeys(result.tools.tools, 1), calls_per_tool(calls))
         self.rows_in += 1
         self.messages_in += result.messages_in
         self.messages_out += result.messages_out
@@ -129,6 +150,7 @@ class Stats:
             else:
                 mine.rows += theirs.rows
                 mine.occurrences += theirs.occurrences
+        self.add_tools(other.rows_declaring_tools, other.tools_declared, other.tool_calls)
 
     def check(self) -> None:
         """The run's invariant: every row in is either kept or rejected, once."""
@@ -183,13 +205,54 @@ class Stats:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.counts(), "codes": [[c, a, _fields(s)] for (c, a), s in self.codes.items()]}
+        return {
+            **self.counts(),
+            "codes": [[c, a, _fields(s)] for (c, a), s in self.codes.items()],
+            "rows_declaring_tools": self.rows_declaring_tools,
+            "tools_declared": self.tools_declared,
+            "tool_calls": self.tool_calls,
+        }
+
+    def tools_summary(self, top: int = TOP_TOOLS) -> dict[str, Any]:
+        """The tools section of summary.json and the dataset card: the rows that declare tools,
+        the tools declared (rows each) and the calls per tool, each the `top` most and
+        "other", and the rows with each declared-tools code."""
+        codes: dict[str, int] = dict.fromkeys(TOOL_CODES, 0)
+        for (code, _), entry in self.codes.items():
+            if code in codes:
+                codes[code] += entry.rows
+        return {
+            "rows_declaring_tools": self.rows_declaring_tools,
+            "distinct_tools": len(self.tools_declared),
+            "tools_declared": top_counts(self.tools_declared, top),
+            "calls_per_tool": top_counts(self.tool_calls, top),
+            "codes": codes,
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Stats:
         stats = cls(**{k: v for k, v in data.items() if k != "codes"})
         stats.codes = {(c, a): CodeStats(**s) for c, a, s in data["codes"]}
         return stats
+
+
+def add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
+    for name, n in counts.items():
+        into[name] = into.get(name, 0) + n
+
+
+def top_counts(counts: Mapping[str, int], top: int) -> dict[str, int]:
+    """The `top` largest counts, most first (ties by name), and the rest summed as "other"."""
+    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
+    out = dict(ranked[:top])
+    rest = sum(n for _, n in ranked[top:])
+    if rest:
+        out["other"] = rest
+    return out
+
+
+def _calls_of(message: Any) -> tuple[ToolCall, ...]:
+    return message.tool_calls if isinstance(message, AssistantMessage) else ()
 
 
 def _fields(entry: CodeStats) -> dict[str, Any]:
@@ -234,6 +297,7 @@ def run_summary(
         "rows_rejected": stats.rows_rejected,
         "accounting_ok": stats.rows_in == stats.rows_kept + stats.rows_rejected,
         "stats": stats.records(),
+        "tools": stats.tools_summary(),
         **extra,
         "engine": engine,
         "workers": workers,

@@ -35,6 +35,7 @@ from transcript_clean.fastpath.base import (
     Verdicts,
     any_of,
 )
+from transcript_clean.fastpath.declared import tool_counts
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import TRAILING_TOOL_CALL, Rule, get_rule, rules
 from transcript_clean.sources.jsontypes import has_json
@@ -88,14 +89,15 @@ def fast_verdicts(
     reject: Collection[str] = (),
     schema: pa.Schema | None = None,
     enabled: Sequence[Rule] | None = None,
+    tools: Sequence[pa.Array | pa.ChunkedArray] = (),
 ) -> Verdicts | None:
     """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
     only code is calls pending at the end (for a config that keeps them); those whose only
     code is one of `repair` (codes the config repairs as the view can) or `reject` (codes the
     config rejects), where the format's view settles them. `schema` is the batch's, when other
     columns matter to the format (the `system` column of ShareGPT and Anthropic); `enabled`,
-    the rules the run looks for (all of them by default). None when this format or column
-    shape has no fast path."""
+    the rules the run looks for (all of them by default); `tools`, the batch's columns of
+    declared tools. None when this format or column shape has no fast path."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if has_json(array.type):
         # A `pa.json_()` field holds values of more than one type: no view reads it as the
@@ -105,6 +107,7 @@ def fast_verdicts(
     view = fmt.arrow_view(array, schema)
     if view is None:
         return None
+    view.tools = tuple(t.combine_chunks() if isinstance(t, pa.ChunkedArray) else t for t in tools)
     enabled = list(rules() if enabled is None else enabled)
     may = possible_codes(view, fmt, enabled)
     read = ~view.unread
@@ -121,6 +124,7 @@ def fast_verdicts(
         trailing=trailing,
         trailing_calls=view.trailing_calls,
         repaired=nothing.copy(),
+        tool_counts=tool_counts(view),
     )
     # A code found while decoding is a row's only code: the decoder stops there.
     to_reject = {
@@ -166,6 +170,7 @@ def _settle_repairs(
         return
     again = view.again(fixed.column)
     assert again is not None  # the repaired column has the input's type
+    again.tools = tuple(t.take(pa.array(fixed.subset)) for t in view.tools)
     may = possible_codes(again, fmt, enabled)
     read = ~again.unread
     accepted = np.zeros(view.rows, dtype=bool)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -14,6 +14,9 @@ import pyarrow.compute as pc
 
 from transcript_clean.formats.base import strict_loads
 from transcript_clean.rules import TRAILING_TOOL_CALL
+
+if TYPE_CHECKING:
+    from transcript_clean.fastpath.declared import ToolCounts
 
 V = TypeVar("V")
 
@@ -65,6 +68,19 @@ class ArrowView:
     """Codes whose repair this view can do itself, for rows that have no other code."""
     rejects: frozenset[str] = frozenset()
     """Codes for which it can reject rows itself, with the per-row path's message."""
+    tools: tuple[pa.Array, ...] = ()
+    """The batch's columns of declared tools (`Format.declaring_columns`), set by the fast path:
+    what the declared-tools checks read (`fastpath.declared`)."""
+    calls: tuple[npt.NDArray[np.int64], pa.Array, pa.Array] | None = None
+    """The calls of the rows it reads, where the view brings them: each call's row, tool name
+    and arguments (as the source holds them). Without them, a row that declares tools may have
+    any declared-tools code."""
+    tool_masks: dict[str, Mask] | None = None
+    """The declared-tools checks, once worked out."""
+    tool_declared: tuple[npt.NDArray[np.int64], list[Any]] | None = None
+    """Per row, its declarations among the batch's distinct ones (`fastpath.declared`)."""
+    tool_found: Any = None
+    """What they found call by call, for the view's rejects (`fastpath.declared._Found`)."""
 
     def __init__(
         self, rows: int, unread: Mask, checks: dict[str, Mask], trailing_calls: Counts
@@ -152,6 +168,8 @@ class Verdicts:
     """The repaired rows' conversations, in order, as they are written."""
     rejects: list[FastReject] = field(default_factory=list)
     """Rows rejected as they are, each for one code."""
+    tool_counts: ToolCounts | None = None
+    """The rows' declared tools and calls, for the stats (`fastpath.declared`)."""
 
     def coded(self) -> list[tuple[str, Mask]]:
         """Per code, the rows settled here that have it (each row settled here has one)."""
@@ -180,6 +198,7 @@ class Verdicts:
             if r.rows[start:stop].any()
         ]
         rejects = [r.slice(start, stop) for r in self.rejects if r.rows[start:stop].any()]
+        counts = None if self.tool_counts is None else self.tool_counts.slice(start, stop)
         return Verdicts(
             self.clean[start:stop],
             self.trailing[start:stop],
@@ -188,6 +207,7 @@ class Verdicts:
             repairs,
             column,
             rejects,
+            counts,
         )
 
 

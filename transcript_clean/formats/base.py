@@ -22,6 +22,7 @@ from transcript_clean.model import (
     is_json,
 )
 from transcript_clean.rules.malformed_row import CODE as MALFORMED_ROW
+from transcript_clean.tools import Declared, read_row_declarations
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -71,6 +72,10 @@ class Format:
     joins_text: ClassVar[bool] = True
     """Whether an assistant message's content is one string, so merged texts join with a blank
     line (SPEC R4)."""
+    tools_columns: ClassVar[tuple[str, ...]] = ("tools",)
+    """The columns a row declares its tools in: the first that holds something is read."""
+    tools_column: str | None = None
+    """A column named by `--tools-column`, read in place of `tools_columns`."""
 
     def __init__(self, column: str | None = None) -> None:
         self.column = column or self.default_column
@@ -82,6 +87,14 @@ class Format:
         """The row with its conversation (and any column the format reads, such as `system`)
         rewritten from `messages`; every other column unchanged."""
         raise NotImplementedError
+
+    def declared_tools(self, row: Mapping[str, Any]) -> Declared | None:
+        """The tools the row declares (`transcript_clean.tools`); None when it declares none."""
+        return read_row_declarations(row, self.declaring_columns)
+
+    @property
+    def declaring_columns(self) -> tuple[str, ...]:
+        return (self.tools_column,) if self.tools_column else self.tools_columns
 
     def arrow_view(self, column: pa.Array, schema: pa.Schema | None = None) -> ArrowView | None:
         """The fast path's view of a batch's conversation column (`schema`: the batch's, where

@@ -44,6 +44,7 @@ from transcript_clean.rules.unknown_role import CODE as UNKNOWN_ROLE
 if TYPE_CHECKING:
     from transcript_clean.model import Message
     from transcript_clean.policy import Config
+    from transcript_clean.tools import Declared
 
 __all__ = [
     "ACTIONS",
@@ -141,14 +142,20 @@ def registered(rule: Rule) -> Iterator[Rule]:
 
 def repair_chain() -> list[Rule]:
     """The rules with a repair of the transcript, in the order they run (R2-R5)."""
-    return [rule for rule in _registry.values() if rule.repair is not None]
+    return [
+        rule
+        for rule in _registry.values()
+        if rule.repair is not None or rule.repair_declared is not None
+    ]
 
 
-def find_violations(messages: Sequence[Message], config: Config | None = None) -> list[Violation]:
+def find_violations(
+    messages: Sequence[Message], config: Config | None = None, tools: Declared | None = None
+) -> list[Violation]:
     """Every rule's violations in a transcript whose empty turns are already set aside, rule by
     rule in order; with `config`, of the rules a run with it looks for (`Rule.enabled`), as the
-    fast path does."""
-    walk = Walk(messages)
+    fast path does; with `tools`, the row's declared tools, its calls checked against them."""
+    walk = Walk(messages, tools)
     found: list[Violation] = []
     for rule in _registry.values():
         if rule.find is not None and (config is None or rule.enabled(config)):

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
 
     from transcript_clean.fastpath.base import ArrowView
     from transcript_clean.policy import Config
+    from transcript_clean.tools import Declared
 
 __all__ = [
     "ACTIONS",
@@ -32,7 +33,9 @@ __all__ = [
     "Violation",
     "Walk",
     "answer_window",
+    "declared_tools_checks",
     "put_results",
+    "raw_input_names",
 ]
 
 Action = Literal["repair", "reject", "keep"]
@@ -67,12 +70,14 @@ class Unrepairable(TranscriptCleanError):
 
 class Walk:
     """A transcript being checked, with what several rules read of it worked out once: the walk
-    of SPEC section 3 and the calls pending at its end."""
+    of SPEC section 3 and the calls pending at its end. `tools` are the tools the row declares
+    (None when it declares none: then no call is checked against them)."""
 
-    __slots__ = ("_errors", "_trailing", "_trailing_known", "messages")
+    __slots__ = ("_errors", "_trailing", "_trailing_known", "messages", "tools")
 
-    def __init__(self, messages: Sequence[Message]) -> None:
+    def __init__(self, messages: Sequence[Message], tools: Declared | None = None) -> None:
         self.messages = messages
+        self.tools = tools
         self._errors: list[TranscriptError] | None = None
         self._trailing: tuple[int, tuple[str, ...]] | None = None
         self._trailing_known = False
@@ -118,6 +123,9 @@ class Rule:
     """Its violations on the R1-cleaned transcript (stage `walk`)."""
     repair: Callable[[list[Message], Config], list[Message]] | None = None
     """Its repair, where it has one: new messages, or `Unrepairable`."""
+    repair_declared: Callable[[list[Message], Config, Declared | None], list[Message]] | None = None
+    """Its repair given the row's declared tools too, where they matter to it (R2: a raw-input
+    tool's call is not invalid); the cleaner calls it in place of `repair`."""
     also_repairs: tuple[str, ...] = ()
     """Codes whose repair, when the config asks for it, is this rule's repair too."""
     repaired_as: str = "repaired"
@@ -195,3 +203,27 @@ def put_results(
         else:
             others.append(part)
     messages[at] = replace(answering, content=(*results, *others))
+
+
+def raw_input_names(tools: Declared | None) -> frozenset[str]:
+    """The names of the declared tools that take raw input (`code_interpreter`, custom tools):
+    their calls' arguments are not JSON by design."""
+    if tools is None:
+        return frozenset()
+    return frozenset(name for name, tool in tools.tools.items() if tool.raw)
+
+
+# The formats whose Arrow views the declared-tools checks read.
+_VIEWS = ("openai", "sharegpt", "anthropic")
+
+
+def declared_tools_checks(code: str) -> dict[str, ArrowCheck]:
+    """The Arrow checks of a declared-tools code, per format (`fastpath.declared`)."""
+
+    def check(view: ArrowView) -> npt.NDArray[np.bool_]:
+        # Imported here: the fast path imports the rules.
+        from transcript_clean.fastpath.declared import tool_checks
+
+        return tool_checks(view)[code]
+
+    return dict.fromkeys(_VIEWS, check)

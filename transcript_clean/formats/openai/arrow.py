@@ -7,7 +7,7 @@ a cut) in Arrow, writing the rows back in the column's own type.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
@@ -38,7 +38,9 @@ from transcript_clean.fastpath.base import (
     rows_with,
     shift,
 )
+from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.formats.base import Format, join_texts
+from transcript_clean.model import ToolCall
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     DUPLICATE_CALL_ID,
@@ -49,7 +51,10 @@ from transcript_clean.rules import (
     TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
 )
+from transcript_clean.rules.invalid_tool_arguments import real_result
+from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
 from transcript_clean.rules.unanswered_tool_call import uncuttable
+from transcript_clean.rules.unknown_tool import CODE as UNKNOWN_TOOL
 from transcript_clean.transcript import (
     TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER,
     invalid_arguments_feedback,
@@ -83,6 +88,7 @@ class OpenAIView(ArrowView):
     per-row path does."""
 
     repairs = REPAIRS
+    rejects = frozenset({UNKNOWN_TOOL, TOOL_ARGUMENTS_SCHEMA})
 
     def __init__(self, array: pa.Array, scan: _Scan) -> None:
         checks = {
@@ -94,6 +100,12 @@ class OpenAIView(ArrowView):
         super().__init__(scan.rows, scan.bad, checks, scan.trailing_calls)
         self.array = array
         self.scan = scan
+        self.calls = scan.calls
+
+    def reject(self, rows: dict[str, Mask]) -> list[FastReject]:
+        if self.scan.call_places is None:
+            return []
+        return declared_rejects(self, rows, self.scan.call_places)
 
     def again(self, column: pa.Array) -> OpenAIView:
         # What R2 would answer is no question for rows already repaired: not worked out again.
@@ -104,11 +116,27 @@ class OpenAIView(ArrowView):
         rejects = []
         if UNANSWERED_TOOL_CALL in alone:
             rejects = _reject_uncuttable(self.scan, alone)
+        if INVALID_TOOL_ARGUMENTS in alone and self.scan.real_results:
+            rejects += _reject_real_results(self.scan, alone)
         subset = np.flatnonzero(any_of(alone.values(), self.rows))
         if not len(subset):
             return ArrowRepair(subset, self.array.slice(0, 0), {}, rejects)
         column, occurrences = _repair(self.array.type, self.scan, alone, subset)
         return ArrowRepair(subset, column, occurrences, rejects)
+
+
+def _reject_real_results(scan: _Scan, alone: dict[str, Mask]) -> list[FastReject]:
+    """R2's rows whose invalid call has a real result are rejected, not repaired, with the
+    per-row path's words."""
+    wanted = alone[INVALID_TOOL_ARGUMENTS]
+    chosen = np.zeros(scan.rows, dtype=bool)
+    at = [r for r in sorted(scan.real_results) if wanted[r]]
+    if not at:
+        return []
+    chosen[at] = True
+    alone[INVALID_TOOL_ARGUMENTS] = wanted & ~chosen
+    messages = [scan.real_results[r] for r in at]
+    return [FastReject(INVALID_TOOL_ARGUMENTS, chosen, np.where(chosen, scan.invalid, 0), messages)]
 
 
 def _reject_uncuttable(scan: _Scan, alone: dict[str, Mask]) -> list[FastReject]:
@@ -201,6 +229,17 @@ class _Scan:
     (as TRL's rows name their results)."""
     duplicated: Mask
     """Rows with a turn where two calls share an id (`duplicate_call_id`)."""
+    calls: tuple[Counts, pa.Array, pa.Array] | None = None
+    """Each call's row, name and arguments, of the rows it reads (the declared-tools checks)."""
+    call_places: tuple[Counts, Counts] | None = None
+    """Each of those calls' message index in the canonical transcript, and its place among its
+    turn's calls: what a declared-tools reject message names."""
+    canonical: Counts | None = None
+    """Each message's index in its row's canonical transcript (a run of tool messages is one
+    user message there)."""
+    real_results: dict[int, str] = field(default_factory=dict)
+    """Rows whose invalid call has a real result, which R2 never writes over: the per-row
+    path's words for them, by row."""
 
     def kinds(self) -> dict[str, Mask]:
         """Per code the fast path repairs, the rows that have it."""
@@ -317,6 +356,10 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     flag[answered] |= run_len[next_run] < n_calls[answered]  # calls without results
 
     bad |= rows_with(flag, parent, rows)
+    # Canonical indexes: a tool message that continues a run joins the user message before it.
+    joins = np.cumsum(is_tool & shift(is_tool) & same_prev)
+    row_start = np.searchsorted(parent, parent)
+    canonical = np.arange(n) - row_start - (joins - joins[row_start])
     scan = _Scan(
         rows=rows,
         bad=bad,
@@ -336,6 +379,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
         answers={},
         names={},
         duplicated=nothing,
+        canonical=canonical,
     )
     _calls(scan, is_tool, pending_at_end, answers)
     return scan
@@ -359,9 +403,11 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> N
     if len(call_msg) == 0:
         return
     calls = pc.list_flatten(calls_list)
+    place = np.arange(len(call_msg)) - np.searchsorted(call_msg, call_msg)
     keep = good_msg[call_msg]
     calls = calls.filter(pa.array(keep))
     call_msg = call_msg[keep]
+    place = place[keep]
     call_row = parent[call_msg]
     ids = pc.struct_field(calls, "id")
     function = pc.struct_field(calls, "function")
@@ -423,6 +469,9 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> N
             as_mask(ids.is_null()), call_row, rows
         )
     scan.invalid = count(invalid, call_row, rows)
+    scan.calls = (call_row, names, arguments)
+    assert scan.canonical is not None
+    scan.call_places = (scan.canonical[call_msg], place)
     if not answers:
         return
 
@@ -444,6 +493,26 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> N
             )
         ]
         at = answering[replaced].tolist()
+        # R2 never writes over a real result: a row whose invalid call's result is anything
+        # but the feedback R2 would write cannot be repaired. Its first such call is named in
+        # the per-row path's words (`real_result`); a call without an id (the decoder makes
+        # one up) leaves the row to the per-row path.
+        current = pc.struct_field(msgs, "content").take(indices(answering[replaced]))
+        real = invalid[which] & ~as_mask(pc.equal(current, pa.array(texts, current.type)))
+        real_ids = ids.take(indices(which)).to_pylist()
+        for k in np.flatnonzero(real).tolist():
+            row = int(call_row[which[k]])
+            if scan.bad[row] or row in scan.real_results:
+                continue
+            if real_ids[k] is None:
+                scan.bad[row] = True
+                continue
+            assert scan.canonical is not None
+            scan.real_results[row] = real_result(
+                int(scan.canonical[call_msg[which[k]]]),
+                ToolCall(real_ids[k], tools[k], None),
+                int(scan.canonical[answering[replaced][k]]),
+            )
         scan.answers = dict(zip(at, texts, strict=True))
         unnamed = as_mask(ids.take(indices(which)).is_null()).tolist()
         scan.names = {i: tool for i, tool, no_id in zip(at, tools, unnamed, strict=True) if no_id}

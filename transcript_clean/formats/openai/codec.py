@@ -72,6 +72,7 @@ class OpenAIFormat(Format):
 
     name = "openai"
     default_column = "messages"
+    tools_columns = ("tools", "functions")  # `functions`: the legacy declarations
     joins_text = True
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:

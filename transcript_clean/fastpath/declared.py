@@ -1,0 +1,332 @@
+"""The fast path's checks for the declared-tools codes (issue 17), for every format's view.
+
+A row that declares no tools has none of `unknown_tool`, `tool_arguments_schema` and
+`invalid_tool_declaration`. Of the rows that do, the distinct declarations of a batch are each
+read once (their JSON text, or their value's canonical JSON), which settles
+`invalid_tool_declaration`. Where the view brings its calls (`ArrowView.calls`: OpenAI's), each
+distinct (declarations, tool name) pair is looked up once and each distinct (schema, arguments)
+pair validated once, so rows whose calls all name declared tools and validate are cleared
+without a Python object per row; for other views, a row that declares tools may have them.
+
+A call to a raw-input tool is flagged (its arguments are R2's question, the per-row path's to
+answer), and so are rows whose declarations' value cannot be read here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import numpy.typing as npt
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.fastpath.base import ArrowView, FastReject, Mask, as_mask, indices, is_text
+from transcript_clean.rules.tool_arguments_schema import message as schema_message
+from transcript_clean.rules.unknown_tool import message as unknown_message
+from transcript_clean.tools import (
+    Declared,
+    arguments_error,
+    canonical,
+    fast_validator,
+    json_loads,
+    read_declarations,
+)
+
+__all__ = [
+    "INVALID_DECLARATION",
+    "SCHEMA",
+    "UNKNOWN",
+    "ToolCounts",
+    "declared_rejects",
+    "tool_checks",
+    "tool_counts",
+]
+
+UNKNOWN: Final = "unknown_tool"
+SCHEMA: Final = "tool_arguments_schema"
+INVALID_DECLARATION: Final = "invalid_tool_declaration"
+
+
+def tool_checks(view: ArrowView) -> dict[str, Mask]:
+    """Per declared-tools code, the rows of the view that may have it (worked out once per
+    view: the three rules each ask)."""
+    if view.tool_masks is None:
+        view.tool_masks = _checks(view)
+    return view.tool_masks
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCounts:
+    """What the stats count of the rows that declare tools, per row of a batch: its
+    declarations (an index into `declared`, -1 for none) and its calls' tool names (an index
+    into `names`), so that the rows the fast path settles can be counted without them."""
+
+    names: list[str]
+    declared_id: npt.NDArray[np.int64]
+    declared: list[list[int]]
+    """Per distinct declarations, the indexes of its tools' names."""
+    call_row: npt.NDArray[np.int64]
+    call_name: npt.NDArray[np.int64]
+
+    def slice(self, start: int, stop: int) -> ToolCounts:
+        inside = (self.call_row >= start) & (self.call_row < stop)
+        return ToolCounts(
+            self.names,
+            self.declared_id[start:stop],
+            self.declared,
+            self.call_row[inside] - start,
+            self.call_name[inside],
+        )
+
+    def count(self, rows: Mask) -> tuple[int, dict[str, int], dict[str, int]]:
+        """Of `rows`, those that declare tools, and per tool name the rows that declare it and
+        the calls to it in them."""
+        ids = self.declared_id[rows & (self.declared_id >= 0)]
+        declared: dict[str, int] = {}
+        if len(ids):
+            per_id = np.bincount(ids, minlength=len(self.declared))
+            for i in np.flatnonzero(per_id).tolist():
+                for name in self.declared[i]:
+                    declared[self.names[name]] = declared.get(self.names[name], 0) + int(per_id[i])
+        chosen = rows[self.call_row] & (self.declared_id[self.call_row] >= 0)
+        per_name = np.bincount(self.call_name[chosen], minlength=len(self.names))
+        calls = {self.names[i]: int(per_name[i]) for i in np.flatnonzero(per_name).tolist()}
+        return len(ids), declared, calls
+
+
+def tool_counts(view: ArrowView) -> ToolCounts | None:
+    """The view's rows' declarations and calls, for the stats; None when it has no calls to
+    give (then every row that declares tools takes the per-row path)."""
+    if view.calls is None or not view.tools:
+        return None
+    ids, distinct = _declared(view)
+    call_row, names, _ = view.calls
+    encoded = pc.dictionary_encode(names)
+    tool_names: list[str] = [str(n) for n in encoded.dictionary.to_pylist()]
+    place = {n: i for i, n in enumerate(tool_names)}
+    declared = []
+    for found in distinct:
+        listed = [] if found is None else found.names()
+        for name in listed:
+            if name not in place:
+                place[name] = len(tool_names)
+                tool_names.append(name)
+        declared.append([place[n] for n in listed])
+    codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    known = codes >= 0
+    return ToolCounts(tool_names, ids, declared, call_row[known], codes[known])
+
+
+def _declared(view: ArrowView) -> tuple[npt.NDArray[np.int64], list[Declared | None]]:
+    """`declared_per_row` of the view's declarations columns, worked out once per view."""
+    if view.tool_declared is None:
+        view.tool_declared = declared_per_row(view.tools, view.rows)
+    ids, distinct = view.tool_declared
+    return ids, distinct
+
+
+def _checks(view: ArrowView) -> dict[str, Mask]:
+    rows = view.rows
+    ids, distinct = _declared(view)
+    has = ids >= 0
+    problems = np.array([d is not None and bool(d.problems) for d in distinct] + [False])
+    out = {
+        INVALID_DECLARATION: problems[ids],
+        UNKNOWN: has.copy(),
+        SCHEMA: has.copy(),
+    }
+    if view.calls is None or not has.any():
+        return out
+    call_row, names, arguments = view.calls
+    out[UNKNOWN] = np.zeros(rows, dtype=bool)
+    out[SCHEMA] = np.zeros(rows, dtype=bool)
+    checked = np.flatnonzero(has[call_row])
+    if not len(checked):
+        return out
+    declared = ids[call_row[checked]]
+    encoded = pc.dictionary_encode(names.take(indices(checked)))
+    name_codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    tool_names = encoded.dictionary.to_pylist()
+
+    # Each distinct (declarations, name) pair is looked up once.
+    pair_keys = declared * (len(tool_names) + 1) + name_codes
+    pairs, pair_of = np.unique(pair_keys, return_inverse=True)
+    unknown = np.zeros(len(pairs), dtype=bool)
+    raw = np.zeros(len(pairs), dtype=bool)
+    schema_of: list[str | None] = []
+    for p, key in enumerate(pairs.tolist()):
+        found = distinct[key // (len(tool_names) + 1)]
+        assert found is not None
+        tool = found.tools.get(tool_names[key % (len(tool_names) + 1)])
+        # Unreadable declarations are `invalid_tool_declaration`'s alone (as `find` has it).
+        unknown[p] = tool is None and not (not found.tools and found.problems)
+        raw[p] = tool is not None and tool.raw
+        schema_of.append(None if tool is None else tool.schema_key)
+    call_unknown = unknown[pair_of]
+    call_schema = raw[pair_of].copy()
+
+    # Each distinct (schema, arguments) pair is validated once.
+    with_schema = np.array([s is not None for s in schema_of] + [False])[pair_of]
+    if with_schema.any():
+        at = np.flatnonzero(with_schema)
+        texts = arguments.take(indices(checked[at]))
+        if not is_text(texts.type):
+            call_schema[at] = True  # arguments held as structs: the per-row path's
+        else:
+            args = pc.dictionary_encode(texts)
+            arg_codes = args.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            arg_texts = args.dictionary.to_pylist()
+            keys = pair_of[at] * (len(arg_texts) + 1) + arg_codes
+            unique, back = np.unique(keys, return_inverse=True)
+            call_schema[at] = _broken(unique, len(arg_texts) + 1, schema_of, arg_texts)[back]
+    out[UNKNOWN][call_row[checked[call_unknown]]] = True
+    out[SCHEMA][call_row[checked[call_schema]]] = True
+    schema_keys = [schema_of[p] for p in pair_of[call_schema].tolist()]
+    view.tool_found = _Found(
+        ids, distinct, checked[call_unknown], checked[call_schema], schema_keys
+    )
+    return out
+
+
+@dataclass(slots=True, frozen=True)
+class _Found:
+    """What the checks found, call by call, for the view's rejects: the rows' declarations, and
+    the calls (by position among the view's calls) to an unknown tool and that may break their
+    tool's schema (with the schema's key; None for a raw-input tool's, flagged for R2)."""
+
+    ids: npt.NDArray[np.int64]
+    distinct: list[Declared | None]
+    unknown: npt.NDArray[np.int64]
+    schema: npt.NDArray[np.int64]
+    schema_keys: list[str | None]
+
+
+def declared_rejects(
+    view: ArrowView, rows: dict[str, Mask], places: tuple[npt.NDArray[np.int64], ...]
+) -> list[FastReject]:
+    """The rows of `rows` (per code, rows whose only possible code it is) rejected for
+    `unknown_tool` or `tool_arguments_schema` with the per-row path's words, given each call's
+    canonical message index and place in its turn; a row whose words cannot be told here (a
+    call the schema check only flagged) is left out, for the per-row path."""
+    tool_checks(view)
+    found = view.tool_found
+    if found is None or view.calls is None:
+        return []
+    call_row, names, arguments = view.calls
+    index, place = places
+    out = []
+    for code, calls in ((UNKNOWN, found.unknown), (SCHEMA, found.schema)):
+        wanted = rows.get(code)
+        if wanted is None or not len(calls):
+            continue
+        words: dict[int, str] = {}  # row -> the message of its first such call
+        count = np.zeros(view.rows, dtype=np.int64)
+        unsure = np.zeros(view.rows, dtype=bool)
+        for k, call in enumerate(calls.tolist()):
+            row = int(call_row[call])
+            if not wanted[row] or unsure[row]:
+                continue
+            name = str(names[call].as_py())
+            if code == UNKNOWN:
+                declared = found.distinct[int(found.ids[row])]
+                assert declared is not None
+                error: str | None = None
+                text = unknown_message(int(index[call]), int(place[call]), name, declared.names())
+            else:
+                error = _error(found.schema_keys[k], arguments[call].as_py())
+                if error is None:
+                    unsure[row] = True
+                    continue
+                text = schema_message(int(index[call]), int(place[call]), name, error)
+            words.setdefault(row, text)
+            count[row] += 1
+        chosen = np.zeros(view.rows, dtype=bool)
+        chosen[[r for r in words if not unsure[r]]] = True
+        if chosen.any():
+            messages = [words[r] for r in np.flatnonzero(chosen).tolist()]
+            out.append(FastReject(code, chosen, np.where(chosen, count, 0), messages))
+    return out
+
+
+def _error(schema_key: str | None, text: Any) -> str | None:
+    """The words of a call's schema error, or None where they cannot be told here."""
+    if schema_key is None or not isinstance(text, str):
+        return None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        return None
+    return arguments_error(schema_key, value) if isinstance(value, dict) else None
+
+
+def _broken(
+    keys: npt.NDArray[np.int64], width: int, schemas: list[str | None], texts: list[Any]
+) -> Mask:
+    """For each distinct (schema, arguments) pair (`key // width` the schema's place in
+    `schemas`, `key % width` the arguments' in `texts`), whether the arguments may break the
+    schema: they are a JSON object that fails it, or text only the standard library reads.
+    Arguments that are no JSON object are R2's. Each schema's pairs are validated together."""
+    out = np.zeros(len(keys), dtype=bool)
+    schema_at, text_at = np.divmod(keys, width)
+    loads, decode_error = orjson.loads, orjson.JSONDecodeError
+    starts = np.flatnonzero(np.r_[True, schema_at[1:] != schema_at[:-1]])  # keys are sorted
+    for start, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(keys)], strict=True):
+        key = schemas[int(schema_at[start])]
+        assert key is not None
+        validate = fast_validator(key)
+        for u in range(start, stop):
+            text = texts[text_at[u]]
+            if text is None:
+                continue
+            try:
+                value = loads(text)
+            except decode_error:
+                out[u] = True
+                continue
+            if type(value) is dict:
+                try:
+                    validate(value)
+                except Exception:  # a failure, in words for the per-row path or the rejects
+                    out[u] = True
+    return out
+
+
+def declared_per_row(
+    columns: tuple[pa.Array, ...], rows: int
+) -> tuple[np.ndarray, list[Declared | None]]:
+    """Per row, the index of its declarations among the batch's distinct ones (-1: none), read
+    as `read_row_declarations` reads them: from the first column that holds something."""
+    ids = np.full(rows, -1, dtype=np.int64)
+    decided = np.zeros(rows, dtype=bool)
+    distinct: list[Declared | None] = []
+    for column in columns:
+        if isinstance(column.type, pa.ExtensionType):  # JSON text (`pa.json_()`)
+            column = column.storage
+        if is_text(column.type):
+            holds = ~as_mask(column.is_null()) & ~as_mask(pc.equal(column, ""), True)
+            rows_at = np.flatnonzero(holds & ~decided)
+            encoded = pc.dictionary_encode(column.take(indices(rows_at)))
+            values = [read_declarations(t) for t in encoded.dictionary.to_pylist()]
+            codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        elif pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
+            lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy()
+            rows_at = np.flatnonzero((lengths > 0) & ~decided)
+            # Values as canonical JSON: each distinct one read once.
+            keys = [canonical(v) for v in column.take(indices(rows_at)).to_pylist()]
+            unique = list(dict.fromkeys(keys))
+            values = [read_declarations(json_loads(k)) for k in unique]
+            place = {k: i for i, k in enumerate(unique)}
+            codes = np.array([place[k] for k in keys], dtype=np.int64)
+        else:  # another shape: every row holding something is the per-row path's question
+            rows_at = np.flatnonzero(~as_mask(column.is_null()) & ~decided)
+            values = [Declared({}, ("unread",))]
+            codes = np.zeros(len(rows_at), dtype=np.int64)
+        present = np.array([v is not None for v in values] + [False])
+        offset = len(distinct)
+        distinct.extend(values)
+        ids[rows_at] = np.where(present[codes], codes + offset, -1)
+        decided[rows_at] = True
+    return ids, distinct
