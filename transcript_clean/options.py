@@ -47,6 +47,12 @@ class SourceOptions:
     batch_bytes: int = DEFAULT_BATCH_BYTES
     """A batch holds at most this many bytes of rows (or one row), as well as `batch_size` rows.
     The files written do not depend on it."""
+    dataset_type: str = "auto"
+    """`conversation` (one column), a type of `shapes.KINDS`, or `auto` (from the columns)."""
+    prompt_column: str | None = None
+    candidates: tuple[str, ...] | None = None
+    """With `dataset_type`: the prompt's column (or path) and the candidates', if not the
+    type's usual ones."""
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -69,7 +75,12 @@ class SourceOptions:
     def resolve(self) -> tuple[Source, Format]:
         """The source, opened, and its format (as named, or detected)."""
         source = self.open()
-        return source, resolve_format(source, self.format, self.column)
+        if self.dataset_type not in ("auto", "conversation"):
+            return source, resolve_shaped(source, self)
+        if self.prompt_column is not None or self.candidates is not None:
+            raise SourceError("--prompt-column and --candidates go with --type")
+        shaped = self.dataset_type == "auto"
+        return source, resolve_format(source, self.format, self.column, shaped=shaped)
 
     def rows_total(self, source: Source) -> int | None:
         """How many rows a run over `source` reads, when that is known ahead."""
@@ -122,21 +133,16 @@ def split_options(
 
 
 def resolve_format(
-    source: Source, format: str | Format = "auto", column: str | None = None
+    source: Source, format: str | Format = "auto", column: str | None = None, *, shaped: bool = True
 ) -> Format:
-    """The source's format: as named, or detected from its columns and first rows."""
+    """The source's format: as named, or detected from its columns and first rows (with
+    `shaped`, a dataset type's too: `shapes`)."""
     from transcript_clean.formats import detect_format, get_format
-    from transcript_clean.utf8 import python_rows
 
     if isinstance(format, Format):
         fmt = format
     elif format == "auto":
-        parts = source.parts()
-        sample = next(iter(source.read(parts[0], 0, 20, 20)), None) if parts else None
-        rows = python_rows(sample) if sample is not None else []
-        fmt = detect_format(source.schema.names, _json_decoded(rows, source))
-        if column is not None:
-            fmt = type(fmt)(column=column)
+        fmt = detect_format(source.schema.names, _sample(source), column=column, shaped=shaped)
     else:
         fmt = get_format(format, column=column)
     if fmt.column not in source.schema.names:
@@ -145,6 +151,29 @@ def resolve_format(
             f"{', '.join(source.schema.names)} (choose one with --column)"
         )
     return fmt
+
+
+def _sample(source: Source) -> list[dict[str, Any]]:
+    """The first rows of `source`, as detection reads them."""
+    from transcript_clean.utf8 import python_rows
+
+    parts = source.parts()
+    sample = next(iter(source.read(parts[0], 0, 20, 20)), None) if parts else None
+    rows = python_rows(sample) if sample is not None else []
+    return _json_decoded(rows, source)
+
+
+def resolve_shaped(source: Source, read: SourceOptions) -> Format:
+    """The format of a source whose dataset type is named (`--type`), with its columns."""
+    from transcript_clean.shapes import make_shape
+    from transcript_clean.shapes.detect import shaped_format
+
+    names = source.schema.names
+    shape = make_shape(
+        read.dataset_type, names, prompt=read.prompt_column, candidates=read.candidates
+    )
+    format = read.format.name if isinstance(read.format, Format) else read.format
+    return shaped_format(shape, names, _sample(source), format)
 
 
 def _json_decoded(rows: list[dict[str, Any]], source: Source) -> list[dict[str, Any]]:
