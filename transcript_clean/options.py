@@ -75,12 +75,16 @@ class SourceOptions:
     def resolve(self) -> tuple[Source, Format]:
         """The source, opened, and its format (as named, or detected)."""
         source = self.open()
+        return source, self.format_of(source)
+
+    def format_of(self, source: Source) -> Format:
+        """The format of `source`, opened: as named, or detected (with its dataset type)."""
         if self.dataset_type not in ("auto", "conversation"):
-            return source, resolve_shaped(source, self)
+            return resolve_shaped(source, self)
         if self.prompt_column is not None or self.candidates is not None:
             raise SourceError("--prompt-column and --candidates go with --type")
         shaped = self.dataset_type == "auto"
-        return source, resolve_format(source, self.format, self.column, shaped=shaped)
+        return resolve_format(source, self.format, self.column, shaped=shaped)
 
     def rows_total(self, source: Source) -> int | None:
         """How many rows a run over `source` reads, when that is known ahead."""
@@ -143,6 +147,8 @@ def resolve_format(
         fmt = format
     elif format == "auto":
         fmt = detect_format(source.schema.names, _sample(source), column=column, shaped=shaped)
+    elif column is None and shaped and (found := _shaped(source, format)) is not None:
+        fmt = found
     else:
         fmt = get_format(format, column=column)
     if fmt.column not in source.schema.names:
@@ -161,6 +167,15 @@ def _sample(source: Source) -> list[dict[str, Any]]:
     sample = next(iter(source.read(parts[0], 0, 20, 20)), None) if parts else None
     rows = python_rows(sample) if sample is not None else []
     return _json_decoded(rows, source)
+
+
+def _shaped(source: Source, format: str) -> Format | None:
+    """The source's dataset type, read in the format named, if its columns make it one."""
+    from transcript_clean.shapes.detect import detect_shape, shaped_format
+
+    rows = _sample(source)
+    shape = detect_shape(source.schema.names, rows)
+    return None if shape is None else shaped_format(shape, source.schema.names, rows, format)
 
 
 def resolve_shaped(source: Source, read: SourceOptions) -> Format:

@@ -38,6 +38,8 @@ from transcript_clean.rules import (
     UNANSWERED_TOOL_CALL,
     rules,
 )
+from transcript_clean.shapes import ShapedFormat
+from transcript_clean.shapes.arrow import message_counts, shaped_verdicts
 from transcript_clean.sources import json_columns
 from transcript_clean.stats import Stats
 from transcript_clean.utf8 import invalid_text, mend, python_rows, reject_message
@@ -123,6 +125,8 @@ def batch_verdicts(
     alone: `clean_batch`'s `on_row` must see every row with a code.
     """
     table, fmt = _prepared(batch, format)
+    if isinstance(fmt, ShapedFormat):
+        return _shaped_verdicts(table, fmt, config)
     if holds_json_text(table.schema, fmt.column):
         return None
     enabled = [rule for rule in rules() if rule.enabled(config)]
@@ -140,6 +144,14 @@ def batch_verdicts(
         schema=table.schema,
         enabled=enabled,
     )
+
+
+def _shaped_verdicts(table: pa.Table, fmt: ShapedFormat, config: Config) -> Verdicts | None:
+    """`batch_verdicts` for a dataset type: the rows clean for every candidate (`shapes.arrow`)."""
+    if any(holds_json_text(table.schema, c) for c in fmt.shape.columns):
+        return None
+    enabled = [rule for rule in rules() if rule.enabled(config)]
+    return shaped_verdicts(table, fmt, enabled, unread=sorted(invalid_text(table)))
 
 
 def _repairs_in_arrow(config: Config, code: str) -> bool:
@@ -214,7 +226,7 @@ def clean_batch_parts(
         slow = np.arange(table.num_rows)
     else:
         slow = np.flatnonzero(~verdicts.handled)
-        settled, rejected = _settle(table, fmt.column, verdicts, stats, source, first_row)
+        settled, rejected = _settle(table, fmt, verdicts, stats, source, first_row)
 
     with _cyclic_gc_paused():
         kept, rejects, fitted = _clean_rows(
@@ -311,11 +323,15 @@ class Replaced(NamedTuple):
 
 
 def _settle(
-    table: pa.Table, column: str, verdicts: Verdicts, stats: Stats, source: str, first_row: int
+    table: pa.Table, fmt: Format, verdicts: Verdicts, stats: Stats, source: str, first_row: int
 ) -> tuple[Replaced | None, list[Rejected]]:
     """Count the rows the fast path settled, as the per-row path would have; returns the rows it
     repaired and those it rejected."""
-    lengths = pc.fill_null(pc.list_value_length(table.column(column)), 0).to_numpy()
+    column = fmt.column
+    if isinstance(fmt, ShapedFormat):
+        lengths = message_counts(table, fmt)
+    else:
+        lengths = pc.fill_null(pc.list_value_length(table.column(column)), 0).to_numpy()
     clean, trailing, repaired = verdicts.clean, verdicts.trailing, verdicts.repaired
     stats.add_clean_rows(int(clean.sum()), int(lengths[clean].sum()))
     if trailing.any():

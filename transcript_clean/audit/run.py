@@ -32,7 +32,6 @@ from transcript_clean.options import (
     Engine,
     EngineOptions,
     SourceOptions,
-    resolve_format,
     split_options,
 )
 from transcript_clean.policy import Config, load_config
@@ -172,7 +171,7 @@ def audit(
     src = read.open()
     if stats_out is not None:
         _check_stats_out(Path(stats_out), src, overwrite)
-    fmt = resolve_format(src, read.format, read.column)
+    fmt = read.format_of(src)
     if on_start is not None:
         on_start(src, fmt, read.rows_total(src))
 

@@ -85,15 +85,12 @@ class Shape:
         if self.prompt is not None:
             parts.append(f"prompt `{self.prompt}`")
         if self.candidates:
-            noun = "candidates" if len(self.candidates) > 1 else _singular(self.kind)
+            one = "completion" if self.prompt is not None else "conversation"
+            noun = "candidates" if len(self.candidates) > 1 else one
             parts.append(f"{noun} " + ", ".join(f"`{c}`" for c in self.candidates))
         if self.label is not None:
             parts.append(f"label `{self.label}`")
         return f"{KINDS[self.kind].words}: " + ", ".join(parts)
-
-
-def _singular(kind: str) -> str:
-    return "conversation" if kind in ("unpaired", "implicit-preference") else "completion"
 
 
 def make_shape(
@@ -118,6 +115,8 @@ def make_shape(
         and (kind != "unpaired" or spec.prompt in columns)
     ):
         prompt = spec.prompt
+    if not candidates and kind == "unpaired" and prompt is None:  # KTO rows of one conversation
+        candidates = [c for c in ("messages", "conversations") if c in columns][:1]
     shape = Shape(
         kind,
         prompt or None,
