@@ -11,6 +11,7 @@ to the floor and the largest peak RSS, and written to a JSON file.
 
     .venv/bin/python scripts/bench.py --rows 200000
     .venv/bin/python scripts/bench.py --rows 2000000 --skip datasets
+    .venv/bin/python scripts/bench.py --rows 200000 --type preference   # prompt + 2 candidates
 
 `--long-rows` measures instead `clean` with default options over agent traces of about 200 KB
 a row (`long_rows.py`), for each row count of `--long-rows-counts`, and checks that the largest
@@ -219,12 +220,14 @@ def byte_compile_cleaner() -> None:
     compileall.compile_dir(ROOT / "transcript_clean", quiet=1)
 
 
-def ensure_dataset(path: Path, rows: int, fmt: str, seed: int) -> None:
+def ensure_dataset(path: Path, rows: int, fmt: str, seed: int, type_: str = "conversation") -> None:
     marker = path.with_suffix(".json")
     wanted = {"rows": rows, "format": fmt, "seed": seed}
+    if type_ != "conversation":
+        wanted["type"] = type_
     if path.exists() and marker.exists() and json.loads(marker.read_text()) == wanted:
         return
-    click.echo(f"generating {rows:,} {fmt} rows into {path} ...", err=True)
+    click.echo(f"generating {rows:,} {fmt} {type_} rows into {path} ...", err=True)
     subprocess.run(
         [
             PYTHON,
@@ -236,6 +239,8 @@ def ensure_dataset(path: Path, rows: int, fmt: str, seed: int) -> None:
             fmt,
             "--seed",
             str(seed),
+            "--type",
+            type_,
         ],
         check=True,
     )
@@ -246,6 +251,16 @@ def ensure_dataset(path: Path, rows: int, fmt: str, seed: int) -> None:
 @click.option("--rows", type=int, default=200_000, show_default=True)
 @click.option("--format", "fmt", default="openai", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--type",
+    "type_",
+    type=click.Choice(["conversation", "preference"]),  # make_synthetic.py's (not imported:
+    # the floor's process must not pay for importing the cleaner)
+    default="conversation",
+    show_default=True,
+    help="preference: rows of a prompt and two candidates (make_synthetic.py --type "
+    "preference); the datasets step is skipped (it has no validator for them).",
+)
 @click.option(
     "--workers", default="1,2", show_default=True, help="Worker counts to run clean with."
 )
@@ -289,6 +304,7 @@ def main(
     rows: int,
     fmt: str,
     seed: int,
+    type_: str,
     workers: str,
     skip: tuple[str, ...],
     repeat: int,
@@ -307,6 +323,8 @@ def main(
             Path(workdir), [int(n) for n in long_rows_counts.split(",")], seed, repeat, measure
         )
         return
+    if type_ == "preference":
+        skip = (*skip, "datasets")
     if "datasets" not in skip and fmt not in VALIDATORS:
         raise click.UsageError(
             f"the datasets step has a plain validator for {' and '.join(VALIDATORS)} rows only: "
@@ -314,8 +332,9 @@ def main(
         )
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
-    source = folder / f"{fmt}-{rows}.parquet"
-    ensure_dataset(source, rows, fmt, seed)
+    kind = "" if type_ == "conversation" else f"{type_}-"
+    source = folder / f"{kind}{fmt}-{rows}.parquet"
+    ensure_dataset(source, rows, fmt, seed, type_)
     byte_compile_cleaner()
     size_mb = source.stat().st_size / 2**20
 
@@ -383,12 +402,13 @@ def main(
         ratio = f"{r['seconds'] / floor:.2f}" if floor else "-"
         r["x_floor"] = r["seconds"] / floor if floor else float("nan")
         click.echo(f"{name:<20} {r['seconds']:>9.2f} {ratio:>8} {r['peak_rss_mb']:>7.0f} MB")
-    target = Path(json_out) if json_out else folder / f"results-{fmt}-{rows}.json"
+    target = Path(json_out) if json_out else folder / f"results-{kind}{fmt}-{rows}.json"
     target.write_text(
         json.dumps(
             {
                 "rows": rows,
                 "format": fmt,
+                "type": type_,
                 "seed": seed,
                 "input_mb": size_mb,
                 "cpus": os.cpu_count(),
