@@ -12,6 +12,7 @@ to the floor and the largest peak RSS, and written to a JSON file.
     .venv/bin/python scripts/bench.py --rows 200000
     .venv/bin/python scripts/bench.py --rows 2000000 --skip datasets
     .venv/bin/python scripts/bench.py --rows 200000 --type preference   # prompt + 2 candidates
+    .venv/bin/python scripts/bench.py --rows 200000 --type preference --rate candidate_empty=0
 
 `--long-rows` measures instead `clean` with default options over agent traces of about 200 KB
 a row (`long_rows.py`), for each row count of `--long-rows-counts`, and checks that the largest
@@ -220,11 +221,20 @@ def byte_compile_cleaner() -> None:
     compileall.compile_dir(ROOT / "transcript_clean", quiet=1)
 
 
-def ensure_dataset(path: Path, rows: int, fmt: str, seed: int, type_: str = "conversation") -> None:
+def ensure_dataset(
+    path: Path,
+    rows: int,
+    fmt: str,
+    seed: int,
+    type_: str = "conversation",
+    rates: tuple[str, ...] = (),
+) -> None:
     marker = path.with_suffix(".json")
-    wanted = {"rows": rows, "format": fmt, "seed": seed}
+    wanted: dict[str, Any] = {"rows": rows, "format": fmt, "seed": seed}
     if type_ != "conversation":
         wanted["type"] = type_
+    if rates:
+        wanted["rates"] = list(rates)
     if path.exists() and marker.exists() and json.loads(marker.read_text()) == wanted:
         return
     click.echo(f"generating {rows:,} {fmt} {type_} rows into {path} ...", err=True)
@@ -241,6 +251,7 @@ def ensure_dataset(path: Path, rows: int, fmt: str, seed: int, type_: str = "con
             str(seed),
             "--type",
             type_,
+            *(f"--rate={rate}" for rate in rates),
         ],
         check=True,
     )
@@ -260,6 +271,13 @@ def ensure_dataset(path: Path, rows: int, fmt: str, seed: int, type_: str = "con
     show_default=True,
     help="preference: rows of a prompt and two candidates (make_synthetic.py --type "
     "preference); the datasets step is skipped (it has no validator for them).",
+)
+@click.option(
+    "--rate",
+    "rates",
+    multiple=True,
+    metavar="CODE=R",
+    help="Passed to make_synthetic.py: plant only these defects (CODE=0 for clean rows).",
 )
 @click.option(
     "--workers", default="1,2", show_default=True, help="Worker counts to run clean with."
@@ -305,6 +323,7 @@ def main(
     fmt: str,
     seed: int,
     type_: str,
+    rates: tuple[str, ...],
     workers: str,
     skip: tuple[str, ...],
     repeat: int,
@@ -332,9 +351,9 @@ def main(
         )
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
-    kind = "" if type_ == "conversation" else f"{type_}-"
+    kind = ("" if type_ == "conversation" else f"{type_}-") + ("rates-" if rates else "")
     source = folder / f"{kind}{fmt}-{rows}.parquet"
-    ensure_dataset(source, rows, fmt, seed, type_)
+    ensure_dataset(source, rows, fmt, seed, type_, rates)
     byte_compile_cleaner()
     size_mb = source.stat().st_size / 2**20
 
