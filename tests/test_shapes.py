@@ -120,6 +120,15 @@ def test_each_type_cleans_a_valid_row_unchanged(row: dict[str, Any], kind: str, 
         assert (result.status, result.codes) == ("unchanged", [])
 
 
+def test_whole_conversations_as_candidates_are_implicit_whatever_else_the_row_holds() -> None:
+    # UltraFeedback's binarized rows: a text prompt, and `messages` repeating `chosen`
+    chosen, rejected = [u("q"), a("x")], [u("q"), a("y")]
+    row = {"prompt": "q", "chosen": chosen, "rejected": rejected, "messages": chosen}
+    fmt = detect_format(list(row), [row])
+    assert isinstance(fmt, ShapedFormat)
+    assert fmt.shape == make_shape("implicit-preference", list(row))
+
+
 def test_one_conversation_column_is_no_type() -> None:
     row = {"messages": [u("q"), a("x")], "id": 3}
     assert detect_shape(list(row), [row]) is None

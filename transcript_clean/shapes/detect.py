@@ -38,6 +38,12 @@ def _holds_messages(rows: Sequence[Mapping[str, Any]], path: str, *, one: bool =
     return False
 
 
+def _one_message(rows: Sequence[Mapping[str, Any]], column: str) -> bool:
+    """Whether the first value in `column` is one message object rather than a list."""
+    value = next((row.get(column) for row in rows if row.get(column) is not None), None)
+    return isinstance(value, Mapping)
+
+
 def _labels(rows: Sequence[Mapping[str, Any]], column: str) -> bool:
     values = [row.get(column) for row in rows]
     return bool(values) and all(v is None or isinstance(v, bool) for v in values)
@@ -56,8 +62,11 @@ def detect_shape(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> S
     if {"chosen", "rejected"} <= names and conversations("chosen", "rejected"):
         if "prompt" in names and conversations("prompt"):
             return make_shape("preference", columns)
+        # LLaMA-Factory's ranking rows hold one turn per candidate after a conversation; whole
+        # conversations as candidates are the implicit-prompt form, whatever else the row holds
+        # (UltraFeedback's `messages` repeats `chosen`).
         prompt = next((c for c in _CONVERSATION_COLUMNS if c in names), None)
-        if prompt is not None and conversations(prompt):
+        if prompt is not None and conversations(prompt) and _one_message(rows, "chosen"):
             return make_shape("ranking", columns, prompt=prompt)
         return make_shape("implicit-preference", columns)
     if "prompt" in names and conversations("prompt"):
