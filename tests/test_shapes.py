@@ -423,3 +423,26 @@ def test_several_conversation_columns_stop_the_run_naming_column(tmp_path: Path)
     assert "--column" in result.output
     named = ["clean", str(source), str(tmp_path / "out2"), "--column", "other"]
     assert CliRunner().invoke(main, named).exit_code == 0
+
+
+def test_a_candidates_empty_turn_or_merge_is_repaired_in_arrow_as_per_row() -> None:
+    rows = [
+        preference([u("q")], [a("x"), a(" ")], [a("y")]),  # empty turn in chosen
+        preference([u("q")], [a("x")], [a("y"), a("z")]),  # two in a row in rejected
+        preference([u("q")], [a(""), a("x")], [a("y"), a("")]),  # both, in both
+        preference([u("q"), a("p")], [a(" "), a("x")], [u("r"), a("y")]),  # meets the prompt
+        preference([u("q"), a("p")], [a(" ")], [u("r"), a("y")]),  # nothing left
+    ]
+    table = pa.Table.from_pylist(rows)
+    fmt = detect_format(table.column_names, rows)
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    assert verdicts.repaired.tolist() == [True, True, True, False, False]
+    assert verdicts.repaired_column is not None
+    assert verdicts.repaired_column.to_pylist()[2] == {"chosen": [a("x")], "rejected": [a("y")]}
+    assert_fast_and_slow_agree(table, DEFAULT, fmt)
+    kept = clean_batch(table, DEFAULT, format=fmt).kept.to_pylist()
+    assert kept[1]["rejected"] == [a("y\n\nz")]
+    # the strict config repairs nothing: every such row is the per-row path's, and rejected
+    assert not batch_verdicts(table, STRICT, format=fmt).repaired.any()  # type: ignore[union-attr]
+    assert_fast_and_slow_agree(table, STRICT, fmt)

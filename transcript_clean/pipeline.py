@@ -39,7 +39,12 @@ from transcript_clean.rules import (
     rules,
 )
 from transcript_clean.shapes import ShapedFormat
-from transcript_clean.shapes.arrow import message_counts, shaped_verdicts
+from transcript_clean.shapes.arrow import (
+    ARROW_REPAIRS,
+    message_counts,
+    shaped_verdicts,
+    with_parts,
+)
 from transcript_clean.sources import json_columns
 from transcript_clean.stats import Stats
 from transcript_clean.utf8 import invalid_text, mend, python_rows, reject_message
@@ -126,7 +131,7 @@ def batch_verdicts(
     """
     table, fmt = _prepared(batch, format)
     if isinstance(fmt, ShapedFormat):
-        return _shaped_verdicts(table, fmt, config)
+        return _shaped_verdicts(table, fmt, config, codes)
     if holds_json_text(table.schema, fmt.column):
         return None
     enabled = [rule for rule in rules() if rule.enabled(config)]
@@ -146,12 +151,16 @@ def batch_verdicts(
     )
 
 
-def _shaped_verdicts(table: pa.Table, fmt: ShapedFormat, config: Config) -> Verdicts | None:
-    """`batch_verdicts` for a dataset type: the rows clean for every candidate (`shapes.arrow`)."""
+def _shaped_verdicts(
+    table: pa.Table, fmt: ShapedFormat, config: Config, codes: bool
+) -> Verdicts | None:
+    """`batch_verdicts` for a dataset type: the rows clean for every candidate, and with
+    `codes` those with a candidate repaired in Arrow (`shapes.arrow`)."""
     if any(holds_json_text(table.schema, c) for c in fmt.shape.columns):
         return None
     enabled = [rule for rule in rules() if rule.enabled(config)]
-    return shaped_verdicts(table, fmt, enabled, unread=sorted(invalid_text(table)))
+    repair = [c for c in ARROW_REPAIRS if codes and _repairs_in_arrow(config, c)]
+    return shaped_verdicts(table, fmt, enabled, sorted(invalid_text(table)), repair)
 
 
 def _repairs_in_arrow(config: Config, code: str) -> bool:
@@ -355,7 +364,14 @@ def _settle(
     fixed = verdicts.repaired_column
     assert fixed is not None
     positions = np.flatnonzero(repaired)
-    written = int(pc.sum(pc.list_value_length(fixed)).as_py() or 0)
+    rows = table.take(pa.array(positions))
+    if isinstance(fmt, ShapedFormat):  # the candidate columns repaired, in one struct
+        rows = with_parts(rows, fixed)
+        written = int(message_counts(rows, fmt).sum())
+    else:
+        written = int(pc.sum(pc.list_value_length(fixed)).as_py() or 0)
+        at = table.schema.get_field_index(column)
+        rows = rows.set_column(at, table.schema.field(at), fixed)
     stats.add_kept_rows(len(positions), int(lengths[repaired].sum()), written, repaired=True)
     for fix in verdicts.repairs:
         first = first_row + int(np.flatnonzero(fix.rows)[0])
@@ -363,9 +379,7 @@ def _settle(
         stats.add_code(fix.code, fix.action, int(fix.rows.sum()), occurrences, source, first)
         if fix.code == EMPTY_ASSISTANT_TURN:
             stats.empty_turns_dropped += occurrences
-    rows = table.take(pa.array(positions))
-    at = table.schema.get_field_index(column)
-    return Replaced(positions, rows.set_column(at, table.schema.field(at), fixed)), rejected
+    return Replaced(positions, rows), rejected
 
 
 def _prepared(batch: pa.RecordBatch | pa.Table, format: Format | str) -> tuple[pa.Table, Format]:

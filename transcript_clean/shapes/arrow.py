@@ -6,26 +6,34 @@ code but having no assistant turn, each candidate alone holds none, and no candi
 an assistant message where the prompt ends with one. The walk of SPEC section 3 then finds
 nothing in prompt + candidate either: after such a prompt no call is pending, so a candidate is
 walked as it is alone, and the only state left, an assistant message just before, is the edge
-compared. A prompt whose calls the candidates answer, and every row with a code, take the
-per-row path (`shapes.clean`).
+compared. So, too, a candidate with an empty turn or two assistant messages in a row is repaired
+in Arrow alone as it would be after the prompt (`ARROW_REPAIRS`). A prompt whose calls the
+candidates answer, and every other row with a code, take the per-row path (`shapes.clean`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
+from typing import Final
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.fastpath import Verdicts, possible_codes
+from transcript_clean.fastpath import FastRepair, Verdicts, fast_verdicts, possible_codes
 from transcript_clean.fastpath.base import Mask, as_mask
 from transcript_clean.formats.base import Format
-from transcript_clean.rules import NO_ASSISTANT_TURN, TRAILING_TOOL_CALL, Rule
+from transcript_clean.rules import (
+    CONSECUTIVE_ASSISTANT,
+    EMPTY_ASSISTANT_TURN,
+    NO_ASSISTANT_TURN,
+    TRAILING_TOOL_CALL,
+    Rule,
+)
 from transcript_clean.shapes import ShapedFormat
 
-__all__ = ["message_counts", "shaped_verdicts"]
+__all__ = ["ARROW_REPAIRS", "message_counts", "shaped_verdicts", "with_parts"]
 
 
 def _at(table: pa.Table, path: str) -> pa.Array | None:
@@ -106,14 +114,27 @@ def _assistant_at_edges(fmt: Format, column: pa.Array) -> tuple[Mask, Mask] | No
     return first, last
 
 
+ARROW_REPAIRS: Final = (EMPTY_ASSISTANT_TURN, CONSECUTIVE_ASSISTANT)
+"""The repairs a candidate gets in Arrow: they act on the candidate alone as they would after
+the prompt (which ends with no call pending and, by the edge compared, does not meet it with
+an assistant message). Other codes take the per-row path."""
+
+
 def shaped_verdicts(
-    table: pa.Table, fmt: ShapedFormat, enabled: Sequence[Rule], unread: Sequence[int] = ()
+    table: pa.Table,
+    fmt: ShapedFormat,
+    enabled: Sequence[Rule],
+    unread: Sequence[int] = (),
+    repair: Collection[str] = (),
 ) -> Verdicts | None:
-    """The rows clean as a whole (module doc); `unread`: rows never settled here. None when a
-    column's type or the format has no view."""
+    """The rows clean as a whole (module doc), and, for the codes of `repair` among
+    `ARROW_REPAIRS`, rows clean but for those codes in candidates held as lists, repaired there
+    (`repaired_column`: a struct of the candidate columns written anew); `unread`: rows never
+    settled here. None when a column's type or the format has no view."""
     shape, inner = fmt.shape, fmt.inner
     rows = table.num_rows
     clean = np.ones(rows, dtype=bool)
+    settled = np.ones(rows, dtype=bool)  # clean, or repaired in a candidate
     prompt_ends_on_assistant = np.zeros(rows, dtype=bool)
     if shape.prompt is not None:
         prompt = _at(table, shape.prompt)
@@ -125,7 +146,10 @@ def shaped_verdicts(
         if ok is None or edges is None:
             return None
         clean &= ok & ~_null(prompt)
+        settled &= clean
         prompt_ends_on_assistant = edges[1]
+    fixes: dict[str, tuple[Mask, pa.Array]] = {}  # column -> its repaired rows, their values
+    repairs: list[FastRepair] = []
     for name in shape.candidates:
         candidate = _at(table, name)
         if candidate is None:
@@ -136,15 +160,77 @@ def shaped_verdicts(
         edges = _assistant_at_edges(inner, candidate)
         if ok is None or edges is None:
             return None
-        clean &= ok & ~_null(candidate) & ~(prompt_ends_on_assistant & edges[0])
+        fine = ~_null(candidate) & ~(prompt_ends_on_assistant & edges[0])
+        clean &= ok & fine
+        codes = [c for c in ARROW_REPAIRS if c in repair] if "." not in name else []
+        if not codes or table.column(name).type != candidate.type:
+            settled &= ok & fine
+            continue
+        verdicts = fast_verdicts(inner, candidate, repair=codes, enabled=enabled)
+        fixed = None if verdicts is None else verdicts.repaired_column
+        if verdicts is None or fixed is None or not verdicts.repaired.any():
+            settled &= ok & fine
+            continue
+        fixed_edges = _assistant_at_edges(inner, fixed)
+        assert fixed_edges is not None  # the repaired column has the candidate's type
+        starts = edges[0].copy()
+        starts[verdicts.repaired] = fixed_edges[0]
+        mended = verdicts.repaired & ~_null(candidate) & ~(prompt_ends_on_assistant & starts)
+        settled &= (ok & fine) | mended
+        fixes[name] = (verdicts.repaired, fixed)
+        repairs += verdicts.repairs
     clean[list(unread)] = False
+    settled[list(unread)] = False
+    repaired = settled & ~clean
     nothing = np.zeros(rows, dtype=bool)
-    return Verdicts(
+    out = Verdicts(
         clean=clean,
         trailing=nothing,
         trailing_calls=np.zeros(rows, dtype=np.int64),
-        repaired=nothing.copy(),
+        repaired=repaired,
     )
+    if repaired.any():
+        out.repaired_column = _rewritten(table, repaired, fixes)
+        out.repairs = _combined(repairs, repaired)
+    return out
+
+
+def _rewritten(
+    table: pa.Table, repaired: Mask, fixes: dict[str, tuple[Mask, pa.Array]]
+) -> pa.StructArray:
+    """The candidate columns of the rows `repaired`, each row's repaired value where its
+    candidate was repaired, else its own: one struct field per column."""
+    at = np.flatnonzero(repaired)
+    fields, arrays = [], []
+    for name, (rows, fixed) in fixes.items():
+        column = table.column(name).combine_chunks()
+        rank = np.cumsum(rows) - 1  # where each repaired row's value is in `fixed`
+        index = np.where(rows[at], len(column) + rank[at], at)
+        arrays.append(pa.concat_arrays([column, fixed]).take(pa.array(index)))
+        fields.append(pa.field(name, column.type))
+    return pa.StructArray.from_arrays(arrays, fields=fields)
+
+
+def _combined(repairs: list[FastRepair], repaired: Mask) -> list[FastRepair]:
+    """Per code, the candidates' repairs of the rows settled repaired: a row counts once, its
+    occurrences in every candidate."""
+    out: dict[str, FastRepair] = {}
+    for fix in repairs:
+        rows = fix.rows & repaired
+        occurrences = np.where(rows, fix.occurrences, 0)
+        was = out.get(fix.code)
+        if was is not None:
+            rows, occurrences = rows | was.rows, occurrences + was.occurrences
+        out[fix.code] = FastRepair(fix.code, fix.action, rows, occurrences)
+    return [fix for fix in out.values() if fix.rows.any()]
+
+
+def with_parts(rows: pa.Table, parts: pa.StructArray) -> pa.Table:
+    """`rows` with each column `parts` holds replaced by its values (`shaped_verdicts`)."""
+    for f, values in zip(parts.type, parts.flatten(), strict=True):
+        at = rows.schema.get_field_index(f.name)
+        rows = rows.set_column(at, rows.schema.field(at), values)
+    return rows
 
 
 def _null(column: pa.Array) -> npt.NDArray[np.bool_]:
