@@ -446,3 +446,26 @@ def test_a_candidates_empty_turn_or_merge_is_repaired_in_arrow_as_per_row() -> N
     # the strict config repairs nothing: every such row is the per-row path's, and rejected
     assert not batch_verdicts(table, STRICT, format=fmt).repaired.any()  # type: ignore[union-attr]
     assert_fast_and_slow_agree(table, STRICT, fmt)
+
+
+def test_a_prompt_defect_is_repaired_once_in_arrow_as_per_row() -> None:
+    rows = [
+        preference([u("q"), a(""), u("r")], [a("x")], [a("y")]),  # empty turn
+        preference([u("q"), a("a1"), a("a2"), u("r")], [a("x")], [a("y")]),  # merged
+        preference([u("q"), a("a1"), a(" ")], [u("r"), a("x")], [a("y")]),  # ends on a1: meets y
+        preference([u("q"), a(None, tool_calls=[call("c1")]), a(" ")], [tool("c1"), a("x")], []),
+    ]
+    table = pa.Table.from_pylist(rows)
+    fmt = detect_format(table.column_names, rows)
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    assert verdicts.repaired.tolist() == [True, True, False, False]
+    assert verdicts.repaired_column is not None
+    prompt = verdicts.repaired_column.to_pylist()[1]["prompt"]
+    assert [(m["role"], m["content"]) for m in prompt] == [
+        ("user", "q"),
+        ("assistant", "a1\n\na2"),
+        ("user", "r"),
+    ]
+    assert_fast_and_slow_agree(table, DEFAULT, fmt)
+    assert_fast_and_slow_agree(table, STRICT, fmt)

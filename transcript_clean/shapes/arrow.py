@@ -128,9 +128,9 @@ def shaped_verdicts(
     repair: Collection[str] = (),
 ) -> Verdicts | None:
     """The rows clean as a whole (module doc), and, for the codes of `repair` among
-    `ARROW_REPAIRS`, rows clean but for those codes in candidates held as lists, repaired there
-    (`repaired_column`: a struct of the candidate columns written anew); `unread`: rows never
-    settled here. None when a column's type or the format has no view."""
+    `ARROW_REPAIRS`, rows clean but for those codes in a prompt or candidates held as lists,
+    repaired there (`repaired_column`: a struct of those columns written anew); `unread`: rows
+    never settled here. None when a column's type or the format has no view."""
     shape, inner = fmt.shape, fmt.inner
     rows = table.num_rows
     clean = np.ones(rows, dtype=bool)
@@ -150,6 +150,15 @@ def shaped_verdicts(
         prompt_ends_on_assistant = edges[1]
     fixes: dict[str, tuple[Mask, pa.Array]] = {}  # column -> its repaired rows, their values
     repairs: list[FastRepair] = []
+    if shape.prompt is not None and shape.candidates and repair:
+        assert prompt is not None
+        mended_prompt = _prompt_repaired(table, fmt, prompt, enabled, repair)
+        if mended_prompt is not None:
+            rows_fixed, fixed, fix_repairs, last = mended_prompt
+            settled |= rows_fixed
+            prompt_ends_on_assistant = np.where(rows_fixed, last, prompt_ends_on_assistant)
+            fixes[shape.prompt] = (rows_fixed, fixed)
+            repairs += fix_repairs
     for name in shape.candidates:
         candidate = _at(table, name)
         if candidate is None:
@@ -193,6 +202,34 @@ def shaped_verdicts(
         out.repaired_column = _rewritten(table, repaired, fixes)
         out.repairs = _combined(repairs, repaired)
     return out
+
+
+def _prompt_repaired(
+    table: pa.Table,
+    fmt: ShapedFormat,
+    prompt: pa.Array,
+    enabled: Sequence[Rule],
+    repair: Collection[str],
+) -> tuple[Mask, pa.Array, list[FastRepair], Mask] | None:
+    """The prompts (a column of lists) whose only codes are among `repair` and
+    `ARROW_REPAIRS`, repaired in Arrow as the per-row path repairs a prompt (it needs no
+    assistant turn; calls pending at its end are left to the per-row path): which rows, their
+    repaired prompts, the repairs, and whether each ends on an assistant message. None when
+    there is none."""
+    name = fmt.shape.prompt
+    codes = [c for c in ARROW_REPAIRS if c in repair]
+    if name is None or "." in name or not codes or table.column(name).type != prompt.type:
+        return None
+    rules = [r for r in enabled if r.code != NO_ASSISTANT_TURN]
+    verdicts = fast_verdicts(fmt.inner, prompt, repair=codes, enabled=rules, schema=table.schema)
+    if verdicts is None or verdicts.repaired_column is None or not verdicts.repaired.any():
+        return None
+    edges = _assistant_at_edges(fmt.inner, verdicts.repaired_column)
+    assert edges is not None  # the repaired column has the prompt's type
+    last = np.zeros(table.num_rows, dtype=bool)
+    last[verdicts.repaired] = edges[1]
+    rows = verdicts.repaired & ~_null(prompt)
+    return rows, verdicts.repaired_column, verdicts.repairs, last
 
 
 def _rewritten(
