@@ -14,14 +14,14 @@ candidates answer, and every other row with a code, take the per-row path (`shap
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.fastpath import FastRepair, Verdicts, fast_verdicts, possible_codes
+from transcript_clean.fastpath import FastRepair, Verdicts, fast_verdicts
 from transcript_clean.fastpath.base import Mask, as_mask
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import (
@@ -70,26 +70,6 @@ def message_counts(table: pa.Table, fmt: ShapedFormat) -> npt.NDArray[np.int64]:
     return total
 
 
-def _settles(
-    fmt: Format,
-    column: pa.Array,
-    schema: pa.Schema | None,
-    enabled: Sequence[Rule],
-    allowed: set[str],
-) -> Mask | None:
-    """The rows of `column` its format's view reads with no code but those `allowed`; None when
-    the format or column has no view."""
-    view = fmt.arrow_view(column, schema)
-    if view is None:
-        return None
-    may = possible_codes(view, fmt, enabled)
-    ok: Mask = ~view.unread
-    for code, rows in may.items():
-        if code not in allowed:
-            ok &= ~rows
-    return ok
-
-
 def _assistant_at_edges(fmt: Format, column: pa.Array) -> tuple[Mask, Mask] | None:
     """Per row, whether its first and its last message is the assistant's (a ShareGPT
     `function_call` turn is); None for messages without a role or tag."""
@@ -120,6 +100,62 @@ the prompt (which ends with no call pending and, by the edge compared, does not 
 an assistant message). Other codes take the per-row path."""
 
 
+class _Part(NamedTuple):
+    """What the fast path makes of one part (the prompt or a candidate) of a batch's rows."""
+
+    ok: Mask
+    """Holds no code (but those a prompt may have)."""
+    fixed: Mask
+    """Holds no code once repaired in Arrow."""
+    first: Mask
+    """Starts with an assistant message, as written (repaired, where it is)."""
+    last: Mask
+    repaired: Mask
+    """The rows `column` holds, in order."""
+    column: pa.Array | None
+    repairs: list[FastRepair]
+
+
+def _part(
+    table: pa.Table,
+    fmt: ShapedFormat,
+    name: str,
+    enabled: Sequence[Rule],
+    repair: Collection[str],
+    schema: pa.Schema | None,
+) -> _Part | None:
+    """The part at `name` read by the inner format's view: which rows hold no code, and, for
+    the codes of `repair` among `ARROW_REPAIRS` in a top-level list column, which hold none once
+    repaired in Arrow. None when the column or format has no view."""
+    column = _at(table, name)
+    if column is None:
+        return None
+    top = "." not in name and table.column(name).type == column.type
+    codes = [c for c in ARROW_REPAIRS if c in repair] if top else []
+    verdicts = fast_verdicts(fmt.inner, column, repair=codes, enabled=enabled, schema=schema)
+    edges = _assistant_at_edges(fmt.inner, column)
+    if verdicts is None or edges is None:
+        return None
+    first, last = edges
+    written = ~_null(column)
+    fixed = verdicts.repaired & written
+    if fixed.any():
+        assert verdicts.repaired_column is not None
+        now = _assistant_at_edges(fmt.inner, verdicts.repaired_column)
+        assert now is not None  # the repaired column has the part's type
+        first, last = first.copy(), last.copy()
+        first[verdicts.repaired], last[verdicts.repaired] = now
+    return _Part(
+        verdicts.clean & written,
+        fixed,
+        first,
+        last,
+        verdicts.repaired,
+        verdicts.repaired_column,
+        verdicts.repairs,
+    )
+
+
 def shaped_verdicts(
     table: pa.Table,
     fmt: ShapedFormat,
@@ -131,63 +167,35 @@ def shaped_verdicts(
     `ARROW_REPAIRS`, rows clean but for those codes in a prompt or candidates held as lists,
     repaired there (`repaired_column`: a struct of those columns written anew); `unread`: rows
     never settled here. None when a column's type or the format has no view."""
-    shape, inner = fmt.shape, fmt.inner
+    shape = fmt.shape
     rows = table.num_rows
     clean = np.ones(rows, dtype=bool)
-    settled = np.ones(rows, dtype=bool)  # clean, or repaired in a candidate
-    prompt_ends_on_assistant = np.zeros(rows, dtype=bool)
+    settled = np.ones(rows, dtype=bool)  # clean, or clean once repaired here
+    prompt_last = np.zeros(rows, dtype=bool)  # the prompt ends on an assistant message
+    parts: list[tuple[str, _Part]] = []
     if shape.prompt is not None:
-        prompt = _at(table, shape.prompt)
         # A prompt needs no assistant turn; calls pending at its end are its normal end only
         # when nothing follows (the candidates answering them take the per-row path).
         allowed = {NO_ASSISTANT_TURN} | ({TRAILING_TOOL_CALL} if not shape.candidates else set())
-        ok = None if prompt is None else _settles(inner, prompt, table.schema, enabled, allowed)
-        edges = None if prompt is None else _assistant_at_edges(inner, prompt)
-        if ok is None or edges is None:
+        rules = [r for r in enabled if r.code not in allowed]
+        fix = repair if shape.candidates else ()
+        part = _part(table, fmt, shape.prompt, rules, fix, table.schema)
+        if part is None:
             return None
-        clean &= ok & ~_null(prompt)
-        settled &= clean
-        prompt_ends_on_assistant = edges[1]
-    fixes: dict[str, tuple[Mask, pa.Array]] = {}  # column -> its repaired rows, their values
-    repairs: list[FastRepair] = []
-    if shape.prompt is not None and shape.candidates and repair:
-        assert prompt is not None
-        mended_prompt = _prompt_repaired(table, fmt, prompt, enabled, repair)
-        if mended_prompt is not None:
-            rows_fixed, fixed, fix_repairs, last = mended_prompt
-            settled |= rows_fixed
-            prompt_ends_on_assistant = np.where(rows_fixed, last, prompt_ends_on_assistant)
-            fixes[shape.prompt] = (rows_fixed, fixed)
-            repairs += fix_repairs
+        clean &= part.ok
+        settled &= part.ok | part.fixed
+        prompt_last = part.last
+        parts.append((shape.prompt, part))
     for name in shape.candidates:
-        candidate = _at(table, name)
-        if candidate is None:
-            return None
         # Alone (no `system` column before it: that would hide an assistant message at the
         # prompt's end from the one starting the candidate, which the edges compare here).
-        ok = _settles(inner, candidate, None, enabled, set())
-        edges = _assistant_at_edges(inner, candidate)
-        if ok is None or edges is None:
+        part = _part(table, fmt, name, enabled, repair, None)
+        if part is None:
             return None
-        fine = ~_null(candidate) & ~(prompt_ends_on_assistant & edges[0])
-        clean &= ok & fine
-        codes = [c for c in ARROW_REPAIRS if c in repair] if "." not in name else []
-        if not codes or table.column(name).type != candidate.type:
-            settled &= ok & fine
-            continue
-        verdicts = fast_verdicts(inner, candidate, repair=codes, enabled=enabled)
-        fixed = None if verdicts is None else verdicts.repaired_column
-        if verdicts is None or fixed is None or not verdicts.repaired.any():
-            settled &= ok & fine
-            continue
-        fixed_edges = _assistant_at_edges(inner, fixed)
-        assert fixed_edges is not None  # the repaired column has the candidate's type
-        starts = edges[0].copy()
-        starts[verdicts.repaired] = fixed_edges[0]
-        mended = verdicts.repaired & ~_null(candidate) & ~(prompt_ends_on_assistant & starts)
-        settled &= (ok & fine) | mended
-        fixes[name] = (verdicts.repaired, fixed)
-        repairs += verdicts.repairs
+        meets = prompt_last & part.first
+        clean &= part.ok & ~meets
+        settled &= (part.ok | part.fixed) & ~meets
+        parts.append((name, part))
     clean[list(unread)] = False
     settled[list(unread)] = False
     repaired = settled & ~clean
@@ -199,37 +207,10 @@ def shaped_verdicts(
         repaired=repaired,
     )
     if repaired.any():
+        fixes = {n: (p.repaired, p.column) for n, p in parts if p.column is not None}
         out.repaired_column = _rewritten(table, repaired, fixes)
-        out.repairs = _combined(repairs, repaired)
+        out.repairs = _combined([r for _, p in parts for r in p.repairs], repaired)
     return out
-
-
-def _prompt_repaired(
-    table: pa.Table,
-    fmt: ShapedFormat,
-    prompt: pa.Array,
-    enabled: Sequence[Rule],
-    repair: Collection[str],
-) -> tuple[Mask, pa.Array, list[FastRepair], Mask] | None:
-    """The prompts (a column of lists) whose only codes are among `repair` and
-    `ARROW_REPAIRS`, repaired in Arrow as the per-row path repairs a prompt (it needs no
-    assistant turn; calls pending at its end are left to the per-row path): which rows, their
-    repaired prompts, the repairs, and whether each ends on an assistant message. None when
-    there is none."""
-    name = fmt.shape.prompt
-    codes = [c for c in ARROW_REPAIRS if c in repair]
-    if name is None or "." in name or not codes or table.column(name).type != prompt.type:
-        return None
-    rules = [r for r in enabled if r.code != NO_ASSISTANT_TURN]
-    verdicts = fast_verdicts(fmt.inner, prompt, repair=codes, enabled=rules, schema=table.schema)
-    if verdicts is None or verdicts.repaired_column is None or not verdicts.repaired.any():
-        return None
-    edges = _assistant_at_edges(fmt.inner, verdicts.repaired_column)
-    assert edges is not None  # the repaired column has the prompt's type
-    last = np.zeros(table.num_rows, dtype=bool)
-    last[verdicts.repaired] = edges[1]
-    rows = verdicts.repaired & ~_null(prompt)
-    return rows, verdicts.repaired_column, verdicts.repairs, last
 
 
 def _rewritten(
