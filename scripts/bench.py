@@ -12,6 +12,8 @@ to the floor and the largest peak RSS, and written to a JSON file.
     .venv/bin/python scripts/bench.py --rows 200000
     .venv/bin/python scripts/bench.py --rows 2000000 --skip datasets
     .venv/bin/python scripts/bench.py --rows 200000 --tools --skip datasets   # declared tools
+    .venv/bin/python scripts/bench.py --rows 200000 --type preference   # prompt + 2 candidates
+    .venv/bin/python scripts/bench.py --rows 200000 --type preference --rate candidate_empty=0
 
 `--long-rows` measures instead `clean` with default options over agent traces of about 200 KB
 a row (`long_rows.py`), for each row count of `--long-rows-counts`, and checks that the largest
@@ -234,18 +236,29 @@ def byte_compile_cleaner() -> None:
     compileall.compile_dir(ROOT / "transcript_clean", quiet=1)
 
 
-def ensure_dataset(path: Path, rows: int, fmt: str, seed: int, tools: bool = False) -> None:
+def ensure_dataset(
+    path: Path,
+    rows: int,
+    fmt: str,
+    seed: int,
+    type_: str = "conversation",
+    rates: tuple[str, ...] = (),
+    tools: bool = False,
+) -> None:
     marker = path.with_suffix(".json")
     wanted: dict[str, Any] = {"rows": rows, "format": fmt, "seed": seed}
-    rates: list[str] = []
+    if type_ != "conversation":
+        wanted["type"] = type_
     if tools:  # the tools mode: declared tools, 5% undeclared calls, 5% schema breaks
         from synthetic import TOOLS_RATES
 
         wanted["tools"] = True
-        rates = [a for code, r in TOOLS_RATES.items() for a in ("--rate", f"{code}={r}")]
+        rates = (*rates, *(f"{code}={r}" for code, r in TOOLS_RATES.items()))
+    if rates:
+        wanted["rates"] = list(rates)
     if path.exists() and marker.exists() and json.loads(marker.read_text()) == wanted:
         return
-    click.echo(f"generating {rows:,} {fmt} rows into {path} ...", err=True)
+    click.echo(f"generating {rows:,} {fmt} {type_} rows into {path} ...", err=True)
     subprocess.run(
         [
             PYTHON,
@@ -257,7 +270,9 @@ def ensure_dataset(path: Path, rows: int, fmt: str, seed: int, tools: bool = Fal
             fmt,
             "--seed",
             str(seed),
-            *rates,
+            "--type",
+            type_,
+            *(f"--rate={rate}" for rate in rates),
         ],
         check=True,
     )
@@ -268,6 +283,23 @@ def ensure_dataset(path: Path, rows: int, fmt: str, seed: int, tools: bool = Fal
 @click.option("--rows", type=int, default=200_000, show_default=True)
 @click.option("--format", "fmt", default="openai", show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
+@click.option(
+    "--type",
+    "type_",
+    type=click.Choice(["conversation", "preference"]),  # make_synthetic.py's (not imported:
+    # the floor's process must not pay for importing the cleaner)
+    default="conversation",
+    show_default=True,
+    help="preference: rows of a prompt and two candidates (make_synthetic.py --type "
+    "preference); the datasets step is skipped (it has no validator for them).",
+)
+@click.option(
+    "--rate",
+    "rates",
+    multiple=True,
+    metavar="CODE=R",
+    help="Passed to make_synthetic.py: plant only these defects (CODE=0 for clean rows).",
+)
 @click.option(
     "--workers", default="1,2", show_default=True, help="Worker counts to run clean with."
 )
@@ -331,6 +363,8 @@ def main(
     rows: int,
     fmt: str,
     seed: int,
+    type_: str,
+    rates: tuple[str, ...],
     workers: str,
     skip: tuple[str, ...],
     repeat: int,
@@ -362,6 +396,8 @@ def main(
         target.write_text(json.dumps({"cpus": os.cpu_count(), "results": found}, indent=2))
         click.echo(f"\nwrote {target}")
         return
+    if type_ == "preference":
+        skip = (*skip, "datasets")
     if "datasets" not in skip and fmt not in VALIDATORS:
         raise click.UsageError(
             f"the datasets step has a plain validator for {' and '.join(VALIDATORS)} rows only: "
@@ -369,8 +405,10 @@ def main(
         )
     folder = Path(workdir)
     folder.mkdir(parents=True, exist_ok=True)
-    source = folder / f"{fmt}-{rows}{'-tools' if tools else ''}.parquet"
-    ensure_dataset(source, rows, fmt, seed, tools)
+    kind = ("" if type_ == "conversation" else f"{type_}-") + ("rates-" if rates else "")
+    kind += "tools-" if tools else ""
+    source = folder / f"{kind}{fmt}-{rows}.parquet"
+    ensure_dataset(source, rows, fmt, seed, type_, rates, tools)
     byte_compile_cleaner()
     size_mb = source.stat().st_size / 2**20
 
@@ -438,13 +476,13 @@ def main(
         ratio = f"{r['seconds'] / floor:.2f}" if floor else "-"
         r["x_floor"] = r["seconds"] / floor if floor else float("nan")
         click.echo(f"{name:<20} {r['seconds']:>9.2f} {ratio:>8} {r['peak_rss_mb']:>7.0f} MB")
-    mode = "-tools" if tools else ""
-    target = Path(json_out) if json_out else folder / f"results-{fmt}-{rows}{mode}.json"
+    target = Path(json_out) if json_out else folder / f"results-{kind}{fmt}-{rows}.json"
     target.write_text(
         json.dumps(
             {
                 "rows": rows,
                 "format": fmt,
+                "type": type_,
                 "seed": seed,
                 "input_mb": size_mb,
                 "cpus": os.cpu_count(),

@@ -13,23 +13,37 @@ import time
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from synthetic import CODES, FORMATS, arrow_schema, default_rates, generate_rows
+from synthetic import (
+    CODES,
+    FORMATS,
+    PREFERENCE_CODES,
+    ROW_TYPES,
+    arrow_schema,
+    default_rates,
+    generate_preference_rows,
+    generate_rows,
+    preference_schema,
+)
 
 from transcript_clean.formats.base import Row
 
+if TYPE_CHECKING:
+    import pyarrow as pa
 
-def parse_rates(given: tuple[str, ...]) -> dict[str, float] | None:
+
+def parse_rates(given: tuple[str, ...], codes: tuple[str, ...] = CODES) -> dict[str, float] | None:
     """`CODE=R` options as rates (R a fraction, or a percentage such as `5%`); None if none."""
     if not given:
         return None
     rates: dict[str, float] = {}
     for item in given:
         code, sep, value = item.partition("=")
-        if not sep or code not in CODES:
+        if not sep or code not in codes:
             raise click.BadParameter(
-                f"{item!r}: expected CODE=R with CODE one of {', '.join(CODES)}",
+                f"{item!r}: expected CODE=R with CODE one of {', '.join(codes)}",
                 param_hint="--rate",
             )
         try:
@@ -60,6 +74,16 @@ def parse_rates(given: tuple[str, ...]) -> dict[str, float] | None:
     help="The conversation format of the rows.",
 )
 @click.option(
+    "--type",
+    "type_",
+    type=click.Choice(ROW_TYPES),
+    default="conversation",
+    show_default=True,
+    help="conversation: one conversation column; preference: a prompt and two candidates "
+    "(openai: prompt/chosen/rejected; sharegpt: LLaMA-Factory's ranking rows), defects planted "
+    "in the prompt and in single candidates (--rate " + "/".join(PREFERENCE_CODES) + ").",
+)
+@click.option(
     "--seed", type=int, default=0, show_default=True, help="The same seed gives the same rows."
 )
 @click.option(
@@ -86,6 +110,7 @@ def main(
     output: Path,
     rows: int,
     format_: str,
+    type_: str,
     seed: int,
     rates: tuple[str, ...],
     rows_per_group: int,
@@ -102,9 +127,12 @@ def main(
       make_synthetic.py sample.parquet --rows 100000 --format openai --seed 7
       make_synthetic.py bad.jsonl --rows 1000 --format sharegpt \\
           --rate orphan_tool_result=0.2 --rate trailing_tool_call=5% --planted
+      make_synthetic.py pref.parquet --rows 200000 --type preference
     """
-    chosen = parse_rates(rates)
-    stream = generate_rows(rows, format_, seed, chosen)
+    preference = type_ == "preference"
+    chosen = parse_rates(rates, PREFERENCE_CODES if preference else CODES)
+    generate = generate_preference_rows if preference else generate_rows
+    stream = generate(rows, format_, seed, chosen)
     try:
         first = next(stream, None)  # the generator checks the rates before the first row
     except ValueError as err:
@@ -114,7 +142,8 @@ def main(
     output.parent.mkdir(parents=True, exist_ok=True)
     sidecar = output.with_suffix(".planted.jsonl") if planted else None
     started = time.perf_counter()
-    counts = write(output, stream, format_, rows_per_group, sidecar)
+    schema = preference_schema(format_) if preference else arrow_schema(format_)
+    counts = write(output, stream, schema, rows_per_group, sidecar)
     seconds = time.perf_counter() - started
 
     click.echo(f"wrote {rows:,} {format_} rows to {output} in {seconds:.1f}s", err=True)
@@ -125,7 +154,7 @@ def main(
             )
     if sidecar is not None:
         click.echo(f"planted codes per row: {sidecar}", err=True)
-    if chosen is None and set(default_rates(format_)) != set(CODES):
+    if not preference and chosen is None and set(default_rates(format_)) != set(CODES):
         missing = sorted(set(CODES) - set(default_rates(format_)))
         click.echo(f"({format_} rows carry no {', '.join(missing)})", err=True)
 
@@ -133,7 +162,7 @@ def main(
 def write(
     output: Path,
     rows: Iterator[tuple[Row, frozenset[str]]],
-    format_: str,
+    schema: pa.Schema,
     rows_per_group: int,
     sidecar: Path | None,
 ) -> Counter[str]:
@@ -142,7 +171,6 @@ def write(
     import pyarrow.parquet as pq
 
     counts: Counter[str] = Counter()
-    schema = arrow_schema(format_)
     with contextlib.ExitStack() as stack:
         planted = stack.enter_context(open(sidecar, "w")) if sidecar is not None else None
         if output.suffix == ".jsonl":

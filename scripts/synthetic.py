@@ -578,3 +578,141 @@ def generate_rows(
 
 def _bad_format(format: str) -> Any:
     raise ValueError(f"unknown format {format!r}; the formats are {', '.join(FORMATS)}")
+
+
+# ---------------------------------------------------------------------------------------------
+# preference rows (issue 16): a prompt and two candidates
+
+ROW_TYPES: Final = ("conversation", "preference")
+"""What `make_synthetic.py --type` writes: one conversation column, or preference rows."""
+
+PREFERENCE_CODES: Final = ("prompt_consecutive", "prompt_empty", "candidate_empty")
+"""Where a preference row's defect is planted: two assistant messages in a row in the prompt,
+an empty assistant turn in the prompt, an empty assistant turn in one candidate."""
+
+PREFERENCE_RATES: Final[Mapping[str, float]] = {
+    "prompt_consecutive": 0.03,
+    "prompt_empty": 0.02,
+    "candidate_empty": 0.05,
+}
+
+REJECTED_ANSWERS = (
+    "I don't know.",
+    "Could you ask someone else?",
+    "That is outside what I can help with.",
+)
+
+
+def preference_schema(format: str) -> pa.Schema:
+    """The Arrow schema of generated preference rows: openai `prompt` / `chosen` / `rejected`
+    lists of messages (TRL's conversational preference rows); sharegpt LLaMA-Factory's ranking
+    rows, `conversations` and one turn each for `chosen` and `rejected`."""
+    import pyarrow as pa
+
+    base = arrow_schema(format)
+    if format == "openai":
+        messages = base.field("messages").type
+        return pa.schema(
+            [("id", pa.int64()), ("prompt", messages), ("chosen", messages),
+             ("rejected", messages), ("tools", pa.string())]
+        )  # fmt: skip
+    if format == "sharegpt":
+        turns = base.field("conversations").type
+        return base.append(pa.field("chosen", turns.value_type)).append(
+            pa.field("rejected", turns.value_type)
+        )
+    raise ValueError(f"preference rows are generated in openai and sharegpt, not {format!r}")
+
+
+def generate_preference_rows(
+    n: int, format: str = "openai", seed: int = 0, rates: Mapping[str, float] | None = None
+) -> Iterator[tuple[Row, frozenset[str]]]:
+    """`n` preference rows of `format` (`preference_schema`), each with the codes a strict run
+    finds in it; `rates`: the share of rows of each of `PREFERENCE_CODES` (default
+    `PREFERENCE_RATES`). The prompt ends on a user turn; `chosen` is the conversation's answer,
+    `rejected` a poorer one."""
+    preference_schema(format)  # checks the format
+    rates = dict(PREFERENCE_RATES if rates is None else rates)
+    rng = random.Random(seed)
+    for row, _ in generate_rows(n, format, seed, rates={}):
+        draw, planted = rng.random(), None
+        for code in PREFERENCE_CODES:
+            draw -= rates.get(code, 0.0)
+            if draw < 0:
+                planted = code
+                break
+        if format == "openai":
+            yield _openai_preference(rng, row, planted)
+        else:
+            yield _sharegpt_ranking(rng, row, planted)
+
+
+def _openai_preference(
+    rng: random.Random, row: Row, planted: str | None
+) -> tuple[Row, frozenset[str]]:
+    messages = row.pop("messages")
+    last = max(k for k, m in enumerate(messages) if m["role"] == "user")
+    prompt, chosen = messages[: last + 1], messages[last + 1 :]
+    if not any(m["role"] == "assistant" for m in chosen):
+        chosen = [{"role": "assistant", "content": rng.choice(CHAT)[1]}]
+    rejected = [{"role": "assistant", "content": rng.choice(REJECTED_ANSWERS)}]
+    first = next(k for k, m in enumerate(prompt) if m["role"] == "user")
+    codes: frozenset[str] = frozenset()
+    if planted == "prompt_consecutive":
+        prompt[first + 1 : first + 1] = [
+            {"role": "assistant", "content": rng.choice(PREFACES)},
+            {"role": "assistant", "content": rng.choice(THOUGHTS)},
+            {"role": "user", "content": rng.choice(FOLLOW_UPS)},
+        ]
+        codes = frozenset({"consecutive_assistant"})
+    elif planted == "prompt_empty":
+        prompt[first + 1 : first + 1] = [
+            {"role": "assistant", "content": ""},
+            {"role": "user", "content": rng.choice(FOLLOW_UPS)},
+        ]
+        codes = frozenset({"empty_assistant_turn"})
+    elif planted == "candidate_empty":
+        candidate = chosen if rng.random() < 0.5 else rejected
+        candidate.append({"role": "assistant", "content": " "})
+        codes = frozenset({"empty_assistant_turn"})
+    out = {"id": row["id"], "prompt": prompt, "chosen": chosen, "rejected": rejected}
+    return {**out, "tools": row["tools"]}, codes
+
+
+def _sharegpt_ranking(
+    rng: random.Random, row: Row, planted: str | None
+) -> tuple[Row, frozenset[str]]:
+    turns = row.pop("conversations")
+    # the prompt: up to the last human turn answered by a gpt turn
+    last = max(
+        (k for k in range(len(turns) - 1) if turns[k]["from"] == "human"
+         and turns[k + 1]["from"] == "gpt"),
+        default=None,
+    )  # fmt: skip
+    if last is None:
+        prompt = [t for t in turns if t["from"] == "human"][:1] or [
+            {"from": "human", "value": rng.choice(CHAT)[0]}
+        ]
+        chosen = {"from": "gpt", "value": rng.choice(CHAT)[1]}
+    else:
+        prompt, chosen = turns[: last + 1], turns[last + 1]
+    rejected = {"from": "gpt", "value": rng.choice(REJECTED_ANSWERS)}
+    codes: frozenset[str] = frozenset()
+    if planted == "prompt_consecutive":
+        prompt[1:1] = [
+            {"from": "gpt", "value": rng.choice(PREFACES)},
+            {"from": "gpt", "value": rng.choice(THOUGHTS)},
+            {"from": "human", "value": rng.choice(FOLLOW_UPS)},
+        ]
+        codes = frozenset({"consecutive_assistant"})
+    elif planted == "prompt_empty":
+        prompt[1:1] = [{"from": "gpt", "value": ""}, {"from": "human", "value": "Hello?"}]
+        codes = frozenset({"empty_assistant_turn"})
+    elif planted == "candidate_empty":
+        # one turn that is empty: once dropped, the candidate is gone (so is the only
+        # assistant turn, when the prompt has none)
+        (chosen if rng.random() < 0.5 else rejected)["value"] = " "
+        codes = frozenset({"empty_assistant_turn"})
+        if not any(t["from"] == "gpt" for t in prompt):
+            codes |= {"no_assistant_turn"}
+    return {**row, "conversations": prompt, "chosen": chosen, "rejected": rejected}, codes

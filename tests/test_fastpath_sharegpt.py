@@ -353,7 +353,7 @@ WEIGHTED = pa.list_(
     [
         (EMPTY_ASSISTANT_TURN, [("human", "q", 0), ("gpt", " ", 1), ("human", "q2", None),
           ("gpt", "a", 1)], [("human", "q", 0), ("human", "q2", None), ("gpt", "a", 1)]),
-        (CONSECUTIVE_ASSISTANT, [("human", "q", 0), ("gpt", "a", 1), ("gpt", "b", 0)],
+        (CONSECUTIVE_ASSISTANT, [("human", "q", 0), ("gpt", "a", 1), ("gpt", "b", 1)],
          [("human", "q", 0), ("gpt", "a\n\nb", 1)]),
     ],
 )  # fmt: skip
@@ -428,3 +428,14 @@ def test_an_empty_turn_between_a_call_and_its_result_is_left_to_the_per_row_path
     assert verdicts is not None and not verdicts.handled.any()
     for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, SHAREGPT)
+
+
+def test_turns_whose_weights_differ_are_left_to_the_per_row_path_which_rejects_them() -> None:
+    turns = [("human", "q", 0), ("gpt", "a", 1), ("gpt", "b", 0)]
+    rows = [{"from": f, "value": v, "weight": w} for f, v, w in turns]
+    table = pa.table({"conversations": pa.array([rows], WEIGHTED)})
+    verdicts = fast_verdicts(
+        SHAREGPT, table.column("conversations"), repair=[CONSECUTIVE_ASSISTANT]
+    )
+    assert verdicts is not None and not verdicts.handled.any()
+    assert_fast_and_slow_agree(table, DEFAULT, SHAREGPT)

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from transcript_clean.formats import Decoded, DecodeError, OpenAIFormat
 from transcript_clean.model import (
     AssistantMessage,
+    Encrypted,
     Media,
     Message,
     Reasoning,
@@ -622,3 +623,75 @@ def test_decode_raises_only_decode_error_and_what_it_reads_round_trips(messages:
     except DecodeError:
         return
     assert FMT.encode(decoded, decoded.messages) == row
+
+
+# ---------------------------------------------------------------------------------------------
+# reasoning fields (issue 16, item 2)
+
+REASONING_FIELDS: list[tuple[str, Any, tuple[Any, ...]]] = [
+    ("reasoning_content", "because", (ReasoningText("because"),)),
+    ("thinking", "because", (ReasoningText("because"),)),
+    ("reasoning", "because", (ReasoningText("because"),)),
+    (
+        "reasoning",
+        {"text": "t", "summary": [{"type": "summary_text", "text": "s"}]},
+        (ReasoningText("t"), ReasoningText("s", "summary")),
+    ),
+    ("reasoning", {"encrypted_content": "xyz"}, (Encrypted("xyz"),)),
+]
+
+
+@pytest.mark.parametrize(("key", "value", "pieces"), REASONING_FIELDS)
+def test_each_reasoning_field_is_the_turns_reasoning_and_is_written_back(
+    key: str, value: Any, pieces: tuple[Any, ...]
+) -> None:
+    row = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "", key: value},
+        ]
+    }
+    decoded = FMT.decode(row)
+    assert decoded.messages[1] == AssistantMessage((Reasoning(pieces), Text("")))
+    assert not is_empty_assistant_turn(decoded.messages[1].content)
+    assert FMT.encode(decoded, decoded.messages) == row
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("key", ["thinking", "reasoning", "reasoning_content"])
+def test_a_turn_with_only_reasoning_is_kept_and_an_empty_reasoning_is_blank(
+    key: str, fast: bool
+) -> None:
+    from transcript_clean.pipeline import clean_batch
+
+    def row(reasoning: str) -> dict[str, Any]:
+        assistant = {"role": "assistant", "content": "", key: reasoning}
+        return {"messages": [{"role": "user", "content": "q"}, assistant]}
+
+    table = pa.Table.from_pylist([row("I should answer"), row("  ")])
+    result = clean_batch(table, format=FMT, fast=fast)
+    assert result.kept.column("messages").to_pylist() == [table.column("messages")[0].as_py()]
+    assert result.rejects.column("_reject_codes").to_pylist() == [
+        ["empty_assistant_turn", "no_assistant_turn"]
+    ]
+
+
+def test_merged_reasoning_goes_back_into_the_field_it_came_from() -> None:
+    row = {
+        "messages": [
+            {"role": "user", "content": "q"},
+            {"role": "assistant", "content": "a", "thinking": "x"},
+            {"role": "assistant", "content": "b", "thinking": "y"},
+        ]
+    }
+    decoded = FMT.decode(row)
+    merged = AssistantMessage(decoded.messages[1].content + decoded.messages[2].content)
+    merged = replace(merged, origin=decoded.messages[1].origin)
+    out = FMT.encode(decoded, [decoded.messages[0], merged])
+    assert out["messages"][1] == {"role": "assistant", "content": "a\n\nb", "thinking": "x\n\ny"}
+
+
+def test_a_reasoning_field_of_another_type_is_malformed() -> None:
+    row = {"messages": [{"role": "assistant", "content": "", "thinking": 3}]}
+    with pytest.raises(DecodeError, match=r"messages\[0\]\.thinking: expected a string or null"):
+        FMT.decode(row)

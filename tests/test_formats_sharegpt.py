@@ -437,3 +437,17 @@ def test_decode_raises_only_decode_error_and_what_it_reads_round_trips(
     except DecodeError:
         return
     assert FMT.encode(decoded, decoded.messages) == row
+
+
+@pytest.mark.parametrize("key", ["thinking", "reasoning_content", "reasoning"])
+def test_a_gpt_turn_with_only_reasoning_is_kept_and_written_back(key: str) -> None:
+    from transcript_clean.pipeline import clean_batch
+
+    fmt = ShareGPTFormat()
+    row = {
+        "conversations": [{"from": "human", "value": "q"}, {"from": "gpt", "value": "", key: "hm"}]
+    }
+    decoded = fmt.decode(row)
+    assert fmt.encode(decoded, decoded.messages) == row
+    table = pa.Table.from_pylist([row])
+    assert clean_batch(table, format=fmt).kept.to_pylist() == table.to_pylist()

@@ -8,6 +8,7 @@ import re
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -24,6 +25,10 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 FORMAT_CHOICES = ("auto", "openai", "sharegpt", "anthropic", "rig")
+TYPE_CHOICES = (
+    "auto", "conversation", "prompt", "prompt-completion", "preference", "implicit-preference",
+    "unpaired", "openai-preference", "ranking",
+)  # fmt: skip
 
 
 class InputError(click.ClickException):
@@ -144,6 +149,25 @@ def source_options(f: F) -> F:
                 "openai also functions).",
             ),
             click.option(
+                "--type",
+                "dataset_type",
+                type=click.Choice(TYPE_CHOICES),
+                default="auto",
+                show_default=True,
+                help="The dataset type: one conversation column, or a prompt and its "
+                "candidates (docs/dataset-types.md); auto picks it from the columns.",
+            ),
+            click.option(
+                "--prompt-column",
+                default=None,
+                help="With --type: the prompt's column, or a path into one (input.messages).",
+            ),
+            click.option(
+                "--candidates",
+                default=None,
+                help="With --type: the candidate columns, comma-separated (chosen,rejected).",
+            ),
+            click.option(
                 "--config",
                 default="default",
                 show_default=True,
@@ -247,6 +271,13 @@ def _options(source: str, given: dict[str, Any]) -> tuple[str, SourceOptions, En
         "batch_size", "batch_bytes", "limit", "storage_options",
     )  # fmt: skip
     read = SourceOptions(source, **{name: given.pop(name) for name in names if name in given})
+    candidates = given.pop("candidates", None)
+    read = replace(
+        read,
+        dataset_type=given.pop("dataset_type", "auto"),
+        prompt_column=given.pop("prompt_column", None),
+        candidates=tuple(c.strip() for c in candidates.split(",")) if candidates else None,
+    )
     return given.pop("config"), read, engine
 
 
@@ -274,7 +305,14 @@ class Progress:
     def start(self, src: Any, fmt: Any, total: int | None) -> None:
         if not self.quiet:
             note = "" if src.note is None else f"; {src.note}"
-            click.echo(f"reading {src.name} as {fmt.name} (column {fmt.column!r}{note})", err=True)
+            from transcript_clean.shapes import ShapedFormat
+
+            if isinstance(fmt, ShapedFormat):
+                click.echo(f"reading {src.name} as {fmt.describe()}{note}", err=True)
+            else:
+                click.echo(
+                    f"reading {src.name} as {fmt.name} (column {fmt.column!r}{note})", err=True
+                )
         if self.quiet or not sys.stderr.isatty():
             return  # no bar: tqdm is not even imported (it starts a monitor thread)
         from tqdm import tqdm

@@ -54,6 +54,12 @@ class SourceOptions:
     endpoint URL, a region, anonymous access. Credentials come from the environment."""
     tools_column: str | None = None
     """The column holding each row's declared tools, when not the format's own (`tools`)."""
+    dataset_type: str = "auto"
+    """`conversation` (one column), a type of `shapes.KINDS`, or `auto` (from the columns)."""
+    prompt_column: str | None = None
+    candidates: tuple[str, ...] | None = None
+    """With `dataset_type`: the prompt's column (or path) and the candidates', if not the
+    type's usual ones."""
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
@@ -77,10 +83,21 @@ class SourceOptions:
     def resolve(self) -> tuple[Source, Format]:
         """The source, opened, and its format (as named, or detected)."""
         source = self.open()
-        fmt = resolve_format(source, self.format, self.column)
+        return source, self.format_of(source)
+
+    def format_of(self, source: Source) -> Format:
+        """The format of `source`, opened: as named, or detected (with its dataset type), reading
+        declared tools from `tools_column` when given."""
+        if self.dataset_type not in ("auto", "conversation"):
+            fmt = resolve_shaped(source, self)
+        elif self.prompt_column is not None or self.candidates is not None:
+            raise SourceError("--prompt-column and --candidates go with --type")
+        else:
+            shaped = self.dataset_type == "auto"
+            fmt = resolve_format(source, self.format, self.column, shaped=shaped)
         if self.tools_column is not None:
             fmt = with_tools_column(source, fmt, self.tools_column)
-        return source, fmt
+        return fmt
 
     def rows_total(self, source: Source) -> int | None:
         """How many rows a run over `source` reads, when that is known ahead."""
@@ -133,21 +150,18 @@ def split_options(
 
 
 def resolve_format(
-    source: Source, format: str | Format = "auto", column: str | None = None
+    source: Source, format: str | Format = "auto", column: str | None = None, *, shaped: bool = True
 ) -> Format:
-    """The source's format: as named, or detected from its columns and first rows."""
+    """The source's format: as named, or detected from its columns and first rows (with
+    `shaped`, a dataset type's too: `shapes`)."""
     from transcript_clean.formats import detect_format, get_format
-    from transcript_clean.utf8 import python_rows
 
     if isinstance(format, Format):
         fmt = format
     elif format == "auto":
-        parts = source.parts()
-        sample = next(iter(source.read(parts[0], 0, 20, 20)), None) if parts else None
-        rows = python_rows(sample) if sample is not None else []
-        fmt = detect_format(source.schema.names, _json_decoded(rows, source))
-        if column is not None:
-            fmt = type(fmt)(column=column)
+        fmt = detect_format(source.schema.names, _sample(source), column=column, shaped=shaped)
+    elif column is None and shaped and (found := _shaped(source, format)) is not None:
+        fmt = found
     else:
         fmt = get_format(format, column=column)
     if fmt.column not in source.schema.names:
@@ -168,6 +182,38 @@ def with_tools_column(source: Source, fmt: Format, column: str) -> Format:
     fmt = copy.copy(fmt)
     fmt.tools_column = column
     return fmt
+
+
+def _sample(source: Source) -> list[dict[str, Any]]:
+    """The first rows of `source`, as detection reads them."""
+    from transcript_clean.utf8 import python_rows
+
+    parts = source.parts()
+    sample = next(iter(source.read(parts[0], 0, 20, 20)), None) if parts else None
+    rows = python_rows(sample) if sample is not None else []
+    return _json_decoded(rows, source)
+
+
+def _shaped(source: Source, format: str) -> Format | None:
+    """The source's dataset type, read in the format named, if its columns make it one."""
+    from transcript_clean.shapes.detect import detect_shape, shaped_format
+
+    rows = _sample(source)
+    shape = detect_shape(source.schema.names, rows)
+    return None if shape is None else shaped_format(shape, source.schema.names, rows, format)
+
+
+def resolve_shaped(source: Source, read: SourceOptions) -> Format:
+    """The format of a source whose dataset type is named (`--type`), with its columns."""
+    from transcript_clean.shapes import make_shape
+    from transcript_clean.shapes.detect import shaped_format
+
+    names = source.schema.names
+    shape = make_shape(
+        read.dataset_type, names, prompt=read.prompt_column, candidates=read.candidates
+    )
+    format = read.format.name if isinstance(read.format, Format) else read.format
+    return shaped_format(shape, names, _sample(source), format)
 
 
 def _json_decoded(rows: list[dict[str, Any]], source: Source) -> list[dict[str, Any]]:

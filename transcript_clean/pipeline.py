@@ -38,6 +38,14 @@ from transcript_clean.rules import (
     UNANSWERED_TOOL_CALL,
     rules,
 )
+from transcript_clean.shapes import ShapedFormat
+from transcript_clean.shapes.arrow import (
+    ARROW_REPAIRS,
+    message_counts,
+    shape_declarations,
+    shaped_verdicts,
+    with_parts,
+)
 from transcript_clean.sources import LINE_ERROR, RAW_LINE, hidden_columns, json_columns, jsontypes
 from transcript_clean.stats import Stats
 from transcript_clean.utf8 import invalid_text, mend, python_rows, reject_message
@@ -124,6 +132,8 @@ def batch_verdicts(
     alone: `clean_batch`'s `on_row` must see every row with a code.
     """
     table, fmt = _prepared(batch, format)
+    if isinstance(fmt, ShapedFormat):
+        return _shaped_verdicts(table, fmt, config, codes)
     if holds_json_text(table.schema, fmt.column):
         return None
     enabled = [rule for rule in rules() if rule.enabled(config)]
@@ -164,6 +174,27 @@ def declaring_columns(table: pa.Table, fmt: Format) -> list[pa.Array]:
     """The batch's columns of declared tools that the format reads, each in one chunk."""
     names = [n for n in fmt.declaring_columns if n in table.schema.names]
     return [table.column(n).combine_chunks() for n in names]
+
+
+def _shaped_verdicts(
+    table: pa.Table, fmt: ShapedFormat, config: Config, codes: bool
+) -> Verdicts | None:
+    """`batch_verdicts` for a dataset type: the rows clean for every candidate, and with
+    `codes` those with a candidate repaired in Arrow (`shapes.arrow`)."""
+    if any(holds_json_text(table.schema, c) for c in fmt.shape.columns):
+        return None
+    tools = declaring_columns(table, fmt.inner)
+    if fmt.shape.prompt is not None and "." in fmt.shape.prompt:  # OpenAI's `input.tools`
+        nested = shape_declarations(table, fmt.shape.prompt)
+        if nested is None:
+            return None  # declarations the fast path cannot read: every row goes per-row
+        tools += nested
+    enabled = [rule for rule in rules() if rule.enabled(config)]
+    # As in `batch_verdicts`: a repaired JSON Lines row is its line re-encoded, per row.
+    in_arrow = RAW_LINE not in table.schema.names
+    repair = [c for c in ARROW_REPAIRS if codes and in_arrow and _repairs_in_arrow(config, c)]
+    unread = sorted(set(invalid_text(table)) | set(line_errors(table)))
+    return shaped_verdicts(table, fmt, enabled, unread, repair, tools)
 
 
 def _repairs_in_arrow(config: Config, code: str) -> bool:
@@ -238,7 +269,7 @@ def clean_batch_parts(
         slow = np.arange(table.num_rows)
     else:
         slow = np.flatnonzero(~verdicts.handled)
-        settled, rejected = _settle(table, fmt.column, verdicts, stats, source, first_row)
+        settled, rejected = _settle(table, fmt, verdicts, stats, source, first_row)
 
     with _cyclic_gc_paused():
         kept, rejects, fitted = _clean_rows(
@@ -363,11 +394,15 @@ class Replaced(NamedTuple):
 
 
 def _settle(
-    table: pa.Table, column: str, verdicts: Verdicts, stats: Stats, source: str, first_row: int
+    table: pa.Table, fmt: Format, verdicts: Verdicts, stats: Stats, source: str, first_row: int
 ) -> tuple[Replaced | None, list[Rejected]]:
     """Count the rows the fast path settled, as the per-row path would have; returns the rows it
     repaired and those it rejected."""
-    lengths = pc.fill_null(pc.list_value_length(table.column(column)), 0).to_numpy()
+    column = fmt.column
+    if isinstance(fmt, ShapedFormat):
+        lengths = message_counts(table, fmt)
+    else:
+        lengths = pc.fill_null(pc.list_value_length(table.column(column)), 0).to_numpy()
     clean, trailing, repaired = verdicts.clean, verdicts.trailing, verdicts.repaired
     if verdicts.tool_counts is not None:
         stats.add_tools(*verdicts.tool_counts.count(verdicts.handled))
@@ -393,7 +428,14 @@ def _settle(
     fixed = verdicts.repaired_column
     assert fixed is not None
     positions = np.flatnonzero(repaired)
-    written = int(pc.sum(pc.list_value_length(fixed)).as_py() or 0)
+    rows = table.take(pa.array(positions))
+    if isinstance(fmt, ShapedFormat):  # the candidate columns repaired, in one struct
+        rows = with_parts(rows, fixed)
+        written = int(message_counts(rows, fmt).sum())
+    else:
+        written = int(pc.sum(pc.list_value_length(fixed)).as_py() or 0)
+        at = table.schema.get_field_index(column)
+        rows = rows.set_column(at, table.schema.field(at), fixed)
     stats.add_kept_rows(len(positions), int(lengths[repaired].sum()), written, repaired=True)
     for fix in verdicts.repairs:
         first = first_row + int(np.flatnonzero(fix.rows)[0])
@@ -401,9 +443,7 @@ def _settle(
         stats.add_code(fix.code, fix.action, int(fix.rows.sum()), occurrences, source, first)
         if fix.code == EMPTY_ASSISTANT_TURN:
             stats.empty_turns_dropped += occurrences
-    rows = table.take(pa.array(positions))
-    at = table.schema.get_field_index(column)
-    return Replaced(positions, rows.set_column(at, table.schema.field(at), fixed)), rejected
+    return Replaced(positions, rows), rejected
 
 
 def _prepared(batch: pa.RecordBatch | pa.Table, format: Format | str) -> tuple[pa.Table, Format]:

@@ -33,7 +33,6 @@ from transcript_clean.options import (
     Engine,
     EngineOptions,
     SourceOptions,
-    resolve_format,
     split_options,
 )
 from transcript_clean.policy import Config, load_config
@@ -179,7 +178,7 @@ def audit(
             _check_stats_store(os.fspath(stats_out), read.storage_options, overwrite)
         else:
             _check_stats_out(Path(stats_out), src, overwrite)
-    fmt = resolve_format(src, read.format, read.column)
+    fmt = read.format_of(src)
     if on_start is not None:
         on_start(src, fmt, read.rows_total(src))
 

@@ -3,7 +3,7 @@ verdicts worked out from it, and Arrow and NumPy helpers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -444,3 +444,20 @@ def first_flagged(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Coun
     at = np.flatnonzero(flags)
     np.minimum.at(first, parent[at], at)
     return first
+
+
+def agrees(msgs: pa.Array, merged: Collection[str]) -> Mask:
+    """Per message (a struct), whether its fields other than `merged` (what R4 merges: the
+    text) equal its predecessor's, as R4 requires to merge the two (`weight`, say); a nested
+    field agrees only when both are null (the per-row path compares the rest)."""
+    agree = np.ones(len(msgs), dtype=bool)
+    for child_field in msgs.type:
+        if child_field.name in merged:
+            continue
+        values = pc.struct_field(msgs, child_field.name)
+        null = as_mask(values.is_null())
+        same = null & shift(null)
+        if not pa.types.is_nested(child_field.type) and len(values) > 1:
+            same[1:] |= as_mask(pc.fill_null(pc.equal(values[1:], values[:-1]), False))
+        agree &= same
+    return agree

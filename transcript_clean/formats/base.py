@@ -6,14 +6,18 @@ import json
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, Final
 
 import orjson
 
 from transcript_clean.errors import TranscriptCleanError
 from transcript_clean.model import (
     AssistantMessage,
+    Encrypted,
     Message,
+    Reasoning,
+    ReasoningPiece,
+    ReasoningText,
     SystemMessage,
     Text,
     ToolCall,
@@ -279,3 +283,70 @@ def _bare(part: Any) -> Any:
     if isinstance(part, Text | ToolCall):
         return replace(part, origin=None)
     return part
+
+
+# ---------------------------------------------------------------------------------------------
+# reasoning fields of an assistant message (SPEC section 8)
+
+REASONING_KEYS: Final = ("reasoning_content", "reasoning", "thinking")
+"""Where providers and chat templates put an assistant message's reasoning: DeepSeek and vLLM
+`reasoning_content`, several providers' APIs `reasoning` (a string, or an object with `text` /
+`summary`), gpt-oss and Hugging Face chat templates `thinking`."""
+
+
+def read_reasoning(obj: Mapping[str, Any], path: str) -> list[Reasoning]:
+    """The reasoning parts of an assistant message object, one per field it holds."""
+    parts = []
+    for key in REASONING_KEYS:
+        value = obj.get(key)
+        if value is None:
+            continue
+        if isinstance(value, str):
+            parts.append(Reasoning((ReasoningText(value),)))
+        elif key == "reasoning" and isinstance(value, Mapping):
+            parts.append(Reasoning(tuple(_reasoning_pieces(value, f"{path}.{key}"))))
+        else:
+            expected = "a string, an object or null" if key == "reasoning" else "a string or null"
+            raise malformed(f"{path}.{key}", f"expected {expected}, got {kind_of(value)}")
+    return parts
+
+
+def _reasoning_pieces(value: Mapping[str, Any], path: str) -> list[ReasoningPiece]:
+    """`{text, summary, encrypted_content}` as providers send a reasoning object; a summary is
+    a string or a list of strings or `{text}` objects."""
+    pieces: list[ReasoningPiece] = []
+    text = optional_str(value, "text", path)
+    if text is not None:
+        pieces.append(ReasoningText(text))
+    summary = value.get("summary")
+    items = summary if isinstance(summary, list) else [] if summary is None else [summary]
+    for k, item in enumerate(items):
+        if isinstance(item, Mapping):
+            item = required_str(item, "text", f"{path}.summary[{k}]")
+        if not isinstance(item, str):
+            raise malformed(f"{path}.summary[{k}]", f"expected text, got {kind_of(item)}")
+        pieces.append(ReasoningText(item, "summary"))
+    encrypted = optional_str(value, "encrypted_content", path)
+    if encrypted is not None:
+        pieces.append(Encrypted(encrypted))
+    return pieces
+
+
+def write_reasoning(
+    out: dict[str, Any], parts: Sequence[Reasoning], origin: Mapping[str, Any] | None
+) -> None:
+    """Writes an assistant message's reasoning back into `out` (a copy of `origin`): as it was
+    when unchanged, each in its own field; else the texts joined into the first field the
+    message had (`reasoning_content` for a fresh one), its other fields emptied."""
+    try:
+        was = read_reasoning(origin, "message") if origin is not None else []
+    except DecodeError:
+        was = []
+    if list(parts) == was:
+        return
+    keys = [k for k in REASONING_KEYS if out.get(k) is not None]
+    for key in keys:
+        out[key] = None
+    if parts:
+        texts = (x.text for r in parts for x in r.content if isinstance(x, ReasoningText))
+        out[(keys or ["reasoning_content"])[0]] = join_texts(texts)

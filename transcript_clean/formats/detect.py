@@ -65,16 +65,40 @@ class _Seen:
         )
 
 
-def detect_format(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> Format:
+def detect_format(
+    columns: Sequence[str],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    column: str | None = None,
+    shaped: bool = True,
+) -> Format:
     """The format (with its conversation column set) of a dataset with these columns, judged by
-    its first rows. Raises `FormatError` naming the columns and keys seen and the formats tried.
+    its first rows; `column`: of the conversations in that column. Raises `FormatError` naming
+    the columns and keys seen and the formats tried.
+
+    Without `column`, and with `shaped`, rows of a dataset type (prompt and candidates:
+    `shapes`) read as one (a `ShapedFormat`); several columns of conversations that are not
+    one stop detection.
     """
     sample = [_json_decoded(row) for row in rows[:SAMPLE_ROWS]]
-    seen = [s for s in (_look(column, sample) for column in _ordered(columns)) if s is not None]
+    if column is None and shaped:
+        from transcript_clean.shapes.detect import detect_shape, shaped_format
+
+        shape = detect_shape(columns, sample)
+        if shape is not None:
+            return shaped_format(shape, columns, sample)
+    looked = [column] if column is not None else _ordered(columns)
+    seen = [s for s in (_look(c, sample) for c in looked) if s is not None]
+    held = [s.column for s in seen if _candidates(s, set(columns))]
+    if len(held) > 1:
+        raise FormatError(
+            f"several columns hold conversations: {', '.join(held)}; name the one to read with "
+            "--column, or the dataset type with --type (with --prompt-column and --candidates)"
+        )
     if not sample:
-        for column, name in (("messages", "openai"), ("conversations", "sharegpt")):
-            if column in columns:
-                return _make(name, column)
+        for usual, name in (("messages", "openai"), ("conversations", "sharegpt")):
+            if usual in columns and column in (None, usual):
+                return _make(name, usual)
     candidates = [c for s in seen for c in _candidates(s, set(columns))]
     tried: list[str] = []
     reads: list[tuple[int, Format]] = []

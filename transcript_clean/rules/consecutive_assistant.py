@@ -2,7 +2,8 @@
 
 `repair` drops a second message identical to the first; otherwise, when the first made no tool
 calls, appends the second's parts to it (a format whose content is one string joins the texts
-with a blank line); otherwise the row cannot be repaired.
+with a blank line); otherwise the row cannot be repaired. Nor can it when the two messages'
+other fields (`weight`, `loss_weight`) differ: one message cannot carry both.
 """
 
 from __future__ import annotations
@@ -54,6 +55,12 @@ def merge_consecutive_assistant(messages: Sequence[Message]) -> list[Message]:
             if isinstance(msg, AssistantMessage):
                 parts = list(msg.content)
                 calls = bool(msg.tool_calls)
+        elif (differ := _differing_fields(previous, msg)) is not None:
+            raise Unrepairable(
+                CODE,
+                f"message {index}: an assistant message follows another and their {differ} "
+                "differ; merging them would change what they train",
+            )
         elif len(msg.content) == len(parts) and msg.content == tuple(parts):
             continue
         elif not calls:
@@ -67,6 +74,29 @@ def merge_consecutive_assistant(messages: Sequence[Message]) -> list[Message]:
             )
     close_run()
     return out
+
+
+# What an assistant message says, which R4 merges, in any format's keys; every other key of the
+# source object (OpenAI's `weight`, LLaMA-Factory's `loss_weight`, a `name`) must agree.
+_SAID: Final = frozenset(
+    {"role", "from", "content", "value", "tool_calls", "function_call", "id", "type"}
+    | {"reasoning_content", "reasoning", "thinking"}
+)
+
+
+def _differing_fields(first: AssistantMessage, second: AssistantMessage) -> str | None:
+    """The fields besides what they say on which two messages differ (`weight (0, 1)`), or
+    None when they agree; a missing field and a null one agree."""
+
+    def fields(message: AssistantMessage) -> dict[str, object]:
+        origin = message.origin or {}
+        return {k: v for k, v in origin.items() if k not in _SAID and v is not None}
+
+    one, two = fields(first), fields(second)
+    if one == two:
+        return None
+    keys = sorted(k for k in one.keys() | two.keys() if one.get(k) != two.get(k))
+    return ", ".join(f"{k} ({one.get(k)!r}, {two.get(k)!r})" for k in keys)
 
 
 def _repair(messages: list[Message], config: Config) -> list[Message]:

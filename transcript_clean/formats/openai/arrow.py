@@ -23,6 +23,7 @@ from transcript_clean.fastpath.base import (
     FastReject,
     Mask,
     Subset,
+    agrees,
     any_of,
     as_mask,
     count,
@@ -39,7 +40,7 @@ from transcript_clean.fastpath.base import (
     shift,
 )
 from transcript_clean.fastpath.declared import declared_rejects
-from transcript_clean.formats.base import Format, join_texts
+from transcript_clean.formats.base import REASONING_KEYS, Format, join_texts
 from transcript_clean.model import ToolCall
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
@@ -174,7 +175,7 @@ def _openai_shape(type_: pa.DataType) -> bool:
         return False
     if not is_text(field_type(message, "role")) or not is_text(field_type(message, "content")):
         return False
-    for name in ("tool_call_id", "reasoning_content"):
+    for name in ("tool_call_id", *REASONING_KEYS):
         kind = field_type(message, name)
         if kind is not None and not is_text(kind):
             return False
@@ -303,10 +304,13 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     said = n_calls > 0
     if len(look):
         said[look] = as_mask(pc.match_substring_regex(content.take(indices(look)), NOT_SPACE))
-    if message_type.get_field_index("reasoning_content") >= 0:
-        reasoning = pc.struct_field(msgs, "reasoning_content")
-        has_reasoning = ~as_mask(reasoning.is_null())
-        thought = np.flatnonzero(is_assistant & ~said & has_reasoning)
+    for key in REASONING_KEYS:  # each a text field (`_openai_shape`)
+        if message_type.get_field_index(key) < 0:
+            continue
+        reasoning = pc.struct_field(msgs, key)
+        holds = ~as_mask(reasoning.is_null())
+        has_reasoning |= holds
+        thought = np.flatnonzero(is_assistant & ~said & holds)
         if len(thought):
             said[thought] = as_mask(
                 pc.match_substring_regex(reasoning.take(indices(thought)), NOT_SPACE)
@@ -320,7 +324,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     # text (no calls, no reasoning) and there is no third; anything else is the per-row path's.
     consecutive = is_assistant & shift(is_assistant) & same_prev
     text_only = is_assistant & (n_calls == 0) & ~has_reasoning & ~as_mask(content.is_null())
-    mergeable = text_only & shift(text_only) & ~shift(consecutive)
+    mergeable = text_only & shift(text_only) & ~shift(consecutive) & agrees(msgs, _MERGED_FIELDS)
     second = consecutive & mergeable
     flag |= consecutive & ~mergeable
 
@@ -516,6 +520,10 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> N
         scan.answers = dict(zip(at, texts, strict=True))
         unnamed = as_mask(ids.take(indices(which)).is_null()).tolist()
         scan.names = {i: tool for i, tool, no_id in zip(at, tools, unnamed, strict=True) if no_id}
+
+
+# The fields R4 may merge: what the message says. Any other field (`weight`, `name`) must agree.
+_MERGED_FIELDS: Final = frozenset({"role", "content", "tool_calls", *REASONING_KEYS})
 
 
 def _repair(

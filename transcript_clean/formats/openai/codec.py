@@ -13,7 +13,8 @@ A run of consecutive tool messages is one canonical user message. A tool message
 `tool_call_id` (TRL's documented shape, functionary's) answers by position: the k-th tool message
 of a run answers the k-th call of the assistant turn before it, and calls without an `id` get ids
 minted from their position, which are never written back. The legacy `function_call` /
-`role: function` shape reads the same way; `reasoning_content` is the assistant's reasoning.
+`role: function` shape reads the same way; `reasoning_content`, `reasoning` and `thinking` are the
+assistant's reasoning, each written back in its own field.
 """
 
 from __future__ import annotations
@@ -36,8 +37,10 @@ from transcript_clean.formats.base import (
     optional_str,
     parse_arguments,
     put,
+    read_reasoning,
     required_str,
     without_origins,
+    write_reasoning,
 )
 from transcript_clean.model import (
     AssistantMessage,
@@ -45,7 +48,6 @@ from transcript_clean.model import (
     Media,
     Message,
     Reasoning,
-    ReasoningText,
     SystemMessage,
     Text,
     ToolCall,
@@ -205,10 +207,7 @@ def _function(
 
 
 def _assistant(obj: Mapping[str, Any], path: str, mint: IdMinter, i: int) -> AssistantMessage:
-    parts: list[AssistantPart] = []
-    reasoning = optional_str(obj, "reasoning_content", path)
-    if reasoning is not None:
-        parts.append(Reasoning((ReasoningText(reasoning),)))
+    parts: list[AssistantPart] = list(read_reasoning(obj, path))
     parts.extend(_content_parts(obj.get("content"), f"{path}.content"))
     calls = obj.get("tool_calls")
     if calls is not None:
@@ -327,12 +326,7 @@ def _assistant_out(message: AssistantMessage, minted: frozenset[str]) -> tuple[R
         out = dict(origin)
         put(out, "content", _content_out(content, out.get("content"), None))
 
-    reasoning = [p for p in message.content if isinstance(p, Reasoning)]
-    if reasoning:
-        texts = (x.text for r in reasoning for x in r.content if isinstance(x, ReasoningText))
-        put(out, "reasoning_content", join_texts(texts))
-    elif out.get("reasoning_content") is not None:
-        out["reasoning_content"] = None
+    write_reasoning(out, [p for p in message.content if isinstance(p, Reasoning)], origin)
 
     legacy_origin: Mapping[str, Any] | None = None
     if origin is not None:

@@ -29,6 +29,7 @@ from transcript_clean.fastpath.base import (
     FastReject,
     Mask,
     Subset,
+    agrees,
     any_of,
     as_mask,
     count,
@@ -44,7 +45,7 @@ from transcript_clean.fastpath.base import (
     text_or_absent,
     with_field,
 )
-from transcript_clean.formats.base import DecodeError, Format, join_texts
+from transcript_clean.formats.base import REASONING_KEYS, DecodeError, Format, join_texts
 from transcript_clean.formats.sharegpt.codec import ShareGPTFormat, read_calls, split_list
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
@@ -121,6 +122,7 @@ def sharegpt_view(
     next_second = np.zeros(n, dtype=bool)
     next_second[:-1] = second[1:]
     merged = second & shift(is_gpt) & ~next_goes_on & ~shift(second) & ~next_second
+    merged &= agrees(turns, ("from", "value"))  # R4 merges turns whose `loss_weight` agree
     flag |= second & ~merged
 
     # Empty assistant turns: text that is blank, with no call after it.
@@ -360,7 +362,8 @@ def _drop_turns(
 
 
 def _sharegpt_shape(type_: pa.DataType) -> bool:
-    """Turns as structs with text `from` and `value`: the shape the fast path reads."""
+    """Turns as structs with text `from` and `value`, and no reasoning field: the shape the
+    fast path reads."""
     if not (pa.types.is_list(type_) or pa.types.is_large_list(type_)):
         return False
     turn = type_.value_type
@@ -368,6 +371,8 @@ def _sharegpt_shape(type_: pa.DataType) -> bool:
         pa.types.is_struct(turn)
         and is_text(field_type(turn, "from"))
         and is_text(field_type(turn, "value"))
+        # A turn's reasoning is the per-row path's: a turn with only reasoning is not empty.
+        and not any(field_type(turn, key) is not None for key in REASONING_KEYS)
     )
 
 

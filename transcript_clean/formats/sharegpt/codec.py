@@ -38,13 +38,16 @@ from transcript_clean.formats.base import (
     malformed,
     parse_arguments,
     put,
+    read_reasoning,
     required_str,
     without_origins,
+    write_reasoning,
 )
 from transcript_clean.model import (
     AssistantMessage,
     AssistantPart,
     Message,
+    Reasoning,
     SystemMessage,
     Text,
     ToolCall,
@@ -145,6 +148,7 @@ class ShareGPTFormat(Format):
             else:
                 parts: list[AssistantPart] = []
                 if role == "assistant":
+                    parts.extend(read_reasoning(turn, f"{column}[{i}]"))
                     parts.append(Text(value, origin=turn))
                     i += 1
                 while i < len(turns) and turns[i][1] == "function_call":
@@ -229,7 +233,9 @@ class ShareGPTFormat(Format):
         calls = message.tool_calls
         if texts or not calls:
             origin = texts[0].origin if texts else None
-            yield self._turn_out(origin, "assistant", join_texts(p.text for p in texts))
+            out = self._turn_out(origin, "assistant", join_texts(p.text for p in texts))
+            write_reasoning(out, [p for p in message.content if isinstance(p, Reasoning)], origin)
+            yield out
         # Calls read from one turn are written back as that turn, verbatim when unchanged.
         group: list[ToolCall] = []
         for call in calls:

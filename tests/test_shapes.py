@@ -1,0 +1,471 @@
+"""Dataset types (issue 16): prompt-only, prompt-completion, preference, implicit-prompt
+preference, unpaired (KTO), OpenAI preference and LLaMA-Factory ranking rows."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from click.testing import CliRunner
+from differential import assert_fast_and_slow_agree
+from synthetic import generate_preference_rows, preference_schema
+
+from transcript_clean.cli import main
+from transcript_clean.errors import FormatError
+from transcript_clean.formats import detect_format, get_format
+from transcript_clean.pipeline import batch_verdicts, clean_batch
+from transcript_clean.policy import DEFAULT, STRICT
+from transcript_clean.rows import clean_row
+from transcript_clean.shapes import ShapedFormat, make_shape
+from transcript_clean.shapes.detect import detect_shape
+
+DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "preference"
+
+
+def u(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def a(text: str | None, **more: Any) -> dict[str, Any]:
+    return {"role": "assistant", "content": text, **more}
+
+
+def call(id: str, arguments: str = "{}") -> dict[str, Any]:
+    return {"id": id, "type": "function", "function": {"name": "f", "arguments": arguments}}
+
+
+def tool(id: str, text: str = "ok") -> dict[str, Any]:
+    return {"role": "tool", "tool_call_id": id, "content": text}
+
+
+def shaped(kind: str, row: dict[str, Any], format: str = "openai", **names: Any) -> ShapedFormat:
+    return ShapedFormat(get_format(format), make_shape(kind, list(row), **names))
+
+
+def preference(prompt: list[Any], chosen: list[Any], rejected: list[Any]) -> dict[str, Any]:
+    return {"prompt": prompt, "chosen": chosen, "rejected": rejected}
+
+
+# ---------------------------------------------------------------------------------------------
+# detection: each type from a row shaped like it
+
+
+SHAPED_ROWS: list[tuple[dict[str, Any], str, str]] = [
+    ({"prompt": [u("q")]}, "prompt", "prompt-only rows: prompt `prompt`"),
+    (
+        {"prompt": [u("q")], "completion": [a("x")]},
+        "prompt-completion",
+        "prompt-completion rows: prompt `prompt`, completion `completion`",
+    ),
+    (
+        preference([u("q")], [a("x")], [a("y")]),
+        "preference",
+        "preference rows: prompt `prompt`, candidates `chosen`, `rejected`",
+    ),
+    (
+        {"chosen": [u("q"), a("x")], "rejected": [u("q"), a("y")]},
+        "implicit-preference",
+        "implicit-prompt preference rows: candidates `chosen`, `rejected`",
+    ),
+    (
+        {"prompt": [u("q")], "completion": [a("x")], "label": True},
+        "unpaired",
+        "unpaired preference (KTO) rows: prompt `prompt`, completion `completion`, label `label`",
+    ),
+    (
+        {"messages": [u("q"), a("x")], "label": False},
+        "unpaired",
+        "unpaired preference (KTO) rows: conversation `messages`, label `label`",
+    ),
+    (
+        {
+            "input": {"messages": [u("q")], "tools": []},
+            "preferred_output": [a("x")],
+            "non_preferred_output": [a("y")],
+        },
+        "openai-preference",
+        "preference rows: prompt `input.messages`, candidates `preferred_output`, "
+        "`non_preferred_output`",
+    ),
+    (
+        {
+            "conversations": [{"from": "human", "value": "q"}],
+            "chosen": {"from": "gpt", "value": "x"},
+            "rejected": {"from": "gpt", "value": "y"},
+        },
+        "ranking",
+        "ranking rows: prompt `conversations`, candidates `chosen`, `rejected`",
+    ),
+]
+
+
+@pytest.mark.parametrize(("row", "kind", "words"), SHAPED_ROWS)
+def test_each_type_is_detected_and_reported(row: dict[str, Any], kind: str, words: str) -> None:
+    fmt = detect_format(list(row), [row])
+    assert isinstance(fmt, ShapedFormat)
+    assert fmt.shape.kind == kind
+    assert fmt.shape.describe() == words
+    assert fmt.describe().startswith(("openai ", "sharegpt "))
+
+
+@pytest.mark.parametrize(("row", "kind", "words"), SHAPED_ROWS)
+def test_each_type_cleans_a_valid_row_unchanged(row: dict[str, Any], kind: str, words: str) -> None:
+    fmt = detect_format(list(row), [row])
+    for config in (DEFAULT, STRICT):
+        result = clean_row(row, fmt, config)
+        assert (result.status, result.codes) == ("unchanged", [])
+
+
+def test_whole_conversations_as_candidates_are_implicit_whatever_else_the_row_holds() -> None:
+    # UltraFeedback's binarized rows: a text prompt, and `messages` repeating `chosen`
+    chosen, rejected = [u("q"), a("x")], [u("q"), a("y")]
+    row = {"prompt": "q", "chosen": chosen, "rejected": rejected, "messages": chosen}
+    fmt = detect_format(list(row), [row])
+    assert isinstance(fmt, ShapedFormat)
+    assert fmt.shape == make_shape("implicit-preference", list(row))
+
+
+def test_one_conversation_column_is_no_type() -> None:
+    row = {"messages": [u("q"), a("x")], "id": 3}
+    assert detect_shape(list(row), [row]) is None
+    assert not isinstance(detect_format(list(row), [row]), ShapedFormat)
+
+
+def test_several_conversation_columns_stop_detection_naming_the_options() -> None:
+    row = {"messages": [u("q"), a("x")], "other": [u("r"), a("y")]}
+    with pytest.raises(FormatError, match=r"messages, other.*--column.*--type"):
+        detect_format(list(row), [row])
+    # naming the column settles it
+    assert detect_format(list(row), [row], column="other").column == "other"
+
+
+def test_a_type_named_without_its_columns_says_which() -> None:
+    with pytest.raises(FormatError, match=r"prompt, chosen.*--prompt-column"):
+        make_shape("preference", ["messages"])
+
+
+# ---------------------------------------------------------------------------------------------
+# cleaning: the prompt once, each candidate after it
+
+
+def test_prompt_only_needs_no_assistant_turn_and_may_end_on_calls() -> None:
+    rows = [
+        {"prompt": [{"role": "developer", "content": "be brief"}, u("q")]},
+        {"prompt": [u("q"), a(None, tool_calls=[call("c1")])]},
+    ]
+    fmt = shaped("prompt", rows[0])
+    for row in rows:
+        for config in (DEFAULT, STRICT):
+            assert clean_row(row, fmt, config).status == "unchanged"
+
+
+def test_a_defect_in_one_candidate_is_rejected_strict_and_repaired_there_by_default() -> None:
+    row = preference([u("q")], [a("x"), a("")], [a("y")])  # chosen ends on an empty turn
+    fmt = shaped("preference", row)
+    strict = clean_row(row, fmt, STRICT)
+    assert strict.status == "rejected"
+    assert strict.codes == ["empty_assistant_turn"]
+    assert strict.reject_message == "chosen: message 2: empty assistant turn"
+    repaired = clean_row(row, fmt, DEFAULT)
+    assert repaired.status == "repaired"
+    assert repaired.row == {**row, "chosen": [a("x")]}  # the prompt and `rejected` as they were
+
+
+def test_a_prompt_defect_is_repaired_once_for_every_candidate() -> None:
+    prompt = [u("q"), a("a1"), a("a2"), u("more")]  # consecutive assistant messages
+    row = preference(prompt, [a("x")], [a("y")])
+    fmt = shaped("preference", row)
+    result = clean_row(row, fmt, DEFAULT)
+    assert result.status == "repaired"
+    assert result.actions == {"consecutive_assistant": "repaired"}
+    assert result.row is not None
+    assert result.row["prompt"] == [u("q"), a("a1\n\na2"), u("more")]
+    assert result.row["chosen"] == [a("x")] and result.row["rejected"] == [a("y")]
+    assert [v.message for v in result.violations] == [
+        "prompt: message 2: an assistant message follows another assistant message"
+    ]
+    strict = clean_row(row, fmt, STRICT)
+    assert strict.reject_message is not None and strict.reject_message.startswith("prompt: ")
+
+
+def test_a_repair_reaching_into_the_prompt_is_a_reject_that_says_so() -> None:
+    # The prompt ends on an assistant text; the candidate's first message is another one: R4
+    # would merge the candidate into the prompt.
+    row = preference([u("q"), a("thinking aloud")], [a("x")], [u("again"), a("y")])
+    result = clean_row(row, shaped("preference", row), DEFAULT)
+    assert result.status == "rejected"
+    assert result.codes == ["consecutive_assistant"]
+    assert result.reject_message == (
+        "chosen: its repair would change the prompt, which every candidate shares"
+    )
+
+
+def test_calls_pending_at_the_prompts_end_are_answered_by_the_candidates() -> None:
+    prompt = [u("q"), a(None, tool_calls=[call("c1")])]
+    row = preference(prompt, [tool("c1"), a("x")], [tool("c1"), a("y")])
+    assert clean_row(row, shaped("preference", row), STRICT).status == "unchanged"
+    unanswered = preference(prompt, [tool("c1"), a("x")], [a("y")])
+    result = clean_row(unanswered, shaped("preference", unanswered), STRICT)
+    assert result.status == "rejected"
+    assert result.reject_message is not None and result.reject_message.startswith("rejected: ")
+
+
+def test_a_candidate_that_is_not_a_conversation_is_malformed_naming_it() -> None:
+    row = preference([u("q")], [a("x")], [a("y")])
+    result = clean_row({**row, "rejected": "nope"}, shaped("preference", row), DEFAULT)
+    assert result.codes == ["malformed_row"]
+    assert result.reject_message is not None and result.reject_message.startswith("rejected: ")
+
+
+def test_openai_preference_reads_the_prompt_inside_input() -> None:
+    row = {
+        "input": {"messages": [u("q"), a("a1"), a("a1"), u("r")], "tools": [{"type": "function"}]},
+        "preferred_output": [a("x")],
+        "non_preferred_output": [a("y")],
+    }
+    fmt = detect_format(list(row), [row])
+    result = clean_row(row, fmt, DEFAULT)
+    assert result.status == "repaired"  # the repeated message dropped, once
+    assert result.row is not None
+    assert result.row["input"] == {
+        "messages": [u("q"), a("a1"), u("r")],
+        "tools": [{"type": "function"}],
+    }
+    assert result.row["preferred_output"] == [a("x")]
+
+
+def test_a_ranking_candidate_left_without_its_turn_is_rejected_naming_it() -> None:
+    row = {
+        "conversations": [{"from": "human", "value": "q"}],
+        "chosen": {"from": "gpt", "value": "x"},
+        "rejected": {"from": "gpt", "value": " "},
+    }
+    fmt = detect_format(list(row), [row])
+    result = clean_row(row, fmt, DEFAULT)
+    # R1 drops the empty turn: nothing is left to learn from
+    assert result.status == "rejected"
+    assert result.codes == ["empty_assistant_turn", "no_assistant_turn"]
+    assert result.reject_message == "rejected: the transcript has no assistant turn"
+
+
+def test_stats_count_rows_and_name_the_column_in_the_example() -> None:
+    rows = [
+        preference([u("q")], [a("x")], [a("y")]),
+        preference([u("q")], [a("x"), a("")], [a("y")]),
+        preference([u("q")], [a("x")], [a("y"), a(" ")]),
+    ]
+    table = pa.Table.from_pylist(rows)
+    fmt = detect_format(table.column_names, rows)
+    strict = clean_batch(table, STRICT, format=fmt)
+    assert strict.kept.num_rows == 1
+    assert strict.rejects.column("_reject_message").to_pylist() == [
+        "chosen: message 2: empty assistant turn",
+        "rejected: message 2: empty assistant turn",
+    ]
+    row = strict.stats.records()
+    assert [(r["code"], r["action"], r["rows"]) for r in row] == [
+        ("empty_assistant_turn", "rejected", 2)
+    ]
+
+
+# ---------------------------------------------------------------------------------------------
+# the real files
+
+
+def _real(name: str) -> list[dict[str, Any]]:
+    path = DATA / name
+    if not path.exists():
+        pytest.skip(f"{path} is not here")
+    rows: list[dict[str, Any]] = json.loads(path.read_text())
+    return rows
+
+
+@pytest.mark.parametrize(
+    ("name", "kind", "inner"),
+    [("llamafactory_dpo_en_demo.json", "ranking", "sharegpt"),
+     ("llamafactory_kto_en_demo.json", "unpaired", "openai")],
+)  # fmt: skip
+@pytest.mark.parametrize("config", [DEFAULT, STRICT])
+def test_llamafactory_preference_rows_are_all_kept_unchanged(
+    name: str, kind: str, inner: str, config: Any
+) -> None:
+    rows = _real(name)
+    fmt = detect_format(list(rows[0]), rows[:20])
+    assert isinstance(fmt, ShapedFormat)
+    assert (fmt.shape.kind, fmt.inner.name) == (kind, inner)
+    assert len(rows) == 300
+    assert {clean_row(row, fmt, config).status for row in rows} == {"unchanged"}
+
+
+# ---------------------------------------------------------------------------------------------
+# generated rows, Parquet and the fast path
+
+
+@pytest.mark.parametrize("format", ["openai", "sharegpt"])
+def test_generated_preference_rows_strict_codes_are_the_planted_ones(
+    format: str, tmp_path: Path
+) -> None:
+    rows = list(generate_preference_rows(600, format, seed=3))
+    planted = [codes for _, codes in rows]
+    assert {c for codes in planted for c in codes} >= {
+        "empty_assistant_turn",
+        "consecutive_assistant",
+    }
+    # through Parquet, as a run reads them
+    path = tmp_path / "pref.parquet"
+    pq.write_table(pa.Table.from_pylist([r for r, _ in rows], preference_schema(format)), path)
+    table = pq.read_table(path)
+    fmt = detect_format(table.column_names, table.slice(0, 20).to_pylist())
+    assert isinstance(fmt, ShapedFormat) and fmt.inner.name == format
+    results = [clean_row(row, fmt, STRICT) for row in table.to_pylist()]
+    assert [set(r.codes) for r in results] == [set(c) for c in planted]
+    # the fast path settles exactly the clean rows, in Arrow
+    verdicts = batch_verdicts(table, STRICT, format=fmt)
+    assert verdicts is not None
+    assert verdicts.clean.tolist() == [not codes for codes in planted]
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, fmt)
+
+
+def test_default_repairs_prompt_and_candidate_defects_and_keeps_the_rows() -> None:
+    rows = list(generate_preference_rows(600, "openai", seed=4))
+    table = pa.Table.from_pylist([r for r, _ in rows], preference_schema("openai"))
+    result = clean_batch(table, DEFAULT, format=detect_format(table.column_names, [rows[0][0]]))
+    assert result.rejects.num_rows == 0
+    assert result.stats.counts()["rows_repaired"] == sum(1 for _, codes in rows if codes)
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT])
+def test_the_fast_path_settles_only_rows_clean_as_a_whole(config: Any) -> None:
+    pending = [u("q"), a(None, tool_calls=[call("c1")])]
+    rows = [
+        preference([u("q")], [a("x")], [a("y")]),  # clean
+        preference([u("q"), a("p")], [a("x")], [u("r"), a("y")]),  # assistant meets assistant
+        preference(pending, [tool("c1"), a("x")], [tool("c1"), a("y")]),  # answered after
+        preference([u("q")], [a("x")], [a("y", weight=1)]),  # another field: clean
+        preference([u("q"), a("")], [a("x")], [a("y")]),  # empty turn in the prompt
+        preference([u("q")], [a("x")], [a("y"), a("y")]),  # consecutive in a candidate
+    ]
+    table = pa.Table.from_pylist(rows)
+    fmt = detect_format(table.column_names, rows)
+    verdicts = batch_verdicts(table, config, format=fmt)
+    assert verdicts is not None
+    assert verdicts.clean.tolist() == [True, False, False, True, False, False]
+    assert [clean_row(r, fmt, config).status for r in table.to_pylist()][:4:3] == [
+        "unchanged",
+        "unchanged",
+    ]
+    assert_fast_and_slow_agree(table, config, fmt)
+
+
+def test_prompt_only_rows_are_settled_fast_with_calls_pending_at_the_end() -> None:
+    rows = [{"prompt": [u("q")]}, {"prompt": [u("q"), a(None, tool_calls=[call("c1")])]}]
+    table = pa.Table.from_pylist(rows)
+    fmt = detect_format(table.column_names, rows)
+    verdicts = batch_verdicts(table, STRICT, format=fmt)
+    assert verdicts is not None and verdicts.clean.all()
+    assert_fast_and_slow_agree(table, STRICT, fmt)
+
+
+# ---------------------------------------------------------------------------------------------
+# the command line
+
+
+def _ranking_file(tmp_path: Path) -> Path:
+    rows = [
+        {
+            "conversations": [{"from": "human", "value": f"q{i}"}],
+            "chosen": {"from": "gpt", "value": "good"},
+            "rejected": {"from": "gpt", "value": "bad"},
+        }
+        for i in range(5)
+    ]
+    path = tmp_path / "ranking.json"
+    path.write_text(json.dumps(rows))
+    return path
+
+
+def test_clean_reports_the_type_it_read(tmp_path: Path) -> None:
+    source = _ranking_file(tmp_path)
+    result = CliRunner().invoke(main, ["clean", str(source), str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert (
+        "as sharegpt ranking rows: prompt `conversations`, candidates `chosen`, `rejected`"
+        in result.output
+    )
+    assert "kept 5" in result.output
+
+
+def test_the_type_and_its_columns_can_be_named(tmp_path: Path) -> None:
+    source = _ranking_file(tmp_path)
+    args = ["clean", str(source), str(tmp_path / "out"), "--type", "preference"]
+    result = CliRunner().invoke(main, [*args, "--prompt-column", "conversations"])
+    assert result.exit_code == 0, result.output
+    assert "preference rows: prompt `conversations`, candidates `chosen`, `rejected`" in (
+        result.output
+    )
+    alone = CliRunner().invoke(main, [*args[:3], "--prompt-column", "conversations"])
+    assert alone.exit_code == 2
+    assert "--prompt-column and --candidates go with --type" in alone.output
+
+
+def test_several_conversation_columns_stop_the_run_naming_column(tmp_path: Path) -> None:
+    row = {"messages": [u("q"), a("x")], "other": [u("r"), a("y")]}
+    source = tmp_path / "two.jsonl"
+    source.write_text(json.dumps(row) + "\n")
+    result = CliRunner().invoke(main, ["clean", str(source), str(tmp_path / "out")])
+    assert result.exit_code == 2
+    assert "several columns hold conversations: messages, other" in result.output
+    assert "--column" in result.output
+    named = ["clean", str(source), str(tmp_path / "out2"), "--column", "other"]
+    assert CliRunner().invoke(main, named).exit_code == 0
+
+
+def test_a_candidates_empty_turn_or_merge_is_repaired_in_arrow_as_per_row() -> None:
+    rows = [
+        preference([u("q")], [a("x"), a(" ")], [a("y")]),  # empty turn in chosen
+        preference([u("q")], [a("x")], [a("y"), a("z")]),  # two in a row in rejected
+        preference([u("q")], [a(""), a("x")], [a("y"), a("")]),  # both, in both
+        preference([u("q"), a("p")], [a(" "), a("x")], [u("r"), a("y")]),  # meets the prompt
+        preference([u("q"), a("p")], [a(" ")], [u("r"), a("y")]),  # nothing left
+    ]
+    table = pa.Table.from_pylist(rows)
+    fmt = detect_format(table.column_names, rows)
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    assert verdicts.repaired.tolist() == [True, True, True, False, False]
+    assert verdicts.repaired_column is not None
+    assert verdicts.repaired_column.to_pylist()[2] == {"chosen": [a("x")], "rejected": [a("y")]}
+    assert_fast_and_slow_agree(table, DEFAULT, fmt)
+    kept = clean_batch(table, DEFAULT, format=fmt).kept.to_pylist()
+    assert kept[1]["rejected"] == [a("y\n\nz")]
+    # the strict config repairs nothing: every such row is the per-row path's, and rejected
+    assert not batch_verdicts(table, STRICT, format=fmt).repaired.any()  # type: ignore[union-attr]
+    assert_fast_and_slow_agree(table, STRICT, fmt)
+
+
+def test_a_prompt_defect_is_repaired_once_in_arrow_as_per_row() -> None:
+    rows = [
+        preference([u("q"), a(""), u("r")], [a("x")], [a("y")]),  # empty turn
+        preference([u("q"), a("a1"), a("a2"), u("r")], [a("x")], [a("y")]),  # merged
+        preference([u("q"), a("a1"), a(" ")], [u("r"), a("x")], [a("y")]),  # ends on a1: meets y
+        preference([u("q"), a(None, tool_calls=[call("c1")]), a(" ")], [tool("c1"), a("x")], []),
+    ]
+    table = pa.Table.from_pylist(rows)
+    fmt = detect_format(table.column_names, rows)
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    assert verdicts.repaired.tolist() == [True, True, False, False]
+    assert verdicts.repaired_column is not None
+    prompt = verdicts.repaired_column.to_pylist()[1]["prompt"]
+    assert [(m["role"], m["content"]) for m in prompt] == [
+        ("user", "q"),
+        ("assistant", "a1\n\na2"),
+        ("user", "r"),
+    ]
+    assert_fast_and_slow_agree(table, DEFAULT, fmt)
+    assert_fast_and_slow_agree(table, STRICT, fmt)

@@ -1,0 +1,172 @@
+"""Dataset types: the shapes of a training set's rows beyond one conversation column.
+
+TRL and the providers document several: a prompt alone (`prompt`), a prompt and its completion,
+a prompt and two candidates (preference: `chosen` / `rejected`), whole conversations sharing a
+prefix (implicit-prompt preference), a completion with a `label` (unpaired preference, KTO),
+OpenAI's preference rows (`input.messages` + `preferred_output` + `non_preferred_output`) and
+LLaMA-Factory's ranking rows in ShareGPT (`conversations` + `chosen` + `rejected`).
+
+A `ShapedFormat` reads such rows in a conversation format (`inner`): each candidate is checked as
+prompt + candidate, the prompt once as a prompt-only conversation (`shapes.clean`), and the fast
+path settles rows clean for every candidate in Arrow (`shapes.arrow`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from transcript_clean.errors import FormatError
+from transcript_clean.formats.base import Decoded, Format, Row
+
+if TYPE_CHECKING:
+    from transcript_clean.model import Message
+    from transcript_clean.policy import Config
+    from transcript_clean.rows import RowResult
+
+__all__ = ["KINDS", "Shape", "ShapedFormat", "make_shape"]
+
+
+@dataclass(frozen=True, slots=True)
+class Kind:
+    """A dataset type: how it is named and its usual columns."""
+
+    name: str
+    words: str
+    """How the "reading X as ..." line names it."""
+    prompt: str | None
+    candidates: tuple[str, ...]
+    label: str | None = None
+
+
+KINDS: Final[Mapping[str, Kind]] = {
+    k.name: k
+    for k in (
+        Kind("prompt", "prompt-only rows", "prompt", ()),
+        Kind("prompt-completion", "prompt-completion rows", "prompt", ("completion",)),
+        Kind("preference", "preference rows", "prompt", ("chosen", "rejected")),
+        Kind(
+            "implicit-preference", "implicit-prompt preference rows", None, ("chosen", "rejected")
+        ),
+        Kind("unpaired", "unpaired preference (KTO) rows", "prompt", ("completion",), "label"),
+        Kind(
+            "openai-preference",
+            "preference rows",
+            "input.messages",
+            ("preferred_output", "non_preferred_output"),
+        ),
+        Kind("ranking", "ranking rows", "conversations", ("chosen", "rejected")),
+    )
+}
+"""The dataset types `--type` takes (besides `conversation`, one conversation column)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Shape:
+    """Where a row's parts are: the prompt (a column, or a path into a struct column such as
+    `input.messages`; None when the candidates are whole conversations), the candidates (each
+    a list of messages, or one message object), and the label column, which passes through."""
+
+    kind: str
+    prompt: str | None
+    candidates: tuple[str, ...]
+    label: str | None = None
+
+    @property
+    def columns(self) -> tuple[str, ...]:
+        """The top-level columns the prompt and candidates live in, in order, once each."""
+        paths = ([self.prompt] if self.prompt else []) + list(self.candidates)
+        return tuple(dict.fromkeys(p.split(".", 1)[0] for p in paths))
+
+    def describe(self) -> str:
+        """`preference rows: prompt `prompt`, candidates `chosen`, `rejected``."""
+        parts = []
+        if self.prompt is not None:
+            parts.append(f"prompt `{self.prompt}`")
+        if self.candidates:
+            one = "completion" if self.prompt is not None else "conversation"
+            noun = "candidates" if len(self.candidates) > 1 else one
+            parts.append(f"{noun} " + ", ".join(f"`{c}`" for c in self.candidates))
+        if self.label is not None:
+            parts.append(f"label `{self.label}`")
+        return f"{KINDS[self.kind].words}: " + ", ".join(parts)
+
+
+def make_shape(
+    kind: str,
+    columns: Sequence[str],
+    *,
+    prompt: str | None = None,
+    candidates: Sequence[str] | None = None,
+    label: str | None = None,
+) -> Shape:
+    """The shape of type `kind` over a dataset with these columns: the kind's usual columns
+    unless named. A kind whose usual prompt column is absent reads whole conversations where
+    it may (unpaired, implicit-prompt preference)."""
+    spec = KINDS.get(kind)
+    if spec is None:
+        raise FormatError(
+            f"unknown dataset type {kind!r}; the types are conversation, " + ", ".join(KINDS)
+        )
+    if (
+        prompt is None
+        and spec.prompt is not None
+        and (kind != "unpaired" or spec.prompt in columns)
+    ):
+        prompt = spec.prompt
+    if not candidates and kind == "unpaired" and prompt is None:  # KTO rows of one conversation
+        candidates = [c for c in ("messages", "conversations") if c in columns][:1]
+    shape = Shape(
+        kind,
+        prompt or None,
+        tuple(candidates) if candidates else spec.candidates,
+        label if label is not None else (spec.label if spec.label in columns else None),
+    )
+    missing = [c for c in shape.columns if c not in columns]
+    if missing:
+        raise FormatError(
+            f"{KINDS[kind].words} need the column(s) {', '.join(missing)}; the columns are "
+            f"{', '.join(columns) or '-'} (name them with --prompt-column and --candidates)"
+        )
+    if shape.prompt is None and not shape.candidates:
+        raise FormatError(f"{KINDS[kind].words} need a prompt column or candidates")
+    return shape
+
+
+class ShapedFormat(Format):
+    """Rows of a dataset type, each conversation part in the format `inner`.
+
+    `column` is the first column the shape reads (where the fast path and the message counts
+    start); `name` is the inner format's, so summaries and run identities name the format.
+    """
+
+    name = "shaped"
+    default_column = "prompt"
+
+    def __init__(self, inner: Format, shape: Shape) -> None:
+        super().__init__(shape.columns[0])
+        self.inner = inner
+        self.shape = shape
+        # The summary and the run's identity name the conversation format the parts are in.
+        self.name = inner.name  # type: ignore[misc]
+
+    def describe(self) -> str:
+        return f"{self.inner.name} {self.shape.describe()}"
+
+    def decode(self, row: Mapping[str, Any]) -> Decoded:
+        """The first candidate's conversation (prompt + candidate), for readers of one."""
+        from transcript_clean.shapes.clean import conversation_row
+
+        return self.inner.decode(conversation_row(row, self, 0))
+
+    def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
+        raise NotImplementedError("shaped rows are written part by part (shapes.clean)")
+
+    def clean(self, row: Row, config: Config, *, trace: bool = False) -> RowResult:
+        from transcript_clean.shapes.clean import clean_shaped_row
+
+        return clean_shaped_row(row, self, config, trace=trace)
+
+    def __repr__(self) -> str:
+        return f"ShapedFormat({self.inner!r}, {self.shape!r})"

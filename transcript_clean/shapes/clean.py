@@ -1,0 +1,201 @@
+"""Cleaning one row of a dataset type (`ShapedFormat`): the prompt once, then each candidate.
+
+The prompt is cleaned first as a prompt-only conversation: it needs no assistant turn, and calls
+pending at its end are its normal end (the candidates answer them). A repair there is made once
+and every candidate is then checked after the repaired prompt, as prompt + candidate, with the
+config as it is. A candidate's repair must leave the prompt as it was (it starts the repaired
+conversation); one that would reach into the prompt makes the row a reject that says so. The row
+is kept only when every part is; a code's message names the column it comes from
+(`chosen: message 3: ...`, the index counting from the prompt's first message).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from transcript_clean.formats.base import MISSING, Row
+from transcript_clean.policy import Config
+from transcript_clean.rows import RowResult, Violation, clean_row, rejected_row
+from transcript_clean.rules import MALFORMED_ROW, NO_ASSISTANT_TURN, TRAILING_TOOL_CALL
+
+if TYPE_CHECKING:
+    from transcript_clean.shapes import ShapedFormat
+
+__all__ = ["clean_shaped_row", "conversation_row", "prompt_config"]
+
+# What a prompt is allowed by design: no assistant turn, calls pending at its end.
+_PROMPT_CODES = (NO_ASSISTANT_TURN, TRAILING_TOOL_CALL)
+
+_ACTION_RANK = {"rejected": 3, "repaired": 2, "dropped": 1, "kept": 0}
+
+
+def prompt_config(config: Config) -> Config:
+    """`config` for a prompt alone: what a prompt is allowed by design is kept, uncounted."""
+    return replace(config, actions={**config.actions, **dict.fromkeys(_PROMPT_CODES, "keep")})
+
+
+def get_path(row: Mapping[str, Any], path: str) -> Any:
+    """`row["input"]["messages"]` for `input.messages`; MISSING where a step is absent. A
+    column stored as JSON text is read as its JSON."""
+    value: Any = row
+    for step in path.split("."):
+        if isinstance(value, str):
+            value = _parsed(value)
+        if not isinstance(value, Mapping) or step not in value:
+            return MISSING
+        value = value[step]
+    return _parsed(value) if isinstance(value, str) else value
+
+
+def _parsed(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (ValueError, RecursionError):
+        return text  # the decoder says what is wrong with it
+
+
+def set_path(row: Row, path: str, value: Any) -> None:
+    """Writes `value` at `path`, copying the objects on the way; a column stored as JSON text
+    stays JSON text."""
+    head, _, rest = path.partition(".")
+    old = row.get(head)
+    as_text = isinstance(old, str)
+    if rest:
+        inner = dict(_parsed(old) if isinstance(old, str) else old or {})
+        set_path(inner, rest, value)
+        value = inner
+    row[head] = json.dumps(value, ensure_ascii=False) if as_text else value
+
+
+def _messages(value: Any) -> list[Any] | Any:
+    """A candidate as a list of messages: one message object is a list of one."""
+    return [value] if isinstance(value, Mapping) else value
+
+
+def conversation_row(row: Mapping[str, Any], fmt: ShapedFormat, candidate: int | None) -> Row:
+    """The row as its inner format reads one conversation: the prompt, followed by candidate
+    number `candidate` (None: the prompt alone), in the inner format's column; the prompt's
+    sibling `tools` (OpenAI's `input.tools`) beside it."""
+    shape, column = fmt.shape, fmt.inner.column
+    out = dict(row)
+    prompt = get_path(row, shape.prompt) if shape.prompt else []
+    if candidate is None:
+        out[column] = prompt
+    else:
+        part = _messages(get_path(row, shape.candidates[candidate]))
+        both = isinstance(prompt, list) and isinstance(part, list)
+        out[column] = prompt + part if both else (part if isinstance(prompt, list) else prompt)
+    if shape.prompt and "." in shape.prompt:
+        tools = get_path(row, shape.prompt.rsplit(".", 1)[0] + ".tools")
+        if tools is not MISSING:
+            out["tools"] = tools
+    return out
+
+
+def clean_shaped_row(
+    row: Row, fmt: ShapedFormat, config: Config, *, trace: bool = False
+) -> RowResult:
+    """Clean one row of a dataset type (module doc). Never raises for bad data."""
+    shape, inner = fmt.shape, fmt.inner
+    counts = _counts(row, fmt)
+    messages_in = sum(counts.values())
+    for path in (*([shape.prompt] if shape.prompt else []), *shape.candidates):
+        value = get_path(row, path)
+        if not isinstance(_messages(value), list):
+            what = (
+                "missing" if value is MISSING else f"expected a list of messages, got {value!r:.40}"
+            )
+            return rejected_row(MALFORMED_ROW, f"{path}: {what}", messages_in)
+
+    parts: list[tuple[str, RowResult]] = []
+    prompt: list[Any] = []
+    out = dict(row)
+    if shape.prompt is not None:
+        result = clean_row(
+            conversation_row(row, fmt, None), inner, prompt_config(config), trace=trace
+        )
+        _forget(result, _PROMPT_CODES)
+        parts.append((shape.prompt, result))
+        if result.status == "rejected":
+            return _combined(parts, fmt, messages_in, out)
+        prompt = result.row[inner.column] if result.row is not None else get_path(row, shape.prompt)
+        if result.status == "repaired":
+            set_path(out, shape.prompt, prompt)
+
+    for k, name in enumerate(shape.candidates):
+        value = get_path(row, name)
+        candidate = _messages(value)
+        whole = {**conversation_row(row, fmt, k), inner.column: prompt + candidate}
+        result = clean_row(whole, inner, config, trace=trace)
+        parts.append((name, result))
+        if result.status == "rejected":
+            break
+        if result.status != "repaired":
+            continue
+        assert result.row is not None
+        written = result.row[inner.column]
+        problem = None
+        if written[: len(prompt)] != prompt:
+            problem = "its repair would change the prompt, which every candidate shares"
+        tail = written[len(prompt) :]
+        if problem is None and isinstance(value, Mapping) and len(tail) != 1:
+            problem = f"its repair leaves {len(tail)} messages where the column holds one"
+        if problem is not None:
+            result.status = "rejected"
+            result.actions = dict.fromkeys(result.actions, "rejected")
+            result.reject_message = problem
+            break
+        set_path(out, name, tail[0] if isinstance(value, Mapping) else tail)
+    return _combined(parts, fmt, messages_in, out)
+
+
+def _counts(row: Mapping[str, Any], fmt: ShapedFormat) -> dict[str, int]:
+    shape = fmt.shape
+    paths = ([shape.prompt] if shape.prompt else []) + list(shape.candidates)
+    out = {}
+    for path in paths:
+        value = _messages(get_path(row, path))
+        out[path] = len(value) if isinstance(value, list) else 0
+    return out
+
+
+def _forget(result: RowResult, codes: tuple[str, ...]) -> None:
+    """Drops from a prompt's result the codes a prompt has by design."""
+    result.violations = [v for v in result.violations if v.code not in codes]
+    for code in codes:
+        result.actions.pop(code, None)
+
+
+def _combined(
+    parts: list[tuple[str, RowResult]], fmt: ShapedFormat, messages_in: int, out: Row
+) -> RowResult:
+    """One row's result from its parts': codes named by column, the first reject's message;
+    `explain` shows the prompt with the first candidate."""
+    combined = RowResult("unchanged", messages_in=messages_in, messages_out=messages_in)
+    first = fmt.shape.candidates[0] if fmt.shape.candidates else fmt.shape.prompt
+    for name, result in parts:
+        combined.violations += [
+            Violation(v.code, v.index, v.call_id, f"{name}: {v.message}") for v in result.violations
+        ]
+        for code, action in result.actions.items():
+            was = combined.actions.get(code)
+            if was is None or _ACTION_RANK[action] > _ACTION_RANK[was]:
+                combined.actions[code] = action
+        combined.steps += result.steps
+        if result.decoded is not None and (combined.decoded is None or name == first):
+            combined.decoded, combined.messages = result.decoded, result.messages
+        if result.status == "rejected":
+            combined.status = "rejected"
+            combined.actions = dict.fromkeys(combined.actions, "rejected")
+            combined.reject_message = f"{name}: {result.reject_message}"
+            combined.messages_out = 0
+            return combined
+        if result.status == "repaired":
+            combined.status = "repaired"
+    if combined.status == "repaired":
+        combined.row = out
+        combined.messages_out = sum(_counts(out, fmt).values())
+    return combined

@@ -1,0 +1,106 @@
+"""Which dataset type rows are (`auto`), from the column names and the first rows' values.
+
+The columns decide the type (TRL's and the providers' names: `prompt`, `completion`, `chosen`,
+`rejected`, `label`, `input` + `preferred_output`); the first rows must hold conversations there
+(lists of message objects, or one message object for a candidate) or the type does not apply.
+The parts' format is then detected on the prompt followed by the first candidate.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from transcript_clean.errors import FormatError
+from transcript_clean.formats.base import MISSING, Format
+from transcript_clean.shapes import Shape, ShapedFormat, make_shape
+from transcript_clean.shapes.clean import get_path
+
+__all__ = ["detect_shape", "shaped_format"]
+
+# Columns that hold a whole conversation in the one-column case, in the order they are tried.
+_CONVERSATION_COLUMNS = ("messages", "conversations", "conversation", "chat", "dialog")
+
+_PART = "__conversation__"  # the column the parts' format is detected on
+
+
+def _holds_messages(rows: Sequence[Mapping[str, Any]], path: str, *, one: bool = False) -> bool:
+    """Whether the rows hold messages at `path`: a list of objects (or, with `one`, an object
+    with a role or a ShareGPT tag) in the first row that has a value there."""
+    for row in rows:
+        value = get_path(row, path)
+        if value is MISSING or value is None:
+            continue
+        if one and isinstance(value, Mapping):
+            return "role" in value or "from" in value
+        return isinstance(value, list) and all(isinstance(m, Mapping) for m in value)
+    return False
+
+
+def _one_message(rows: Sequence[Mapping[str, Any]], column: str) -> bool:
+    """Whether the first value in `column` is one message object rather than a list."""
+    value = next((row.get(column) for row in rows if row.get(column) is not None), None)
+    return isinstance(value, Mapping)
+
+
+def _labels(rows: Sequence[Mapping[str, Any]], column: str) -> bool:
+    values = [row.get(column) for row in rows]
+    return bool(values) and all(v is None or isinstance(v, bool) for v in values)
+
+
+def detect_shape(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> Shape | None:
+    """The dataset type of rows with these columns, or None for one conversation column."""
+    names = set(columns)
+
+    def conversations(*paths: str) -> bool:
+        return all(_holds_messages(rows, p, one=p in ("chosen", "rejected")) for p in paths)
+
+    if {"input", "preferred_output"} <= names and conversations("input.messages"):
+        candidates = [c for c in ("preferred_output", "non_preferred_output") if c in names]
+        return make_shape("openai-preference", columns, candidates=candidates)
+    if {"chosen", "rejected"} <= names and conversations("chosen", "rejected"):
+        if "prompt" in names and conversations("prompt"):
+            return make_shape("preference", columns)
+        # LLaMA-Factory's ranking rows hold one turn per candidate after a conversation; whole
+        # conversations as candidates are the implicit-prompt form, whatever else the row holds
+        # (UltraFeedback's `messages` repeats `chosen`).
+        prompt = next((c for c in _CONVERSATION_COLUMNS if c in names), None)
+        if prompt is not None and conversations(prompt) and _one_message(rows, "chosen"):
+            return make_shape("ranking", columns, prompt=prompt)
+        return make_shape("implicit-preference", columns)
+    if "prompt" in names and conversations("prompt"):
+        if "completion" in names and conversations("completion"):
+            kind = "unpaired" if "label" in names and _labels(rows, "label") else None
+            return make_shape(kind or "prompt-completion", columns)
+        others = [c for c in columns if c != "prompt" and conversations(c)]
+        if not others:
+            return make_shape("prompt", columns)
+        return None  # several conversation columns: the caller says so
+    if "label" in names and _labels(rows, "label"):
+        column = next((c for c in _CONVERSATION_COLUMNS if c in names and conversations(c)), None)
+        if column is not None:
+            return make_shape("unpaired", columns, candidates=[column], label="label")
+    return None
+
+
+def shaped_format(
+    shape: Shape, columns: Sequence[str], rows: Sequence[Mapping[str, Any]], format: str = "auto"
+) -> ShapedFormat:
+    """`shape` read in `format` (detected on the prompt and first candidate when `auto`)."""
+    from transcript_clean.formats import detect_format, get_format
+
+    if format != "auto":
+        return ShapedFormat(get_format(format), shape)
+    probe = ShapedFormat(get_format("openai", column=_PART), shape)
+    from transcript_clean.shapes.clean import conversation_row
+
+    sample = [conversation_row(row, probe, 0 if shape.candidates else None) for row in rows]
+    others = [c for c in columns if c not in shape.columns and c != _PART]
+    try:
+        found = detect_format([_PART, *others], sample, column=_PART)
+    except FormatError as err:
+        raise FormatError(f"reading {shape.describe()}:\n{err}") from err
+    inner: Format = copy.copy(found)
+    inner.column = inner.default_column
+    return ShapedFormat(inner, shape)
