@@ -304,6 +304,8 @@ def finalize(
         write_table_atomic(final / "stats.parquet", stats.table())
         write_text_atomic(final / "stats.csv", stats.csv())
         write_text_atomic(final / "summary.json", json.dumps(summary, indent=2) + "\n")
+        profile = json.dumps(summary.get("profile", stats.profile.report()), indent=2)
+        write_text_atomic(final / "profile.json", profile + "\n")
         write_text_atomic(final / "README.md", dataset_card(summary, stats.records()))
         made = os.stat(final)
         finished = {"folder": [made.st_dev, made.st_ino], "stats": stats.to_dict()}

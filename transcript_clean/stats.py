@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from transcript_clean.errors import AccountingError
+from transcript_clean.profile import Profile
 from transcript_clean.rules import EMPTY_ASSISTANT_TURN, codes
 
 if TYPE_CHECKING:
@@ -60,6 +61,8 @@ class Stats:
     rows_clean: int = 0
     """Rows with no code at all."""
     codes: dict[tuple[str, str], CodeStats] = field(default_factory=dict)
+    profile: Profile = field(default_factory=Profile)
+    """What the rows are (`transcript_clean.profile`), as they came in."""
 
     def add_row(self, result: RowResult, source: str, row: int) -> None:
         self.rows_in += 1
@@ -122,6 +125,7 @@ class Stats:
         self.messages_out += other.messages_out
         self.empty_turns_dropped += other.empty_turns_dropped
         self.rows_clean += other.rows_clean
+        self.profile.merge(other.profile)
         for key, theirs in other.codes.items():
             mine = self.codes.get(key)
             if mine is None:
@@ -183,12 +187,18 @@ class Stats:
         }
 
     def to_dict(self) -> dict[str, Any]:
-        return {**self.counts(), "codes": [[c, a, _fields(s)] for (c, a), s in self.codes.items()]}
+        return {
+            **self.counts(),
+            "codes": [[c, a, _fields(s)] for (c, a), s in self.codes.items()],
+            "profile": self.profile.to_dict(),
+        }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Stats:
-        stats = cls(**{k: v for k, v in data.items() if k != "codes"})
+        stats = cls(**{k: v for k, v in data.items() if k not in ("codes", "profile")})
         stats.codes = {(c, a): CodeStats(**s) for c, a, s in data["codes"]}
+        if "profile" in data:  # stats recorded before profiles have none
+            stats.profile = Profile.from_dict(data["profile"])
         return stats
 
 
@@ -234,6 +244,7 @@ def run_summary(
         "rows_rejected": stats.rows_rejected,
         "accounting_ok": stats.rows_in == stats.rows_kept + stats.rows_rejected,
         "stats": stats.records(),
+        "profile": stats.profile.report(),
         **extra,
         "engine": engine,
         "workers": workers,

@@ -39,6 +39,7 @@ from transcript_clean.fastpath.base import (
     shift,
 )
 from transcript_clean.formats.base import Format, join_texts
+from transcript_clean.profile import Measures
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     DUPLICATE_CALL_ID,
@@ -52,10 +53,11 @@ from transcript_clean.rules import (
 from transcript_clean.rules.unanswered_tool_call import uncuttable
 from transcript_clean.transcript import (
     TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER,
+    TURN_CLASSES,
     invalid_arguments_feedback,
 )
 
-__all__ = ["REPAIRS", "OpenAIView", "openai_view"]
+__all__ = ["REPAIRS", "OpenAIView", "openai_measures", "openai_view"]
 
 REPAIRS: Final = frozenset(
     {
@@ -524,3 +526,137 @@ def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: dict[int, str | None]
         children.append(child)
     mask = msgs.is_null() if msgs.null_count else None
     return pa.StructArray.from_arrays(children, fields=list(msgs.type), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# the profile's measures (`transcript_clean.profile`)
+
+
+def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Measures:
+    """The profile's measures of the rows of `rows`, which must be rows the view reads as the
+    decoder would (the fast path's settled rows): what `measure_transcripts` makes of their
+    decoded transcripts, computed in Arrow. A run of tool messages is one user message (the
+    decoder's), and no user turn."""
+    msgs = pc.list_flatten(array)
+    parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
+    keep = rows[parent]
+    msgs = msgs.filter(pa.array(keep))
+    parent = np.cumsum(rows)[parent[keep]] - 1  # by position among the measured rows
+    n_rows = int(rows.sum())
+    message_type = msgs.type
+    role = pc.struct_field(msgs, "role")
+    content = pc.struct_field(msgs, "content")
+    is_assistant = as_mask(pc.equal(role, "assistant"))
+    is_tool = as_mask(pc.equal(role, "tool"))
+    is_user = as_mask(pc.equal(role, "user"))
+    is_system = ~(is_assistant | is_tool | is_user)
+    lengths = _lengths(content)
+    reasoning = None
+    if message_type.get_field_index("reasoning_content") >= 0:
+        reasoning = pc.struct_field(msgs, "reasoning_content")
+        lengths += np.where(is_assistant, _lengths(reasoning), 0)
+    n_calls = np.zeros(len(msgs), dtype=np.int64)
+    calls = None
+    if message_type.get_field_index("tool_calls") >= 0:
+        calls = pc.struct_field(msgs, "tool_calls")
+        n_calls = pc.fill_null(pc.list_value_length(calls), 0).to_numpy().astype(np.int64)
+    same_prev, _ = neighbours(parent)
+    run_start = is_tool & ~(shift(is_tool) & same_prev)
+
+    def per_row(flags: Mask, weights: Counts | None = None) -> Counts:
+        return count(flags, parent, n_rows, weights)
+
+    everything = np.ones(len(msgs), dtype=bool)
+    measured = {
+        "messages": per_row(~is_tool | run_start),
+        "user_turns": per_row(is_user),
+        "assistant_turns": per_row(is_assistant),
+        "tool_calls": per_row(is_assistant, n_calls),
+        "chars": per_row(everything, lengths),
+        "system": (per_row(is_system) > 0).astype(np.int64),
+    }
+    turns = indices(np.flatnonzero(is_assistant))
+    tools: dict[str, int] = {}
+    if calls is not None and n_calls[is_assistant].any():
+        names = pc.struct_field(
+            pc.struct_field(pc.list_flatten(calls.take(turns)), "function"), "name"
+        )
+        for item in pc.value_counts(names).to_pylist():
+            tools[item["values"]] = int(item["counts"])
+    measures = Measures(
+        measured,
+        lengths[is_assistant],
+        _classes(
+            content.take(turns),
+            None if reasoning is None else reasoning.take(turns),
+            n_calls[is_assistant],
+        ),
+        tools,
+    )
+    if texts:
+        _texts(measures, content, reasoning, is_assistant, parent)
+    return measures
+
+
+def _lengths(text: pa.Array) -> Counts:
+    """Characters (code points, as Python's `len`) of each text, 0 for null."""
+    lengths: Counts = pc.fill_null(pc.utf8_length(text), 0).to_numpy().astype(np.int64)
+    return lengths
+
+
+def _said(text: pa.Array) -> Mask:
+    """Whether each text holds something besides white space (null: no)."""
+    return as_mask(pc.match_substring_regex(text, NOT_SPACE))
+
+
+def _classes(
+    content: pa.Array, reasoning: pa.Array | None, n_calls: Counts
+) -> npt.NDArray[np.int8]:
+    """Each assistant turn's class, as `assistant_turn_class` finds it (its index in
+    `TURN_CLASSES`)."""
+    calls = n_calls > 0
+    said = _said(content)
+    spoken = _lengths(content) > 0
+    has = np.zeros(len(content), dtype=bool) if reasoning is None else as_mask(reasoning.is_valid())
+    thought = np.zeros(len(content), dtype=bool) if reasoning is None else _said(reasoning)
+    conditions = {
+        "reasoning+tool_call": calls & thought,
+        "text+tool_call": calls & said,
+        "tool_call": calls,
+        "reasoning+text": said & thought,
+        "text": said,
+        "reasoning_only": thought,
+        "empty: empty reasoning": has,
+        "empty: white space": spoken,
+    }
+    index = {name: i for i, name in enumerate(TURN_CLASSES)}
+    chosen = np.select(
+        list(conditions.values()),
+        [index[name] for name in conditions],
+        index["empty: no content"],
+    )
+    return chosen.astype(np.int8)
+
+
+def _texts(
+    measures: Measures,
+    content: pa.Array,
+    reasoning: pa.Array | None,
+    is_assistant: Mask,
+    parent: Counts,
+) -> None:
+    """The text pieces of the measured messages, for counting tokens: each message's content,
+    and an assistant turn's reasoning."""
+    turn = np.where(is_assistant, np.cumsum(is_assistant) - 1, -1)
+    pieces = [content]
+    where = [np.arange(len(content))]
+    if reasoning is not None:
+        thinking = np.flatnonzero(is_assistant)
+        pieces.append(reasoning.take(indices(thinking)))
+        where.append(thinking)
+    at = np.concatenate(where)
+    texts = pa.concat_arrays([p.cast(pa.large_string()) for p in pieces])
+    valid = as_mask(texts.is_valid())
+    measures.texts = texts.filter(pa.array(valid)).to_pylist()
+    measures.text_row = parent[at[valid]]
+    measures.text_turn = turn[at[valid]]
