@@ -157,11 +157,18 @@ def test_openai_arrow_measures_equal_the_per_row_ones_on_hand_made_rows() -> Non
             ]
         }
     )
+    # Texts that start with a white-space byte, or with the lead byte of one, say something.
+    for text in ("  hi", "\u00a9", "\u2014 dash", "\u00a0x", "\x1f"):
+        rows.append(_openai({"content": text, "reasoning_content": text}))
     arrow, python = _arrow_and_python(_table("openai", rows))
     assert arrow == python
     assert arrow["rows_measured"] == len(rows)
     assert arrow["per_row"]["messages"]["max"] == 5  # the two tool messages are one
     assert arrow["calls_per_tool"] == {"get_weather": 5}
+    assert arrow["turns"]["reasoning+text"] == 1 + 4
+    assert arrow["turns"]["empty: empty reasoning"] == 1 + 1  # "\x1f" is white space
+    sliced, python = _arrow_and_python(_table("openai", rows).slice(3))  # offsets not from 0
+    assert sliced == python
 
 
 def test_openai_arrow_measures_equal_the_per_row_ones_on_generated_rows() -> None:

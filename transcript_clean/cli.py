@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
     from transcript_clean.options import EngineOptions, SourceOptions
+    from transcript_clean.policy import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -152,6 +153,45 @@ def byte_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
     return int(match[1]) * _UNITS[(match[2] or "b").lower()]
 
 
+def token_options(f: F) -> F:
+    """Token lengths with a local tokenizer (`clean` and `audit`): the profile's tokens, and
+    the `too_long` rule."""
+    return _apply(
+        [
+            click.option(
+                "--tokenizer",
+                type=click.Path(dir_okay=False),
+                default=None,
+                help="A local tokenizer.json: the profile adds tokens per row and per assistant "
+                "turn (needs the [tokens] extra: pip install 'transcript-clean[tokens]').",
+            ),
+            click.option(
+                "--max-tokens",
+                type=click.IntRange(min=1),
+                default=None,
+                help="With --tokenizer: rows over N tokens have the code too_long (kept and "
+                "counted unless the config rejects them).",
+            ),
+        ],
+        f,
+    )
+
+
+def _with_tokens(config: str, tokenizer: str | None, max_tokens: int | None) -> str | Config:
+    """The config, with `--tokenizer` and `--max-tokens` when given (the name otherwise)."""
+    if tokenizer is None and max_tokens is None:
+        return config
+    if tokenizer is None:
+        raise click.UsageError("--max-tokens needs --tokenizer")
+    from dataclasses import replace
+
+    from transcript_clean.policy import load_config
+    from transcript_clean.tokens import check_tokenizer
+
+    check_tokenizer(tokenizer)
+    return replace(load_config(config), tokenizer=tokenizer, max_tokens=max_tokens)
+
+
 def run_options(f: F) -> F:
     """The options of a run over SOURCE (`clean` and `audit`): how much to read, in what
     batches, and on which engine."""
@@ -207,7 +247,9 @@ def run_options(f: F) -> F:
     )
 
 
-def _options(source: str, given: dict[str, Any]) -> tuple[str, SourceOptions, EngineOptions]:
+def _options(
+    source: str, given: dict[str, Any]
+) -> tuple[str | Config, SourceOptions, EngineOptions]:
     """The shared options a command was given, as the library takes them: the config, and
     the source and engine options (`given` keeps the rest)."""
     from transcript_clean.options import EngineOptions, SourceOptions
@@ -220,7 +262,10 @@ def _options(source: str, given: dict[str, Any]) -> tuple[str, SourceOptions, En
         "batch_bytes", "limit",
     )  # fmt: skip
     read = SourceOptions(source, **{name: given.pop(name) for name in names if name in given})
-    return given.pop("config"), read, engine
+    config = _with_tokens(
+        given.pop("config"), given.pop("tokenizer", None), given.pop("max_tokens", None)
+    )
+    return config, read, engine
 
 
 @contextmanager
@@ -298,6 +343,7 @@ def _resumable(output: str) -> Iterator[None]:
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("--resume", is_flag=True, help="Finish a run that was killed (same options).")
 @run_options
+@token_options
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no table: only errors.")
 def clean(
     source: str,
@@ -362,17 +408,19 @@ def explain(source: str, row_number: int, **options: Any) -> None:
       transcript-clean explain raw/train.parquet --row 1234
     """
     from transcript_clean.explain import explain_row, render_explanation
-    from transcript_clean.policy import load_config
+    from transcript_clean.policy import Config, load_config
 
     config, read, _ = _options(source, options)
     src, fmt = read.resolve()
-    click.echo(render_explanation(explain_row(src, row_number, fmt, load_config(config))))
+    cfg = config if isinstance(config, Config) else load_config(config)
+    click.echo(render_explanation(explain_row(src, row_number, fmt, cfg)))
 
 
 @main.command()
 @click.argument("source")
 @source_options
 @run_options
+@token_options
 @click.option(
     "--stats-out",
     type=click.Path(file_okay=False),

@@ -49,6 +49,7 @@ __all__ = [
     "Profile",
     "arrow_measures",
     "measure_transcripts",
+    "message_texts",
     "profile_batch",
 ]
 
@@ -79,7 +80,13 @@ def _edges() -> Ints:
 
 def bins_of(values: Ints) -> Ints:
     """The bin of each value (non-negative integers)."""
-    return np.searchsorted(_edges(), values, side="right").astype(np.int64) - 1
+    small = values < EXACT_BELOW
+    if small.all():  # a value below EXACT_BELOW is its own bin: no search
+        return values
+    bins = values.copy()
+    large = ~small
+    bins[large] = np.searchsorted(_edges(), values[large], side="right") - 1
+    return bins
 
 
 @dataclass(slots=True)
@@ -97,8 +104,9 @@ class Histogram:
         self.count += len(values)
         self.total += int(values.sum())
         self.max = max(self.max, int(values.max()))
-        found, counts = np.unique(bins_of(values), return_counts=True)
-        for b, n in zip(found.tolist(), counts.tolist(), strict=True):
+        counts = np.bincount(bins_of(values))  # the bins up to the largest: a few thousand
+        found = np.flatnonzero(counts)
+        for b, n in zip(found.tolist(), counts[found].tolist(), strict=True):
             self.bins[b] = self.bins.get(b, 0) + n
 
     def merge(self, other: Histogram) -> None:
@@ -292,7 +300,7 @@ class Profile:
 # measuring decoded transcripts (the per-row path's rows, and formats with no Arrow side)
 
 
-def _pieces(message: Message) -> Iterable[str]:
+def message_texts(message: Message) -> Iterable[str]:
     """The texts a message holds: what its characters (and tokens) are counted over."""
     if isinstance(message, SystemMessage):
         yield message.content
@@ -323,7 +331,7 @@ def measure_transcripts(
     for r, messages in enumerate(transcripts):
         users = assistants = calls = chars = system = 0
         for message in messages:
-            own = list(_pieces(message))
+            own = list(message_texts(message))
             length = sum(map(len, own))
             chars += length
             turn = -1

@@ -69,10 +69,12 @@ class Walk:
     """A transcript being checked, with what several rules read of it worked out once: the walk
     of SPEC section 3 and the calls pending at its end."""
 
-    __slots__ = ("_errors", "_trailing", "_trailing_known", "messages")
+    __slots__ = ("_errors", "_trailing", "_trailing_known", "config", "messages")
 
-    def __init__(self, messages: Sequence[Message]) -> None:
+    def __init__(self, messages: Sequence[Message], config: Config | None = None) -> None:
         self.messages = messages
+        self.config = config
+        """The run's config, for a rule that needs more than the actions (`too_long`)."""
         self._errors: list[TranscriptError] | None = None
         self._trailing: tuple[int, tuple[str, ...]] | None = None
         self._trailing_known = False

@@ -537,19 +537,18 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
     decoder would (the fast path's settled rows): what `measure_transcripts` makes of their
     decoded transcripts, computed in Arrow. A run of tool messages is one user message (the
     decoder's), and no user turn."""
+    # Every message is looked at, and the measured rows' picked out in NumPy: cheaper than
+    # copying them out first.
     msgs = pc.list_flatten(array)
     parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
     keep = rows[parent]
-    msgs = msgs.filter(pa.array(keep))
-    parent = np.cumsum(rows)[parent[keep]] - 1  # by position among the measured rows
-    n_rows = int(rows.sum())
     message_type = msgs.type
     role = pc.struct_field(msgs, "role")
     content = pc.struct_field(msgs, "content")
-    is_assistant = as_mask(pc.equal(role, "assistant"))
-    is_tool = as_mask(pc.equal(role, "tool"))
-    is_user = as_mask(pc.equal(role, "user"))
-    is_system = ~(is_assistant | is_tool | is_user)
+    kind = pc.fill_null(pc.index_in(role, pa.array(["assistant", "tool", "user"])), 3)
+    kind = kind.to_numpy()
+    is_assistant, is_tool, is_user = kind == 0, kind == 1, kind == 2
+    is_system = kind == 3  # system or developer, in a row the view reads
     lengths = _lengths(content)
     reasoning = None
     if message_type.get_field_index("reasoning_content") >= 0:
@@ -563,38 +562,39 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
     same_prev, _ = neighbours(parent)
     run_start = is_tool & ~(shift(is_tool) & same_prev)
 
-    def per_row(flags: Mask, weights: Counts | None = None) -> Counts:
-        return count(flags, parent, n_rows, weights)
+    # A row's messages are a run of them: a sum over a row is a difference of running sums.
+    sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
+    ends = np.cumsum(sizes)[rows]
+    starts = ends - sizes[rows]
 
-    everything = np.ones(len(msgs), dtype=bool)
+    def per_row(flags: Mask, weights: Counts | None = None) -> Counts:
+        values = flags if weights is None else np.where(flags, weights, 0)
+        running = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(values, out=running[1:])
+        out: Counts = running[ends] - running[starts]
+        return out
+
     measured = {
         "messages": per_row(~is_tool | run_start),
         "user_turns": per_row(is_user),
         "assistant_turns": per_row(is_assistant),
         "tool_calls": per_row(is_assistant, n_calls),
-        "chars": per_row(everything, lengths),
+        "chars": per_row(keep, lengths),
         "system": (per_row(is_system) > 0).astype(np.int64),
     }
-    turns = indices(np.flatnonzero(is_assistant))
+    turn = is_assistant & keep
+    at = np.flatnonzero(turn)
     tools: dict[str, int] = {}
-    if calls is not None and n_calls[is_assistant].any():
-        names = pc.struct_field(
-            pc.struct_field(pc.list_flatten(calls.take(turns)), "function"), "name"
-        )
+    if calls is not None and n_calls[turn].any():
+        names = pc.struct_field(pc.struct_field(pc.list_flatten(calls), "function"), "name")
+        called = pc.list_parent_indices(calls).to_numpy().astype(np.int64)
+        names = names.filter(pa.array(turn[called]))
         for item in pc.value_counts(names).to_pylist():
             tools[item["values"]] = int(item["counts"])
-    measures = Measures(
-        measured,
-        lengths[is_assistant],
-        _classes(
-            content.take(turns),
-            None if reasoning is None else reasoning.take(turns),
-            n_calls[is_assistant],
-        ),
-        tools,
-    )
+    classes = _classes(content, reasoning, at, n_calls)
+    measures = Measures(measured, lengths[turn], classes, tools)
     if texts:
-        _texts(measures, content, reasoning, is_assistant, parent)
+        _texts(measures, content, reasoning, turn, keep, parent, rows)
     return measures
 
 
@@ -604,21 +604,46 @@ def _lengths(text: pa.Array) -> Counts:
     return lengths
 
 
-def _said(text: pa.Array) -> Mask:
-    """Whether each text holds something besides white space (null: no)."""
-    return as_mask(pc.match_substring_regex(text, NOT_SPACE))
+# The first byte of every white-space character of `NOT_SPACE`'s class, in UTF-8: a text that
+# starts with any other byte holds something.
+_LEADS = np.zeros(256, dtype=bool)
+_LEADS[[*range(0x09, 0x0E), *range(0x1C, 0x21), 0xC2, 0xE1, 0xE2, 0xE3]] = True
+
+
+def _said(text: pa.Array, at: Counts) -> tuple[Mask, Mask]:
+    """Of the texts at `at`: whether each holds something besides white space, and whether it
+    holds anything (null: neither). Only a text starting with a white-space byte is searched."""
+    wide = pa.types.is_large_string(text.type)
+    buffers = text.buffers()
+    stored = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)
+    offsets: Counts = stored[text.offset : text.offset + len(text) + 1].astype(np.int64)
+    start, size = offsets[at], offsets[at + 1] - offsets[at]
+    if text.null_count:
+        size = np.where(as_mask(text.is_valid())[at], size, 0)
+    spoken = size > 0
+    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else None
+    if data is None or not spoken.any():
+        return np.zeros(len(at), dtype=bool), spoken
+    first = data[np.where(spoken, start, 0)]
+    doubt = spoken & _LEADS[first]
+    said = spoken & ~doubt
+    if doubt.any():
+        look = text.take(indices(at[doubt]))
+        said[doubt] = as_mask(pc.match_substring_regex(look, NOT_SPACE))
+    return said, spoken
 
 
 def _classes(
-    content: pa.Array, reasoning: pa.Array | None, n_calls: Counts
+    content: pa.Array, reasoning: pa.Array | None, at: Counts, n_calls: Counts
 ) -> npt.NDArray[np.int8]:
-    """Each assistant turn's class, as `assistant_turn_class` finds it (its index in
-    `TURN_CLASSES`)."""
-    calls = n_calls > 0
-    said = _said(content)
-    spoken = _lengths(content) > 0
-    has = np.zeros(len(content), dtype=bool) if reasoning is None else as_mask(reasoning.is_valid())
-    thought = np.zeros(len(content), dtype=bool) if reasoning is None else _said(reasoning)
+    """The class of each assistant turn at `at`, as `assistant_turn_class` finds it (its index
+    in `TURN_CLASSES`)."""
+    calls = n_calls[at] > 0
+    said, spoken = _said(content, at)
+    has = thought = np.zeros(len(at), dtype=bool)
+    if reasoning is not None:
+        thought, _ = _said(reasoning, at)
+        has = as_mask(reasoning.is_valid())[at]
     conditions = {
         "reasoning+tool_call": calls & thought,
         "text+tool_call": calls & said,
@@ -642,21 +667,25 @@ def _texts(
     measures: Measures,
     content: pa.Array,
     reasoning: pa.Array | None,
-    is_assistant: Mask,
+    turns: Mask,
+    keep: Mask,
     parent: Counts,
+    rows: Mask,
 ) -> None:
     """The text pieces of the measured messages, for counting tokens: each message's content,
-    and an assistant turn's reasoning."""
-    turn = np.where(is_assistant, np.cumsum(is_assistant) - 1, -1)
-    pieces = [content]
-    where = [np.arange(len(content))]
+    and an assistant turn's reasoning (`turns`: the measured assistant messages)."""
+    turn = np.where(turns, np.cumsum(turns) - 1, -1)
+    row = np.cumsum(rows) - 1  # a row's position among the measured rows
+    mine = np.flatnonzero(keep)
+    pieces = [content.take(indices(mine))]
+    where = [mine]
     if reasoning is not None:
-        thinking = np.flatnonzero(is_assistant)
+        thinking = np.flatnonzero(turns)
         pieces.append(reasoning.take(indices(thinking)))
         where.append(thinking)
     at = np.concatenate(where)
     texts = pa.concat_arrays([p.cast(pa.large_string()) for p in pieces])
     valid = as_mask(texts.is_valid())
     measures.texts = texts.filter(pa.array(valid)).to_pylist()
-    measures.text_row = parent[at[valid]]
+    measures.text_row = row[parent[at[valid]]]
     measures.text_turn = turn[at[valid]]
