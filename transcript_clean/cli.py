@@ -177,6 +177,16 @@ def token_options(f: F) -> F:
     )
 
 
+def _profile_limits(texts: list[str]) -> list[Any]:
+    """`--max-drift NAME=LIMIT` gates on the profile's figures."""
+    from transcript_clean.audit.profile_drift import parse_drift_limit
+
+    try:
+        return [parse_drift_limit(text) for text in texts]
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="'--max-drift'") from None
+
+
 def _with_tokens(config: str, tokenizer: str | None, max_tokens: int | None) -> str | Config:
     """The config, with `--tokenizer` and `--max-tokens` when given (the name otherwise)."""
     if tokenizer is None and max_tokens is None:
@@ -455,10 +465,18 @@ def explain(source: str, row_number: int, **options: Any) -> None:
 )
 @click.option(
     "--max-drift",
-    metavar="R",
-    default=None,
+    metavar="R|NAME=LIMIT",
+    multiple=True,
     help="Gate (needs --baseline): fail when any code's share moved by more than R, in absolute "
-    "terms (0.02 or 2% means two percentage points).",
+    "terms (0.02 or 2% means two percentage points). Repeatable with NAME=LIMIT for a figure "
+    "of the profile: turns.reasoning_only=2pp, chars.p95=1.25x, tools.search=2x.",
+)
+@click.option(
+    "--history",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="A folder of earlier summary.json files (or of stats folders): the HTML report draws "
+    "each headline figure across them, with the gate limits.",
 )
 @click.option(
     "--report",
@@ -487,7 +505,8 @@ def audit(
     max_error_rate: str | None,
     max_codes: tuple[str, ...],
     baseline: str | None,
-    max_drift: str | None,
+    max_drift: tuple[str, ...],
+    history: str | None,
     report: str | None,
     samples: int,
     as_json: bool,
@@ -508,6 +527,8 @@ def audit(
       transcript-clean audit raw/ --config strict --max-error-rate 5%
       transcript-clean audit raw/ --max orphan_tool_result=0.01 --report audit.html
       transcript-clean audit raw/ --baseline stats/yesterday --max-drift 2% --stats-out stats/today
+      transcript-clean audit raw/ --baseline stats/yesterday --max-drift turns.reasoning_only=2pp \
+          --max-drift chars.p95=1.25x --history stats/ --report audit.html
       transcript-clean audit 'raw/*.parquet' --workers 4
     """
     import json
@@ -529,10 +550,14 @@ def audit(
         except ValueError as err:
             raise click.BadParameter(str(err), param_hint="'--max'") from None
         max_share[code] = share
-    if max_drift is not None and baseline is None:
+    if max_drift and baseline is None:
         raise click.UsageError("--max-drift needs --baseline")
     error_limit = limit_of(max_error_rate, "'--max-error-rate'")
-    drift_limit = limit_of(max_drift, "'--max-drift'")
+    share_drift = [text for text in max_drift if "=" not in text]
+    if len(share_drift) > 1:
+        raise click.BadParameter("one limit for the codes' shares", param_hint="'--max-drift'")
+    drift_limit = limit_of(share_drift[0] if share_drift else None, "'--max-drift'")
+    profile_limits = _profile_limits([text for text in max_drift if "=" in text])
     if report is not None:
         from transcript_clean.audit.report import check_report
 
@@ -554,6 +579,8 @@ def audit(
             max_error_rate=error_limit,
             max_share=max_share,
             max_drift=drift_limit,
+            max_profile_drift=profile_limits,
+            history=history,
             stats_out=stats_out,
             overwrite=overwrite,
             progress=progress.update,
