@@ -6,13 +6,10 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
 
-import pyarrow as pa
-import pyarrow.parquet as pq
 import pytest
+from audit_rows import ROWS, generated_rows, plant_reasoning_only, write_rows
 from click.testing import CliRunner
-from synthetic import arrow_schema, generate_rows
 
 from transcript_clean.audit import audit
 from transcript_clean.audit.baseline import BaselineError
@@ -21,52 +18,22 @@ from transcript_clean.audit.profile_drift import DriftLimit, ProfileDrift, parse
 from transcript_clean.cli import main
 from transcript_clean.run import clean
 
-ROWS = 1200
-
-
-def _rows(seed: int = 4) -> list[dict[str, Any]]:
-    return [row for row, _ in generate_rows(ROWS, format="openai", seed=seed)]
-
-
-def _write(path: Path, rows: list[dict[str, Any]]) -> Path:
-    table = pa.Table.from_pylist(rows, schema=arrow_schema("openai"))
-    pq.write_table(table, path, row_group_size=200)
-    return path
-
-
-def _plant_reasoning_only(rows: list[dict[str, Any]], every: int) -> int:
-    """Make the first text-only assistant turn of every `every`-th row reasoning only (as a
-    generator with a truncated token budget would); returns how many."""
-    planted = 0
-    for row in rows[::every]:
-        for message in row["messages"]:
-            if (
-                message["role"] == "assistant"
-                and message.get("content")
-                and not message.get("tool_calls")
-            ):
-                message["reasoning_content"] = message["content"]
-                message["content"] = None
-                planted += 1
-                break
-    return planted
-
 
 @pytest.fixture(scope="module")
 def nights(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """Night 1's data and its stats folder; night 2 the same data with reasoning-only turns
     planted; night 3 with every text twice as long."""
     folder = tmp_path_factory.mktemp("nights")
-    first = _write(folder / "night1.parquet", _rows())
-    second_rows = _rows()
-    assert _plant_reasoning_only(second_rows, 10) > 60
-    second = _write(folder / "night2.parquet", second_rows)
-    third_rows = _rows()
+    first = write_rows(folder / "night1.parquet", generated_rows())
+    second_rows = generated_rows()
+    assert plant_reasoning_only(second_rows, 10) > 60
+    second = write_rows(folder / "night2.parquet", second_rows)
+    third_rows = generated_rows()
     for row in third_rows:
         for message in row["messages"]:
             if message.get("content"):
                 message["content"] = message["content"] * 2
-    third = _write(folder / "night3.parquet", third_rows)
+    third = write_rows(folder / "night3.parquet", third_rows)
     audit(first, stats_out=folder / "stats" / "night1")
     return {"first": first, "second": second, "third": third, "stats": folder / "stats"}
 

@@ -269,8 +269,13 @@ class Profile:
             "calls_per_tool": dict(sorted(self.tools.items(), key=lambda kv: (-kv[1], kv[0]))),
             "system_share": round(self.system_rows / self.measured, 6) if self.measured else 0.0,
             "histograms": {
-                "chars_per_row": self.per_row.get("chars", Histogram()).buckets(),
-                "chars_per_assistant_turn": self.per_turn.get("chars", Histogram()).buckets(),
+                f"{name}_{where}": histogram.buckets()
+                for name in PER_TURN
+                for where, histogram in (
+                    ("per_row", self.per_row.get(name)),
+                    ("per_assistant_turn", self.per_turn.get(name)),
+                )
+                if histogram is not None
             },
         }
 
