@@ -64,11 +64,11 @@ def write_summary(path: Path, rows_in: int, stats: list[tuple[str, str, int]]) -
 # ---------------------------------------------------------------------------------------------
 # generated nights, for the profile's drift and history
 
-ROWS = 1200
+NIGHT_ROWS = 1200
 
 
 def generated_rows(seed: int = 4) -> list[dict[str, Any]]:
-    return [row for row, _ in generate_rows(ROWS, format="openai", seed=seed)]
+    return [row for row, _ in generate_rows(NIGHT_ROWS, format="openai", seed=seed)]
 
 
 def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:

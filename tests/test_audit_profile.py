@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 import pytest
-from audit_rows import ROWS, generated_rows, plant_reasoning_only, write_rows
+from audit_rows import NIGHT_ROWS, generated_rows, plant_reasoning_only, write_rows
 from click.testing import CliRunner
 
 from transcript_clean.audit import audit
@@ -137,7 +137,7 @@ def test_history_reads_earlier_summaries_in_order(nights: dict[str, Path], tmp_p
     history = load_history(tmp_path)
     assert [n.label for n in history] == ["2026-11-28", "2026-11-29"]
     assert [n.figures["turns.reasoning_only"] for n in history] == [0.0, 0.01]
-    assert history[0].figures["rows_in"] == ROWS
+    assert history[0].figures["rows_in"] == NIGHT_ROWS
     (tmp_path / "empty").mkdir()
     with pytest.raises(BaselineError, match=r"no summary\.json"):
         load_history(tmp_path / "empty")
@@ -153,4 +153,4 @@ def test_the_profile_is_the_same_for_any_workers(
     result = clean(nights["second"], tmp_path / "out", rows_per_shard=300, workers=workers)
     assert json.loads((tmp_path / "out" / "profile.json").read_text()) == one
     assert result.summary["profile"] == one
-    assert one["rows"] == ROWS
+    assert one["rows"] == NIGHT_ROWS
