@@ -35,7 +35,7 @@ def _enabled(config: Config) -> bool:
 RULE = Rule(
     CODE,
     order=6.2,
-    summary="the transcript has more tokens than --max-tokens (only with --max-tokens)",
+    summary="more tokens than --max-tokens (looked for only with it)",
     actions_help="More tokens than --max-tokens (each text counted alone with --tokenizer): "
     "`keep` counts it, `reject` sets the row aside.",
     allowed=frozenset({"keep", "reject"}),

@@ -39,6 +39,7 @@ from transcript_clean.fastpath.base import (
     shift,
 )
 from transcript_clean.formats.base import Format, join_texts
+from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
 from transcript_clean.profile import Measures
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
@@ -54,6 +55,7 @@ from transcript_clean.rules.unanswered_tool_call import uncuttable
 from transcript_clean.transcript import (
     TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER,
     TURN_CLASSES,
+    assistant_turn_class,
     invalid_arguments_feedback,
 )
 
@@ -644,23 +646,27 @@ def _classes(
     if reasoning is not None:
         thought, _ = _said(reasoning, at)
         has = as_mask(reasoning.is_valid())[at]
-    conditions = {
-        "reasoning+tool_call": calls & thought,
-        "text+tool_call": calls & said,
-        "tool_call": calls,
-        "reasoning+text": said & thought,
-        "text": said,
-        "reasoning_only": thought,
-        "empty: empty reasoning": has,
-        "empty: white space": spoken,
-    }
-    index = {name: i for i, name in enumerate(TURN_CLASSES)}
-    chosen = np.select(
-        list(conditions.values()),
-        [index[name] for name in conditions],
-        index["empty: no content"],
-    )
-    return chosen.astype(np.int8)
+    key = calls * 1 + thought * 2 + said * 4 + has * 8 + spoken * 16
+    classes: npt.NDArray[np.int8] = _CLASS_OF[key]
+    return classes
+
+
+def _class_of(key: int) -> int:
+    """The class (its index in `TURN_CLASSES`) of a turn whose facts `key` packs: calls (1),
+    reasoning that says something (2), text that does (4), any reasoning (8), any text (16).
+    Asked of `assistant_turn_class` with a turn made to have them: the classes' one definition."""
+    parts: list[AssistantPart] = []
+    if key & 1:
+        parts.append(ToolCall("c", "f", {}))
+    if key & (2 | 8):
+        parts.append(Reasoning((ReasoningText("r" if key & 2 else " "),)))
+    if key & (4 | 16):
+        parts.append(Text("t" if key & 4 else " "))
+    return TURN_CLASSES.index(assistant_turn_class(parts))
+
+
+# Every turn's class by its packed facts: one lookup per turn.
+_CLASS_OF: Final = np.array([_class_of(key) for key in range(32)], dtype=np.int8)
 
 
 def _texts(
