@@ -89,14 +89,16 @@ def bins_of(values: Ints) -> Ints:
     return bins
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Histogram:
-    """A distribution of non-negative integers: count, sum, max, and counts per fixed bin."""
+    """A distribution of non-negative integers: count, sum, max, and counts per fixed bin (as
+    many bins as the largest value needs)."""
 
     count: int = 0
     total: int = 0
     max: int = 0
-    bins: dict[int, int] = field(default_factory=dict)
+    counts: Ints = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Per bin (`bins_of`), its values."""
 
     def add(self, values: Ints) -> None:
         if not len(values):
@@ -104,17 +106,36 @@ class Histogram:
         self.count += len(values)
         self.total += int(values.sum())
         self.max = max(self.max, int(values.max()))
-        counts = np.bincount(bins_of(values))  # the bins up to the largest: a few thousand
-        found = np.flatnonzero(counts)
-        for b, n in zip(found.tolist(), counts[found].tolist(), strict=True):
-            self.bins[b] = self.bins.get(b, 0) + n
+        self._add_counts(np.bincount(bins_of(values)))
 
     def merge(self, other: Histogram) -> None:
         self.count += other.count
         self.total += other.total
         self.max = max(self.max, other.max)
-        for b, n in other.bins.items():
-            self.bins[b] = self.bins.get(b, 0) + n
+        self._add_counts(other.counts)
+
+    def _add_counts(self, counts: Ints) -> None:
+        if len(counts) > len(self.counts):
+            self.counts = np.concatenate(
+                [self.counts, np.zeros(len(counts) - len(self.counts), dtype=np.int64)]
+            )
+        self.counts[: len(counts)] += counts
+
+    @property
+    def bins(self) -> dict[int, int]:
+        """The bins that hold values, and how many each."""
+        found = np.flatnonzero(self.counts)
+        return dict(zip(found.tolist(), self.counts[found].tolist(), strict=True))
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Histogram):
+            return NotImplemented
+        return (self.count, self.total, self.max, self.bins) == (
+            other.count,
+            other.total,
+            other.max,
+            other.bins,
+        )
 
     def quantile(self, q: float) -> int:
         """The inverted-CDF quantile (the smallest value with at least q of the count at or
@@ -122,12 +143,8 @@ class Histogram:
         if not self.count:
             return 0
         rank = max(1, int(np.ceil(q * self.count)))
-        seen = 0
-        for b in sorted(self.bins):
-            seen += self.bins[b]
-            if seen >= rank:
-                return int(_edges()[b])
-        return self.max  # unreachable: the bins hold `count` values
+        at = int(np.searchsorted(np.cumsum(self.counts), rank))  # the first bin reaching it
+        return int(_edges()[at])
 
     def summary(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -157,17 +174,18 @@ class Histogram:
             "count": self.count,
             "total": self.total,
             "max": self.max,
-            "bins": [[b, self.bins[b]] for b in sorted(self.bins)],
+            "bins": [[b, n] for b, n in self.bins.items()],
         }
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Histogram:
-        return cls(
-            int(data["count"]),
-            int(data["total"]),
-            int(data["max"]),
-            {int(b): int(n) for b, n in data["bins"]},
-        )
+        histogram = cls(int(data["count"]), int(data["total"]), int(data["max"]))
+        if data["bins"]:
+            at = np.array([b for b, _ in data["bins"]], dtype=np.int64)
+            counts = np.zeros(int(at.max()) + 1, dtype=np.int64)
+            counts[at] = [n for _, n in data["bins"]]
+            histogram.counts = counts
+        return histogram
 
 
 @dataclass(slots=True)

@@ -542,7 +542,8 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
     # Every message is looked at, and the measured rows' picked out in NumPy: cheaper than
     # copying them out first.
     msgs = pc.list_flatten(array)
-    parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
+    sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
+    parent = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
     keep = rows[parent]
     message_type = msgs.type
     role = pc.struct_field(msgs, "role")
@@ -565,7 +566,6 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
     run_start = is_tool & ~(shift(is_tool) & same_prev)
 
     # A row's messages are a run of them: a sum over a row is a difference of running sums.
-    sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
     ends = np.cumsum(sizes)[rows]
     starts = ends - sizes[rows]
 
@@ -589,7 +589,7 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
     tools: dict[str, int] = {}
     if calls is not None and n_calls[turn].any():
         names = pc.struct_field(pc.struct_field(pc.list_flatten(calls), "function"), "name")
-        called = pc.list_parent_indices(calls).to_numpy().astype(np.int64)
+        called = np.repeat(np.arange(len(n_calls), dtype=np.int64), n_calls)
         names = names.filter(pa.array(turn[called]))
         for item in pc.value_counts(names).to_pylist():
             tools[item["values"]] = int(item["counts"])
