@@ -612,9 +612,9 @@ _LEADS = np.zeros(256, dtype=bool)
 _LEADS[[*range(0x09, 0x0E), *range(0x1C, 0x21), 0xC2, 0xE1, 0xE2, 0xE3]] = True
 
 
-def _said(text: pa.Array, at: Counts) -> tuple[Mask, Mask]:
-    """Of the texts at `at`: whether each holds something besides white space, and whether it
-    holds anything (null: neither). Only a text starting with a white-space byte is searched."""
+def _first_bytes(text: pa.Array, at: Counts) -> tuple[npt.NDArray[np.uint8], Mask]:
+    """Of the texts at `at`: each one's first byte (0 for an empty or null text), and whether
+    it holds anything. Read from the array's buffers: no text is copied."""
     wide = pa.types.is_large_string(text.type)
     buffers = text.buffers()
     stored = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)
@@ -623,10 +623,16 @@ def _said(text: pa.Array, at: Counts) -> tuple[Mask, Mask]:
     if text.null_count:
         size = np.where(as_mask(text.is_valid())[at], size, 0)
     spoken = size > 0
-    data = np.frombuffer(buffers[2], dtype=np.uint8) if buffers[2] is not None else None
-    if data is None or not spoken.any():
-        return np.zeros(len(at), dtype=bool), spoken
-    first = data[np.where(spoken, start, 0)]
+    first = np.zeros(len(at), dtype=np.uint8)
+    if buffers[2] is not None and spoken.any():
+        first[spoken] = np.frombuffer(buffers[2], dtype=np.uint8)[start[spoken]]
+    return first, spoken
+
+
+def _said(text: pa.Array, at: Counts) -> tuple[Mask, Mask]:
+    """Of the texts at `at`: whether each holds something besides white space, and whether it
+    holds anything (null: neither). Only a text starting with a white-space byte is searched."""
+    first, spoken = _first_bytes(text, at)
     doubt = spoken & _LEADS[first]
     said = spoken & ~doubt
     if doubt.any():
