@@ -242,3 +242,22 @@ def test_a_profile_survives_json() -> None:
     again = Profile.from_dict(json.loads(json.dumps(profile.to_dict())))
     assert again == profile
     assert again.report()["system_share"] > 0
+
+
+def test_sharegpt_rows_without_tools_are_measured_in_arrow() -> None:
+    from transcript_clean.formats.sharegpt.arrow import sharegpt_measures
+
+    rows = [row for row, _ in generate_rows(1000, format="sharegpt", seed=6)]
+    rows[0]["system"] = "  "  # a system prompt of white space is a system message all the same
+    rows[1]["system"] = ""  # an empty one is none
+    table = _table("sharegpt", rows)
+    fmt = get_format("sharegpt")
+    view = fmt.arrow_view(table.column("conversations").combine_chunks(), table.schema)
+    assert view is not None
+    measures, measured = sharegpt_measures(fmt, table, ~view.unread)
+    assert measured.sum() > 300
+    arrow, python = Profile(), Profile()
+    arrow.add(measures)
+    picked = table.filter(pa.array(measured)).to_pylist()
+    python.add(measure_transcripts([fmt.decode(row).messages for row in picked]))
+    assert arrow.report() == python.report()

@@ -65,11 +65,13 @@ def test_the_profile_counts_tokens_per_row_and_per_assistant_turn(
     assert report["per_assistant_turn"]["tokens"]["p5"] == 1
 
 
-def test_arrow_and_per_row_tokens_agree_on_generated_rows(tokenizer: str) -> None:
-    rows = [row for row, _ in generate_rows(800, format="openai", seed=2)]
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt"])
+def test_arrow_and_per_row_tokens_agree_on_generated_rows(tokenizer: str, fmt: str) -> None:
+    rows = [row for row, _ in generate_rows(800, format=fmt, seed=2)]
+    table = pa.Table.from_pylist(rows, schema=arrow_schema(fmt))
     config = replace(DEFAULT, tokenizer=tokenizer)
-    fast = clean_batch(_table(rows), config, format="openai").stats.profile.report()
-    slow = clean_batch(_table(rows), config, format="openai", fast=False).stats.profile.report()
+    fast = clean_batch(table, config, format=fmt).stats.profile.report()
+    slow = clean_batch(table, config, format=fmt, fast=False).stats.profile.report()
     assert fast == slow
     assert fast["per_row"]["tokens"]["max"] > 0
 

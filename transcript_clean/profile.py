@@ -394,17 +394,39 @@ def measure_transcripts(
 # one batch
 
 
-ArrowMeasures = Callable[..., Measures]
+ArrowMeasures = Callable[..., tuple[Measures, npt.NDArray[np.bool_]]]
 
 
 def arrow_measures(format_name: str) -> ArrowMeasures | None:
-    """The format's Arrow side's measures, where it has them: `f(column, rows, texts=...)` for
-    the rows of `rows` (a mask), which its view reads as the decoder would."""
+    """The format's Arrow side's measures, where it has them: `f(fmt, table, rows, texts=...)`
+    measures rows of `rows` (a mask of rows its view reads as the decoder would) and returns
+    the measures and the rows it measured; the others are decoded."""
     if format_name == "openai":
         from transcript_clean.formats.openai.arrow import openai_measures
 
-        return openai_measures
+        def openai(
+            fmt: Format, table: pa.Table, rows: npt.NDArray[np.bool_], *, texts: bool = False
+        ) -> tuple[Measures, npt.NDArray[np.bool_]]:
+            column = table.column(fmt.column).combine_chunks()
+            return openai_measures(column, rows, texts=texts), rows
+
+        return openai
+    if format_name == "sharegpt":
+        from transcript_clean.formats.sharegpt.arrow import sharegpt_measures
+
+        return sharegpt_measures
     return None
+
+
+def _decoded(fmt: Format, row: Mapping[str, Any]) -> Sequence[Message] | None:
+    """A settled row's transcript (the fast path settles only rows that decode: None is a
+    safeguard, an unread row)."""
+    from transcript_clean.formats.base import DecodeError
+
+    try:
+        return fmt.decode(row).messages
+    except (DecodeError, RecursionError):
+        return None
 
 
 def profile_batch(
@@ -427,11 +449,11 @@ def profile_batch(
     if settled is not None and settled.any():
         measure = arrow_measures(fmt.name)
         if measure is not None:
-            column = table.column(fmt.column).combine_chunks()
-            profile.add(measure(column, settled, texts=texts), tokens)
-        else:
-            rows = table.filter(pa.array(settled)).to_pylist()
-            transcripts += [fmt.decode(row).messages for row in rows]
+            measures, measured = measure(fmt, table, settled, texts=texts)
+            profile.add(measures, tokens)
+            settled = settled & ~measured
+        rows = table.filter(pa.array(settled)).to_pylist() if settled.any() else []
+        transcripts += [m for m in map(partial(_decoded, fmt), rows) if m is not None]
     if transcripts:
         profile.add(measure_transcripts(transcripts, texts=texts), tokens)
     return profile

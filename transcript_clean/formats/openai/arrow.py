@@ -38,8 +38,8 @@ from transcript_clean.fastpath.base import (
     rows_with,
     shift,
 )
+from transcript_clean.fastpath.measures import text_lengths, turn_classes
 from transcript_clean.formats.base import Format, join_texts
-from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
 from transcript_clean.profile import Measures
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
@@ -54,8 +54,6 @@ from transcript_clean.rules import (
 from transcript_clean.rules.unanswered_tool_call import uncuttable
 from transcript_clean.transcript import (
     TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER,
-    TURN_CLASSES,
-    assistant_turn_class,
     invalid_arguments_feedback,
 )
 
@@ -552,11 +550,11 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
     kind = kind.to_numpy()
     is_assistant, is_tool, is_user = kind == 0, kind == 1, kind == 2
     is_system = kind == 3  # system or developer, in a row the view reads
-    lengths = _lengths(content)
+    lengths = text_lengths(content)
     reasoning = None
     if message_type.get_field_index("reasoning_content") >= 0:
         reasoning = pc.struct_field(msgs, "reasoning_content")
-        lengths += np.where(is_assistant, _lengths(reasoning), 0)
+        lengths += np.where(is_assistant, text_lengths(reasoning), 0)
     n_calls = np.zeros(len(msgs), dtype=np.int64)
     calls = None
     if message_type.get_field_index("tool_calls") >= 0:
@@ -593,86 +591,11 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
         names = names.filter(pa.array(turn[called]))
         for item in pc.value_counts(names).to_pylist():
             tools[item["values"]] = int(item["counts"])
-    classes = _classes(content, reasoning, at, n_calls)
+    classes = turn_classes(content, reasoning, at, n_calls)
     measures = Measures(measured, lengths[turn], classes, tools)
     if texts:
         _texts(measures, content, reasoning, turn, keep, parent, rows)
     return measures
-
-
-def _lengths(text: pa.Array) -> Counts:
-    """Characters (code points, as Python's `len`) of each text, 0 for null."""
-    lengths: Counts = pc.fill_null(pc.utf8_length(text), 0).to_numpy().astype(np.int64)
-    return lengths
-
-
-# The first byte of every white-space character of `NOT_SPACE`'s class, in UTF-8: a text that
-# starts with any other byte holds something.
-_LEADS = np.zeros(256, dtype=bool)
-_LEADS[[*range(0x09, 0x0E), *range(0x1C, 0x21), 0xC2, 0xE1, 0xE2, 0xE3]] = True
-
-
-def _first_bytes(text: pa.Array, at: Counts) -> tuple[npt.NDArray[np.uint8], Mask]:
-    """Of the texts at `at`: each one's first byte (0 for an empty or null text), and whether
-    it holds anything. Read from the array's buffers: no text is copied."""
-    wide = pa.types.is_large_string(text.type)
-    buffers = text.buffers()
-    stored = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)
-    offsets: Counts = stored[text.offset : text.offset + len(text) + 1].astype(np.int64)
-    start, size = offsets[at], offsets[at + 1] - offsets[at]
-    if text.null_count:
-        size = np.where(as_mask(text.is_valid())[at], size, 0)
-    spoken = size > 0
-    first = np.zeros(len(at), dtype=np.uint8)
-    if buffers[2] is not None and spoken.any():
-        first[spoken] = np.frombuffer(buffers[2], dtype=np.uint8)[start[spoken]]
-    return first, spoken
-
-
-def _said(text: pa.Array, at: Counts) -> tuple[Mask, Mask]:
-    """Of the texts at `at`: whether each holds something besides white space, and whether it
-    holds anything (null: neither). Only a text starting with a white-space byte is searched."""
-    first, spoken = _first_bytes(text, at)
-    doubt = spoken & _LEADS[first]
-    said = spoken & ~doubt
-    if doubt.any():
-        look = text.take(indices(at[doubt]))
-        said[doubt] = as_mask(pc.match_substring_regex(look, NOT_SPACE))
-    return said, spoken
-
-
-def _classes(
-    content: pa.Array, reasoning: pa.Array | None, at: Counts, n_calls: Counts
-) -> npt.NDArray[np.int8]:
-    """The class of each assistant turn at `at`, as `assistant_turn_class` finds it (its index
-    in `TURN_CLASSES`)."""
-    calls = n_calls[at] > 0
-    said, spoken = _said(content, at)
-    has = thought = np.zeros(len(at), dtype=bool)
-    if reasoning is not None:
-        thought, _ = _said(reasoning, at)
-        has = as_mask(reasoning.is_valid())[at]
-    key = calls * 1 + thought * 2 + said * 4 + has * 8 + spoken * 16
-    classes: npt.NDArray[np.int8] = _CLASS_OF[key]
-    return classes
-
-
-def _class_of(key: int) -> int:
-    """The class (its index in `TURN_CLASSES`) of a turn whose facts `key` packs: calls (1),
-    reasoning that says something (2), text that does (4), any reasoning (8), any text (16).
-    Asked of `assistant_turn_class` with a turn made to have them: the classes' one definition."""
-    parts: list[AssistantPart] = []
-    if key & 1:
-        parts.append(ToolCall("c", "f", {}))
-    if key & (2 | 8):
-        parts.append(Reasoning((ReasoningText("r" if key & 2 else " "),)))
-    if key & (4 | 16):
-        parts.append(Text("t" if key & 4 else " "))
-    return TURN_CLASSES.index(assistant_turn_class(parts))
-
-
-# Every turn's class by its packed facts: one lookup per turn.
-_CLASS_OF: Final = np.array([_class_of(key) for key in range(32)], dtype=np.int8)
 
 
 def _texts(
