@@ -244,20 +244,24 @@ def test_a_profile_survives_json() -> None:
     assert again.report()["system_share"] > 0
 
 
-def test_sharegpt_rows_without_tools_are_measured_in_arrow() -> None:
-    from transcript_clean.formats.sharegpt.arrow import sharegpt_measures
+@pytest.mark.parametrize("fmt", ["sharegpt", "anthropic"])
+def test_rows_are_measured_in_arrow_as_the_decoder_reads_them(fmt: str) -> None:
+    """ShareGPT's rows without tools, Anthropic's rows: measured in Arrow, as decoded."""
+    from transcript_clean.profile import arrow_measures
 
-    rows = [row for row, _ in generate_rows(1000, format="sharegpt", seed=6)]
+    rows = [row for row, _ in generate_rows(1000, format=fmt, seed=6)]
+    rows += list(TURNS[fmt].values())
     rows[0]["system"] = "  "  # a system prompt of white space is a system message all the same
     rows[1]["system"] = ""  # an empty one is none
-    table = _table("sharegpt", rows)
-    fmt = get_format("sharegpt")
-    view = fmt.arrow_view(table.column("conversations").combine_chunks(), table.schema)
-    assert view is not None
-    measures, measured = sharegpt_measures(fmt, table, ~view.unread)
-    assert measured.sum() > 300
+    table = _table(fmt, rows)
+    form = get_format(fmt)
+    view = form.arrow_view(table.column(form.column).combine_chunks(), table.schema)
+    measure = arrow_measures(fmt)
+    assert view is not None and measure is not None
+    measures, measured = measure(form, table, ~view.unread)
+    assert measured.sum() > 300 and measured[-len(TURNS[fmt]) :].any()
     arrow, python = Profile(), Profile()
     arrow.add(measures)
     picked = table.filter(pa.array(measured)).to_pylist()
-    python.add(measure_transcripts([fmt.decode(row).messages for row in picked]))
+    python.add(measure_transcripts([form.decode(row).messages for row in picked]))
     assert arrow.report() == python.report()

@@ -415,6 +415,10 @@ def arrow_measures(format_name: str) -> ArrowMeasures | None:
         from transcript_clean.formats.sharegpt.arrow import sharegpt_measures
 
         return sharegpt_measures
+    if format_name == "anthropic":
+        from transcript_clean.formats.anthropic.arrow import anthropic_measures
+
+        return anthropic_measures
     return None
 
 

@@ -15,7 +15,23 @@ from transcript_clean.fastpath.base import NOT_SPACE, Counts, Mask, as_mask, ind
 from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
 from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
 
-__all__ = ["first_bytes", "said", "text_lengths", "turn_classes"]
+__all__ = ["RowSums", "classes_of", "first_bytes", "said", "text_lengths", "turn_classes"]
+
+
+class RowSums:
+    """Sums over the elements of some rows of a list column, whose rows hold `sizes` elements
+    each: a row's elements are a run of them, so a sum is a difference of running sums."""
+
+    def __init__(self, sizes: Counts, rows: Mask) -> None:
+        self.ends = np.cumsum(sizes)[rows]
+        self.starts = self.ends - sizes[rows]
+
+    def __call__(self, values: Counts | Mask) -> Counts:
+        """Per row of `rows`, the sum of `values` (one per element of the whole column)."""
+        running = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(values, out=running[1:])
+        out: Counts = running[self.ends] - running[self.starts]
+        return out
 
 
 def text_lengths(text: pa.Array) -> Counts:
@@ -70,7 +86,15 @@ def turn_classes(
     if reasoning is not None:
         thought, _ = said(reasoning, at)
         has = as_mask(reasoning.is_valid())[at]
-    key = calls * 1 + thought * 2 + said_ * 4 + has * 8 + spoken * 16
+    return classes_of(calls, thought, said_, has, spoken)
+
+
+def classes_of(
+    calls: Mask, thought: Mask, said: Mask, has: Mask, spoken: Mask
+) -> npt.NDArray[np.int8]:
+    """Each turn's class from what it holds: calls, reasoning that says something, text that
+    does, any reasoning, any text."""
+    key = calls * 1 + thought * 2 + said * 4 + has * 8 + spoken * 16
     classes: npt.NDArray[np.int8] = _CLASS_OF[key]
     return classes
 

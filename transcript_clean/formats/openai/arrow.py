@@ -38,7 +38,7 @@ from transcript_clean.fastpath.base import (
     rows_with,
     shift,
 )
-from transcript_clean.fastpath.measures import text_lengths, turn_classes
+from transcript_clean.fastpath.measures import RowSums, text_lengths, turn_classes
 from transcript_clean.formats.base import Format, join_texts
 from transcript_clean.profile import Measures
 from transcript_clean.rules import (
@@ -563,16 +563,10 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
     same_prev, _ = neighbours(parent)
     run_start = is_tool & ~(shift(is_tool) & same_prev)
 
-    # A row's messages are a run of them: a sum over a row is a difference of running sums.
-    ends = np.cumsum(sizes)[rows]
-    starts = ends - sizes[rows]
+    sums = RowSums(sizes, rows)
 
     def per_row(flags: Mask, weights: Counts | None = None) -> Counts:
-        values = flags if weights is None else np.where(flags, weights, 0)
-        running = np.zeros(len(values) + 1, dtype=np.int64)
-        np.cumsum(values, out=running[1:])
-        out: Counts = running[ends] - running[starts]
-        return out
+        return sums(flags if weights is None else np.where(flags, weights, 0))
 
     measured = {
         "messages": per_row(~is_tool | run_start),

@@ -44,7 +44,7 @@ from transcript_clean.fastpath.base import (
     text_or_absent,
     with_field,
 )
-from transcript_clean.fastpath.measures import text_lengths, turn_classes
+from transcript_clean.fastpath.measures import RowSums, text_lengths, turn_classes
 from transcript_clean.formats.base import DecodeError, Format, join_texts
 from transcript_clean.formats.sharegpt.codec import ShareGPTFormat, read_calls, split_list
 from transcript_clean.profile import Measures
@@ -412,14 +412,7 @@ def sharegpt_measures(
     tools = count(role("function_call") | role("observation"), parent, len(array)) > 0
     mine = rows & ~tools
     keep = mine[parent]
-    ends = np.cumsum(sizes)[mine]
-    starts = ends - sizes[mine]
-
-    def per_row(values: Counts | Mask) -> Counts:
-        running = np.zeros(len(values) + 1, dtype=np.int64)
-        np.cumsum(values, out=running[1:])
-        out: Counts = running[ends] - running[starts]
-        return out
+    per_row = RowSums(sizes, mine)
 
     system_chars = np.zeros(len(array), dtype=np.int64)
     if "system" in table.column_names:  # the decoder reads a system column that says anything
