@@ -5,6 +5,7 @@ Times, each in its own process (peak RSS is the whole process tree's, sampled ev
   floor         pyarrow iter_batches read + ParquetWriter write of the same file, same compression
   datasets      datasets.load_dataset(...).filter(validator).to_parquet(), a plain Python validator
   clean -w N    transcript-clean clean with --workers N, for each N asked
+  profile       the profile's own time inside a clean run (timed alone, in-process): its cost
 
 Every step runs --repeat times, in rounds; the best wall time of each is reported, with its ratio
 to the floor and the largest peak RSS, and written to a JSON file.
@@ -220,7 +221,43 @@ def step_datasets(source: str, output: str, fmt: str) -> None:
         shutil.rmtree(cache, ignore_errors=True)
 
 
-STEPS = {"floor": lambda source, output, fmt: step_floor(source, output), "datasets": step_datasets}
+def step_profile(source: str, output: str, fmt: str) -> None:
+    """The profile's own cost inside `clean`: the floor's reads, and per batch the profile as a
+    cleaning run computes it (the rows the fast path settles measured in Arrow, the others from
+    their decoded transcripts), timed alone; its seconds go to `output` as JSON."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from transcript_clean.formats import get_format
+    from transcript_clean.pipeline import batch_verdicts
+    from transcript_clean.profile import Profile, profile_batch
+    from transcript_clean.rows import clean_row
+
+    form = get_format(fmt)
+    total, seconds = Profile(), 0.0
+    for batch in pq.ParquetFile(source).iter_batches(batch_size=4096):
+        table = pa.Table.from_batches([batch])
+        verdicts = batch_verdicts(table, format=form)
+        settled = None if verdicts is None else verdicts.handled
+        slow = range(table.num_rows) if settled is None else np.flatnonzero(~settled).tolist()
+        rows = table.take(pa.array(list(slow), pa.int64())).to_pylist()
+        results = [clean_row(row, form) for row in rows]
+        decoded = {
+            int(i): None if r.decoded is None else r.decoded.messages
+            for i, r in zip(slow, results, strict=True)
+        }
+        started = time.perf_counter()  # the per-row path decodes its rows anyway: not timed
+        total.merge(profile_batch(table, form, settled, decoded))
+        seconds += time.perf_counter() - started
+    Path(output).write_text(json.dumps({"seconds": seconds, "rows": total.rows}))
+
+
+STEPS = {
+    "floor": lambda source, output, fmt: step_floor(source, output),
+    "datasets": step_datasets,
+    "profile": step_profile,
+}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -303,7 +340,7 @@ def ensure_dataset(
 @click.option(
     "--workers", default="1,2", show_default=True, help="Worker counts to run clean with."
 )
-@click.option("--skip", multiple=True, type=click.Choice(["floor", "datasets", "clean"]))
+@click.option("--skip", multiple=True, type=click.Choice(["floor", "datasets", "clean", "profile"]))
 @click.option(
     "--repeat",
     type=click.IntRange(min=1),
@@ -457,6 +494,10 @@ def main(
                 )
             )
 
+    if "profile" not in skip:
+        command = [PYTHON, __file__, "step", "profile", str(source), str(folder / "profile.json")]
+        runs.append(("profile (in clean)", [*command, "--format", fmt]))
+
     # Rounds, each running every step once, so that a noisy minute hits all steps alike; each
     # step's best time is reported (and its largest peak RSS).
     results: dict[str, dict[str, float]] = {}
@@ -464,6 +505,8 @@ def main(
         for name, command in runs:
             click.echo(f"round {round_}/{repeat}: {name} ...", err=True)
             measured = measure(command)
+            if name.startswith("profile"):  # its own time inside the step, not the step's
+                measured["seconds"] = json.loads((folder / "profile.json").read_text())["seconds"]
             best = results.setdefault(name, dict(measured, runs=0))
             best["seconds"] = min(best["seconds"], measured["seconds"])
             best["peak_rss_mb"] = max(best["peak_rss_mb"], measured["peak_rss_mb"])

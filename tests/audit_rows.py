@@ -6,7 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from click.testing import CliRunner, Result
+from synthetic import arrow_schema, generate_rows
 
 from transcript_clean.cli import main
 
@@ -56,3 +59,37 @@ def write_summary(path: Path, rows_in: int, stats: list[tuple[str, str, int]]) -
     ]
     path.write_text(json.dumps({"rows_in": rows_in, "stats": records}), encoding="utf-8")
     return path
+
+
+# ---------------------------------------------------------------------------------------------
+# generated nights, for the profile's drift and history
+
+NIGHT_ROWS = 1200
+
+
+def generated_rows(seed: int = 4) -> list[dict[str, Any]]:
+    return [row for row, _ in generate_rows(NIGHT_ROWS, format="openai", seed=seed)]
+
+
+def write_rows(path: Path, rows: list[dict[str, Any]]) -> Path:
+    table = pa.Table.from_pylist(rows, schema=arrow_schema("openai"))
+    pq.write_table(table, path, row_group_size=200)
+    return path
+
+
+def plant_reasoning_only(rows: list[dict[str, Any]], every: int) -> int:
+    """Make the first text-only assistant turn of every `every`-th row reasoning only (as a
+    generator with a truncated token budget would); returns how many."""
+    planted = 0
+    for row in rows[::every]:
+        for message in row["messages"]:
+            if (
+                message["role"] == "assistant"
+                and message.get("content")
+                and not message.get("tool_calls")
+            ):
+                message["reasoning_content"] = message["content"]
+                message["content"] = None
+                planted += 1
+                break
+    return planted

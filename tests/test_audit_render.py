@@ -74,7 +74,7 @@ def test_html_report_escapes_the_data_and_loads_nothing(data: Path, tmp_path: Pa
     assert "<script" not in page
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "two &lt;/pre&gt; &amp; more" in page
-    assert "<svg" in page and page.count("<table>") == 2  # gates and stats
+    assert "<svg" in page and page.count("<table>") == 3  # gates, stats, the profile
     for attribute in ("src=", "href=", "@import", "url("):
         assert attribute not in page
     assert render_html(audit(str(data))).count("<rect") >= len(SHARES)
@@ -99,7 +99,9 @@ def test_the_measuring_part_imports_no_renderer() -> None:
     loaded = json.loads(out.stdout)
     assert loaded == [
         "transcript_clean.audit.baseline",
+        "transcript_clean.audit.history",
         "transcript_clean.audit.measure",
+        "transcript_clean.audit.profile_drift",
         "transcript_clean.audit.run",
         "transcript_clean.audit.samples",
     ]

@@ -39,3 +39,21 @@ def test_a_card_with_no_violations_says_so() -> None:
     card = dataset_card(summary_of(Stats(rows_in=1, rows_kept=1)), [])
     assert "No violations were found." in card
     assert "| code |" not in card
+
+
+def test_the_card_gives_the_profile() -> None:
+    import pyarrow as pa
+    from synthetic import arrow_schema, generate_rows
+
+    from transcript_clean.pipeline import clean_batch
+
+    rows = [row for row, _ in generate_rows(200, format="openai", seed=3)]
+    stats = clean_batch(pa.Table.from_pylist(rows, schema=arrow_schema("openai"))).stats
+    card = dataset_card(summary_of(stats), stats.records())
+    assert "## Profile" in card
+    profile = stats.profile.report()
+    chars = profile["per_row"]["chars"]
+    assert f"| chars per row | {chars['count']} | {chars['mean']:,.1f} | {chars['p5']:,} |" in card
+    assert f"| text | {profile['turns']['text']:,} |" in card
+    assert "Calls per tool: `" in card
+    assert card.endswith("Input fingerprint: `abc123`.\n")

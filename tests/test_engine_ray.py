@@ -119,6 +119,9 @@ def test_ray_run_equals_local_run(
     assert (out / "stats.csv").read_bytes() == (local_run / "stats.csv").read_bytes()
     assert set(CODES) <= set(table.column("code").to_pylist())
     assert summary(out) == summary(local_run)
+    # The profile (in summary.json too): the same numbers, merged from Ray's blocks.
+    assert (out / "profile.json").read_bytes() == (local_run / "profile.json").read_bytes()
+    assert result.stats.profile.rows == ROWS
 
     # The kept rows as a set (by id, none twice), and the rejects.
     kept, local_kept = read(out / "data"), read(local_run / "data")
@@ -228,6 +231,8 @@ def test_ray_audit_equals_local_audit(local_ray: Any, generated: Path) -> None:
     assert on_ray.stats.counts() == local.stats.counts()
     assert set(CODES) <= set(on_ray.shares)
     assert on_ray.samples == local.samples
+    assert on_ray.stats.profile == local.stats.profile
+    assert on_ray.summary["profile"] == local.summary["profile"]
     assert on_ray.gates == local.gates and not local.passed
     assert sorted(seen) == [200, 300, *[500] * 5]  # one report per block, as it finishes
 

@@ -271,7 +271,7 @@ def test_html_report_in_a_browser(browser: Browser, tmp_path: Path) -> None:
     )
     page = json.loads(found)
     assert page["title"].startswith("Audit of")
-    assert page["tables"] == 3  # gates, stats, drift
+    assert page["tables"] == 4  # gates, stats, drift, the profile's distributions
     assert page["stats"] == ["orphan_tool_result", "consecutive_assistant", "no_assistant_turn"]
     assert page["bars"] >= 3 + 4  # a bar per code, a legend swatch per action
     assert page["chart"][0] > 600 and page["chart"][1] > 100
@@ -287,3 +287,77 @@ def test_html_report_in_a_browser(browser: Browser, tmp_path: Path) -> None:
     assert (width, height) == (1200, 1600)
     assert colors > 8, "the screenshot looks blank"
     print(f"screenshot: {shot}")
+
+
+def profile_report(folder: Path) -> Path:
+    """The HTML report of a night with reasoning-only turns planted, against the night before,
+    with two earlier nights as its history and gates on the profile."""
+    import dataclasses
+
+    from audit_rows import generated_rows, plant_reasoning_only, write_rows
+
+    from transcript_clean.audit.history import Night, load_history
+    from transcript_clean.audit.profile_drift import parse_drift_limit
+
+    before = write_rows(folder / "night1.parquet", generated_rows())
+    rows = generated_rows()
+    plant_reasoning_only(rows, 8)
+    tonight = write_rows(folder / "night2.parquet", rows)
+    audit(before, stats_out=folder / "stats" / "2026-11-29")
+    history = load_history(folder / "stats")
+    earlier = Night("2026-11-28", {**history[0].figures, "error_rate": 0.05})
+    gates = [parse_drift_limit(t) for t in ("turns.reasoning_only=2pp", "chars.p95=1.25x")]
+    result = audit(
+        tonight,
+        baseline=folder / "stats" / "2026-11-29",
+        max_error_rate=0.3,
+        max_profile_drift=gates,
+        history=folder / "stats",
+    )
+    result = dataclasses.replace(result, history=[earlier, *result.history])
+    report = folder / "audit.html"
+    write_report(result, report)
+    return report
+
+
+def test_the_profile_charts_in_a_browser(browser: Browser, tmp_path: Path) -> None:
+    browser.open(profile_report(tmp_path))
+    assert browser.console_errors() == []
+    found = browser.evaluate(
+        """JSON.stringify({
+        turns: [...document.querySelectorAll("#turn-classes rect.turn")]
+            .map(r => r.querySelector("title").textContent),
+        bar: Math.round(document.querySelector("#turn-classes svg").getBoundingClientRect().width),
+        bins: document.querySelectorAll(".hist rect.bin").length,
+        hists: [...document.querySelectorAll(".hist .label")].map(p => p.textContent),
+        drift: [...document.querySelectorAll("#profile-drift tbody tr")]
+            .map(tr => [...tr.cells].map(c => c.textContent)),
+        history: document.querySelectorAll("#history svg").length,
+        nights: document.querySelectorAll("#history circle.night").length,
+        limits: [...document.querySelectorAll("#history .chart")]
+            .filter(c => c.querySelector("line.limit"))
+            .map(c => c.querySelector(".label").textContent),
+        failed: document.querySelector(".badge.fail").textContent,
+        scripts: document.querySelectorAll("script").length,
+        })"""
+    )
+    page = json.loads(found)
+    assert any(t.startswith("reasoning_only: ") for t in page["turns"]), page["turns"]
+    assert any(t.startswith("text: ") for t in page["turns"])
+    assert page["bar"] > 600
+    assert page["bins"] > 10
+    assert (
+        "characters per row" in page["hists"] and "characters per assistant turn" in page["hists"]
+    )
+    reasoning = next(row for row in page["drift"] if row[0] == "turns.reasoning_only")
+    assert reasoning[1] == "0.00%" and reasoning[3].startswith("+")
+    assert page["history"] >= 5  # error rate, rows, turn classes, lengths
+    assert page["nights"] == 3 * page["history"]  # two earlier nights and tonight on each
+    assert {"error_rate", "turns.reasoning_only", "chars.p95"} <= set(page["limits"])
+    assert page["failed"] == "1 gate(s) failed"
+    assert page["scripts"] == 0
+
+    browser.evaluate("document.getElementById('turn-classes').scrollIntoView()")
+    shot = tmp_path / "profile.png"
+    browser.screenshot(shot)
+    assert png_colors(shot)[2] > 8, "the screenshot looks blank"

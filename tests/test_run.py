@@ -154,6 +154,7 @@ def test_output_layout(tmp_path: Path) -> None:
     assert sorted(p.name for p in out.iterdir()) == [
         "README.md",
         "data",
+        "profile.json",
         "rejects",
         "stats.csv",
         "stats.parquet",

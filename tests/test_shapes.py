@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -221,9 +222,13 @@ def test_a_candidate_that_is_not_a_conversation_is_malformed_naming_it() -> None
     assert result.reject_message is not None and result.reject_message.startswith("rejected: ")
 
 
+TOOL = {"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}
+"""A valid declaration (one without a name would be an `invalid_tool_declaration`)."""
+
+
 def test_openai_preference_reads_the_prompt_inside_input() -> None:
     row = {
-        "input": {"messages": [u("q"), a("a1"), a("a1"), u("r")], "tools": [{"type": "function"}]},
+        "input": {"messages": [u("q"), a("a1"), a("a1"), u("r")], "tools": [TOOL]},
         "preferred_output": [a("x")],
         "non_preferred_output": [a("y")],
     }
@@ -233,7 +238,7 @@ def test_openai_preference_reads_the_prompt_inside_input() -> None:
     assert result.row is not None
     assert result.row["input"] == {
         "messages": [u("q"), a("a1"), u("r")],
-        "tools": [{"type": "function"}],
+        "tools": [TOOL],
     }
     assert result.row["preferred_output"] == [a("x")]
 
@@ -323,8 +328,13 @@ def test_generated_preference_rows_strict_codes_are_the_planted_ones(
     assert isinstance(fmt, ShapedFormat) and fmt.inner.name == format
     results = [clean_row(row, fmt, STRICT) for row in table.to_pylist()]
     assert [set(r.codes) for r in results] == [set(c) for c in planted]
-    # the fast path settles exactly the clean rows, in Arrow
+    # the fast path settles exactly the clean rows, in Arrow, once it can read the declared
+    # tools: held as JSON text here, they send every row that declares them per-row
     verdicts = batch_verdicts(table, STRICT, format=fmt)
+    assert (
+        verdicts is not None and not (verdicts.clean & np.array([bool(c) for c in planted])).any()
+    )
+    verdicts = batch_verdicts(table.drop_columns(["tools"]), STRICT, format=fmt)
     assert verdicts is not None
     assert verdicts.clean.tolist() == [not codes for codes in planted]
     for config in (DEFAULT, STRICT):

@@ -372,11 +372,12 @@ def test_system_message_keeps_pending_across_a_long_gap() -> None:
     assert transcript_errors(messages) == []
 
 
-def test_readme_example_prints_what_it_shows(capsys: pytest.CaptureFixture[str]) -> None:
-    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text(encoding="utf-8")
-    section = readme.split("## Transcript API", 1)[1]
+def test_the_documented_example_prints_what_it_shows(capsys: pytest.CaptureFixture[str]) -> None:
+    section = (Path(__file__).resolve().parents[1] / "docs" / "transcript-api.md").read_text(
+        encoding="utf-8"
+    )
     code = re.search(r"```python\n(.*?)```", section, re.S)
     shown = re.search(r"prints\n\n```\n(.*?)```", section, re.S)
-    assert code and shown, "the Transcript API section lost its example"
-    exec(compile(code[1], "README.md", "exec"), {})
+    assert code and shown, "docs/transcript-api.md lost its example"
+    exec(compile(code[1], "transcript-api.md", "exec"), {})
     assert capsys.readouterr().out == shown[1]

@@ -50,7 +50,7 @@ turns dropped: {counts["empty_turns_dropped"]:,}.
 ## Error stats
 
 {render_table(records, markdown=True) if records else "No violations were found."}
-{tools_section(summary.get("tools"))}
+{tools_section(summary.get("tools"))}{profile_section(summary.get("profile"))}
 Input fingerprint: `{summary["fingerprint"]}`.
 """
 
@@ -77,4 +77,34 @@ def tools_section(tools: Mapping[str, Any] | None) -> str:
         lines.append(f"| `{name}` | {calls.get(name, 0):,} | {declared:,} |")
     lines += ["", "Rows with each declared-tools code:", ""]
     lines += [f"- `{code}`: {rows:,}" for code, rows in tools["codes"].items()]
+    return "\n".join(lines) + "\n"
+
+
+def profile_section(profile: Mapping[str, Any] | None) -> str:
+    """The card's profile: what the rows are, as they came in (`transcript_clean.profile`)."""
+    if not profile:
+        return ""
+    lines = [
+        "",
+        "## Profile",
+        "",
+        f"Of {profile['rows']:,} rows in, {profile['rows_measured']:,} were read; "
+        f"{100 * profile['system_share']:.2f}% have a system message. Quantiles are exact below "
+        f"{profile['exact_below']} and within {100 * profile['relative_error']:g}% above.",
+        "",
+        "| distribution | count | mean | p5 | p50 | p95 | max |",
+        "|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for where, section in (("row", "per_row"), ("assistant turn", "per_assistant_turn")):
+        for name, d in profile[section].items():
+            lines.append(
+                f"| {name} per {where} | {d['count']:,} | {d['mean']:,.1f} | {d['p5']:,} | "
+                f"{d['p50']:,} | {d['p95']:,} | {d['max']:,} |"
+            )
+    lines += ["", "| assistant turns | turns | share |", "|---|---:|---:|"]
+    for name, n in profile["turns"].items():
+        lines.append(f"| {name} | {n:,} | {100 * profile['turn_shares'][name]:.2f}% |")
+    if profile["calls_per_tool"]:
+        calls = ", ".join(f"`{name}` {n:,}" for name, n in profile["calls_per_tool"].items())
+        lines += ["", f"Calls per tool: {calls}."]
     return "\n".join(lines) + "\n"

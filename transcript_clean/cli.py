@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
 
     from transcript_clean.options import EngineOptions, SourceOptions
+    from transcript_clean.policy import Config
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -203,6 +204,55 @@ def byte_size(ctx: click.Context, param: click.Parameter, value: str) -> int:
     return int(match[1]) * _UNITS[(match[2] or "b").lower()]
 
 
+def token_options(f: F) -> F:
+    """Token lengths with a local tokenizer (`clean` and `audit`): the profile's tokens, and
+    the `too_long` rule."""
+    return _apply(
+        [
+            click.option(
+                "--tokenizer",
+                type=click.Path(dir_okay=False),
+                default=None,
+                help="A local tokenizer.json: the profile adds tokens per row and per assistant "
+                "turn (needs the [tokens] extra: pip install 'transcript-clean[tokens]').",
+            ),
+            click.option(
+                "--max-tokens",
+                type=click.IntRange(min=1),
+                default=None,
+                help="With --tokenizer: rows over N tokens have the code too_long (kept and "
+                "counted unless the config rejects them).",
+            ),
+        ],
+        f,
+    )
+
+
+def _profile_limits(texts: list[str]) -> list[Any]:
+    """`--max-drift NAME=LIMIT` gates on the profile's figures."""
+    from transcript_clean.audit.profile_drift import parse_drift_limit
+
+    try:
+        return [parse_drift_limit(text) for text in texts]
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint="'--max-drift'") from None
+
+
+def _with_tokens(config: str, tokenizer: str | None, max_tokens: int | None) -> str | Config:
+    """The config, with `--tokenizer` and `--max-tokens` when given (the name otherwise)."""
+    if tokenizer is None and max_tokens is None:
+        return config
+    if tokenizer is None:
+        raise click.UsageError("--max-tokens needs --tokenizer")
+    from dataclasses import replace
+
+    from transcript_clean.policy import load_config
+    from transcript_clean.tokens import check_tokenizer
+
+    check_tokenizer(tokenizer)
+    return replace(load_config(config), tokenizer=tokenizer, max_tokens=max_tokens)
+
+
 def run_options(f: F) -> F:
     """The options of a run over SOURCE (`clean` and `audit`): how much to read, in what
     batches, and on which engine."""
@@ -258,7 +308,9 @@ def run_options(f: F) -> F:
     )
 
 
-def _options(source: str, given: dict[str, Any]) -> tuple[str, SourceOptions, EngineOptions]:
+def _options(
+    source: str, given: dict[str, Any]
+) -> tuple[str | Config, SourceOptions, EngineOptions]:
     """The shared options a command was given, as the library takes them: the config, and
     the source and engine options (`given` keeps the rest)."""
     from transcript_clean.options import EngineOptions, SourceOptions
@@ -278,7 +330,10 @@ def _options(source: str, given: dict[str, Any]) -> tuple[str, SourceOptions, En
         prompt_column=given.pop("prompt_column", None),
         candidates=tuple(c.strip() for c in candidates.split(",")) if candidates else None,
     )
-    return given.pop("config"), read, engine
+    config = _with_tokens(
+        given.pop("config"), given.pop("tokenizer", None), given.pop("max_tokens", None)
+    )
+    return config, read, engine
 
 
 @contextmanager
@@ -384,6 +439,7 @@ def _resumable(output: str) -> Iterator[None]:
 @click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
 @click.option("--resume", is_flag=True, help="Finish a run that was killed (same options).")
 @run_options
+@token_options
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no table: only errors.")
 def clean(
     source: str,
@@ -453,17 +509,19 @@ def explain(source: str, row_number: int, **options: Any) -> None:
       transcript-clean explain raw/train.parquet --row 1234
     """
     from transcript_clean.explain import explain_row, render_explanation
-    from transcript_clean.policy import load_config
+    from transcript_clean.policy import Config, load_config
 
     config, read, _ = _options(source, options)
     src, fmt = read.resolve()
-    click.echo(render_explanation(explain_row(src, row_number, fmt, load_config(config))))
+    cfg = config if isinstance(config, Config) else load_config(config)
+    click.echo(render_explanation(explain_row(src, row_number, fmt, cfg)))
 
 
 @main.command()
 @click.argument("source")
 @source_options
 @run_options
+@token_options
 @click.option(
     "--stats-out",
     type=click.Path(file_okay=False),
@@ -498,10 +556,18 @@ def explain(source: str, row_number: int, **options: Any) -> None:
 )
 @click.option(
     "--max-drift",
-    metavar="R",
-    default=None,
+    metavar="R|NAME=LIMIT",
+    multiple=True,
     help="Gate (needs --baseline): fail when any code's share moved by more than R, in absolute "
-    "terms (0.02 or 2% means two percentage points).",
+    "terms (0.02 or 2% means two percentage points). Repeatable with NAME=LIMIT for a figure "
+    "of the profile: turns.reasoning_only=2pp, chars.p95=1.25x, tools.search=2x.",
+)
+@click.option(
+    "--history",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="A folder of earlier summary.json files (or of stats folders): the HTML report draws "
+    "each headline figure across them, with the gate limits.",
 )
 @click.option(
     "--report",
@@ -530,7 +596,8 @@ def audit(
     max_error_rate: str | None,
     max_codes: tuple[str, ...],
     baseline: str | None,
-    max_drift: str | None,
+    max_drift: tuple[str, ...],
+    history: str | None,
     report: str | None,
     samples: int,
     as_json: bool,
@@ -551,6 +618,8 @@ def audit(
       transcript-clean audit raw/ --config strict --max-error-rate 5%
       transcript-clean audit raw/ --max orphan_tool_result=0.01 --report audit.html
       transcript-clean audit raw/ --baseline stats/yesterday --max-drift 2% --stats-out stats/today
+      transcript-clean audit raw/ --baseline stats/yesterday --max-drift turns.reasoning_only=2pp \
+          --max-drift chars.p95=1.25x --history stats/ --report audit.html
       transcript-clean audit 'raw/*.parquet' --workers 4
     """
     import json
@@ -572,10 +641,14 @@ def audit(
         except ValueError as err:
             raise click.BadParameter(str(err), param_hint="'--max'") from None
         max_share[code] = share
-    if max_drift is not None and baseline is None:
+    if max_drift and baseline is None:
         raise click.UsageError("--max-drift needs --baseline")
     error_limit = limit_of(max_error_rate, "'--max-error-rate'")
-    drift_limit = limit_of(max_drift, "'--max-drift'")
+    share_drift = [text for text in max_drift if "=" not in text]
+    if len(share_drift) > 1:
+        raise click.BadParameter("one limit for the codes' shares", param_hint="'--max-drift'")
+    drift_limit = limit_of(share_drift[0] if share_drift else None, "'--max-drift'")
+    profile_limits = _profile_limits([text for text in max_drift if "=" in text])
     if report is not None:
         from transcript_clean.audit.report import check_report
 
@@ -597,6 +670,8 @@ def audit(
             max_error_rate=error_limit,
             max_share=max_share,
             max_drift=drift_limit,
+            max_profile_drift=profile_limits,
+            history=history,
             stats_out=stats_out,
             overwrite=overwrite,
             progress=progress.update,

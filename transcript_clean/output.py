@@ -338,6 +338,8 @@ def finalize(
         write_table_atomic(final / "stats.parquet", stats.table())
         write_text_atomic(final / "stats.csv", stats.csv())
         write_text_atomic(final / "summary.json", json.dumps(summary, indent=2) + "\n")
+        profile = json.dumps(summary.get("profile", stats.profile.report()), indent=2)
+        write_text_atomic(final / "profile.json", profile + "\n")
         card = dataset_card(summary, stats.records(), data_files=f"data/*{output.suffix}")
         write_text_atomic(final / "README.md", card)
         made = os.stat(final)

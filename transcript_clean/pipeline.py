@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -21,7 +21,9 @@ from transcript_clean.errors import FormatError
 from transcript_clean.fastpath import Verdicts, fast_verdicts
 from transcript_clean.fastpath.base import replaced
 from transcript_clean.formats.base import Format, Row
+from transcript_clean.model import Message
 from transcript_clean.policy import DEFAULT, Config
+from transcript_clean.profile import profile_batch
 from transcript_clean.rows import (
     RepairStep,
     RowResult,
@@ -36,6 +38,7 @@ from transcript_clean.rules import (
     MALFORMED_ROW,
     TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
+    get_rule,
     rules,
 )
 from transcript_clean.shapes import ShapedFormat
@@ -271,10 +274,18 @@ def clean_batch_parts(
         slow = np.flatnonzero(~verdicts.handled)
         settled, rejected = _settle(table, fmt, verdicts, stats, source, first_row)
 
+    decoded: dict[int, Sequence[Message] | None] = {}
     with _cyclic_gc_paused():
         kept, rejects, fitted = _clean_rows(
-            table, slow, rejected, fmt, config, as_json, stats, source, first_row, on_row
+            table, slow, rejected, fmt, config, as_json, stats, source, first_row, on_row, decoded
         )
+    read = None if verdicts is None or not fast else _read_rows(verdicts)
+    if isinstance(fmt, ShapedFormat):
+        # The per-row path's transcript of a dataset type's row is its last candidate's after
+        # the prompt's repairs: every row is profiled from the batch as it came in instead.
+        read = ~np.isin(np.arange(table.num_rows), list(line_errors(table)))
+        decoded = {}
+    stats.profile.merge(profile_batch(table, fmt, read, decoded, tokenizer=config.tokenizer))
     replaced = [r for r in (settled, fitted) if r is not None]
     return CleanedBatch(table, kept, replaced, rejects, stats)
 
@@ -290,11 +301,13 @@ def _clean_rows(
     source: str,
     first_row: int,
     on_row: Callable[[int, Row, RowResult], None] | None,
+    decoded: dict[int, Sequence[Message] | None] | None = None,
 ) -> tuple[npt.NDArray[np.bool_], pa.Table, Replaced | None]:
     """The per-row path for the rows at `slow`: which rows of the batch are kept, the rejects
     (with the fast path's, `rejected`), and the repaired rows re-encoded. Only Arrow and NumPy
     data come out, so the Python objects made on the way are gone before the cyclic collector
-    is back."""
+    is back. `decoded` gets each row's transcript as it came in (None: unread), by position,
+    for the profile."""
     positions: list[int] = slow.tolist()
     picked = table.take(pa.array(slow)) if positions else table.slice(0, 0)
     # A row with text that is not UTF-8 cannot become Python as it is: it is a malformed_row,
@@ -323,6 +336,8 @@ def _clean_rows(
             kept[i] = False
             rejected.append(Rejected(i, result.codes, result.reject_message))
         stats.add_row(result, source, first_row + i)
+        if decoded is not None:
+            decoded[i] = None if result.decoded is None else result.decoded.messages
         if on_row is not None:
             on_row(first_row + i, row, result)
     return kept, _assemble_rejects(table, rejected, source, first_row), fitted
@@ -351,6 +366,15 @@ def _row_values(picked: pa.Table, from_arrow: set[int], unreadable: dict[int, st
         if raw is not None and k not in from_arrow:
             rows[k] = jsontypes.loads(raw)
     return rows
+
+
+def _read_rows(verdicts: Verdicts) -> npt.NDArray[np.bool_]:
+    """The rows the fast path settled that decode: all but those it rejected while decoding."""
+    read = verdicts.handled
+    for reject in verdicts.rejects:
+        if get_rule(reject.code).stage == "decode":
+            read = read & ~reject.rows
+    return read
 
 
 def not_utf8(row: Row, fmt: Format, where: str) -> RowResult:

@@ -40,6 +40,10 @@ class Config:
     interrupted_call: InterruptedCall = "cut"
     """`cut` the transcript before the turn, or answer the call with an `error_result`."""
     name: str = "default"
+    tokenizer: str | None = None
+    """A local `tokenizer.json` (`--tokenizer`): the profile counts tokens with it."""
+    max_tokens: int | None = None
+    """`--max-tokens`: rows over it have `too_long` (looked for only when it is set)."""
 
     def action(self, code: str) -> Action:
         """The code's action: as the config says, or, for a code it does not name (a rule added
@@ -52,6 +56,9 @@ class Config:
             "name": self.name,
             "actions": {code: self.action(code) for code in codes()},
             "repair": {"interrupted_call": self.interrupted_call},
+            # Only when set, so a run without them reads as it always did.
+            **({"tokenizer": self.tokenizer} if self.tokenizer is not None else {}),
+            **({"max_tokens": self.max_tokens} if self.max_tokens is not None else {}),
         }
 
 

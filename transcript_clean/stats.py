@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from transcript_clean.errors import AccountingError
 from transcript_clean.model import AssistantMessage, ToolCall
+from transcript_clean.profile import Profile
 from transcript_clean.rules import EMPTY_ASSISTANT_TURN, codes
 from transcript_clean.tools import calls_per_tool
 
@@ -79,6 +80,9 @@ class Stats:
         add_counts(self.tools_declared, declared)
         add_counts(self.tool_calls, calls)
 
+    profile: Profile = field(default_factory=Profile)
+    """What the rows are (`transcript_clean.profile`), as they came in."""
+
     def add_row(self, result: RowResult, source: str, row: int) -> None:
         if result.tools is not None and result.decoded is not None:
             calls = (c.name for m in result.decoded.messages for c in _calls_of(m))
@@ -143,6 +147,7 @@ class Stats:
         self.messages_out += other.messages_out
         self.empty_turns_dropped += other.empty_turns_dropped
         self.rows_clean += other.rows_clean
+        self.profile.merge(other.profile)
         for key, theirs in other.codes.items():
             mine = self.codes.get(key)
             if mine is None:
@@ -211,6 +216,7 @@ class Stats:
             "rows_declaring_tools": self.rows_declaring_tools,
             "tools_declared": self.tools_declared,
             "tool_calls": self.tool_calls,
+            "profile": self.profile.to_dict(),
         }
 
     def tools_summary(self, top: int = TOP_TOOLS) -> dict[str, Any]:
@@ -231,8 +237,10 @@ class Stats:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Stats:
-        stats = cls(**{k: v for k, v in data.items() if k != "codes"})
+        stats = cls(**{k: v for k, v in data.items() if k not in ("codes", "profile")})
         stats.codes = {(c, a): CodeStats(**s) for c, a, s in data["codes"]}
+        if "profile" in data:  # stats recorded before profiles have none
+            stats.profile = Profile.from_dict(data["profile"])
         return stats
 
 
@@ -298,6 +306,7 @@ def run_summary(
         "accounting_ok": stats.rows_in == stats.rows_kept + stats.rows_rejected,
         "stats": stats.records(),
         "tools": stats.tools_summary(),
+        "profile": stats.profile.report(),
         **extra,
         "engine": engine,
         "workers": workers,

@@ -30,9 +30,11 @@ __all__ = [
     "CONSECUTIVE_ASSISTANT",
     "ORPHAN_TOOL_RESULT",
     "TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER",
+    "TURN_CLASSES",
     "UNANSWERED_TOOL_CALL",
     "TranscriptError",
     "assistant_text_from_choice",
+    "assistant_turn_class",
     "invalid_arguments_feedback",
     "invalid_call_feedback",
     "is_blank",
@@ -169,6 +171,47 @@ def is_empty_assistant_turn(content: Iterable[AssistantPart]) -> bool:
     An empty turn must not enter history.
     """
     return all(is_blank(part) for part in content)
+
+
+# What an assistant turn holds, as the profile counts it (`transcript_clean.profile`). A turn
+# with calls and reasoning is `reasoning+tool_call` whether it also says something or not; the
+# empty ones (`is_empty_assistant_turn`) are told apart by what blank thing they hold. The
+# formats' Arrow sides compute the same classes (by these names and in this order) for the rows
+# the fast path settles.
+TURN_CLASSES: Final = (
+    "text",
+    "tool_call",
+    "text+tool_call",
+    "reasoning_only",
+    "reasoning+text",
+    "reasoning+tool_call",
+    "empty: no content",
+    "empty: white space",
+    "empty: empty reasoning",
+)
+
+
+def assistant_turn_class(content: Sequence[AssistantPart]) -> str:
+    """The class of an assistant turn as it came in: one of `TURN_CLASSES`."""
+    calls = reasoning = said = False
+    for part in content:
+        if isinstance(part, ToolCall):
+            calls = True
+        elif isinstance(part, Reasoning):
+            reasoning = reasoning or not is_blank(part)
+        else:
+            said = said or not is_blank(part)
+    if calls:
+        return "reasoning+tool_call" if reasoning else "text+tool_call" if said else "tool_call"
+    if said:
+        return "reasoning+text" if reasoning else "text"
+    if reasoning:
+        return "reasoning_only"
+    if any(isinstance(part, Reasoning) for part in content):
+        return "empty: empty reasoning"
+    if any(isinstance(part, Text) and part.text for part in content):
+        return "empty: white space"
+    return "empty: no content"
 
 
 def assistant_text_from_choice(content: Iterable[AssistantPart]) -> str:

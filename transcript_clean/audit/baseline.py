@@ -32,6 +32,8 @@ class Baseline:
     rows_in: int | None = None
     config: str | None = None
     format: str | None = None
+    profile: Mapping[str, Any] | None = None
+    """Its profile (`Profile.report`), when its summary.json has one."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -131,6 +133,7 @@ def _baseline_from_summary(path: Path) -> Baseline:
         rows_in,
         config.get("name") if isinstance(config, dict) else None,
         data.get("format") if isinstance(data.get("format"), str) else None,
+        data.get("profile") if isinstance(data.get("profile"), dict) else None,
     )
 
 

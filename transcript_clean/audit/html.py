@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
+from transcript_clean.audit.profile_html import histograms, history_charts, turn_bar
 from transcript_clean.audit.render import changed, pct, pp, shows_reject, transcript_text
 from transcript_clean.audit.run import AuditResult
 from transcript_clean.stats import ACTIONS
@@ -65,6 +66,11 @@ def render_html(result: AuditResult) -> str:
             stats=stats.records(),
             baseline=result.baseline,
             drift=result.drift,
+            profile=result.summary["profile"],
+            turn_bar=turn_bar(result.summary["profile"]),
+            histograms=histograms(result.summary["profile"]),
+            profile_drift=result.profile_drift,
+            history=history_charts(result),
             samples=result.samples,
             expected_outcome=EXPECTED_OUTCOME,
             pct=pct,

@@ -78,7 +78,8 @@ class Gate:
     limit: float
     detail: str | None = None
     unit: str = "%"
-    """How the numbers read: `%` for shares, `pp` (percentage points) for a change of share."""
+    """How the numbers read: `%` for shares, `pp` (percentage points) for a change of share, `x`
+    for a ratio (a profile figure's drift)."""
 
     @property
     def exceeded(self) -> bool:
@@ -91,7 +92,9 @@ class Gate:
         return f"{text} ({self.detail})" if self.detail else text
 
     def show(self, value: float) -> str:
-        """`value` in the gate's unit: `12.40%` or `1.50 pp`."""
+        """`value` in the gate's unit: `12.40%`, `1.50 pp` or `1.25x`."""
+        if self.unit == "x":
+            return "new" if value == float("inf") else f"{value:.2f}x"
         return f"{100 * value:.2f}%" if self.unit == "%" else f"{100 * value:.2f} pp"
 
     def to_dict(self) -> dict[str, Any]:

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from transcript_clean.audit.baseline import Drift
+from transcript_clean.audit.profile_drift import ProfileDrift
 from transcript_clean.audit.run import AuditResult
 from transcript_clean.audit.samples import Sample
 from transcript_clean.explain import render_message, render_transcript
@@ -93,6 +94,9 @@ def render_json(result: AuditResult) -> dict[str, Any]:
         **result.summary,
         "baseline": result.baseline.path if result.baseline is not None else None,
         "drift": [d.to_dict() for d in result.drift] if result.drift is not None else None,
+        "profile_drift": None
+        if result.profile_drift is None
+        else [d.to_dict() for d in result.profile_drift],
         "gates": [g.to_dict() for g in result.gates],
         "failed_gates": [g.describe() for g in result.failed],
         "passed": result.passed,
@@ -124,6 +128,43 @@ def render_drift(drift: Sequence[Drift], *, markdown: bool = False) -> str:
     return "\n".join(line(row) for row in [header, ["-" * w for w in widths], *body])
 
 
+def render_profile_drift(drift: Sequence[ProfileDrift], *, markdown: bool = False) -> str:
+    """The profile's figures beside the baseline's: turn-class shares, lengths' p50 and p95,
+    calls per tool."""
+    header = ["figure", "baseline", "now", "change"]
+    body = [[d.name, d.show(d.previous), d.show(d.current), d.show_change()] for d in drift]
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|---|---:|---:|---:|"]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body])
+    widths = [max(len(row[i]) for row in [header, *body]) for i in range(len(header))]
+
+    def line(row: list[str]) -> str:
+        cells = zip(row, widths, strict=True)
+        return "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(cells))
+
+    return "\n".join(line(row) for row in [header, ["-" * w for w in widths], *body])
+
+
+def render_profile(profile: dict[str, Any]) -> str:
+    """The profile in a few lines: the turn classes, and the lengths per row and per turn."""
+    turns = ", ".join(
+        f"{name} {pct(share)}" for name, share in profile["turn_shares"].items() if share
+    )
+    lines = [f"assistant turns: {turns or 'none'}"]
+    sections = [
+        ("per row", profile["per_row"]),
+        ("per assistant turn", profile["per_assistant_turn"]),
+    ]
+    for where, section in sections:
+        for name, d in section.items():
+            lines.append(
+                f"{name} {where}: mean {d['mean']:,.1f}, p5 {d['p5']:,}, p50 {d['p50']:,}, "
+                f"p95 {d['p95']:,}, max {d['max']:,}"
+            )
+    lines.append(f"rows with a system message: {pct(profile['system_share'])}")
+    return "\n".join(lines)
+
+
 def _headline(result: AuditResult) -> str:
     stats = result.stats
     return (
@@ -138,6 +179,10 @@ def render_text(result: AuditResult) -> str:
     lines.append(render_accounting(result.stats) + "  (checked)")
     if result.drift is not None and result.baseline is not None:
         lines += ["", f"drift against {result.baseline.path}:", render_drift(result.drift)]
+    lines += ["", "profile:", render_profile(result.summary["profile"])]
+    if result.profile_drift is not None and result.baseline is not None:
+        lines += ["", f"profile drift against {result.baseline.path}:"]
+        lines.append(render_profile_drift(result.profile_drift))
     if result.gates:
         lines += ["", "gates:"]
         lines += [f"  {'FAIL' if g.exceeded else 'ok':<4}  {g.describe()}" for g in result.gates]
@@ -196,6 +241,10 @@ def render_markdown(result: AuditResult) -> str:
     if result.drift is not None and result.baseline is not None:
         out += ["", "## Drift", "", f"Against `{result.baseline.path}`.", ""]
         out.append(render_drift(result.drift, markdown=True))
+    out += ["", "## Profile", "", _fenced(render_profile(result.summary["profile"]))]
+    if result.profile_drift is not None and result.baseline is not None:
+        out += ["", "## Profile drift", "", f"Against `{result.baseline.path}`.", ""]
+        out.append(render_profile_drift(result.profile_drift, markdown=True))
     if result.samples:
         out += ["", "## Samples"]
         for code, samples in result.samples.items():

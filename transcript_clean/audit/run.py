@@ -12,7 +12,7 @@ import json
 import os
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,12 +20,20 @@ from typing import TYPE_CHECKING, Any
 
 from transcript_clean.audit.baseline import (
     Baseline,
+    BaselineError,
     Drift,
     compute_drift,
     drift_gate,
     load_baseline,
 )
+from transcript_clean.audit.history import Night, load_history
 from transcript_clean.audit.measure import Gate, code_shares, error_rate, share_gates
+from transcript_clean.audit.profile_drift import (
+    DriftLimit,
+    ProfileDrift,
+    compute_profile_drift,
+    profile_gates,
+)
 from transcript_clean.audit.samples import Sample, SampleCollector, merge_samples
 from transcript_clean.errors import OutputError
 from transcript_clean.formats.base import Format
@@ -66,6 +74,10 @@ class AuditResult:
     baseline: Baseline | None = None
     drift: list[Drift] | None = None
     gates: list[Gate] = field(default_factory=list)
+    profile_drift: list[ProfileDrift] | None = None
+    """The profile's figures against the baseline's, when it has a profile."""
+    history: list[Night] = field(default_factory=list)
+    """Earlier runs' headline figures (`--history`), oldest first."""
 
     @property
     def error_rate(self) -> float:
@@ -131,6 +143,8 @@ def audit(
     max_error_rate: float | None = None,
     max_share: Mapping[str, float] | None = None,
     max_drift: float | None = None,
+    max_profile_drift: Sequence[DriftLimit] = (),
+    history: str | os.PathLike[str] | None = None,
     stats_out: str | os.PathLike[str] | None = None,
     overwrite: bool = False,
     engine: EngineOptions | Engine = "local",
@@ -143,7 +157,10 @@ def audit(
     """Audit `source`: the stats `clean` would report for it, without writing data.
 
     `max_error_rate`, `max_share` (code -> limit) and `max_drift` (needs `baseline`) are gates,
-    fractions of the rows in; `result.failed` lists the ones exceeded. `stats_out` gets
+    fractions of the rows in; `max_profile_drift` gates the profile's figures against the
+    baseline's (`audit.profile_drift`); `result.failed` lists the ones exceeded. `history` is
+    a folder of earlier summary.json files (or an OUTPUT) whose headline figures the HTML
+    report draws across nights. `stats_out` gets
     stats.parquet, stats.csv and summary.json. Everything that can fail before the run (config,
     baseline, outputs) fails first.
 
@@ -162,7 +179,7 @@ def audit(
     unknown = sorted(set(max_share or {}) - set(codes()))
     if unknown:
         raise ValueError(f"unknown code {unknown[0]!r} (codes: {', '.join(codes())})")
-    if max_drift is not None and baseline is None:
+    if (max_drift is not None or max_profile_drift) and baseline is None:
         raise ValueError("max_drift needs a baseline")
     if samples < 0:
         raise ValueError("samples must be at least 0")
@@ -172,6 +189,12 @@ def audit(
         if baseline is None or isinstance(baseline, Baseline)
         else load_baseline(baseline, read.storage_options)
     )
+    if max_profile_drift and base is not None and base.profile is None:
+        raise BaselineError(
+            f"baseline {base.path}: it has no profile (written before profiles were), so the "
+            "profile's figures cannot be compared"
+        )
+    nights = load_history(history) if history is not None else []
     src = read.open()
     if stats_out is not None:
         if is_remote(os.fspath(stats_out)):
@@ -197,8 +220,12 @@ def audit(
     if max_drift is not None and drift is not None:
         gates.append(drift_gate(drift, max_drift))
     summary = _summary(src, fmt, cfg, stats, read.limit, time.perf_counter() - started)
+    moved = None
+    if base is not None and base.profile is not None:
+        moved = compute_profile_drift(base.profile, summary["profile"])
+        gates += profile_gates(moved, max_profile_drift)
     picked = merge_samples((block.samples for block in audited), samples)
-    result = AuditResult(summary, stats, picked, base, drift, gates)
+    result = AuditResult(summary, stats, picked, base, drift, gates, moved, nights)
     if stats_out is not None:
         write_stats(result, stats_out, overwrite=True, storage_options=read.storage_options)
     return result

@@ -67,7 +67,7 @@ def possible_codes(
     a row the view reads decodes as the decoder reads it, and the fast path writes it in the
     input's own Arrow type, never through the encoder."""
     out: dict[str, Mask] = {}
-    for rule in rules() if enabled is None else enabled:
+    for rule in _default_rules() if enabled is None else enabled:
         check = rule.arrow.get(fmt.name)
         if check is not None:
             out[rule.code] = check(view)
@@ -96,8 +96,8 @@ def fast_verdicts(
     code is one of `repair` (codes the config repairs as the view can) or `reject` (codes the
     config rejects), where the format's view settles them. `schema` is the batch's, when other
     columns matter to the format (the `system` column of ShareGPT and Anthropic); `enabled`,
-    the rules the run looks for (all of them by default); `tools`, the batch's columns of
-    declared tools. None when this format or column shape has no fast path."""
+    the rules the run looks for (by default, those of the default config); `tools`, the batch's
+    columns of declared tools. None when this format or column shape has no fast path."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if has_json(array.type):
         # A `pa.json_()` field holds values of more than one type: no view reads it as the
@@ -108,7 +108,7 @@ def fast_verdicts(
     if view is None:
         return None
     view.tools = tuple(t.combine_chunks() if isinstance(t, pa.ChunkedArray) else t for t in tools)
-    enabled = list(rules() if enabled is None else enabled)
+    enabled = list(_default_rules() if enabled is None else enabled)
     may = possible_codes(view, fmt, enabled)
     read = ~view.unread
     possible = _how_many(may.values(), view.rows)
@@ -188,6 +188,13 @@ def _settle_repairs(
             accepted |= mine
     verdicts.repaired = accepted
     verdicts.repaired_column = fixed.column.filter(pa.array(accepted[fixed.subset]))
+
+
+def _default_rules() -> list[Rule]:
+    """The rules a run with the default config looks for (`too_long` only with a limit)."""
+    from transcript_clean.policy import DEFAULT
+
+    return [rule for rule in rules() if rule.enabled(DEFAULT)]
 
 
 def _how_many(masks: Iterable[Mask], rows: int) -> npt.NDArray[np.int64]:

@@ -36,6 +36,7 @@ from transcript_clean.rules.invalid_tool_arguments import CODE as INVALID_TOOL_A
 from transcript_clean.rules.malformed_row import CODE as MALFORMED_ROW
 from transcript_clean.rules.no_assistant_turn import CODE as NO_ASSISTANT_TURN
 from transcript_clean.rules.orphan_tool_result import CODE as ORPHAN_TOOL_RESULT
+from transcript_clean.rules.too_long import CODE as TOO_LONG
 from transcript_clean.rules.trailing_tool_call import CODE as TRAILING_TOOL_CALL
 from transcript_clean.rules.unanswered_tool_call import CODE as UNANSWERED_TOOL_CALL
 from transcript_clean.rules.unencodable_row import CODE as UNENCODABLE_ROW
@@ -56,6 +57,7 @@ __all__ = [
     "NO_ASSISTANT_TURN",
     "ORPHAN_TOOL_RESULT",
     "RULES",
+    "TOO_LONG",
     "TRAILING_TOOL_CALL",
     "UNANSWERED_TOOL_CALL",
     "UNENCODABLE_ROW",
@@ -155,7 +157,7 @@ def find_violations(
     """Every rule's violations in a transcript whose empty turns are already set aside, rule by
     rule in order; with `config`, of the rules a run with it looks for (`Rule.enabled`), as the
     fast path does; with `tools`, the row's declared tools, its calls checked against them."""
-    walk = Walk(messages, tools)
+    walk = Walk(messages, tools, config)
     found: list[Violation] = []
     for rule in _registry.values():
         if rule.find is not None and (config is None or rule.enabled(config)):

@@ -73,11 +73,18 @@ class Walk:
     of SPEC section 3 and the calls pending at its end. `tools` are the tools the row declares
     (None when it declares none: then no call is checked against them)."""
 
-    __slots__ = ("_errors", "_trailing", "_trailing_known", "messages", "tools")
+    __slots__ = ("_errors", "_trailing", "_trailing_known", "config", "messages", "tools")
 
-    def __init__(self, messages: Sequence[Message], tools: Declared | None = None) -> None:
+    def __init__(
+        self,
+        messages: Sequence[Message],
+        tools: Declared | None = None,
+        config: Config | None = None,
+    ) -> None:
         self.messages = messages
         self.tools = tools
+        self.config = config
+        """The run's config, for a rule that needs more than the actions (`too_long`)."""
         self._errors: list[TranscriptError] | None = None
         self._trailing: tuple[int, tuple[str, ...]] | None = None
         self._trailing_known = False

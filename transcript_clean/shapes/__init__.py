@@ -155,10 +155,11 @@ class ShapedFormat(Format):
         return f"{self.inner.name} {self.shape.describe()}"
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
-        """The first candidate's conversation (prompt + candidate), for readers of one."""
+        """The first candidate's conversation (prompt + candidate; a prompt-only row's prompt),
+        for readers of one."""
         from transcript_clean.shapes.clean import conversation_row
 
-        return self.inner.decode(conversation_row(row, self, 0))
+        return self.inner.decode(conversation_row(row, self, 0 if self.shape.candidates else None))
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         raise NotImplementedError("shaped rows are written part by part (shapes.clean)")

@@ -40,7 +40,9 @@ from transcript_clean.fastpath.base import (
     shift,
     text_or_absent,
 )
+from transcript_clean.fastpath.measures import RowSums, classes_of, said, text_lengths
 from transcript_clean.formats.base import Format
+from transcript_clean.profile import Measures
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     DUPLICATE_CALL_ID,
@@ -52,7 +54,7 @@ from transcript_clean.rules import (
     UNANSWERED_TOOL_CALL,
 )
 
-__all__ = ["anthropic_view"]
+__all__ = ["anthropic_measures", "anthropic_view"]
 
 # The codes a row this view reads never has: every message and block it reads as the decoder
 # would, with arguments that are objects, every result answering a call of the turn before, no
@@ -194,6 +196,13 @@ def _content_type(type_: pa.DataType) -> pa.DataType | None:
     return content
 
 
+def _field(blocks: pa.Array, name: str) -> pa.Array:
+    """A field of the blocks, all null where their type has no such field."""
+    if blocks.type.get_field_index(name) >= 0:
+        return pc.struct_field(blocks, name)
+    return pa.nulls(len(blocks), pa.string())
+
+
 def _blocks(
     content: pa.Array, is_assistant: Mask, same_next: Mask, flag: Mask
 ) -> tuple[Mask, Counts, Counts]:
@@ -207,12 +216,9 @@ def _blocks(
     calls = np.zeros(n, dtype=np.int64)
     if len(blocks) == 0:
         return said, calls, calls
-    names = set(blocks.type.names)
 
     def field(name: str) -> pa.Array:
-        if name in names:
-            return pc.struct_field(blocks, name)
-        return pa.nulls(len(blocks), pa.string())
+        return _field(blocks, name)
 
     kind = field("type")
     text_block = as_mask(pc.equal(kind, "text"))
@@ -227,7 +233,7 @@ def _blocks(
     wrong |= thinking & as_mask(field("thinking").is_null())
     wrong |= redacted & as_mask(field("data").is_null())
     wrong |= use & (as_mask(field("id").is_null()) | as_mask(field("name").is_null()))
-    if "input" in names:
+    if blocks.type.get_field_index("input") >= 0:
         wrong |= use & ~objects(pc.struct_field(blocks, "input"))
     else:
         wrong |= use  # no arguments at all
@@ -264,3 +270,104 @@ def _blocks(
     calls = np.bincount(owner[uses], minlength=n).astype(np.int64)
     unanswered = ~np.isin(call_keys, result_keys) & same_next[owner[uses]]
     return said, calls, np.bincount(owner[uses[unanswered]], minlength=n).astype(np.int64)
+
+
+# ---------------------------------------------------------------------------------------------
+# the profile's measures (`transcript_clean.profile`)
+
+
+def anthropic_measures(
+    fmt: Format, table: pa.Table, rows: Mask, *, texts: bool = False
+) -> tuple[Measures, Mask]:
+    """The profile's measures of the rows of `rows` (rows the view reads as the decoder would),
+    computed in Arrow as `measure_transcripts` makes them of their decoded transcripts. With
+    `texts` (a tokenizer) it measures none: the caller decodes them. Returns the measures and
+    the rows measured."""
+    array = table.column(fmt.column).combine_chunks()
+    if texts or not rows.any():
+        rows = np.zeros(len(array), dtype=bool)
+    msgs = pc.list_flatten(array)
+    sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
+    parent = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
+    keep = rows[parent]
+    n = len(msgs)
+    is_user = as_mask(pc.equal(pc.struct_field(msgs, "role"), "user")) if n else keep
+    is_assistant = as_mask(pc.equal(pc.struct_field(msgs, "role"), "assistant")) if n else keep
+    content = pc.struct_field(msgs, "content") if n else pa.array([], pa.string())
+    everyone = np.arange(n, dtype=np.int64)
+    nothing = np.zeros(n, dtype=bool)
+    calls = np.zeros(n, dtype=np.int64)
+    tools: dict[str, int] = {}
+    if n == 0 or is_text(content.type):
+        chars = text_lengths(content)
+        said_, spoken = said(content, everyone)
+        thought = has = answers = nothing
+    else:
+        chars, calls, said_, spoken, thought, has, answers = _block_facts(content, n)
+        blocks = pc.list_flatten(content)
+        owner = np.repeat(everyone, pc.fill_null(pc.list_value_length(content), 0).to_numpy())
+        use = as_mask(pc.equal(pc.struct_field(blocks, "type"), "tool_use")) & keep[owner]
+        if use.any():
+            names = pc.struct_field(blocks, "name").filter(pa.array(use))
+            for item in pc.value_counts(names).to_pylist():
+                tools[item["values"]] = int(item["counts"])
+    per_row = RowSums(sizes, rows)
+
+    prompt = np.zeros(len(array), dtype=np.int64)
+    if "system" in table.column_names:  # the decoder reads a system prompt that says anything
+        prompt = text_lengths(table.column("system").combine_chunks())
+    prompt = prompt[rows]
+    turn = is_assistant & keep
+    measured = {
+        "messages": sizes[rows] + (prompt > 0),
+        "user_turns": per_row(is_user & ~answers),
+        "assistant_turns": per_row(is_assistant),
+        "tool_calls": per_row(np.where(is_assistant, calls, 0)),
+        "chars": per_row(chars) + prompt,
+        "system": (prompt > 0).astype(np.int64),
+    }
+    classes = classes_of(calls[turn] > 0, thought[turn], said_[turn], has[turn], spoken[turn])
+    return Measures(measured, chars[turn], classes, tools), rows
+
+
+def _block_facts(content: pa.Array, n: int) -> tuple[Counts, Counts, Mask, Mask, Mask, Mask, Mask]:
+    """Per message of blocks: its characters, its calls, whether its text says something and
+    whether it has any, whether its reasoning says something and whether it has any, and
+    whether it holds tool results."""
+    blocks = pc.list_flatten(content)
+    owner = np.repeat(
+        np.arange(n, dtype=np.int64), pc.fill_null(pc.list_value_length(content), 0).to_numpy()
+    )
+
+    def field(name: str) -> pa.Array:
+        return _field(blocks, name)
+
+    kind = field("type")
+
+    def of(name: str) -> Mask:
+        return as_mask(pc.equal(kind, name))
+
+    text_block, use, thinking = of("text"), of("tool_use"), of("thinking")
+    redacted, result = of("redacted_thinking"), of("tool_result")
+    every = np.arange(len(blocks), dtype=np.int64)
+    texts_said, texts_spoken = said(field("text"), every)
+    thought_said, _ = said(field("thinking"), every)
+    signed = as_mask(field("signature").is_valid())
+    lengths = (
+        np.where(text_block, text_lengths(field("text")), 0)
+        + np.where(thinking, text_lengths(field("thinking")), 0)
+        + np.where(result, text_lengths(field("content")), 0)
+    )
+
+    def any_of_message(flags: Mask) -> Mask:
+        return np.bincount(owner[flags], minlength=n) > 0
+
+    return (
+        np.bincount(owner, weights=lengths, minlength=n).astype(np.int64),
+        np.bincount(owner[use], minlength=n).astype(np.int64),
+        any_of_message(text_block & texts_said),
+        any_of_message(text_block & texts_spoken),
+        any_of_message((thinking & (thought_said | signed)) | redacted),
+        any_of_message(thinking | redacted),
+        any_of_message(result),
+    )

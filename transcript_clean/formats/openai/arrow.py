@@ -40,8 +40,10 @@ from transcript_clean.fastpath.base import (
     shift,
 )
 from transcript_clean.fastpath.declared import declared_rejects
+from transcript_clean.fastpath.measures import RowSums, text_lengths, turn_classes
 from transcript_clean.formats.base import REASONING_KEYS, Format, join_texts
 from transcript_clean.model import ToolCall
+from transcript_clean.profile import Measures
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     DUPLICATE_CALL_ID,
@@ -61,7 +63,7 @@ from transcript_clean.transcript import (
     invalid_arguments_feedback,
 )
 
-__all__ = ["REPAIRS", "OpenAIView", "openai_view"]
+__all__ = ["REPAIRS", "OpenAIView", "openai_measures", "openai_view"]
 
 REPAIRS: Final = frozenset(
     {
@@ -601,3 +603,95 @@ def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: dict[int, str | None]
         children.append(child)
     mask = msgs.is_null() if msgs.null_count else None
     return pa.StructArray.from_arrays(children, fields=list(msgs.type), mask=mask)
+
+
+# ---------------------------------------------------------------------------------------------
+# the profile's measures (`transcript_clean.profile`)
+
+
+def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Measures:
+    """The profile's measures of the rows of `rows`, which must be rows the view reads as the
+    decoder would (the fast path's settled rows): what `measure_transcripts` makes of their
+    decoded transcripts, computed in Arrow. A run of tool messages is one user message (the
+    decoder's), and no user turn."""
+    # Every message is looked at, and the measured rows' picked out in NumPy: cheaper than
+    # copying them out first.
+    msgs = pc.list_flatten(array)
+    sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
+    parent = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
+    keep = rows[parent]
+    message_type = msgs.type
+    role = pc.struct_field(msgs, "role")
+    content = pc.struct_field(msgs, "content")
+    kind = pc.fill_null(pc.index_in(role, pa.array(["assistant", "tool", "user"])), 3)
+    kind = kind.to_numpy()
+    is_assistant, is_tool, is_user = kind == 0, kind == 1, kind == 2
+    is_system = kind == 3  # system or developer, in a row the view reads
+    lengths = text_lengths(content)
+    reasoning = None
+    if message_type.get_field_index("reasoning_content") >= 0:
+        reasoning = pc.struct_field(msgs, "reasoning_content")
+        lengths += np.where(is_assistant, text_lengths(reasoning), 0)
+    n_calls = np.zeros(len(msgs), dtype=np.int64)
+    calls = None
+    if message_type.get_field_index("tool_calls") >= 0:
+        calls = pc.struct_field(msgs, "tool_calls")
+        n_calls = pc.fill_null(pc.list_value_length(calls), 0).to_numpy().astype(np.int64)
+    same_prev, _ = neighbours(parent)
+    run_start = is_tool & ~(shift(is_tool) & same_prev)
+
+    sums = RowSums(sizes, rows)
+
+    def per_row(flags: Mask, weights: Counts | None = None) -> Counts:
+        return sums(flags if weights is None else np.where(flags, weights, 0))
+
+    measured = {
+        "messages": per_row(~is_tool | run_start),
+        "user_turns": per_row(is_user),
+        "assistant_turns": per_row(is_assistant),
+        "tool_calls": per_row(is_assistant, n_calls),
+        "chars": per_row(keep, lengths),
+        "system": (per_row(is_system) > 0).astype(np.int64),
+    }
+    turn = is_assistant & keep
+    at = np.flatnonzero(turn)
+    tools: dict[str, int] = {}
+    if calls is not None and n_calls[turn].any():
+        names = pc.struct_field(pc.struct_field(pc.list_flatten(calls), "function"), "name")
+        called = np.repeat(np.arange(len(n_calls), dtype=np.int64), n_calls)
+        names = names.filter(pa.array(turn[called]))
+        for item in pc.value_counts(names).to_pylist():
+            tools[item["values"]] = int(item["counts"])
+    classes = turn_classes(content, reasoning, at, n_calls)
+    measures = Measures(measured, lengths[turn], classes, tools)
+    if texts:
+        _texts(measures, content, reasoning, turn, keep, parent, rows)
+    return measures
+
+
+def _texts(
+    measures: Measures,
+    content: pa.Array,
+    reasoning: pa.Array | None,
+    turns: Mask,
+    keep: Mask,
+    parent: Counts,
+    rows: Mask,
+) -> None:
+    """The text pieces of the measured messages, for counting tokens: each message's content,
+    and an assistant turn's reasoning (`turns`: the measured assistant messages)."""
+    turn = np.where(turns, np.cumsum(turns) - 1, -1)
+    row = np.cumsum(rows) - 1  # a row's position among the measured rows
+    mine = np.flatnonzero(keep)
+    pieces = [content.take(indices(mine))]
+    where = [mine]
+    if reasoning is not None:
+        thinking = np.flatnonzero(turns)
+        pieces.append(reasoning.take(indices(thinking)))
+        where.append(thinking)
+    at = np.concatenate(where)
+    texts = pa.concat_arrays([p.cast(pa.large_string()) for p in pieces])
+    valid = as_mask(texts.is_valid())
+    measures.texts = texts.filter(pa.array(valid)).to_pylist()
+    measures.text_row = row[parent[at[valid]]]
+    measures.text_turn = turn[at[valid]]

@@ -45,8 +45,10 @@ from transcript_clean.fastpath.base import (
     text_or_absent,
     with_field,
 )
+from transcript_clean.fastpath.measures import RowSums, text_lengths, turn_classes
 from transcript_clean.formats.base import REASONING_KEYS, DecodeError, Format, join_texts
 from transcript_clean.formats.sharegpt.codec import ShareGPTFormat, read_calls, split_list
+from transcript_clean.profile import Measures
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     DUPLICATE_CALL_ID,
@@ -60,7 +62,7 @@ from transcript_clean.rules import (
     UNKNOWN_ROLE,
 )
 
-__all__ = ["REPAIRS", "ShareGPTView", "sharegpt_view"]
+__all__ = ["REPAIRS", "ShareGPTView", "sharegpt_measures", "sharegpt_view"]
 
 REPAIRS: Final = frozenset(
     {EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT, CONSECUTIVE_ASSISTANT, UNANSWERED_TOOL_CALL}
@@ -387,3 +389,63 @@ def _count_calls(text: str) -> int | None:
         if not isinstance(name, str) or not isinstance(arguments, dict):
             return None
     return len(calls)
+
+
+# ---------------------------------------------------------------------------------------------
+# the profile's measures (`transcript_clean.profile`)
+
+
+def sharegpt_measures(
+    fmt: Format, table: pa.Table, rows: Mask, *, texts: bool = False
+) -> tuple[Measures, Mask]:
+    """The profile's measures of the rows of `rows` (rows the view reads as the decoder would)
+    that hold no call or observation, computed in Arrow as `measure_transcripts` makes them of
+    their decoded transcripts: each turn one message, and a `system` column that says anything
+    one more. Returns them and those rows; the others are the caller's to decode."""
+    tags: dict[str, str] = dict(getattr(fmt, "tags", {}))
+    array = table.column(fmt.column).combine_chunks()
+    turns = pc.list_flatten(array)
+    sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
+    parent = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
+    tag = pc.struct_field(turns, "from")
+    value = pc.struct_field(turns, "value")
+
+    def role(name: str) -> Mask:
+        return as_mask(pc.is_in(tag, pa.array([t for t, r in tags.items() if r == name], tag.type)))
+
+    is_user, is_gpt, is_system = role("user"), role("assistant"), role("system")
+    tools = count(role("function_call") | role("observation"), parent, len(array)) > 0
+    mine = rows & ~tools
+    keep = mine[parent]
+    per_row = RowSums(sizes, mine)
+
+    system_chars = np.zeros(len(array), dtype=np.int64)
+    if "system" in table.column_names:  # the decoder reads a system column that says anything
+        system_chars = text_lengths(table.column("system").combine_chunks())
+    prompt = system_chars[mine]
+    lengths = text_lengths(value)
+    measured = {
+        "messages": sizes[mine] + (prompt > 0),
+        "user_turns": per_row(is_user),
+        "assistant_turns": per_row(is_gpt),
+        "tool_calls": np.zeros(int(mine.sum()), dtype=np.int64),
+        "chars": per_row(lengths) + prompt,
+        "system": ((per_row(is_system) + prompt) > 0).astype(np.int64),
+    }
+    at = np.flatnonzero(is_gpt & keep)
+    classes = turn_classes(value, None, at, np.zeros(len(value), dtype=np.int64))
+    measures = Measures(measured, lengths[at], classes, {})
+    if texts:
+        row = np.cumsum(mine) - 1  # a row's position among the measured rows
+        turn = np.where(is_gpt & keep, np.cumsum(is_gpt & keep) - 1, -1)
+        kept = np.flatnonzero(keep)
+        pieces = value.take(indices(kept)).to_pylist()
+        measures.texts = pieces
+        measures.text_row = row[parent[kept]]
+        measures.text_turn = turn[kept]
+        if "system" in table.column_names:
+            said = np.flatnonzero(mine & (system_chars > 0))
+            measures.texts += table.column("system").take(indices(said)).to_pylist()
+            measures.text_row = np.concatenate([measures.text_row, row[said]])
+            measures.text_turn = np.concatenate([measures.text_turn, np.full(len(said), -1)])
+    return measures, mine

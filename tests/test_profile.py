@@ -1,0 +1,267 @@
+"""The profile: turn classes in every format, Arrow against the per-row path, quantiles against
+NumPy, and merging in any order."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from synthetic import arrow_schema, generate_rows
+
+from transcript_clean.formats import get_format
+from transcript_clean.formats.openai.arrow import openai_measures
+from transcript_clean.pipeline import clean_batch
+from transcript_clean.profile import (
+    EXACT_BELOW,
+    QUANTILES,
+    RELATIVE_ERROR,
+    Histogram,
+    Profile,
+    measure_transcripts,
+)
+from transcript_clean.transcript import TURN_CLASSES
+
+CALL_OPENAI = {
+    "id": "c1",
+    "type": "function",
+    "function": {"name": "get_weather", "arguments": "{}"},
+}
+TOOL_USE = {"type": "tool_use", "id": "t1", "name": "get_weather", "input": {}}
+FUNCTION_CALL = '{"name": "get_weather", "arguments": {}}'
+
+
+def _openai(turn: dict[str, Any]) -> dict[str, Any]:
+    return {"messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", **turn}]}
+
+
+def _sharegpt(*turns: dict[str, Any]) -> dict[str, Any]:
+    return {"conversations": [{"from": "human", "value": "Hi"}, *turns]}
+
+
+def _anthropic(*blocks: dict[str, Any]) -> dict[str, Any]:
+    user = {"role": "user", "content": [{"type": "text", "text": "Hi"}]}
+    return {"messages": [user, {"role": "assistant", "content": list(blocks)}]}
+
+
+def _rig(*parts: dict[str, Any]) -> dict[str, Any]:
+    user = {"role": "user", "content": [{"type": "text", "text": "Hi"}]}
+    return {"messages": [user, {"role": "assistant", "content": list(parts)}]}
+
+
+def _thinking(text: str) -> dict[str, Any]:
+    return {"type": "thinking", "thinking": text}
+
+
+def _reasoning(text: str) -> dict[str, Any]:
+    return {"type": "reasoning", "content": [{"type": "text", "text": text}]}
+
+
+RIG_CALL = {"type": "toolcall", "id": "c1", "function": {"name": "get_weather", "arguments": {}}}
+
+# Per format, one hand-made assistant turn of each class the format can hold.
+TURNS: dict[str, dict[str, dict[str, Any]]] = {
+    "openai": {
+        "text": _openai({"content": "Hello"}),
+        "tool_call": _openai({"content": None, "tool_calls": [CALL_OPENAI]}),
+        "text+tool_call": _openai({"content": "Let me look", "tool_calls": [CALL_OPENAI]}),
+        "reasoning_only": _openai({"content": None, "reasoning_content": "Hmm."}),
+        "reasoning+text": _openai({"content": "Hello", "reasoning_content": "Hmm."}),
+        "reasoning+tool_call": _openai(
+            {"content": "", "reasoning_content": "Hmm.", "tool_calls": [CALL_OPENAI]}
+        ),
+        "empty: no content": _openai({"content": ""}),
+        "empty: white space": _openai({"content": " \n\u3000"}),
+        "empty: empty reasoning": _openai({"content": None, "reasoning_content": "  "}),
+    },
+    "sharegpt": {
+        "text": _sharegpt({"from": "gpt", "value": "Hello"}),
+        "tool_call": _sharegpt({"from": "function_call", "value": FUNCTION_CALL}),
+        "text+tool_call": _sharegpt(
+            {"from": "gpt", "value": "Let me look"},
+            {"from": "function_call", "value": FUNCTION_CALL},
+        ),
+        "empty: no content": _sharegpt({"from": "gpt", "value": ""}),
+        "empty: white space": _sharegpt({"from": "gpt", "value": "\t "}),
+    },
+    "anthropic": {
+        "text": _anthropic({"type": "text", "text": "Hello"}),
+        "tool_call": _anthropic(TOOL_USE),
+        "text+tool_call": _anthropic({"type": "text", "text": "Let me look"}, TOOL_USE),
+        "reasoning_only": _anthropic(_thinking("Hmm.")),
+        "reasoning+text": _anthropic(_thinking("Hmm."), {"type": "text", "text": "Hello"}),
+        "reasoning+tool_call": _anthropic(_thinking("Hmm."), TOOL_USE),
+        "empty: no content": _anthropic(),
+        "empty: white space": _anthropic({"type": "text", "text": "  "}),
+        "empty: empty reasoning": _anthropic(_thinking("")),
+    },
+    "rig": {
+        "text": _rig({"type": "text", "text": "Hello"}),
+        "tool_call": _rig(RIG_CALL),
+        "text+tool_call": _rig({"type": "text", "text": "Let me look"}, RIG_CALL),
+        "reasoning_only": _rig(_reasoning("Hmm.")),
+        "reasoning+text": _rig(_reasoning("Hmm."), {"type": "text", "text": "Hello"}),
+        "reasoning+tool_call": _rig(_reasoning("Hmm."), RIG_CALL),
+        "empty: no content": _rig(),
+        "empty: white space": _rig({"type": "text", "text": " "}),
+        "empty: empty reasoning": _rig(_reasoning(" ")),
+    },
+}
+CASES = [(fmt, name) for fmt, turns in TURNS.items() for name in turns]
+
+
+def _table(fmt: str, rows: list[dict[str, Any]]) -> pa.Table:
+    return pa.Table.from_pylist(rows, schema=arrow_schema(fmt))
+
+
+@pytest.mark.parametrize(("fmt", "name"), CASES, ids=[f"{f}-{n}" for f, n in CASES])
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "per-row"])
+def test_each_turn_class_is_counted_in_every_format(fmt: str, name: str, fast: bool) -> None:
+    profile = clean_batch(_table(fmt, [TURNS[fmt][name]]), format=fmt, fast=fast).stats.profile
+    assert profile.turns == {name: 1}
+    assert profile.report()["turn_shares"][name] == 1.0
+
+
+def test_every_class_is_in_the_tests() -> None:
+    assert set(TURNS["openai"]) == set(TURN_CLASSES) == set(TURNS["anthropic"])
+
+
+def _arrow_and_python(table: pa.Table) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The openai Arrow measures of the rows its view reads, and the per-row path's."""
+    fmt = get_format("openai")
+    column = table.column("messages").combine_chunks()
+    view = fmt.arrow_view(column, table.schema)
+    assert view is not None
+    read = ~view.unread
+    rows = table.filter(pa.array(read)).to_pylist()
+    arrow, python = Profile(), Profile()
+    arrow.add(openai_measures(column, read))
+    python.add(measure_transcripts([fmt.decode(row).messages for row in rows]))
+    return arrow.report(), python.report()
+
+
+def test_openai_arrow_measures_equal_the_per_row_ones_on_hand_made_rows() -> None:
+    rows = list(TURNS["openai"].values())
+    second = {**CALL_OPENAI, "id": "c2"}
+    rows.append(
+        {
+            "messages": [
+                {"role": "developer", "content": "Be brief."},
+                {"role": "user", "content": "Weather in Paris and Rome?"},
+                {"role": "assistant", "content": None, "tool_calls": [CALL_OPENAI, second]},
+                {"role": "tool", "tool_call_id": "c1", "content": "18 C"},
+                {"role": "tool", "tool_call_id": "c2", "content": "20 C"},
+                {"role": "assistant", "content": "Paris 18 C, Rome 20 C: é😀"},
+            ]
+        }
+    )
+    # Texts that start with a white-space byte, or with the lead byte of one, say something.
+    for text in ("  hi", "\u00a9", "\u2014 dash", "\u00a0x", "\x1f"):
+        rows.append(_openai({"content": text, "reasoning_content": text}))
+    arrow, python = _arrow_and_python(_table("openai", rows))
+    assert arrow == python
+    assert arrow["rows_measured"] == len(rows)
+    assert arrow["per_row"]["messages"]["max"] == 5  # the two tool messages are one
+    assert arrow["calls_per_tool"] == {"get_weather": 5}
+    assert arrow["turns"]["reasoning+text"] == 1 + 4
+    assert arrow["turns"]["empty: empty reasoning"] == 1 + 1  # "\x1f" is white space
+    sliced, python = _arrow_and_python(_table("openai", rows).slice(3))  # offsets not from 0
+    assert sliced == python
+
+
+def test_openai_arrow_measures_equal_the_per_row_ones_on_generated_rows() -> None:
+    rows = [row for row, _ in generate_rows(3000, format="openai", seed=5)]
+    arrow, python = _arrow_and_python(_table("openai", rows))
+    assert arrow == python
+    assert arrow["rows_measured"] > 2500
+
+
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt", "anthropic", "rig"])
+def test_the_fast_path_and_the_per_row_path_give_one_profile(fmt: str) -> None:
+    rows = [row for row, _ in generate_rows(1500, format=fmt, seed=9)]
+    table = _table(fmt, rows)
+    fast = clean_batch(table, format=fmt).stats.profile.report()
+    slow = clean_batch(table, format=fmt, fast=False).stats.profile.report()
+    assert fast == slow
+    assert fast["rows"] == 1500
+    turns = fast["per_row"]["assistant_turns"]["mean"] * fast["rows_measured"]
+    assert sum(fast["turns"].values()) == pytest.approx(turns, abs=1)
+
+
+def _values(seed: int) -> np.ndarray[Any, np.dtype[np.int64]]:
+    rng = np.random.default_rng(seed)
+    return np.concatenate(
+        [
+            rng.integers(0, 200, 500),
+            rng.lognormal(7, 2, 3000).astype(np.int64),
+            np.array([0, 1, EXACT_BELOW - 1, EXACT_BELOW, 10**12]),
+        ]
+    )
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_quantiles_are_numpys_within_the_error_bound(seed: int) -> None:
+    values = _values(seed)
+    histogram = Histogram()
+    histogram.add(values)
+    summary = histogram.summary()
+    assert summary["count"] == len(values)
+    assert summary["max"] == values.max()
+    assert summary["mean"] == pytest.approx(values.mean(), abs=1e-3)
+    for name, q in QUANTILES.items():
+        exact = int(np.quantile(values, q, method="inverted_cdf"))
+        got = summary[name]
+        assert got <= exact
+        if exact < EXACT_BELOW:
+            assert got == exact
+        else:
+            assert exact - got <= RELATIVE_ERROR * exact
+
+
+def test_histograms_merge_in_any_order() -> None:
+    values = _values(3)
+    parts = np.array_split(values, 7)
+    forward, backward, whole = Histogram(), Histogram(), Histogram()
+    whole.add(values)
+    for part in parts:
+        one = Histogram()
+        one.add(part)
+        forward.merge(one)
+    for part in reversed(parts):
+        one = Histogram()
+        one.add(part)
+        backward.merge(Histogram.from_dict(json.loads(json.dumps(one.to_dict()))))
+    assert forward == backward == whole
+
+
+def test_a_profile_survives_json() -> None:
+    rows = [row for row, _ in generate_rows(300, format="openai", seed=1)]
+    profile = clean_batch(_table("openai", rows), format="openai").stats.profile
+    again = Profile.from_dict(json.loads(json.dumps(profile.to_dict())))
+    assert again == profile
+    assert again.report()["system_share"] > 0
+
+
+@pytest.mark.parametrize("fmt", ["sharegpt", "anthropic"])
+def test_rows_are_measured_in_arrow_as_the_decoder_reads_them(fmt: str) -> None:
+    """ShareGPT's rows without tools, Anthropic's rows: measured in Arrow, as decoded."""
+    from transcript_clean.profile import arrow_measures
+
+    rows = [row for row, _ in generate_rows(1000, format=fmt, seed=6)]
+    rows += list(TURNS[fmt].values())
+    rows[0]["system"] = "  "  # a system prompt of white space is a system message all the same
+    rows[1]["system"] = ""  # an empty one is none
+    table = _table(fmt, rows)
+    form = get_format(fmt)
+    view = form.arrow_view(table.column(form.column).combine_chunks(), table.schema)
+    measure = arrow_measures(fmt)
+    assert view is not None and measure is not None
+    measures, measured = measure(form, table, ~view.unread)
+    assert measured.sum() > 300 and measured[-len(TURNS[fmt]) :].any()
+    arrow, python = Profile(), Profile()
+    arrow.add(measures)
+    picked = table.filter(pa.array(measured)).to_pylist()
+    python.add(measure_transcripts([form.decode(row).messages for row in picked]))
+    assert arrow.report() == python.report()

@@ -1,0 +1,117 @@
+"""What the formats' Arrow sides share to measure the profile (`transcript_clean.profile`):
+text lengths, whether a text says anything, and each assistant turn's class, from Arrow arrays
+and their buffers."""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.fastpath.base import NOT_SPACE, Counts, Mask, as_mask, indices
+from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
+from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
+
+__all__ = ["RowSums", "classes_of", "first_bytes", "said", "text_lengths", "turn_classes"]
+
+
+class RowSums:
+    """Sums over the elements of some rows of a list column, whose rows hold `sizes` elements
+    each: a row's elements are a run of them, so a sum is a difference of running sums."""
+
+    def __init__(self, sizes: Counts, rows: Mask) -> None:
+        self.ends = np.cumsum(sizes)[rows]
+        self.starts = self.ends - sizes[rows]
+
+    def __call__(self, values: Counts | Mask) -> Counts:
+        """Per row of `rows`, the sum of `values` (one per element of the whole column)."""
+        running = np.zeros(len(values) + 1, dtype=np.int64)
+        np.cumsum(values, out=running[1:])
+        out: Counts = running[self.ends] - running[self.starts]
+        return out
+
+
+def text_lengths(text: pa.Array) -> Counts:
+    """Characters (code points, as Python's `len`) of each text, 0 for null."""
+    lengths: Counts = pc.fill_null(pc.utf8_length(text), 0).to_numpy().astype(np.int64)
+    return lengths
+
+
+# The first byte of every white-space character of `NOT_SPACE`'s class, in UTF-8: a text that
+# starts with any other byte holds something.
+_LEADS = np.zeros(256, dtype=bool)
+_LEADS[[*range(0x09, 0x0E), *range(0x1C, 0x21), 0xC2, 0xE1, 0xE2, 0xE3]] = True
+
+
+def first_bytes(text: pa.Array, at: Counts) -> tuple[npt.NDArray[np.uint8], Mask]:
+    """Of the texts at `at`: each one's first byte (0 for an empty or null text), and whether
+    it holds anything. Read from the array's buffers: no text is copied."""
+    wide = pa.types.is_large_string(text.type)
+    buffers = text.buffers()
+    stored = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)
+    offsets: Counts = stored[text.offset : text.offset + len(text) + 1].astype(np.int64)
+    start, size = offsets[at], offsets[at + 1] - offsets[at]
+    if text.null_count:
+        size = np.where(as_mask(text.is_valid())[at], size, 0)
+    spoken = size > 0
+    first = np.zeros(len(at), dtype=np.uint8)
+    if buffers[2] is not None and spoken.any():
+        first[spoken] = np.frombuffer(buffers[2], dtype=np.uint8)[start[spoken]]
+    return first, spoken
+
+
+def said(text: pa.Array, at: Counts) -> tuple[Mask, Mask]:
+    """Of the texts at `at`: whether each holds something besides white space, and whether it
+    holds anything (null: neither). Only a text starting with a white-space byte is searched."""
+    first, spoken = first_bytes(text, at)
+    doubt = spoken & _LEADS[first]
+    out = spoken & ~doubt
+    if doubt.any():
+        look = text.take(indices(at[doubt]))
+        out[doubt] = as_mask(pc.match_substring_regex(look, NOT_SPACE))
+    return out, spoken
+
+
+def turn_classes(
+    content: pa.Array, reasoning: pa.Array | None, at: Counts, n_calls: Counts
+) -> npt.NDArray[np.int8]:
+    """The class of each assistant turn at `at`, as `assistant_turn_class` finds it (its index
+    in `TURN_CLASSES`)."""
+    calls = n_calls[at] > 0
+    said_, spoken = said(content, at)
+    has = thought = np.zeros(len(at), dtype=bool)
+    if reasoning is not None:
+        thought, _ = said(reasoning, at)
+        has = as_mask(reasoning.is_valid())[at]
+    return classes_of(calls, thought, said_, has, spoken)
+
+
+def classes_of(
+    calls: Mask, thought: Mask, said: Mask, has: Mask, spoken: Mask
+) -> npt.NDArray[np.int8]:
+    """Each turn's class from what it holds: calls, reasoning that says something, text that
+    does, any reasoning, any text."""
+    key = calls * 1 + thought * 2 + said * 4 + has * 8 + spoken * 16
+    classes: npt.NDArray[np.int8] = _CLASS_OF[key]
+    return classes
+
+
+def _class_of(key: int) -> int:
+    """The class (its index in `TURN_CLASSES`) of a turn whose facts `key` packs: calls (1),
+    reasoning that says something (2), text that does (4), any reasoning (8), any text (16).
+    Asked of `assistant_turn_class` with a turn made to have them: the classes' one definition."""
+    parts: list[AssistantPart] = []
+    if key & 1:
+        parts.append(ToolCall("c", "f", {}))
+    if key & (2 | 8):
+        parts.append(Reasoning((ReasoningText("r" if key & 2 else " "),)))
+    if key & (4 | 16):
+        parts.append(Text("t" if key & 4 else " "))
+    return TURN_CLASSES.index(assistant_turn_class(parts))
+
+
+# Every turn's class by its packed facts: one lookup per turn.
+_CLASS_OF: Final = np.array([_class_of(key) for key in range(32)], dtype=np.int8)
