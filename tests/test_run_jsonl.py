@@ -85,9 +85,8 @@ def test_jsonl_in_jsonl_out_keeps_unchanged_rows_as_they_came(tmp_path: Path) ->
     clean_rows = [line for line, codes in zip(lines, planted, strict=True) if not codes]
     kept = lines_of(tmp_path / "out" / "data")
     assert [no_nulls(orjson.loads(x)) for x in kept] == [orjson.loads(x) for x in clean_rows]
-    if RAW_LINE in open_source(str(source)).schema.names:
-        # once JSON Lines sources carry their lines: the same bytes, line for line
-        assert kept == clean_rows
+    assert RAW_LINE in open_source(str(source)).schema.names
+    assert kept == clean_rows  # the same bytes, line for line
     rejects = [orjson.loads(x) for x in lines_of(tmp_path / "out" / "rejects")]
     assert [r["_source_row"] for r in rejects] == [i for i, c in enumerate(planted) if c]
     for reject in rejects:
@@ -250,5 +249,5 @@ def test_cli_on_a_real_jsonl_file_gives_its_lines_back(tmp_path: Path, shared_da
     unchanged = [line for i, line in enumerate(lines) if i not in rejected]
     # no row was changed: the kept rows are the input's
     assert [no_nulls(orjson.loads(x)) for x in kept] == [orjson.loads(x) for x in unchanged]
-    if RAW_LINE in open_source(str(source)).schema.names:
-        assert kept == unchanged
+    assert RAW_LINE in open_source(str(source)).schema.names
+    assert kept == unchanged  # the same bytes, line for line
