@@ -433,8 +433,8 @@ def main(
         target.write_text(json.dumps({"cpus": os.cpu_count(), "results": found}, indent=2))
         click.echo(f"\nwrote {target}")
         return
-    if type_ == "preference":
-        skip = (*skip, "datasets")
+    if type_ == "preference":  # neither has a preference reading: the plain validator and
+        skip = (*skip, "datasets", "profile")  # the profile step read one conversation column
     if "datasets" not in skip and fmt not in VALIDATORS:
         raise click.UsageError(
             f"the datasets step has a plain validator for {' and '.join(VALIDATORS)} rows only: "
