@@ -12,11 +12,11 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from sources_helpers import rows
-from synthetic import generate_rows
+from synthetic import default_rates, generate_rows
 
 from transcript_clean.cli import main
 from transcript_clean.errors import SourceError
-from transcript_clean.pipeline import batch_verdicts
+from transcript_clean.pipeline import batch_verdicts, clean_batch
 from transcript_clean.sources import LINE_ERROR, RAW_LINE, jsonl, open_source
 from transcript_clean.sources.jsontypes import JSON, has_json
 
@@ -289,3 +289,23 @@ def test_a_value_arrow_types_hundreds_deep_is_json_where_parquet_stops(tmp_path:
     out = tmp_path / "out"
     _clean(_write_lines(tmp_path / "rows.jsonl", lines), out)
     assert pq.read_table(out / "data").column("n").to_pylist() == [1]  # reads back
+
+
+def test_the_fast_path_repairs_jsonl_rows_only_where_their_lines_are_not_written(
+    tmp_path: Path,
+) -> None:
+    rates = {code: 3 * rate for code, rate in default_rates("openai").items()}
+    lines = [json.dumps(row) for row, _ in generate_rows(600, "openai", seed=11, rates=rates)]
+    source = open_source(str(_write_lines(tmp_path / "rows.jsonl", lines)))
+    table = pa.Table.from_batches(list(source.read(source.parts()[0])))
+    exact = batch_verdicts(table, format="openai")
+    loose = batch_verdicts(table, format="openai", exact_lines=False)
+    assert exact is not None and loose is not None
+    assert not exact.repaired.any() and loose.repaired.sum() > 10
+    fast = clean_batch(table, format="openai", source="s", verdicts=loose)
+    slow = clean_batch(table, format="openai", source="s", fast=False)
+    # the same rows but for the lines, which only the per-row path re-encodes
+    written = [name for name in table.schema.names if name != RAW_LINE]
+    assert fast.kept.select(written).to_pylist() == slow.kept.select(written).to_pylist()
+    assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
+    assert fast.stats == slow.stats
