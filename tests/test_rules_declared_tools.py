@@ -17,10 +17,12 @@ from synthetic import TOOLS_RATES, generate_rows
 from transcript_clean.cli import main
 from transcript_clean.fastpath import fast_verdicts
 from transcript_clean.formats import get_format
-from transcript_clean.pipeline import clean_batch
+from transcript_clean.pipeline import batch_verdicts, clean_batch
 from transcript_clean.policy import DEFAULT, STRICT, config_from_dict
 from transcript_clean.rows import clean_row
 from transcript_clean.rules import rules
+from transcript_clean.sources import open_source
+from transcript_clean.sources.jsontypes import has_json
 
 ORDER = {
     "type": "object",
@@ -271,6 +273,35 @@ def test_openai_rows_with_declared_tools_are_settled_without_the_per_row_path() 
     broken = np.array(["tool_arguments_schema" in c for c in planted])
     assert verdicts.clean.sum() > 1500  # every row declares tools
     assert not (verdicts.clean & (unknown | broken)).any()
+
+
+def jsonl_tools_table(tmp_path: Path, n: int) -> pa.Table:
+    """`tools_table`'s rows as a JSON Lines file declares them: a list of objects, whose tool
+    schemas the reader types `json_` (JSON text in Arrow)."""
+    path = tmp_path / "tools.jsonl"
+    with path.open("w") as out:
+        for row, _ in generate_rows(n, format="openai", seed=5, rates=TOOLS_RATES):
+            tools = row["tools"]
+            out.write(json.dumps({**row, "tools": json.loads(tools)}) + "\n")
+    source = open_source(str(path))
+    table = pa.Table.from_batches(list(source.read(source.parts()[0])))
+    assert has_json(table.schema.field("tools").type)
+    return table
+
+
+def test_tool_schemas_held_as_json_text_are_read_on_the_fast_path(tmp_path: Path) -> None:
+    table = jsonl_tools_table(tmp_path, 2000)
+    verdicts = batch_verdicts(table, DEFAULT, format="openai")
+    assert verdicts is not None
+    planted = [codes for _, codes in generate_rows(2000, "openai", seed=5, rates=TOOLS_RATES)]
+    unknown = np.array(["unknown_tool" in c for c in planted])
+    broken = np.array(["tool_arguments_schema" in c for c in planted])
+    assert verdicts.clean.sum() > 1500
+    assert not (verdicts.clean & (unknown | broken)).any()
+    for code in DECLARED_CODES:
+        for action in sorted(next(r for r in rules() if r.code == code).allowed):
+            config = config_from_dict({"actions": {code: action}}, name=f"{code}={action}")
+            assert_fast_and_slow_agree(table.slice(0, 600), config, get_format("openai"))
 
 
 def test_the_stats_count_calls_per_tool_the_same_on_both_paths() -> None:

@@ -21,10 +21,11 @@ from test_run import clean_command, make_dataset, wait_for_blocks
 from transcript_clean.cli import main
 from transcript_clean.errors import AccountingError, OutputError
 from transcript_clean.output import check_files
+from transcript_clean.pipeline import clean_batch
 from transcript_clean.run import clean
 from transcript_clean.sinks import OutputFormat
 from transcript_clean.sources import open_source
-from transcript_clean.sources.base import RAW_LINE
+from transcript_clean.sources.base import LINE_ERROR, RAW_LINE
 from transcript_clean.stats import Stats
 
 FOUR = {"_reject_codes", "_reject_message", "_source", "_source_row"}
@@ -251,3 +252,24 @@ def test_cli_on_a_real_jsonl_file_gives_its_lines_back(tmp_path: Path, shared_da
     assert [no_nulls(orjson.loads(x)) for x in kept] == [orjson.loads(x) for x in unchanged]
     assert RAW_LINE in open_source(str(source)).schema.names
     assert kept == unchanged  # the same bytes, line for line
+
+
+@pytest.mark.parametrize("output_format", ["parquet", "jsonl"])
+def test_repaired_jsonl_rows_are_written_as_the_per_row_path_repairs_them(
+    tmp_path: Path, output_format: str
+) -> None:
+    # Parquet output drops each row's line, so the fast path repairs JSON Lines rows there too;
+    # JSON Lines output writes a repaired row as its line re-encoded, which the per-row path does.
+    source = tmp_path / "in.jsonl"
+    write_jsonl(source, 600, seed=11)
+    read = open_source(str(source))
+    table = pa.Table.from_batches(list(read.read(read.parts()[0])))
+    slow = clean_batch(table, format="openai", fast=False)
+    result = clean(source, tmp_path / "out", output_format=output_format)
+    assert result.stats.rows_repaired > 0
+    if output_format == "jsonl":
+        repaired_lines = slow.kept.column(RAW_LINE).to_pylist()
+        assert lines_of(tmp_path / "out" / "data") == [x.encode() for x in repaired_lines]
+    else:
+        data = pq.read_table(tmp_path / "out" / "data")
+        assert data.to_pylist() == slow.kept.drop_columns([RAW_LINE, LINE_ERROR]).to_pylist()

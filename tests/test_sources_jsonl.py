@@ -12,12 +12,12 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from sources_helpers import rows
-from synthetic import generate_rows
+from synthetic import default_rates, generate_rows
 
 from transcript_clean.cli import main
 from transcript_clean.errors import SourceError
-from transcript_clean.pipeline import batch_verdicts
-from transcript_clean.sources import LINE_ERROR, RAW_LINE, jsonl, open_source
+from transcript_clean.pipeline import batch_verdicts, clean_batch
+from transcript_clean.sources import LINE_ERROR, RAW_LINE, jsonl, jsontypes, open_source
 from transcript_clean.sources.jsontypes import JSON, has_json
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -289,3 +289,75 @@ def test_a_value_arrow_types_hundreds_deep_is_json_where_parquet_stops(tmp_path:
     out = tmp_path / "out"
     _clean(_write_lines(tmp_path / "rows.jsonl", lines), out)
     assert pq.read_table(out / "data").column("n").to_pylist() == [1]  # reads back
+
+
+def test_the_fast_path_repairs_jsonl_rows_only_where_their_lines_are_not_written(
+    tmp_path: Path,
+) -> None:
+    rates = {code: 3 * rate for code, rate in default_rates("openai").items()}
+    lines = [json.dumps(row) for row, _ in generate_rows(600, "openai", seed=11, rates=rates)]
+    source = open_source(str(_write_lines(tmp_path / "rows.jsonl", lines)))
+    table = pa.Table.from_batches(list(source.read(source.parts()[0])))
+    exact = batch_verdicts(table, format="openai")
+    loose = batch_verdicts(table, format="openai", exact_lines=False)
+    assert exact is not None and loose is not None
+    assert not exact.repaired.any() and loose.repaired.sum() > 10
+    fast = clean_batch(table, format="openai", source="s", verdicts=loose)
+    slow = clean_batch(table, format="openai", source="s", fast=False)
+    # the same rows but for the lines, which only the per-row path re-encodes
+    written = [name for name in table.schema.names if name != RAW_LINE]
+    assert fast.kept.select(written).to_pylist() == slow.kept.select(written).to_pylist()
+    assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
+    assert fast.stats == slow.stats
+
+
+def _declaring(i: int) -> dict[str, Any]:
+    # a tool's JSON schema is typed json_; rows share tool lists, one row has none
+    tool = {"type": "function", "function": {"name": f"f{i % 3}", "parameters": {"n": i % 3}}}
+    return _chat(i, tools=[tool]) if i % 7 else _chat(i)
+
+
+def _line_by_line(lines: list[str], schema: pa.Schema) -> pa.Table:
+    return jsontypes.to_table([json.loads(line) for line in lines], schema)
+
+
+@pytest.mark.parametrize("path", ["generated", "msfoundry"])
+def test_json_columns_are_filled_in_beside_arrows_reader(
+    tmp_path: Path, path: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    if path == "generated":
+        lines = [json.dumps(_declaring(i)) for i in range(60)]
+        source_path = _write_lines(tmp_path / "rows.jsonl", lines)
+    else:
+        source_path = MSFOUNDRY
+        lines = [x for x in MSFOUNDRY.read_text().splitlines() if x.strip()]
+    source = open_source(str(source_path))
+    data = pa.schema([f for f in source.schema if f.name not in (RAW_LINE, LINE_ERROR)])
+    assert any(has_json(f.type) for f in data)
+
+    def not_line_by_line(*args: object) -> None:
+        raise AssertionError("parsed line by line")
+
+    monkeypatch.setattr(jsonl, "_line_values", not_line_by_line)
+    table = pa.Table.from_batches(list(source.read(source.parts()[0]))).select(data.names)
+    assert table.schema == data
+    assert table.to_pylist() == _line_by_line(lines, data).to_pylist()
+
+
+def test_a_json_value_that_does_not_fit_sends_its_block_line_by_line(tmp_path: Path) -> None:
+    lines = [json.dumps(_declaring(i)) for i in range(20)]
+    path = _write_lines(tmp_path / "rows.jsonl", lines)
+    source = open_source(str(path))
+    data = pa.schema([f for f in source.schema if f.name not in (RAW_LINE, LINE_ERROR)])
+    # a lone surrogate: orjson refuses it, the line-by-line path keeps the row's bytes
+    bad = _declaring(3)
+    bad["tools"][0]["function"]["parameters"] = {"n": "\ud800"}
+    lines[3] = json.dumps(bad)
+    _write_lines(path, lines)
+    again = open_source(str(path))
+    table = pa.Table.from_batches(list(again.read(again.parts()[0])))
+    errors = table.column(LINE_ERROR).to_pylist()
+    assert errors == [None] * 20
+    after = table.select(data.names).slice(4)
+    assert after.to_pylist() == _line_by_line(lines[4:], data).to_pylist()
+    assert table.column("id").to_pylist() == list(range(20))

@@ -123,6 +123,7 @@ def batch_verdicts(
     *,
     format: Format | str = "auto",
     codes: bool = True,
+    exact_lines: bool = True,
 ) -> Verdicts | None:
     """What the Arrow fast path settles in `batch`: the first step of `clean_batch`, which can
     run ahead of it (on the thread that reads the batches, say) and be handed to it as
@@ -132,7 +133,9 @@ def batch_verdicts(
     Rows the fast path settles never become Python objects: clean ones are kept as they are,
     and, where the config keeps or repairs them, rows whose only code is calls pending at the
     end or one the format's Arrow side repairs. `codes=False` settles the clean rows
-    alone: `clean_batch`'s `on_row` must see every row with a code.
+    alone: `clean_batch`'s `on_row` must see every row with a code. `exact_lines=False` says
+    a JSON Lines row's line (`_raw_line`) is not written (Parquet output drops it), so the
+    Arrow side may repair those rows too.
     """
     table, fmt = _prepared(batch, format)
     if isinstance(fmt, ShapedFormat):
@@ -147,8 +150,9 @@ def batch_verdicts(
     if unread:
         at = np.array(unread, dtype=np.int64)
         column = replaced(column, at, pa.nulls(len(at), column.type))
-    # A repaired JSON Lines row is written as its line re-encoded: it takes the per-row path.
-    in_arrow = RAW_LINE not in table.schema.names
+    # A repaired JSON Lines row written as JSON Lines is its line re-encoded, which an Arrow
+    # repair would leave stale: it takes the per-row path.
+    in_arrow = not exact_lines or RAW_LINE not in table.schema.names
     return fast_verdicts(
         fmt,
         column,

@@ -182,7 +182,8 @@ def clean_block(
     # cleaning. A queue of four row groups' worth beat one of one (docs/performance.md).
     queued_writes = max(2, QUEUED_ROWS // job.batch_size)
     try:
-        for cleaned, _, _ in cleaned_batches(block, job):
+        exact = job.output.name == "jsonl"
+        for cleaned, _, _ in cleaned_batches(block, job, exact_lines=exact):
             size = cleaned.table.nbytes
             writes.append((writer.submit(_write, data, cleaned, rejects), size))
             queued_bytes += size
@@ -244,13 +245,16 @@ def cleaned_batches(
     block: Block,
     how: Reading,
     on_row: Callable[[int, Row, RowResult], None] | None = None,
+    *,
+    exact_lines: bool = True,
 ) -> Iterator[tuple[CleanedBatch, Verdicts | None, int]]:
     """A block's batches, read ahead with their verdicts worked out ahead (`with_verdicts`),
     each cleaned (`clean_batch_parts`): with its verdicts and the number of its first row. What
-    `clean` and `audit` both do with a block."""
+    `clean` and `audit` both do with a block. `exact_lines=False`: JSON Lines rows' lines are
+    not written, so the fast path may repair them (`batch_verdicts`)."""
     batches = how.source.read(block.part, block.start, block.stop, how.batch_size, how.batch_bytes)
     row = block.start
-    for batch, verdicts in with_verdicts(batches, how.config, how.format):
+    for batch, verdicts in with_verdicts(batches, how.config, how.format, exact_lines):
         cleaned = clean_batch_parts(
             batch,
             how.config,
@@ -265,7 +269,7 @@ def cleaned_batches(
 
 
 def with_verdicts(
-    batches: Iterator[pa.RecordBatch], config: Config, format: Format
+    batches: Iterator[pa.RecordBatch], config: Config, format: Format, exact_lines: bool = True
 ) -> Iterator[tuple[pa.RecordBatch, Verdicts | None]]:
     """`batches`, each with what the fast path settles in it (`batch_verdicts`): the batches
     are read ahead on one thread, and their verdicts worked out on another.
@@ -275,14 +279,15 @@ def with_verdicts(
     batches handed on stay as small as asked.
     """
     read = _prefetched(batches, name="reader")
-    return _prefetched(_with_verdicts(read, config, format), name="verdicts")
+    return _prefetched(_with_verdicts(read, config, format, exact_lines), name="verdicts")
 
 
 def _with_verdicts(
-    batches: Iterator[pa.RecordBatch], config: Config, format: Format
+    batches: Iterator[pa.RecordBatch], config: Config, format: Format, exact_lines: bool
 ) -> Iterator[tuple[pa.RecordBatch, Verdicts | None]]:
     for group in _grouped(batches, VERDICT_ROWS, VERDICT_BYTES):
-        verdicts = batch_verdicts(pa.Table.from_batches(group), config, format=format)
+        table = pa.Table.from_batches(group)
+        verdicts = batch_verdicts(table, config, format=format, exact_lines=exact_lines)
         start = 0
         for batch in group:
             stop = start + batch.num_rows

@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from transcript_clean.fastpath.base import ArrowView, FastReject, Mask, as_mask, indices, is_text
 from transcript_clean.rules.tool_arguments_schema import message as schema_message
 from transcript_clean.rules.unknown_tool import message as unknown_message
+from transcript_clean.sources import jsontypes
 from transcript_clean.tools import (
     Declared,
     arguments_error,
@@ -317,7 +318,7 @@ def declared_per_row(
             # Values as canonical JSON: each distinct one read once.
             keys = [canonical(v) for v in column.take(indices(rows_at)).to_pylist()]
             unique = list(dict.fromkeys(keys))
-            values = [read_declarations(json_loads(k)) for k in unique]
+            values = [_listed_declarations(k, column.type) for k in unique]
             place = {k: i for i, k in enumerate(unique)}
             codes = np.array([place[k] for k in keys], dtype=np.int64)
         else:  # another shape: every row holding something is the per-row path's question
@@ -330,3 +331,16 @@ def declared_per_row(
         ids[rows_at] = np.where(present[codes], codes + offset, -1)
         decided[rows_at] = True
     return ids, distinct
+
+
+def _listed_declarations(key: str, type_: pa.DataType) -> Declared | None:
+    """The declarations of a list value whose `to_pylist` form has the canonical JSON `key`,
+    read as the per-row path reads them: the text of its `json_` leaves (a JSON Lines file's
+    tool schemas) decoded first (`jsontypes.python_rows`)."""
+    value = json_loads(key)
+    if jsontypes.has_json(type_):
+        try:
+            value = jsontypes.decoded(value, type_)
+        except jsontypes.UndecodedJson:  # the per-row path's to say what is wrong
+            return Declared({}, ("unread",))
+    return read_declarations(value)

@@ -119,15 +119,12 @@ def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> I
     if start >= stop:
         return
     data = pa.schema([f for f in schema if f.name not in (RAW_LINE, LINE_ERROR)])
-    typed = not any(jsontypes.has_json(f.type) for f in data)
     offset, row = next((a, r) for a, r in reversed(index.checkpoints) if r <= start)
     for at, block in _blocks(index.path, index.compression, offset):
         starts, ends, bounds = _lines(block, at)
         first, last = max(start - row, 0), min(stop - row, len(starts))
         if first < last:
-            table, errors = _parse(
-                block, starts[first:last], ends[first:last], data, typed, row + first
-            )
+            table, errors = _parse(block, starts[first:last], ends[first:last], data, row + first)
             table = table.append_column(
                 HIDDEN_FIELDS[0], _raw_lines(block, bounds, starts[first:last])
             )
@@ -246,11 +243,15 @@ def _arrow_read(
     all (a line is not a JSON object, a type varies)."""
     begin, end = int(starts[0]), int(ends[-1]) + 1
     longest = int((ends - starts).max()) + 2
+    # With a schema, fields it leaves out (those holding `json_`, filled in apart) are skipped.
+    others = "infer" if schema is None else "ignore"
     try:
         table = pj.read_json(
             pa.BufferReader(pa.py_buffer(block).slice(begin, end - begin)),
             read_options=pj.ReadOptions(block_size=max(2**20, longest)),
-            parse_options=pj.ParseOptions(explicit_schema=schema, newlines_in_values=False),
+            parse_options=pj.ParseOptions(
+                explicit_schema=schema, newlines_in_values=False, unexpected_field_behavior=others
+            ),
         )
     except pa.ArrowException:
         return None
@@ -288,12 +289,16 @@ def _kind(value: Any) -> str:
 
 
 def _parse(
-    block: bytes, starts: Offsets, ends: Offsets, schema: pa.Schema, typed: bool, first_row: int
+    block: bytes, starts: Offsets, ends: Offsets, schema: pa.Schema, first_row: int
 ) -> tuple[pa.Table, pa.Array]:
     """Rows of a block as a table of `schema`, and each row's `LINE_ERROR`: Arrow's reader
-    where the schema is one it reads (no `json_`) and the lines are all good, else line by
-    line."""
-    if typed and (table := _arrow_read(block, starts, ends, schema)) is not None:
+    where the lines are all good (the columns holding `json_`, which it cannot read, filled in
+    from the lines: `_with_json_columns`), else line by line."""
+    typed = pa.schema([f for f in schema if not jsontypes.has_json(f.type)])
+    table = _arrow_read(block, starts, ends, typed)
+    if table is not None and len(typed) < len(schema):
+        table = _with_json_columns(table, block, starts, ends, schema)
+    if table is not None:
         return table, pa.nulls(table.num_rows, pa.string())
     pairs = _line_values(block, starts, ends, first_row)
     errors = [error for _, error in pairs]
@@ -312,3 +317,34 @@ def _parse(
                 tables.append(jsontypes.to_table([None], schema))
         table = pa.concat_tables(tables)
     return table, pa.array(errors, pa.string())
+
+
+def _with_json_columns(
+    typed: pa.Table, block: bytes, starts: Offsets, ends: Offsets, schema: pa.Schema
+) -> pa.Table | None:
+    """`typed` (the columns Arrow read) with the columns of `schema` that hold `json_` added,
+    their values taken from the lines (orjson) and converted once per distinct value (tool
+    lists repeat from row to row); None where a line needs the line-by-line path (a value
+    nested too deep, a lone surrogate, one that does not fit the types)."""
+    wanted = [f for f in schema if f.name not in typed.schema.names]
+    columns: dict[str, pa.Array] = {}
+    try:
+        rows = [
+            jsontypes.loads(block[s:e]) for s, e in zip(starts.tolist(), ends.tolist(), strict=True)
+        ]
+        for f in wanted:
+            seen: dict[bytes, int] = {}
+            distinct: list[Any] = []
+            at = []
+            for row in rows:
+                value = row.get(f.name)
+                key = orjson.dumps(value)
+                if (k := seen.get(key)) is None:
+                    k = seen[key] = len(distinct)
+                    distinct.append(value)
+                at.append(k)
+            columns[f.name] = jsontypes.to_array(distinct, f.type).take(pa.array(at, pa.int32()))
+    except (RecursionError, pa.ArrowException, OverflowError, TypeError, ValueError):
+        return None
+    arrays = [columns[f.name] if f.name in columns else typed.column(f.name) for f in schema]
+    return pa.Table.from_arrays(arrays, schema=schema)
