@@ -265,3 +265,12 @@ def test_rows_are_measured_in_arrow_as_the_decoder_reads_them(fmt: str) -> None:
     picked = table.filter(pa.array(measured)).to_pylist()
     python.add(measure_transcripts([form.decode(row).messages for row in picked]))
     assert arrow.report() == python.report()
+
+
+def test_concat_lists_puts_each_rows_items_after_the_others() -> None:
+    from transcript_clean.profile import _concat_lists
+
+    a = pa.array([[1, 2], None, [], [3], [9]], pa.list_(pa.int64())).slice(0, 4)
+    b = pa.array([[0], [4, 5], None, [6, 7], [8]], pa.list_(pa.int64())).slice(0, 4)
+    assert _concat_lists(a, b).to_pylist() == [[1, 2, 0], [4, 5], [], [3, 6, 7]]
+    assert _concat_lists(a, b).type == a.type

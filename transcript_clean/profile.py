@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from transcript_clean.model import (
     AssistantMessage,
@@ -422,6 +423,44 @@ def arrow_measures(format_name: str) -> ArrowMeasures | None:
     return None
 
 
+def _first_conversation(table: pa.Table, fmt: Any) -> tuple[Format, pa.Table] | None:
+    """A dataset type's batch as its inner format reads one conversation: the prompt followed
+    by the first candidate (`ShapedFormat.decode`), put together in Arrow in the inner format's
+    column. None where the parts are not lists of one type (then each row is decoded)."""
+    from transcript_clean.shapes.arrow import part_column
+
+    shape, inner = fmt.shape, fmt.inner
+    paths = [p for p in (shape.prompt, *shape.candidates[:1]) if p is not None]
+    found = [part_column(table, path) for path in paths]
+    parts = [p for p in found if p is not None]
+    if len(parts) < len(found) or any(p.type != parts[0].type for p in parts):
+        return None
+    joined = parts[0] if len(parts) == 1 else _concat_lists(parts[0], parts[1])
+    at = table.schema.get_field_index(inner.column)
+    if at >= 0:
+        return inner, table.set_column(at, inner.column, joined)
+    return inner, table.append_column(inner.column, joined)
+
+
+def _concat_lists(a: pa.Array, b: pa.Array) -> pa.Array:
+    """Row by row, the items of list array `a` followed by those of `b` (of the same type)."""
+    first = pc.fill_null(pc.list_value_length(a), 0).to_numpy().astype(np.int64)
+    second = pc.fill_null(pc.list_value_length(b), 0).to_numpy().astype(np.int64)
+    total = first + second
+    offsets = np.zeros(len(a) + 1, dtype=np.int64)
+    np.cumsum(total, out=offsets[1:])
+    flat_a, flat_b = pc.list_flatten(a), pc.list_flatten(b)
+    start_a = np.cumsum(first) - first
+    start_b = np.cumsum(second) - second + len(flat_a)
+    row = np.repeat(np.arange(len(a)), total)
+    place = np.arange(int(offsets[-1])) - offsets[:-1][row]
+    index = np.where(place < first[row], start_a[row] + place, start_b[row] + place - first[row])
+    values = pa.concat_arrays([flat_a, flat_b]).take(pa.array(index))
+    return pa.LargeListArray.from_arrays(pa.array(offsets), values).cast(
+        pa.list_(a.type.value_field)
+    )
+
+
 def _decoded(fmt: Format, row: Mapping[str, Any]) -> Sequence[Message] | None:
     """A settled row's transcript (the fast path settles only rows that decode: None is a
     safeguard, an unread row)."""
@@ -453,10 +492,13 @@ def profile_batch(
     if settled is not None and settled.any():
         # A dataset type's row is profiled as the per-row path reads it, its prompt and first
         # candidate (`ShapedFormat.decode`): the Arrow measures read one column.
-        shaped = getattr(fmt, "shape", None) is not None
-        measure = None if shaped else arrow_measures(fmt.name)
-        if measure is not None:
-            measures, measured = measure(fmt, table, settled, texts=texts)
+        # In Arrow too, on that conversation put together (`_first_conversation`).
+        measure = arrow_measures(fmt.name)
+        read_as: tuple[Format, pa.Table] | None = (fmt, table)
+        if getattr(fmt, "shape", None) is not None:
+            read_as = _first_conversation(table, fmt)
+        if measure is not None and read_as is not None:
+            measures, measured = measure(read_as[0], read_as[1], settled, texts=texts)
             profile.add(measures, tokens)
             settled = settled & ~measured
         rows = table.filter(pa.array(settled)).to_pylist() if settled.any() else []

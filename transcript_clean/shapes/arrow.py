@@ -53,6 +53,12 @@ def shape_declarations(table: pa.Table, prompt: str) -> list[pa.Array] | None:
     return None if found is None else [found]
 
 
+def part_column(table: pa.Table, path: str) -> pa.Array | None:
+    """A part of a dataset type's row (`input.messages`, a column, one message) as a list
+    column, one list per row: what the fast path reads. None for other types."""
+    return _at(table, path)
+
+
 def _at(table: pa.Table, path: str) -> pa.Array | None:
     """The column at `path` (`input.messages` is the `messages` field of the `input` structs)
     as a list column: one message object per row is a list of one. None for other types."""

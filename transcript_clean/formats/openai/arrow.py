@@ -401,12 +401,17 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> N
     messages that are not orphans. The calls of a turn that ends the history have none.
     """
     msgs, parent, rows = scan.msgs, scan.parent, scan.rows
+    # No call at all (a candidate of plain answers, say): none to check against the declared
+    # tools either, which `calls` being None would leave to the per-row path.
+    no_calls = (np.empty(0, np.int64), pa.array([], pa.string()), pa.array([], pa.string()))
     if msgs.type.get_field_index("tool_calls") < 0:
+        scan.calls = no_calls
         return
     good_msg = ~scan.bad[parent]
     calls_list = pc.struct_field(msgs, "tool_calls")
     call_msg = pc.list_parent_indices(calls_list).to_numpy().astype(np.int64)
     if len(call_msg) == 0:
+        scan.calls = no_calls
         return
     calls = pc.list_flatten(calls_list)
     place = np.arange(len(call_msg)) - np.searchsorted(call_msg, call_msg)
