@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.fastpath.base import ArrowView, FastReject, Mask, as_mask, indices, is_text
+from transcript_clean.formats.base import strict_loads
 from transcript_clean.rules.tool_arguments_schema import message as schema_message
 from transcript_clean.rules.unknown_tool import message as unknown_message
 from transcript_clean.sources import jsontypes
@@ -269,7 +270,8 @@ def _broken(
     """For each distinct (schema, arguments) pair (`key // width` the schema's place in
     `schemas`, `key % width` the arguments' in `texts`), whether the arguments may break the
     schema: they are a JSON object that fails it, or text only the standard library reads.
-    Arguments that are no JSON object are R2's. Each schema's pairs are validated together."""
+    Arguments that are no JSON object are R2's (not flagged: a row whose only code is R2's
+    is settled in Arrow). Each schema's pairs are validated together."""
     out = np.zeros(len(keys), dtype=bool)
     schema_at, text_at = np.divmod(keys, width)
     loads, decode_error = orjson.loads, orjson.JSONDecodeError
@@ -285,7 +287,11 @@ def _broken(
             try:
                 value = loads(text)
             except decode_error:
-                out[u] = True
+                try:
+                    strict_loads(text)
+                except (ValueError, RecursionError):
+                    continue  # no JSON object: `invalid_tool_arguments`' alone, as `find` has it
+                out[u] = True  # JSON only the standard library reads: the per-row path's
                 continue
             if type(value) is dict:
                 try:
