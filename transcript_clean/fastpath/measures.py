@@ -15,7 +15,15 @@ from transcript_clean.fastpath.base import NOT_SPACE, Counts, Mask, as_mask, ind
 from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
 from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
 
-__all__ = ["RowSums", "classes_of", "first_bytes", "said", "text_lengths", "turn_classes"]
+__all__ = [
+    "RowSums",
+    "classes_of",
+    "column_array",
+    "first_bytes",
+    "said",
+    "text_lengths",
+    "turn_classes",
+]
 
 
 class RowSums:
@@ -32,6 +40,15 @@ class RowSums:
         np.cumsum(values, out=running[1:])
         out: Counts = running[self.ends] - running[self.starts]
         return out
+
+
+def column_array(table: pa.Table, name: str) -> pa.Array:
+    """A column of `table` as one array: its only chunk as it is (`combine_chunks` copies even
+    one chunk, about a millisecond a batch of messages: most of a batch's profile)."""
+    column = table.column(name)
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return column.combine_chunks()
 
 
 def text_lengths(text: pa.Array) -> Counts:
