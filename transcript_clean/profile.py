@@ -403,12 +403,13 @@ def arrow_measures(format_name: str) -> ArrowMeasures | None:
     measures rows of `rows` (a mask of rows its view reads as the decoder would) and returns
     the measures and the rows it measured; the others are decoded."""
     if format_name == "openai":
+        from transcript_clean.fastpath.measures import column_array
         from transcript_clean.formats.openai.arrow import openai_measures
 
         def openai(
             fmt: Format, table: pa.Table, rows: npt.NDArray[np.bool_], *, texts: bool = False
         ) -> tuple[Measures, npt.NDArray[np.bool_]]:
-            column = table.column(fmt.column).combine_chunks()
+            column = column_array(table, fmt.column)
             return openai_measures(column, rows, texts=texts), rows
 
         return openai

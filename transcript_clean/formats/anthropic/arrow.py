@@ -40,7 +40,7 @@ from transcript_clean.fastpath.base import (
     shift,
     text_or_absent,
 )
-from transcript_clean.fastpath.measures import RowSums, classes_of, said, text_lengths
+from transcript_clean.fastpath.measures import RowSums, classes_of, column_array, said, text_lengths
 from transcript_clean.formats.base import Format
 from transcript_clean.profile import Measures
 from transcript_clean.rules import (
@@ -283,7 +283,7 @@ def anthropic_measures(
     computed in Arrow as `measure_transcripts` makes them of their decoded transcripts. With
     `texts` (a tokenizer) it measures none: the caller decodes them. Returns the measures and
     the rows measured."""
-    array = table.column(fmt.column).combine_chunks()
+    array = column_array(table, fmt.column)
     if texts or not rows.any():
         rows = np.zeros(len(array), dtype=bool)
     msgs = pc.list_flatten(array)
@@ -315,7 +315,7 @@ def anthropic_measures(
 
     prompt = np.zeros(len(array), dtype=np.int64)
     if "system" in table.column_names:  # the decoder reads a system prompt that says anything
-        prompt = text_lengths(table.column("system").combine_chunks())
+        prompt = text_lengths(column_array(table, "system"))
     prompt = prompt[rows]
     turn = is_assistant & keep
     measured = {

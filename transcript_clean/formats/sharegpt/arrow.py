@@ -45,7 +45,7 @@ from transcript_clean.fastpath.base import (
     text_or_absent,
     with_field,
 )
-from transcript_clean.fastpath.measures import RowSums, text_lengths, turn_classes
+from transcript_clean.fastpath.measures import RowSums, column_array, text_lengths, turn_classes
 from transcript_clean.formats.base import REASONING_KEYS, DecodeError, Format, join_texts
 from transcript_clean.formats.sharegpt.codec import ShareGPTFormat, read_calls, split_list
 from transcript_clean.profile import Measures
@@ -403,7 +403,7 @@ def sharegpt_measures(
     their decoded transcripts: each turn one message, and a `system` column that says anything
     one more. Returns them and those rows; the others are the caller's to decode."""
     tags: dict[str, str] = dict(getattr(fmt, "tags", {}))
-    array = table.column(fmt.column).combine_chunks()
+    array = column_array(table, fmt.column)
     turns = pc.list_flatten(array)
     sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
     parent = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
@@ -421,7 +421,7 @@ def sharegpt_measures(
 
     system_chars = np.zeros(len(array), dtype=np.int64)
     if "system" in table.column_names:  # the decoder reads a system column that says anything
-        system_chars = text_lengths(table.column("system").combine_chunks())
+        system_chars = text_lengths(column_array(table, "system"))
     prompt = system_chars[mine]
     lengths = text_lengths(value)
     measured = {
