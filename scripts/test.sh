@@ -10,7 +10,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PYTHON" -m venv .venv
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
-.venv/bin/python -m pip install --quiet -e ".[dev,s3${TEST_EXTRAS:+,$TEST_EXTRAS}]"
+.venv/bin/python -m pip install --quiet -c scripts/test-constraints.txt -e ".[dev,s3${TEST_EXTRAS:+,$TEST_EXTRAS}]"
 
 echo "== ruff check";          .venv/bin/ruff check .
 echo "== ruff format --check"; .venv/bin/ruff format --check .
