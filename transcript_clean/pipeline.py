@@ -38,6 +38,7 @@ from transcript_clean.rules import (
     MALFORMED_ROW,
     TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
+    Rule,
     get_rule,
     rules,
 )
@@ -138,28 +139,27 @@ def batch_verdicts(
     Arrow side may repair those rows too.
     """
     table, fmt = _prepared(batch, format)
-    if isinstance(fmt, ShapedFormat):
-        return _shaped_verdicts(table, fmt, config, codes)
-    if holds_json_text(table.schema, fmt.column):
-        return None
     enabled = [rule for rule in rules() if rule.enabled(config)]
-    column = table.column(fmt.column).combine_chunks()
     # Rows with text that is not UTF-8, and lines that are not rows: unread here, rejected by
     # the per-row path.
     unread = sorted(set(invalid_text(table)) | set(line_errors(table)))
-    if unread:
-        at = np.array(unread, dtype=np.int64)
-        column = replaced(column, at, pa.nulls(len(at), column.type))
     # A repaired JSON Lines row written as JSON Lines is its line re-encoded, which an Arrow
     # repair would leave stale: it takes the per-row path.
     in_arrow = not exact_lines or RAW_LINE not in table.schema.names
+    repair = [r.code for r in enabled if codes and in_arrow and _repairs_in_arrow(config, r.code)]
+    if isinstance(fmt, ShapedFormat):
+        return _shaped_verdicts(table, fmt, enabled, unread, repair)
+    if holds_json_text(table.schema, fmt.column):
+        return None
+    column = table.column(fmt.column).combine_chunks()
+    if unread:
+        at = np.array(unread, dtype=np.int64)
+        column = replaced(column, at, pa.nulls(len(at), column.type))
     return fast_verdicts(
         fmt,
         column,
         keep_trailing=codes and config.action(TRAILING_TOOL_CALL) == "keep",
-        repair=[
-            r.code for r in enabled if codes and in_arrow and _repairs_in_arrow(config, r.code)
-        ],
+        repair=repair,
         reject=[r.code for r in enabled if codes and config.action(r.code) == "reject"],
         schema=table.schema,
         enabled=enabled,
@@ -174,7 +174,8 @@ def line_errors(table: pa.Table) -> dict[int, str]:
     errors = table.column(LINE_ERROR)
     if errors.null_count == len(errors):
         return {}
-    return {i: e for i, e in enumerate(errors.to_pylist()) if e is not None}
+    at = np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))
+    return dict(zip(at.tolist(), errors.take(pa.array(at)).to_pylist(), strict=True))
 
 
 def declaring_columns(table: pa.Table, fmt: Format) -> list[pa.Array]:
@@ -184,10 +185,14 @@ def declaring_columns(table: pa.Table, fmt: Format) -> list[pa.Array]:
 
 
 def _shaped_verdicts(
-    table: pa.Table, fmt: ShapedFormat, config: Config, codes: bool
+    table: pa.Table,
+    fmt: ShapedFormat,
+    enabled: list[Rule],
+    unread: list[int],
+    repair: list[str],
 ) -> Verdicts | None:
-    """`batch_verdicts` for a dataset type: the rows clean for every candidate, and with
-    `codes` those with a candidate repaired in Arrow (`shapes.arrow`)."""
+    """`batch_verdicts` for a dataset type: the rows clean for every candidate, and those with
+    a candidate repaired in Arrow (`shapes.arrow`), for the codes of `repair` it can."""
     if any(holds_json_text(table.schema, c) for c in fmt.shape.columns):
         return None
     tools = declaring_columns(table, fmt.inner)
@@ -196,12 +201,8 @@ def _shaped_verdicts(
         if nested is None:
             return None  # declarations the fast path cannot read: every row goes per-row
         tools += nested
-    enabled = [rule for rule in rules() if rule.enabled(config)]
-    # As in `batch_verdicts`: a repaired JSON Lines row is its line re-encoded, per row.
-    in_arrow = RAW_LINE not in table.schema.names
-    repair = [c for c in ARROW_REPAIRS if codes and in_arrow and _repairs_in_arrow(config, c)]
-    unread = sorted(set(invalid_text(table)) | set(line_errors(table)))
-    return shaped_verdicts(table, fmt, enabled, unread, repair, tools)
+    fixes = [c for c in ARROW_REPAIRS if c in repair]
+    return shaped_verdicts(table, fmt, enabled, unread, fixes, tools)
 
 
 def _repairs_in_arrow(config: Config, code: str) -> bool:

@@ -49,17 +49,11 @@ def shape_declarations(table: pa.Table, prompt: str) -> list[pa.Array] | None:
         kind = kind.field(step).type
     if not pa.types.is_struct(kind) or kind.get_field_index("tools") < 0:
         return []
-    found = _at(table, f"{parent}.tools")
+    found = part_column(table, f"{parent}.tools")
     return None if found is None else [found]
 
 
 def part_column(table: pa.Table, path: str) -> pa.Array | None:
-    """A part of a dataset type's row (`input.messages`, a column, one message) as a list
-    column, one list per row: what the fast path reads. None for other types."""
-    return _at(table, path)
-
-
-def _at(table: pa.Table, path: str) -> pa.Array | None:
     """The column at `path` (`input.messages` is the `messages` field of the `input` structs)
     as a list column: one message object per row is a list of one. None for other types."""
     head, *rest = path.split(".")
@@ -87,7 +81,7 @@ def message_counts(table: pa.Table, fmt: ShapedFormat) -> npt.NDArray[np.int64]:
     shape = fmt.shape
     total = np.zeros(table.num_rows, dtype=np.int64)
     for path in ([shape.prompt] if shape.prompt else []) + list(shape.candidates):
-        column = _at(table, path)
+        column = part_column(table, path)
         if column is not None:
             total += _lengths(column)
     return total
@@ -151,7 +145,7 @@ def _part(
     """The part at `name` read by the inner format's view: which rows hold no code, and, for
     the codes of `repair` among `ARROW_REPAIRS` in a top-level list column, which hold none once
     repaired in Arrow. None when the column or format has no view."""
-    column = _at(table, name)
+    column = part_column(table, name)
     if column is None:
         return None
     top = "." not in name and table.column(name).type == column.type
