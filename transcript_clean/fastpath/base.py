@@ -284,6 +284,16 @@ def neighbours(parent: npt.NDArray[np.int64]) -> tuple[Mask, Mask]:
     return same_prev, same_next
 
 
+def run_starts(keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
+    """Per element of sorted `keys`, the position of the first element with its key: what
+    `np.searchsorted(keys, keys)` finds, in one pass instead of a search per element."""
+    positions = np.arange(len(keys), dtype=np.int64)
+    new = np.ones(len(keys), dtype=bool)
+    new[1:] = keys[1:] != keys[:-1]
+    starts: npt.NDArray[np.int64] = np.maximum.accumulate(np.where(new, positions, 0))
+    return starts
+
+
 def repeated(keys: npt.NDArray[np.int64]) -> Mask:
     """Which keys occur earlier in `keys` too."""
     out = np.zeros(len(keys), dtype=bool)

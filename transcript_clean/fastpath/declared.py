@@ -224,21 +224,27 @@ def declared_rejects(
         wanted = rows.get(code)
         if wanted is None or not len(calls):
             continue
+        # The calls of the wanted rows, their names and arguments made Python in one go.
+        ks = np.flatnonzero(wanted[call_row[calls]])
+        if not len(ks):
+            continue
+        mine = calls[ks]
+        call_names = names.take(indices(mine)).to_pylist()
+        texts = arguments.take(indices(mine)).to_pylist() if code == SCHEMA else None
         words: dict[int, str] = {}  # row -> the message of its first such call
         count = np.zeros(view.rows, dtype=np.int64)
         unsure = np.zeros(view.rows, dtype=bool)
-        for k, call in enumerate(calls.tolist()):
+        for j, (k, call) in enumerate(zip(ks.tolist(), mine.tolist(), strict=True)):
             row = int(call_row[call])
-            if not wanted[row] or unsure[row]:
+            if unsure[row]:
                 continue
-            name = str(names[call].as_py())
-            if code == UNKNOWN:
+            name = str(call_names[j])
+            if texts is None:
                 declared = found.distinct[int(found.ids[row])]
                 assert declared is not None
-                error: str | None = None
                 text = unknown_message(int(index[call]), int(place[call]), name, declared.names())
             else:
-                error = _error(found.schema_keys[k], arguments[call].as_py())
+                error = _error(found.schema_keys[k], texts[j])
                 if error is None:
                     unsure[row] = True
                     continue
@@ -280,8 +286,9 @@ def _broken(
         key = schemas[int(schema_at[start])]
         assert key is not None
         validate = fast_validator(key)
-        for u in range(start, stop):
-            text = texts[text_at[u]]
+        broken = []
+        for u, t in enumerate(text_at[start:stop].tolist(), start):
+            text = texts[t]
             if text is None:
                 continue
             try:
@@ -291,13 +298,14 @@ def _broken(
                     strict_loads(text)
                 except (ValueError, RecursionError):
                     continue  # no JSON object: `invalid_tool_arguments`' alone, as `find` has it
-                out[u] = True  # JSON only the standard library reads: the per-row path's
+                broken.append(u)  # JSON only the standard library reads: the per-row path's
                 continue
             if type(value) is dict:
                 try:
                     validate(value)
                 except Exception:  # a failure, in words for the per-row path or the rejects
-                    out[u] = True
+                    broken.append(u)
+        out[broken] = True
     return out
 
 

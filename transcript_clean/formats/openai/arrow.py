@@ -16,7 +16,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.fastpath.base import (
-    NOT_SPACE,
     ArrowRepair,
     ArrowView,
     Counts,
@@ -37,10 +36,17 @@ from transcript_clean.fastpath.base import (
     repeated,
     replaced,
     rows_with,
+    run_starts,
     shift,
 )
 from transcript_clean.fastpath.declared import declared_rejects
-from transcript_clean.fastpath.measures import RowSums, leading_bytes, text_lengths, turn_classes
+from transcript_clean.fastpath.measures import (
+    RowSums,
+    leading_bytes,
+    text_lengths,
+    turn_classes,
+)
+from transcript_clean.fastpath.measures import said as says
 from transcript_clean.formats.base import REASONING_KEYS, Format, join_texts
 from transcript_clean.model import ToolCall
 from transcript_clean.profile import Measures
@@ -75,6 +81,10 @@ REPAIRS: Final = frozenset(
     }
 )
 """The codes whose repair this format's Arrow side does itself (unanswered calls: by a cut)."""
+
+_ROLES: Final = ("system", "developer", "user", "assistant", "tool")
+"""The roles the view reads (`function`, the legacy one, is the per-row path's)."""
+_ROLE_SET: Final = pa.array(_ROLES)
 
 
 def openai_view(fmt: Format, array: pa.Array, schema: pa.Schema | None = None) -> OpenAIView | None:
@@ -287,10 +297,10 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
 
     role = pc.struct_field(msgs, "role")
     content = pc.struct_field(msgs, "content")
-    is_assistant = as_mask(pc.equal(role, "assistant"))
-    is_tool = as_mask(pc.equal(role, "tool"))
-    known = as_mask(pc.is_in(role, pa.array(["system", "developer", "user", "assistant", "tool"])))
-    flag = ~known | as_mask(msgs.is_null())
+    # Each role's place among the five the view reads (-1: another, or none), in one pass.
+    kind = pc.fill_null(pc.index_in(role, _ROLE_SET), -1).to_numpy(zero_copy_only=False)
+    is_assistant, is_tool = kind == _ROLES.index("assistant"), kind == _ROLES.index("tool")
+    flag = (kind < 0) | as_mask(msgs.is_null())
 
     n_calls = np.zeros(n, dtype=np.int64)
     if message_type.get_field_index("tool_calls") >= 0:
@@ -305,7 +315,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     look = np.flatnonzero(is_assistant & (n_calls == 0))
     said = n_calls > 0
     if len(look):
-        said[look] = as_mask(pc.match_substring_regex(content.take(indices(look)), NOT_SPACE))
+        said[look] = says(content, look)[0]
     for key in REASONING_KEYS:  # each a text field (`_openai_shape`)
         if message_type.get_field_index(key) < 0:
             continue
@@ -314,9 +324,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
         has_reasoning |= holds
         thought = np.flatnonzero(is_assistant & ~said & holds)
         if len(thought):
-            said[thought] = as_mask(
-                pc.match_substring_regex(reasoning.take(indices(thought)), NOT_SPACE)
-            )
+            said[thought] = says(reasoning, thought)[0]
     blank = is_assistant & ~said
 
     same_prev, same_next = neighbours(parent)
@@ -353,7 +361,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     # calls are unanswered (R5). After anything else (a system message keeps them pending, to
     # the end of the history perhaps; an assistant one is R4's too) the per-row path is left
     # to work it out.
-    next_user = shift(as_mask(pc.equal(role, "user"))[::-1])[::-1] & ~is_last
+    next_user = shift((kind == _ROLES.index("user"))[::-1])[::-1] & ~is_last
     unanswered = calling & next_user
     flag |= calling & ~next_tool & ~next_user & ~is_last
     run_len = np.bincount(run_of_tool, minlength=len(starts))
@@ -364,7 +372,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     bad |= rows_with(flag, parent, rows)
     # Canonical indexes: a tool message that continues a run joins the user message before it.
     joins = np.cumsum(is_tool & shift(is_tool) & same_prev)
-    row_start = np.searchsorted(parent, parent)
+    row_start = run_starts(parent)
     canonical = np.arange(n) - row_start - (joins - joins[row_start])
     scan = _Scan(
         rows=rows,
@@ -414,7 +422,7 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> N
         scan.calls = no_calls
         return
     calls = pc.list_flatten(calls_list)
-    place = np.arange(len(call_msg)) - np.searchsorted(call_msg, call_msg)
+    place = np.arange(len(call_msg)) - run_starts(call_msg)
     keep = good_msg[call_msg]
     calls = calls.filter(pa.array(keep))
     call_msg = call_msg[keep]
