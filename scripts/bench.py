@@ -222,34 +222,47 @@ def step_datasets(source: str, output: str, fmt: str) -> None:
 
 
 def step_profile(source: str, output: str, fmt: str) -> None:
-    """The profile's own cost inside `clean`: the floor's reads, and per batch the profile as a
-    cleaning run computes it (the rows the fast path settles measured in Arrow, the others from
-    their decoded transcripts), timed alone; its seconds go to `output` as JSON."""
+    """The profile's own cost inside `clean`, timed alone: as a cleaning run computes it, the
+    rows the fast path settles measured from its view with each group's verdicts
+    (`settled_profile`, or in Arrow from the batch where the view cannot), the others from
+    their decoded transcripts; its seconds go to `output` as JSON."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from transcript_clean.engine.local import VERDICT_ROWS
     from transcript_clean.formats import get_format
-    from transcript_clean.pipeline import batch_verdicts
+    from transcript_clean.pipeline import _read_rows, batch_verdicts, settled_profile
     from transcript_clean.profile import Profile, profile_batch
     from transcript_clean.rows import clean_row
 
     form = get_format(fmt)
     total, seconds = Profile(), 0.0
-    for batch in pq.ParquetFile(source).iter_batches(batch_size=4096):
-        table = pa.Table.from_batches([batch])
-        verdicts = batch_verdicts(table, format=form)
-        settled = None if verdicts is None else verdicts.handled
-        slow = range(table.num_rows) if settled is None else np.flatnonzero(~settled).tolist()
-        rows = table.take(pa.array(list(slow), pa.int64())).to_pylist()
-        results = [clean_row(row, form) for row in rows]
-        decoded = {
-            int(i): None if r.decoded is None else r.decoded.messages
-            for i, r in zip(slow, results, strict=True)
-        }
-        started = time.perf_counter()  # the per-row path decodes its rows anyway: not timed
-        total.merge(profile_batch(table, form, settled, decoded))
+    for group in pq.ParquetFile(source).iter_batches(batch_size=VERDICT_ROWS):
+        table = pa.Table.from_batches([group])
+        verdicts = batch_verdicts(table, format=form)  # the run's verdicts: not timed
+        started = time.perf_counter()
+        ahead = None if verdicts is None else settled_profile(verdicts)
         seconds += time.perf_counter() - started
+        if ahead is not None:
+            total.merge(ahead)
+        for start in range(0, table.num_rows, 4096):  # the run's batches
+            batch = table.slice(start, 4096)
+            part = None if verdicts is None else verdicts.slice(start, start + batch.num_rows)
+            settled = None if part is None else part.handled
+            slow = range(batch.num_rows) if settled is None else np.flatnonzero(~settled).tolist()
+            rows = batch.take(pa.array(list(slow), pa.int64())).to_pylist()
+            results = [clean_row(row, form) for row in rows]
+            decoded = {
+                int(i): None if r.decoded is None else r.decoded.messages
+                for i, r in zip(slow, results, strict=True)
+            }
+            read = None if part is None else _read_rows(part)
+            if ahead is not None:
+                read = np.zeros(batch.num_rows, dtype=bool)
+            started = time.perf_counter()  # the per-row path decodes its rows anyway: not timed
+            total.merge(profile_batch(batch, form, read, decoded))
+            seconds += time.perf_counter() - started
     Path(output).write_text(json.dumps({"seconds": seconds, "rows": total.rows}))
 
 

@@ -11,9 +11,11 @@ import pyarrow as pa
 import pytest
 from synthetic import arrow_schema, generate_rows
 
+from transcript_clean.engine.local import with_verdicts
 from transcript_clean.formats import get_format
 from transcript_clean.formats.openai.arrow import openai_measures
-from transcript_clean.pipeline import clean_batch
+from transcript_clean.pipeline import clean_batch, clean_batch_parts
+from transcript_clean.policy import DEFAULT
 from transcript_clean.profile import (
     EXACT_BELOW,
     QUANTILES,
@@ -136,9 +138,13 @@ def _arrow_and_python(table: pa.Table) -> tuple[dict[str, Any], dict[str, Any]]:
     assert view is not None
     read = ~view.unread
     rows = table.filter(pa.array(read)).to_pylist()
-    arrow, python = Profile(), Profile()
+    arrow, python, from_view = Profile(), Profile(), Profile()
     arrow.add(openai_measures(column, read))
     python.add(measure_transcripts([fmt.decode(row).messages for row in rows]))
+    measures = view.measures(read)  # what a run measures: from the verdicts' own view
+    assert measures is not None
+    from_view.add(measures)
+    assert from_view.report() == arrow.report()
     return arrow.report(), python.report()
 
 
@@ -188,6 +194,22 @@ def test_the_fast_path_and_the_per_row_path_give_one_profile(fmt: str) -> None:
     assert fast["rows"] == 1500
     turns = fast["per_row"]["assistant_turns"]["mean"] * fast["rows_measured"]
     assert sum(fast["turns"].values()) == pytest.approx(turns, abs=1)
+
+
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt"])
+def test_a_run_measures_settled_rows_with_the_verdicts_as_the_per_row_path_does(fmt: str) -> None:
+    rows = [row for row, _ in generate_rows(6000, format=fmt, seed=11)]
+    table = _table(fmt, rows)
+    batches = iter(table.to_batches(max_chunksize=1000))
+    run, measured_ahead = Profile(), 0
+    for batch, verdicts in with_verdicts(batches, DEFAULT, get_format(fmt)):
+        measured_ahead += verdicts is not None and verdicts.profile is not None
+        run.merge(clean_batch_parts(batch, format=fmt, verdicts=verdicts).stats.profile)
+    slow = clean_batch(table, format=fmt, fast=False).stats.profile
+    assert run.report() == slow.report()
+    assert run.rows == 6000
+    # OpenAI's view measures the rows it settled; ShareGPT's leaves it to the batch.
+    assert measured_ahead == (6 if fmt == "openai" else 0)
 
 
 def _values(seed: int) -> np.ndarray[Any, np.dtype[np.int64]]:

@@ -23,7 +23,7 @@ from transcript_clean.fastpath.base import replaced
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.model import Message
 from transcript_clean.policy import DEFAULT, Config
-from transcript_clean.profile import profile_batch
+from transcript_clean.profile import Profile, profile_batch
 from transcript_clean.rows import (
     RepairStep,
     RowResult,
@@ -285,7 +285,11 @@ def clean_batch_parts(
             table, slow, rejected, fmt, config, as_json, stats, source, first_row, on_row, decoded
         )
     read = None if verdicts is None or not fast else _read_rows(verdicts)
-    if isinstance(fmt, ShapedFormat):
+    if verdicts is not None and fast and verdicts.profile is not None:
+        # The settled rows were measured with the verdicts: only the others are measured here.
+        stats.profile.merge(verdicts.profile)
+        read = np.zeros(table.num_rows, dtype=bool)
+    elif isinstance(fmt, ShapedFormat):
         # The per-row path's transcript of a dataset type's row is its last candidate's after
         # the prompt's repairs: every row is profiled from the batch as it came in instead.
         read = ~np.isin(np.arange(table.num_rows), list(line_errors(table)))
@@ -371,6 +375,21 @@ def _row_values(picked: pa.Table, from_arrow: set[int], unreadable: dict[int, st
         if raw is not None and k not in from_arrow:
             rows[k] = jsontypes.loads(raw)
     return rows
+
+
+def settled_profile(verdicts: Verdicts, config: Config = DEFAULT) -> Profile | None:
+    """The profile of the rows `verdicts` settled that decode, measured from the view that
+    settled them (what `profile_batch` measures of them from the batch, without reading the
+    column again); None where the view cannot tell it, or tokens are counted (`profile_batch`
+    does that). Worked out beside the verdicts, for `Verdicts.profile`."""
+    if verdicts.view is None or config.tokenizer is not None:
+        return None
+    measures = verdicts.view.measures(_read_rows(verdicts))
+    if measures is None:
+        return None
+    profile = Profile()
+    profile.add(measures)
+    return profile
 
 
 def _read_rows(verdicts: Verdicts) -> npt.NDArray[np.bool_]:

@@ -36,8 +36,10 @@ from transcript_clean.pipeline import (
     batch_verdicts,
     clean_batch_parts,
     reject_schema,
+    settled_profile,
 )
 from transcript_clean.policy import Config
+from transcript_clean.profile import Profile
 from transcript_clean.rows import RowResult
 from transcript_clean.sinks import (
     DEFAULT_ROW_GROUP_BYTES,
@@ -288,10 +290,15 @@ def _with_verdicts(
     for group in _grouped(batches, VERDICT_ROWS, VERDICT_BYTES):
         table = pa.Table.from_batches(group)
         verdicts = batch_verdicts(table, config, format=format, exact_lines=exact_lines)
+        # The settled rows' profile is measured here, from the view that settled them.
+        profile = None if verdicts is None else settled_profile(verdicts, config)
         start = 0
         for batch in group:
             stop = start + batch.num_rows
-            yield batch, None if verdicts is None else verdicts.slice(start, stop)
+            part = None if verdicts is None else verdicts.slice(start, stop)
+            if part is not None and profile is not None:
+                part.profile = profile if start == 0 else Profile()  # the group's, once
+            yield batch, part
             start = stop
 
 

@@ -125,6 +125,7 @@ def fast_verdicts(
         trailing_calls=view.trailing_calls,
         repaired=nothing.copy(),
         tool_counts=tool_counts(view),
+        view=view,
     )
     # A code found while decoding is a row's only code: the decoder stops there.
     to_reject = {

@@ -17,6 +17,7 @@ from transcript_clean.rules import TRAILING_TOOL_CALL
 
 if TYPE_CHECKING:
     from transcript_clean.fastpath.declared import ToolCounts
+    from transcript_clean.profile import Measures, Profile
 
 V = TypeVar("V")
 
@@ -107,6 +108,11 @@ class ArrowView:
         reject as the per-row path would, with its messages."""
         return []
 
+    def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
+        """The profile's measures of the rows of `rows` (rows it reads as the decoder would),
+        from what the view has read already; None where it cannot tell them."""
+        return None
+
 
 @dataclass(slots=True)
 class ArrowRepair:
@@ -170,6 +176,11 @@ class Verdicts:
     """Rows rejected as they are, each for one code."""
     tool_counts: ToolCounts | None = None
     """The rows' declared tools and calls, for the stats (`fastpath.declared`)."""
+    view: ArrowView | None = None
+    """The view that decided them (a batch's verdicts, not a slice's)."""
+    profile: Profile | None = None
+    """The profile of the rows settled here that decode, where it was measured with the
+    verdicts (`pipeline.settled_profile`): then the batch's profile adds only the other rows."""
 
     def coded(self) -> list[tuple[str, Mask]]:
         """Per code, the rows settled here that have it (each row settled here has one)."""

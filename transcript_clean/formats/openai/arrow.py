@@ -85,6 +85,7 @@ REPAIRS: Final = frozenset(
 _ROLES: Final = ("system", "developer", "user", "assistant", "tool")
 """The roles the view reads (`function`, the legacy one, is the per-row path's)."""
 _ROLE_SET: Final = pa.array(_ROLES)
+_USER, _ASSISTANT, _TOOL = _ROLES.index("user"), _ROLES.index("assistant"), _ROLES.index("tool")
 
 
 def openai_view(fmt: Format, array: pa.Array, schema: pa.Schema | None = None) -> OpenAIView | None:
@@ -119,6 +120,24 @@ class OpenAIView(ArrowView):
         if self.scan.call_places is None:
             return []
         return declared_rejects(self, rows, self.scan.call_places)
+
+    def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
+        # The scan's messages, their rows, roles and calls, measured as they are: the rows it
+        # reads have only the five roles (`_ROLES`).
+        scan = self.scan
+        if scan.roles is None or scan.n_calls is None:
+            return None  # no messages at all
+        roles = scan.roles
+        return _measures(
+            scan.msgs,
+            scan.parent,
+            np.bincount(scan.parent, minlength=scan.rows),
+            (roles == _ASSISTANT, roles == _TOOL, roles == _USER, (roles == 0) | (roles == 1)),
+            scan.n_calls,
+            rows,
+            texts,
+            None if scan.calls is None else scan.calls[:2],
+        )
 
     def again(self, column: pa.Array) -> OpenAIView:
         # What R2 would answer is no question for rows already repaired: not worked out again.
@@ -253,6 +272,10 @@ class _Scan:
     real_results: dict[int, str] = field(default_factory=dict)
     """Rows whose invalid call has a real result, which R2 never writes over: the per-row
     path's words for them, by row."""
+    roles: Counts | None = None
+    """Each message's role, by its place in `_ROLES` (-1: another, or none)."""
+    n_calls: Counts | None = None
+    """Each message's calls."""
 
     def kinds(self) -> dict[str, Mask]:
         """Per code the fast path repairs, the rows that have it."""
@@ -299,7 +322,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     content = pc.struct_field(msgs, "content")
     # Each role's place among the five the view reads (-1: another, or none), in one pass.
     kind = pc.fill_null(pc.index_in(role, _ROLE_SET), -1).to_numpy(zero_copy_only=False)
-    is_assistant, is_tool = kind == _ROLES.index("assistant"), kind == _ROLES.index("tool")
+    is_assistant, is_tool = kind == _ASSISTANT, kind == _TOOL
     flag = (kind < 0) | as_mask(msgs.is_null())
 
     n_calls = np.zeros(n, dtype=np.int64)
@@ -361,7 +384,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     # calls are unanswered (R5). After anything else (a system message keeps them pending, to
     # the end of the history perhaps; an assistant one is R4's too) the per-row path is left
     # to work it out.
-    next_user = shift((kind == _ROLES.index("user"))[::-1])[::-1] & ~is_last
+    next_user = shift((kind == _USER)[::-1])[::-1] & ~is_last
     unanswered = calling & next_user
     flag |= calling & ~next_tool & ~next_user & ~is_last
     run_len = np.bincount(run_of_tool, minlength=len(starts))
@@ -394,6 +417,8 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
         names={},
         duplicated=nothing,
         canonical=canonical,
+        roles=kind,
+        n_calls=n_calls,
     )
     _calls(scan, is_tool, pending_at_end, answers)
     return scan
@@ -636,25 +661,42 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
     msgs = pc.list_flatten(array)
     sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
     parent = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
-    keep = rows[parent]
-    message_type = msgs.type
-    role = pc.struct_field(msgs, "role")
-    content = pc.struct_field(msgs, "content")
     # A row measured here has only the five roles the view reads, told apart by their first
     # byte (system and developer alike): cheaper than matching the strings.
-    kind = _ROLE_KIND[leading_bytes(role)]
-    is_assistant, is_tool, is_user = kind == 0, kind == 1, kind == 2
-    is_system = kind == 3  # system or developer, in a row the view reads
+    kind = _ROLE_KIND[leading_bytes(pc.struct_field(msgs, "role"))]
+    n_calls = np.zeros(len(msgs), dtype=np.int64)
+    if msgs.type.get_field_index("tool_calls") >= 0:
+        calls = pc.struct_field(msgs, "tool_calls")
+        n_calls = pc.fill_null(pc.list_value_length(calls), 0).to_numpy().astype(np.int64)
+    roles = (kind == 0, kind == 1, kind == 2, kind == 3)
+    return _measures(msgs, parent, sizes, roles, n_calls, rows, texts)
+
+
+def _measures(
+    msgs: pa.Array,
+    parent: Counts,
+    sizes: Counts,
+    roles: tuple[Mask, Mask, Mask, Mask],
+    n_calls: Counts,
+    rows: Mask,
+    texts: bool,
+    called_by: tuple[Counts, pa.Array] | None = None,
+) -> Measures:
+    """`openai_measures` of a column's messages: each one's row (`parent`), the rows' sizes,
+    whether each is an assistant, tool, user or system (or developer) message, and its calls;
+    `called_by`, where known, each call's row and tool name (of the rows measured, at least)."""
+    is_assistant, is_tool, is_user, is_system = roles
+    keep = rows[parent]
+    message_type = msgs.type
+    content = pc.struct_field(msgs, "content")
     lengths = text_lengths(content)
     reasoning = None
     if message_type.get_field_index("reasoning_content") >= 0:
         reasoning = pc.struct_field(msgs, "reasoning_content")
         lengths += np.where(is_assistant, text_lengths(reasoning), 0)
-    n_calls = np.zeros(len(msgs), dtype=np.int64)
     calls = None
     if message_type.get_field_index("tool_calls") >= 0:
         calls = pc.struct_field(msgs, "tool_calls")
-        n_calls = pc.fill_null(pc.list_value_length(calls), 0).to_numpy().astype(np.int64)
     same_prev, _ = neighbours(parent)
     run_start = is_tool & ~(shift(is_tool) & same_prev)
 
@@ -675,9 +717,12 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
     at = np.flatnonzero(turn)
     tools: dict[str, int] = {}
     if calls is not None and n_calls[turn].any():
-        names = pc.struct_field(pc.struct_field(pc.list_flatten(calls), "function"), "name")
-        called = np.repeat(np.arange(len(n_calls), dtype=np.int64), n_calls)
-        names = names.filter(pa.array(turn[called]))
+        if called_by is None:
+            names = pc.struct_field(pc.struct_field(pc.list_flatten(calls), "function"), "name")
+            called = np.repeat(np.arange(len(n_calls), dtype=np.int64), n_calls)
+            names = names.filter(pa.array(turn[called]))
+        else:  # only assistant turns have calls in the rows measured
+            names = called_by[1].filter(pa.array(rows[called_by[0]]))
         for item in pc.value_counts(names).to_pylist():
             tools[item["values"]] = int(item["counts"])
     classes = turn_classes(content, reasoning, at, n_calls)
