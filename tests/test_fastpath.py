@@ -624,3 +624,61 @@ def test_a_conversation_holding_json_values_goes_per_row_and_is_never_wrongly_se
     kept, rejects, _ = clean_batch(table, STRICT, format="openai")
     assert kept.num_rows == 2 and kept.equals(table.slice(0, 2))
     assert rejects.column("_reject_codes").to_pylist() == [["invalid_tool_arguments"]]
+
+
+NO_FUNCTION = {"id": "a", "type": "function", "function": None}
+UNDECODABLE: list[list[dict[str, Any] | None]] = [
+    [msg("user"), msg("robot"), msg("assistant")],  # an unknown role
+    [msg("user"), {**msg("assistant"), "role": None}],  # no role at all
+    [msg("user"), None, msg("assistant")],  # a null message
+    # An earlier message the decoder stops at: its error, not the unknown role's.
+    [msg("user"), msg("assistant", None, [call("a", name=None)]), msg("robot")],
+    [msg("user"), msg("assistant", None, [NO_FUNCTION]), msg("narrator")],
+    [msg("system"), msg("user"), msg("function"), msg("assistant")],  # legacy: it decodes
+    [msg("robot"), None],
+]
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_rows_the_decoder_stops_at_are_rejected_in_arrow_with_its_words(config: Any) -> None:
+    rows = [{"messages": m} for m in UNDECODABLE] + [{"messages": [msg("user"), msg("assistant")]}]
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
+    assert_fast_and_slow_agree(table, config, OPENAI)
+    verdicts = batch_verdicts(table, config, format=OPENAI)
+    assert verdicts is not None
+    rejected = {r.code: np.flatnonzero(r.rows).tolist() for r in verdicts.rejects}
+    # The unknown roles and the missing ones; the rows whose error comes before are the
+    # malformed ones; the legacy `function` role is the per-row path's.
+    assert rejected == {"unknown_role": [0, 6], "malformed_row": [1, 2, 3, 4]}
+    words = {r.code: r.messages for r in verdicts.rejects}
+    assert words["unknown_role"][0] == (
+        'messages[1].role: unknown role "robot"; expected system, developer, user, assistant, '
+        "tool or function"
+    )
+    assert "messages[1].tool_calls[0]" in words["malformed_row"][2]
+    assert not verdicts.handled[5]
+
+
+ANY_ROLE = st.sampled_from(["user", "assistant", "tool", "robot", "function", None])
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(
+        st.lists(
+            st.one_of(
+                messages(),
+                st.builds(lambda m, r: {**m, "role": r}, messages(), ANY_ROLE),
+                st.none(),
+            ),
+            max_size=6,
+        ),
+        min_size=1,
+        max_size=8,
+    )
+)
+def test_fast_and_slow_batches_agree_on_rows_with_any_role(
+    rows: list[list[dict[str, Any] | None]],
+) -> None:
+    table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=SCHEMA)
+    assert_fast_and_slow_agree(table, DEFAULT, OPENAI)

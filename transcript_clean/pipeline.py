@@ -453,7 +453,8 @@ def _settle(
         lengths = pc.fill_null(pc.list_value_length(table.column(column)), 0).to_numpy()
     clean, trailing, repaired = verdicts.clean, verdicts.trailing, verdicts.repaired
     if verdicts.tool_counts is not None:
-        stats.add_tools(*verdicts.tool_counts.count(verdicts.handled))
+        # A row rejected while decoding has its tools unread, as on the per-row path.
+        stats.add_tools(*verdicts.tool_counts.count(_read_rows(verdicts)))
     stats.add_clean_rows(int(clean.sum()), int(lengths[clean].sum()))
     if trailing.any():
         messages = int(lengths[trailing].sum())

@@ -47,7 +47,7 @@ from transcript_clean.fastpath.measures import (
     turn_classes,
 )
 from transcript_clean.fastpath.measures import said as says
-from transcript_clean.formats.base import REASONING_KEYS, Format, join_texts
+from transcript_clean.formats.base import REASONING_KEYS, DecodeError, Format, join_texts
 from transcript_clean.model import ToolCall
 from transcript_clean.profile import Measures
 from transcript_clean.rules import (
@@ -55,10 +55,12 @@ from transcript_clean.rules import (
     DUPLICATE_CALL_ID,
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
+    MALFORMED_ROW,
     NO_ASSISTANT_TURN,
     ORPHAN_TOOL_RESULT,
     TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
+    UNKNOWN_ROLE,
 )
 from transcript_clean.rules.invalid_tool_arguments import real_result
 from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
@@ -82,9 +84,11 @@ REPAIRS: Final = frozenset(
 )
 """The codes whose repair this format's Arrow side does itself (unanswered calls: by a cut)."""
 
-_ROLES: Final = ("system", "developer", "user", "assistant", "tool")
-"""The roles the view reads (`function`, the legacy one, is the per-row path's)."""
+_ROLES: Final = ("system", "developer", "user", "assistant", "tool", "function")
+"""The roles the decoder knows; the view reads the first five (`function`, the legacy one, is
+the per-row path's)."""
 _ROLE_SET: Final = pa.array(_ROLES)
+_FUNCTION: Final = _ROLES.index("function")
 _USER, _ASSISTANT, _TOOL = _ROLES.index("user"), _ROLES.index("assistant"), _ROLES.index("tool")
 
 
@@ -93,7 +97,7 @@ def openai_view(fmt: Format, array: pa.Array, schema: pa.Schema | None = None) -
     shape."""
     if not _openai_shape(array.type):
         return None
-    return OpenAIView(array, _scan(array))
+    return OpenAIView(fmt, array, _scan(array))
 
 
 class OpenAIView(ArrowView):
@@ -102,24 +106,31 @@ class OpenAIView(ArrowView):
     per-row path does."""
 
     repairs = REPAIRS
-    rejects = frozenset({UNKNOWN_TOOL, TOOL_ARGUMENTS_SCHEMA})
+    rejects = frozenset({UNKNOWN_TOOL, TOOL_ARGUMENTS_SCHEMA, MALFORMED_ROW, UNKNOWN_ROLE})
 
-    def __init__(self, array: pa.Array, scan: _Scan) -> None:
+    def __init__(self, fmt: Format, array: pa.Array, scan: _Scan) -> None:
+        undecodable = np.zeros(scan.rows, dtype=bool)
+        if scan.undecodable is not None:
+            undecodable = rows_with(scan.undecodable, scan.parent, scan.rows)
         checks = {
             **scan.kinds(),
             TRAILING_TOOL_CALL: scan.trailing,
             NO_ASSISTANT_TURN: scan.unsaid,
             DUPLICATE_CALL_ID: scan.duplicated,
+            MALFORMED_ROW: undecodable,
+            UNKNOWN_ROLE: undecodable,
         }
         super().__init__(scan.rows, scan.bad, checks, scan.trailing_calls)
+        self.fmt = fmt
         self.array = array
         self.scan = scan
         self.calls = scan.calls
 
     def reject(self, rows: dict[str, Mask]) -> list[FastReject]:
-        if self.scan.call_places is None:
-            return []
-        return declared_rejects(self, rows, self.scan.call_places)
+        out = _reject_undecodable(self.fmt, self.scan, rows)
+        if self.scan.call_places is not None:
+            out += declared_rejects(self, rows, self.scan.call_places)
+        return out
 
     def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
         # The scan's messages, their rows, roles and calls, measured as they are: the rows it
@@ -141,7 +152,7 @@ class OpenAIView(ArrowView):
 
     def again(self, column: pa.Array) -> OpenAIView:
         # What R2 would answer is no question for rows already repaired: not worked out again.
-        return OpenAIView(column, _scan(column, answers=False))
+        return OpenAIView(self.fmt, column, _scan(column, answers=False))
 
     def repair(self, rows: dict[str, Mask]) -> ArrowRepair:
         alone = dict(rows)
@@ -155,6 +166,40 @@ class OpenAIView(ArrowView):
             return ArrowRepair(subset, self.array.slice(0, 0), {}, rejects)
         column, occurrences = _repair(self.array.type, self.scan, alone, subset)
         return ArrowRepair(subset, column, occurrences, rejects)
+
+
+def _reject_undecodable(fmt: Format, scan: _Scan, rows: dict[str, Mask]) -> list[FastReject]:
+    """Rows with a message the decoder cannot read, rejected as the per-row path rejects them,
+    for the decoding codes of `rows` (per code, the rows it may reject). The decoder reads the
+    messages in order and stops at its first error, which comes at that message or before it:
+    the decoder itself reads each such row up to that message, and says what the error is."""
+    wanted = {code: rows[code] for code in (MALFORMED_ROW, UNKNOWN_ROLE) if code in rows}
+    if scan.undecodable is None or not wanted:
+        return []
+    first = first_flagged(scan.undecodable, scan.parent, scan.rows)
+    hit = np.flatnonzero(any_of(wanted.values(), scan.rows) & (first < len(scan.parent)))
+    if not len(hit):
+        return []
+    start = np.searchsorted(scan.parent, hit)  # each row's first message
+    sizes = first[hit] - start + 1
+    ends = np.cumsum(sizes)
+    at = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(start - (ends - sizes), sizes)
+    items = scan.msgs.take(indices(at)).to_pylist()
+    found = {code: (np.zeros(scan.rows, dtype=bool), list[str]()) for code in wanted}
+    for row, stop, size in zip(hit.tolist(), ends.tolist(), sizes.tolist(), strict=True):
+        try:
+            fmt.decode({fmt.column: items[stop - size : stop]})
+        except DecodeError as err:
+            if err.code in wanted and wanted[err.code][row]:
+                found[err.code][0][row] = True
+                found[err.code][1].append(str(err))
+        except RecursionError:  # the per-row path's to say
+            continue
+    return [
+        FastReject(code, rejected, rejected.astype(np.int64), messages)
+        for code, (rejected, messages) in found.items()
+        if rejected.any()
+    ]
 
 
 def _reject_real_results(scan: _Scan, alone: dict[str, Mask]) -> list[FastReject]:
@@ -274,6 +319,8 @@ class _Scan:
     path's words for them, by row."""
     roles: Counts | None = None
     """Each message's role, by its place in `_ROLES` (-1: another, or none)."""
+    undecodable: Mask | None = None
+    """Messages the decoder cannot read (null, or without a role it knows)."""
     n_calls: Counts | None = None
     """Each message's calls."""
 
@@ -323,7 +370,10 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     # Each role's place among the five the view reads (-1: another, or none), in one pass.
     kind = pc.fill_null(pc.index_in(role, _ROLE_SET), -1).to_numpy(zero_copy_only=False)
     is_assistant, is_tool = kind == _ASSISTANT, kind == _TOOL
-    flag = (kind < 0) | as_mask(msgs.is_null())
+    # A message that is null, or has no role or one the decoder does not know, is where the
+    # decoder stops, if not before (`_reject_undecodable`).
+    undecodable = (kind < 0) | as_mask(msgs.is_null())
+    flag = undecodable | (kind == _FUNCTION)
 
     n_calls = np.zeros(n, dtype=np.int64)
     if message_type.get_field_index("tool_calls") >= 0:
@@ -419,6 +469,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
         canonical=canonical,
         roles=kind,
         n_calls=n_calls,
+        undecodable=undecodable,
     )
     _calls(scan, is_tool, pending_at_end, answers)
     return scan
