@@ -682,3 +682,20 @@ def test_fast_and_slow_batches_agree_on_rows_with_any_role(
 ) -> None:
     table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=SCHEMA)
     assert_fast_and_slow_agree(table, DEFAULT, OPENAI)
+
+
+def test_an_invalid_call_without_an_id_and_a_real_result_is_rejected_in_arrow() -> None:
+    trl = [msg("user"), msg("assistant", None, [call(None), call(None, "[1]")])]
+    trl += [msg("tool", "ok"), msg("tool", "a real result"), msg("assistant")]
+    # A real id elsewhere in the row could change the id the decoder makes up: per row.
+    mixed = [msg("user"), msg("assistant", None, [call("a")]), msg("tool", call_id="a")]
+    mixed += trl[1:]
+    table = pa.Table.from_pylist([{"messages": trl}, {"messages": mixed}], schema=SCHEMA)
+    assert_fast_and_slow_agree(table, DEFAULT, OPENAI)
+    verdicts = batch_verdicts(table, DEFAULT, format=OPENAI)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True, False]
+    (reject,) = verdicts.rejects
+    assert reject.code == "invalid_tool_arguments"
+    assert "tool call 'call_1_1' to 'f'" in reject.messages[0]
+    assert reject.messages[0] == clean_row({"messages": trl}, OPENAI).reject_message

@@ -590,22 +590,33 @@ def _calls(scan: _Scan, is_tool: Mask, pending_at_end: Mask, answers: bool) -> N
         at = answering[replaced].tolist()
         # R2 never writes over a real result: a row whose invalid call's result is anything
         # but the feedback R2 would write cannot be repaired. Its first such call is named in
-        # the per-row path's words (`real_result`); a call without an id (the decoder makes
-        # one up) leaves the row to the per-row path.
+        # the per-row path's words (`real_result`).
         current = pc.struct_field(msgs, "content").take(indices(answering[replaced]))
         real = invalid[which] & ~as_mask(pc.equal(current, pa.array(texts, current.type)))
         real_ids = ids.take(indices(which)).to_pylist()
+        # A call without an id gets one the decoder makes up from its place, `call_<message>_
+        # <call>`, unless the row holds real ids it could collide with: such a row is the
+        # per-row path's.
+        has_ids = rows_with(as_mask(ids.is_valid()), call_row, rows)
+        if "tool_call_id" in msgs.type.names:
+            answer_ids = as_mask(pc.struct_field(msgs, "tool_call_id").is_valid())
+            has_ids |= rows_with(answer_ids, parent, rows)
         for k in np.flatnonzero(real).tolist():
             row = int(call_row[which[k]])
             if scan.bad[row] or row in scan.real_results:
                 continue
-            if real_ids[k] is None:
-                scan.bad[row] = True
-                continue
+            message = int(call_msg[which[k]])
+            call_id = real_ids[k]
+            if call_id is None:
+                if has_ids[row]:
+                    scan.bad[row] = True
+                    continue
+                start = int(np.searchsorted(parent, row))  # the row's first message
+                call_id = f"call_{message - start}_{int(place[which[k]])}"
             assert scan.canonical is not None
             scan.real_results[row] = real_result(
-                int(scan.canonical[call_msg[which[k]]]),
-                ToolCall(real_ids[k], tools[k], None),
+                int(scan.canonical[message]),
+                ToolCall(call_id, tools[k], None),
                 int(scan.canonical[answering[replaced][k]]),
             )
         scan.answers = dict(zip(at, texts, strict=True))
