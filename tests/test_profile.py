@@ -177,6 +177,25 @@ def test_openai_arrow_measures_equal_the_per_row_ones_on_hand_made_rows() -> Non
     assert sliced == python
 
 
+@pytest.mark.parametrize("key", ["reasoning", "thinking"])
+def test_every_reasoning_field_is_measured_in_arrow_as_the_decoder_reads_it(key: str) -> None:
+    user = {"role": "user", "content": "Hi"}
+    rows = [
+        {"messages": [user, {"role": "assistant", "content": "Hello", key: "Let me think"}]},
+        {"messages": [user, {"role": "assistant", "content": "Hello", key: " "}]},
+        {"messages": [user, {"role": "assistant", "reasoning_content": " ", key: "Deep"}]},
+    ]
+    table = pa.Table.from_pylist(rows)
+    arrow, python = _arrow_and_python(table)
+    assert arrow == python
+    assert arrow["rows_measured"] == 3
+    assert arrow["turns"]["text"] == arrow["turns"]["reasoning_only"] == 1
+    assert arrow["turns"]["reasoning+text"] == 1
+    assert arrow["per_row"]["chars"]["max"] == len("Hi" + "Hello" + "Let me think")
+    fast = clean_batch(table, format="openai").stats.profile.report()
+    assert fast == clean_batch(table, format="openai", fast=False).stats.profile.report()
+
+
 def test_openai_arrow_measures_equal_the_per_row_ones_on_generated_rows() -> None:
     rows = [row for row, _ in generate_rows(3000, format="openai", seed=5)]
     arrow, python = _arrow_and_python(_table("openai", rows))

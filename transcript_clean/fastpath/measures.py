@@ -4,6 +4,7 @@ and their buffers."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
@@ -111,18 +112,24 @@ def said(text: pa.Array, at: Counts) -> tuple[Mask, Mask]:
 
 
 def turn_classes(
-    content: pa.Array, reasoning: pa.Array | None, at: Counts, n_calls: Counts
+    content: pa.Array,
+    reasoning: Sequence[pa.Array],
+    at: Counts,
+    n_calls: Counts,
 ) -> npt.NDArray[np.int8]:
     """The class of each assistant turn at `at`, as `assistant_turn_class` finds it (its index
-    in `TURN_CLASSES`)."""
+    in `TURN_CLASSES`); `reasoning`, the fields holding the turns' reasoning text (one
+    reasoning part each, where it is not null)."""
     calls = n_calls[at] > 0
     said_, spoken = said(content, at)
-    has = thought = np.zeros(len(at), dtype=bool)
-    if reasoning is not None:
-        has = as_mask(reasoning.is_valid())[at]
+    has = np.zeros(len(at), dtype=bool)
+    thought = np.zeros(len(at), dtype=bool)
+    for thoughts in reasoning:
+        holds = as_mask(thoughts.is_valid())[at]
+        has |= holds
         # Only turns with reasoning are looked at: most have none.
-        thought = np.zeros(len(at), dtype=bool)
-        thought[has] = said(reasoning, at[has])[0]
+        looked = holds & ~thought
+        thought[looked] = said(thoughts, at[looked])[0]
     return classes_of(calls, thought, said_, has, spoken)
 
 

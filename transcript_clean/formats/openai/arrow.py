@@ -752,10 +752,15 @@ def _measures(
     message_type = msgs.type
     content = pc.struct_field(msgs, "content")
     lengths = text_lengths(content)
-    reasoning = None
-    if message_type.get_field_index("reasoning_content") >= 0:
-        reasoning = pc.struct_field(msgs, "reasoning_content")
-        lengths += np.where(is_assistant, text_lengths(reasoning), 0)
+    # An assistant message's reasoning, in each field the decoder reads it from (text fields,
+    # in the rows measured here: `_openai_shape`).
+    reasoning = [
+        pc.struct_field(msgs, key)
+        for key in REASONING_KEYS
+        if message_type.get_field_index(key) >= 0
+    ]
+    for thoughts in reasoning:
+        lengths += np.where(is_assistant, text_lengths(thoughts), 0)
     calls = None
     if message_type.get_field_index("tool_calls") >= 0:
         calls = pc.struct_field(msgs, "tool_calls")
@@ -797,7 +802,7 @@ def _measures(
 def _texts(
     measures: Measures,
     content: pa.Array,
-    reasoning: pa.Array | None,
+    reasoning: list[pa.Array],
     turns: Mask,
     keep: Mask,
     parent: Counts,
@@ -810,9 +815,9 @@ def _texts(
     mine = np.flatnonzero(keep)
     pieces = [content.take(indices(mine))]
     where = [mine]
-    if reasoning is not None:
-        thinking = np.flatnonzero(turns)
-        pieces.append(reasoning.take(indices(thinking)))
+    thinking = np.flatnonzero(turns)
+    for thoughts in reasoning:
+        pieces.append(thoughts.take(indices(thinking)))
         where.append(thinking)
     at = np.concatenate(where)
     texts = pa.concat_arrays([p.cast(pa.large_string()) for p in pieces])

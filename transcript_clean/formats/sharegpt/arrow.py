@@ -433,7 +433,7 @@ def sharegpt_measures(
         "system": ((per_row(is_system) + prompt) > 0).astype(np.int64),
     }
     at = np.flatnonzero(is_gpt & keep)
-    classes = turn_classes(value, None, at, np.zeros(len(value), dtype=np.int64))
+    classes = turn_classes(value, (), at, np.zeros(len(value), dtype=np.int64))
     measures = Measures(measured, lengths[at], classes, {})
     if texts:
         row = np.cumsum(mine) - 1  # a row's position among the measured rows
