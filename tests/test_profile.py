@@ -9,9 +9,12 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from synthetic import arrow_schema, generate_rows
 
 from transcript_clean.engine.local import with_verdicts
+from transcript_clean.fastpath.measures import text_lengths
 from transcript_clean.formats import get_format
 from transcript_clean.formats.openai.arrow import openai_measures
 from transcript_clean.pipeline import clean_batch, clean_batch_parts
@@ -315,3 +318,15 @@ def test_concat_lists_puts_each_rows_items_after_the_others() -> None:
     b = pa.array([[0], [4, 5], None, [6, 7], [8]], pa.list_(pa.int64())).slice(0, 4)
     assert _concat_lists(a, b).to_pylist() == [[1, 2, 0], [4, 5], [], [3, 6, 7]]
     assert _concat_lists(a, b).type == a.type
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.text(max_size=8), st.text(alphabet="ab \\n", max_size=8))),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_text_lengths_are_pythons_len(texts: list[str | None], start: int, wide: bool) -> None:
+    array = pa.array(texts, pa.large_string() if wide else pa.string()).slice(start)
+    expected = [0 if t is None else len(t) for t in texts[start:]]
+    assert text_lengths(array).tolist() == expected

@@ -54,8 +54,22 @@ def column_array(table: pa.Table, name: str) -> pa.Array:
 
 
 def text_lengths(text: pa.Array) -> Counts:
-    """Characters (code points, as Python's `len`) of each text, 0 for null."""
-    lengths: Counts = pc.fill_null(pc.utf8_length(text), 0).to_numpy().astype(np.int64)
+    """Characters (code points, as Python's `len`) of each text, 0 for null. Texts that are
+    all ASCII (a look at the bytes they use, about twenty times cheaper than counting) have
+    as many characters as bytes, read from the offsets."""
+    buffers = text.buffers()
+    wide = pa.types.is_large_string(text.type)
+    stored = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)
+    offsets = stored[text.offset : text.offset + len(text) + 1].astype(np.int64)
+    used = np.zeros(0, dtype=np.uint8)
+    if buffers[2] is not None and len(text):
+        used = np.frombuffer(buffers[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+    if used.max(initial=0) >= 0x80:
+        counted: Counts = pc.fill_null(pc.utf8_length(text), 0).to_numpy().astype(np.int64)
+        return counted
+    lengths: Counts = np.diff(offsets)
+    if text.null_count:
+        lengths[~as_mask(text.is_valid())] = 0
     return lengths
 
 

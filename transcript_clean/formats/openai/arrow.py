@@ -42,6 +42,7 @@ from transcript_clean.fastpath.base import (
 from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.fastpath.measures import (
     RowSums,
+    classes_of,
     leading_bytes,
     text_lengths,
     turn_classes,
@@ -148,6 +149,7 @@ class OpenAIView(ArrowView):
             rows,
             texts,
             None if scan.calls is None else scan.calls[:2],
+            scan.turns,
         )
 
     def again(self, column: pa.Array) -> OpenAIView:
@@ -270,6 +272,28 @@ def _openai_shape(type_: pa.DataType) -> bool:
     )
 
 
+class _Turns:
+    """Of each assistant message (`at`, their positions among the messages): whether its text
+    says something, whether it has any, whether a reasoning field of it says something, and
+    whether it has any reasoning field (`assistant_turn_class`'s facts)."""
+
+    __slots__ = ("at", "reasoning", "says", "spoken", "thought")
+
+    def __init__(self, at: Counts) -> None:
+        self.at = at
+        self.says = np.zeros(len(at), dtype=bool)
+        self.spoken = np.zeros(len(at), dtype=bool)
+        self.thought = np.zeros(len(at), dtype=bool)
+        self.reasoning = np.zeros(len(at), dtype=bool)
+
+    def classes(self, at: Counts, n_calls: Counts) -> npt.NDArray[np.int8]:
+        """The class of each assistant message at `at` (some of them), as `turn_classes`
+        finds it."""
+        k = np.searchsorted(self.at, at)
+        facts = (self.thought[k], self.says[k], self.reasoning[k], self.spoken[k])
+        return classes_of(n_calls[at] > 0, *facts)
+
+
 @dataclass(slots=True)
 class _Scan:
     rows: int
@@ -319,6 +343,8 @@ class _Scan:
     path's words for them, by row."""
     roles: Counts | None = None
     """Each message's role, by its place in `_ROLES` (-1: another, or none)."""
+    turns: _Turns | None = None
+    """What each assistant message's text and reasoning hold."""
     undecodable: Mask | None = None
     """Messages the decoder cannot read (null, or without a role it knows)."""
     n_calls: Counts | None = None
@@ -382,22 +408,23 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     if message_type.get_field_index("function_call") >= 0:  # legacy: left to the per-row path
         flag |= ~as_mask(pc.is_null(pc.struct_field(msgs, "function_call")))
 
-    # An assistant turn says something: text, a call, or reasoning (SPEC section 2). Only the
-    # assistant messages without calls need their text looked at.
+    # An assistant turn says something: text, a call, or reasoning (SPEC section 2). What its
+    # text and reasoning hold is also what the profile's turn classes are made of (`_Turns`).
     has_reasoning = np.zeros(n, dtype=bool)
-    look = np.flatnonzero(is_assistant & (n_calls == 0))
-    said = n_calls > 0
-    if len(look):
-        said[look] = says(content, look)[0]
+    turns = _Turns(np.flatnonzero(is_assistant))
+    turns.says, turns.spoken = says(content, turns.at)
     for key in REASONING_KEYS:  # each a text field (`_openai_shape`)
         if message_type.get_field_index(key) < 0:
             continue
         reasoning = pc.struct_field(msgs, key)
         holds = ~as_mask(reasoning.is_null())
         has_reasoning |= holds
-        thought = np.flatnonzero(is_assistant & ~said & holds)
-        if len(thought):
-            said[thought] = says(reasoning, thought)[0]
+        held = holds[turns.at]
+        turns.reasoning |= held
+        look = held & ~turns.thought  # most turns have no reasoning: only the others looked at
+        turns.thought[look] = says(reasoning, turns.at[look])[0]
+    said = n_calls > 0
+    said[turns.at] |= turns.says | turns.thought
     blank = is_assistant & ~said
 
     same_prev, same_next = neighbours(parent)
@@ -468,6 +495,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
         duplicated=nothing,
         canonical=canonical,
         roles=kind,
+        turns=turns,
         n_calls=n_calls,
         undecodable=undecodable,
     )
@@ -743,10 +771,12 @@ def _measures(
     rows: Mask,
     texts: bool,
     called_by: tuple[Counts, pa.Array] | None = None,
+    turns: _Turns | None = None,
 ) -> Measures:
     """`openai_measures` of a column's messages: each one's row (`parent`), the rows' sizes,
     whether each is an assistant, tool, user or system (or developer) message, and its calls;
-    `called_by`, where known, each call's row and tool name (of the rows measured, at least)."""
+    where known, each call's row and tool name (`called_by`, of the rows measured at least)
+    and what the assistant messages hold (`turns`)."""
     is_assistant, is_tool, is_user, is_system = roles
     keep = rows[parent]
     message_type = msgs.type
@@ -792,7 +822,10 @@ def _measures(
             names = called_by[1].filter(pa.array(rows[called_by[0]]))
         for item in pc.value_counts(names).to_pylist():
             tools[item["values"]] = int(item["counts"])
-    classes = turn_classes(content, reasoning, at, n_calls)
+    if turns is None:
+        classes = turn_classes(content, reasoning, at, n_calls)
+    else:
+        classes = turns.classes(at, n_calls)
     measures = Measures(measured, lengths[turn], classes, tools)
     if texts:
         _texts(measures, content, reasoning, turn, keep, parent, rows)
