@@ -306,6 +306,20 @@ def test_llamafactory_preference_rows_are_all_kept_unchanged(
     assert {clean_row(row, fmt, config).status for row in rows} == {"unchanged"}
 
 
+def test_the_summary_names_the_type_its_parts_and_the_output_format(tmp_path: Path) -> None:
+    source = DATA / "llamafactory_dpo_en_demo.json"
+    _real(source.name)
+    jsonl = ["--output-format", "jsonl"]
+    for args, output in (([], ["parquet", "zstd"]), (jsonl, ["jsonl", "none"])):
+        out = tmp_path / output[0]
+        result = CliRunner().invoke(main, ["clean", str(source), str(out), "-q", *args])
+        assert result.exit_code == 0, result.output
+        summary = json.loads((out / "summary.json").read_text())
+        assert (summary["type"], summary["format"]) == ("ranking", "sharegpt")
+        assert summary["parts"] == {"prompt": "conversations", "candidates": ["chosen", "rejected"]}
+        assert summary["output"] == {"format": output[0], "compression": output[1]}
+
+
 # ---------------------------------------------------------------------------------------------
 # generated rows, Parquet and the fast path
 
