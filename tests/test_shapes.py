@@ -320,6 +320,26 @@ def test_the_summary_names_the_type_its_parts_and_the_output_format(tmp_path: Pa
         assert summary["output"] == {"format": output[0], "compression": output[1]}
 
 
+@pytest.mark.parametrize(
+    ("name", "header", "title"),
+    [("llamafactory_dpo_en_demo.json",
+      "(format sharegpt ranking rows: prompt `conversations`, candidates `chosen`, `rejected`)",
+      "Canonical transcript (the prompt and the first candidate):"),
+     ("llamafactory_kto_en_demo.json",
+      "(format openai unpaired preference (KTO) rows: conversation `messages`, label `label`)",
+      "Canonical transcript:")],
+)  # fmt: skip
+def test_explain_names_the_type_and_which_transcript_it_shows(
+    name: str, header: str, title: str
+) -> None:
+    _real(name)
+    result = CliRunner().invoke(main, ["explain", str(DATA / name), "--row", "3"])
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert lines[0].endswith(f"row 3 {header}")
+    assert lines[2] == title
+
+
 # ---------------------------------------------------------------------------------------------
 # generated rows, Parquet and the fast path
 

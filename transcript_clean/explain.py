@@ -27,6 +27,7 @@ from transcript_clean.pipeline import clean_stored_row, holds_json_text, not_utf
 from transcript_clean.policy import Config
 from transcript_clean.rows import RepairStep, RowResult, rejected_row
 from transcript_clean.rules import MALFORMED_ROW
+from transcript_clean.shapes import ShapedFormat
 from transcript_clean.sources import LINE_ERROR, RAW_LINE, Source
 from transcript_clean.sources.jsontypes import loads
 from transcript_clean.utf8 import invalid_text, python_rows
@@ -49,6 +50,8 @@ class Explanation:
     format: str
     row: Row
     result: RowResult
+    first_candidate: bool = False
+    """A dataset type's row: the transcript is its prompt and first candidate's."""
 
 
 def read_row(source: Source, number: int) -> tuple[Row, str | None]:
@@ -82,7 +85,13 @@ def explain_row(source: Source, number: int, fmt: Format, config: Config) -> Exp
         as_json = holds_json_text(source.schema, fmt.column)
         row = row if raw is None else loads(raw)
         result = clean_stored_row(row, fmt, config, as_json=as_json, trace=True)
-    return Explanation(source.name, number, fmt.name, row, result)
+    # A dataset type's row says its type and parts (`sharegpt ranking rows: prompt ...`); the
+    # transcript shown is its prompt and first candidate, as the cleaner reads them.
+    if not isinstance(fmt, ShapedFormat):
+        return Explanation(source.name, number, fmt.name, row, result)
+    shape = fmt.shape
+    both = shape.prompt is not None and bool(shape.candidates)
+    return Explanation(source.name, number, fmt.describe(), row, result, both)
 
 
 def _short(text: str, limit: int = SHORT) -> str:
@@ -142,7 +151,10 @@ def render_explanation(exp: Explanation) -> str:
     if result.decoded is None:
         lines += ["The row cannot be decoded:", f"  {result.reject_message}", ""]
     else:
-        lines += ["Canonical transcript:", render_transcript(result.decoded.messages), ""]
+        title = "Canonical transcript"
+        if exp.first_candidate:
+            title += " (the prompt and the first candidate)"
+        lines += [f"{title}:", render_transcript(result.decoded.messages), ""]
     if result.violations:
         lines.append("Violations:")
         for v in result.violations:
