@@ -576,7 +576,10 @@ def _assemble_kept(
     table: pa.Table, kept: npt.NDArray[np.bool_], replaced: list[Replaced]
 ) -> pa.Table:
     """The kept rows in input order, gathered with one `take`: unchanged rows from the input,
-    repaired ones from the tables they were written anew into."""
+    repaired ones from the tables they were written anew into. A batch kept whole as it came
+    (most of a clean dataset's) is the input itself: no copy."""
+    if not replaced and kept.all():
+        return table
     index = np.arange(table.num_rows, dtype=np.int64)
     end = table.num_rows
     for positions, _ in replaced:
