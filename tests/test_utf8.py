@@ -63,3 +63,13 @@ def test_python_rows_mends_instead_of_raising() -> None:
     assert python_rows(table) == [{"s": "ok"}, {"s": "a\ufffdb"}]
     assert python_rows(table.to_batches()[0]) == [{"s": "ok"}, {"s": "a\ufffdb"}]
     assert reject_message("s: not UTF-8 at byte 1") == f"s: not UTF-8 at byte 1; {MENDED}"
+
+
+def test_ascii_text_is_valid_and_only_the_bytes_a_slice_uses_are_looked_at() -> None:
+    bad = b"caf\xe9"  # Latin-1, not UTF-8
+    raw = pa.array([b"plain", bad, "é".encode(), b"ok"], pa.binary()).cast(pa.string(), safe=False)
+    table = pa.table({"text": raw})
+    assert invalid_text(table) == {1: "text: not UTF-8 at byte 3"}
+    assert invalid_text(table.slice(2)) == {}  # UTF-8 past ASCII, and the bad value left out
+    assert invalid_text(table.slice(0, 1)) == {}  # ASCII alone
+    assert invalid_text(pa.table({"text": pa.array(["only", "ascii", None])})) == {}

@@ -22,7 +22,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.fastpath.base import flagged_within, replaced
+from transcript_clean.fastpath.base import flagged_within, replaced, text_bytes
 from transcript_clean.sources import jsontypes
 
 __all__ = ["MENDED", "invalid_text", "mend", "python_rows", "reject_message"]
@@ -115,10 +115,19 @@ def _valid(column: pa.Array | pa.ChunkedArray) -> bool:
     try:
         for chunk in chunks:
             for leaf in _text_leaves(chunk):
-                leaf.validate(full=True)
+                if not _ascii(leaf):  # ASCII is UTF-8: only other text is checked in full
+                    leaf.validate(full=True)
     except pa.ArrowInvalid:
         return False
     return True
+
+
+def _ascii(leaf: pa.Array) -> bool:
+    """Whether the bytes a string array's values use are all ASCII: one look at them, about
+    twenty times cheaper than validating them as UTF-8."""
+    if not (pa.types.is_string(leaf.type) or pa.types.is_large_string(leaf.type)):
+        return False
+    return bool(text_bytes(leaf)[1].max(initial=0) < 0x80)
 
 
 def _text_leaves(array: pa.Array) -> Iterator[pa.Array]:

@@ -273,6 +273,18 @@ def count(
     return np.bincount(parent[flags], weights=weighed, minlength=rows).astype(np.int64)
 
 
+def text_bytes(text: pa.Array) -> tuple[Counts, npt.NDArray[np.uint8]]:
+    """A string array's offsets (from its own first value) and the bytes its values use, read
+    from its buffers without a copy."""
+    buffers = text.buffers()
+    wide = pa.types.is_large_string(text.type)
+    stored = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)
+    offsets: Counts = stored[text.offset : text.offset + len(text) + 1].astype(np.int64)
+    if buffers[2] is None or not len(text):
+        return offsets, np.zeros(0, dtype=np.uint8)
+    return offsets, np.frombuffer(buffers[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+
+
 def indices(positions: npt.NDArray[np.int64]) -> pa.Array:
     return pa.array(positions, type=pa.int64())
 

@@ -12,7 +12,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.fastpath.base import NOT_SPACE, Counts, Mask, as_mask, indices
+from transcript_clean.fastpath.base import NOT_SPACE, Counts, Mask, as_mask, indices, text_bytes
 from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
 from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
 
@@ -57,13 +57,7 @@ def text_lengths(text: pa.Array) -> Counts:
     """Characters (code points, as Python's `len`) of each text, 0 for null. Texts that are
     all ASCII (a look at the bytes they use, about twenty times cheaper than counting) have
     as many characters as bytes, read from the offsets."""
-    buffers = text.buffers()
-    wide = pa.types.is_large_string(text.type)
-    stored = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)
-    offsets = stored[text.offset : text.offset + len(text) + 1].astype(np.int64)
-    used = np.zeros(0, dtype=np.uint8)
-    if buffers[2] is not None and len(text):
-        used = np.frombuffer(buffers[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
+    offsets, used = text_bytes(text)
     if used.max(initial=0) >= 0x80:
         counted: Counts = pc.fill_null(pc.utf8_length(text), 0).to_numpy().astype(np.int64)
         return counted
@@ -82,17 +76,14 @@ _LEADS[[*range(0x09, 0x0E), *range(0x1C, 0x21), 0xC2, 0xE1, 0xE2, 0xE3]] = True
 def first_bytes(text: pa.Array, at: Counts) -> tuple[npt.NDArray[np.uint8], Mask]:
     """Of the texts at `at`: each one's first byte (0 for an empty or null text), and whether
     it holds anything. Read from the array's buffers: no text is copied."""
-    wide = pa.types.is_large_string(text.type)
-    buffers = text.buffers()
-    stored = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)
-    offsets: Counts = stored[text.offset : text.offset + len(text) + 1].astype(np.int64)
-    start, size = offsets[at], offsets[at + 1] - offsets[at]
+    offsets, used = text_bytes(text)
+    start, size = offsets[at] - offsets[0], offsets[at + 1] - offsets[at]
     if text.null_count:
         size = np.where(as_mask(text.is_valid())[at], size, 0)
     spoken = size > 0
     first = np.zeros(len(at), dtype=np.uint8)
-    if buffers[2] is not None and spoken.any():
-        first[spoken] = np.frombuffer(buffers[2], dtype=np.uint8)[start[spoken]]
+    if spoken.any():
+        first[spoken] = used[start[spoken]]
     return first, spoken
 
 
@@ -100,16 +91,10 @@ def leading_bytes(text: pa.Array) -> npt.NDArray[np.uint8]:
     """Each text's first byte, 0 for an empty one (a null one's may be anything: for texts that
     are never null where it matters). From the buffers, for every text: cheaper than
     `first_bytes`'s gathers, or than matching strings."""
-    wide = pa.types.is_large_string(text.type)
-    buffers = text.buffers()
-    stored = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)
-    offsets: Counts = stored[text.offset : text.offset + len(text) + 1].astype(np.int64)
+    offsets, used = text_bytes(text)
     first = np.zeros(len(text), dtype=np.uint8)
-    if buffers[2] is None or not len(text):
-        return first
-    data = np.frombuffer(buffers[2], dtype=np.uint8)
     spoken = offsets[1:] > offsets[:-1]
-    first[spoken] = data[offsets[:-1][spoken]]
+    first[spoken] = used[offsets[:-1][spoken] - offsets[0]]
     return first
 
 
