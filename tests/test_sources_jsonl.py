@@ -105,6 +105,62 @@ def test_text_that_is_not_utf8_stops_the_run_naming_file_byte_and_line(tmp_path:
     assert "not UTF-8 at byte" in result.output
 
 
+def test_text_that_is_not_utf8_far_in_is_placed_across_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Blocks are looked at side by side (`INDEX_THREADS`): the byte and line still count
+    # every block before, and the first bad block in the file is the one named, even with a
+    # bad one after it.
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 256)
+    good = [json.dumps(_chat(i)) for i in range(60)]
+    bad = '{"id": 1, "note": "caf\xe9"}'
+    lines = [*good[:30], bad, *good[30:], bad]
+    data = ("\n".join(lines) + "\n").encode("latin-1")
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(data)
+    at = data.index(b"\xe9")
+    with pytest.raises(SourceError, match=rf"rows\.jsonl: not UTF-8 at byte {at} \(line 31\)"):
+        open_source(str(path))
+
+
+def test_not_utf8_before_a_cut_compressed_stream_is_what_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 4096)
+    lines = [json.dumps(_chat(i)) for i in range(3000)]
+    lines[5] = '{"id": 5, "note": "caf\xe9"}'
+    data = ("\n".join(lines) + "\n").encode("latin-1")
+    path = tmp_path / "rows.jsonl.gz"
+    packed = gzip.compress(data)
+    path.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(SourceError, match=r"rows\.jsonl\.gz: not UTF-8 at byte \d+ \(line 6\)"):
+        open_source(str(path))
+
+
+def test_struct_fields_come_in_the_order_they_first_appear_every_time(tmp_path: Path) -> None:
+    # Arrow's reader, inferring on several threads, unified its chunks' fields in an order that
+    # changed from run to run (on these 4 MB, about one run in two): the schema, and so the
+    # output's, must not.
+    rows_in = [row for row, _ in generate_rows(4000, format="openai", seed=0)]
+    lines = [json.dumps(_without_nulls(row)) for row in rows_in]
+    path = _write_lines(tmp_path / "rows.jsonl", lines)
+    keys: dict[str, None] = {}
+    for line in lines:
+        for message in json.loads(line)["messages"]:
+            keys.update(dict.fromkeys(message))
+    for _ in range(6):
+        message = open_source(str(path)).schema.field("messages").type.value_type
+        assert [f.name for f in message] == list(keys)
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
+
+
 @pytest.mark.parametrize("name", ["rows.jsonl.gz", "rows.jsonl.zst"])
 def test_a_truncated_compressed_file_stops_the_run(tmp_path: Path, name: str) -> None:
     path = _write_lines(tmp_path / name, [json.dumps(_chat(i)) for i in range(2000)])

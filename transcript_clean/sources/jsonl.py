@@ -17,7 +17,9 @@ and nothing is lost. Rows are numbered from 0, blank lines skipped.
 from __future__ import annotations
 
 import hashlib
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -92,25 +94,78 @@ def _head(path: Path, size: int) -> bytes:
     return b""
 
 
+INDEX_THREADS: Final = 2
+"""Blocks looked at together while a file is opened (`index_lines`), each on a thread."""
+
+
+@dataclass(frozen=True, slots=True)
+class _BlockIndex:
+    """What `_index_block` found in one block."""
+
+    rows: int
+    newlines: int
+    schema: pa.Schema | None
+    """None for a block without rows."""
+
+
 def index_lines(path: Path) -> LinesIndex:
-    """One pass over the file: rows, block offsets, schema; stops at text that is not UTF-8."""
+    """One pass over the file: rows, block offsets, schema; stops at text that is not UTF-8.
+
+    Reading and hashing the file stay on this thread, in order; each block's check, lines and
+    types (`_index_block`: Arrow and NumPy, which let go of the GIL) go to `INDEX_THREADS`
+    threads, so that a file opens on every core, not one. Their answers are taken in the
+    file's order, a few blocks behind at most, and so is any error: the first in the file is
+    the one raised, as when the blocks are looked at one by one.
+    """
     compression = compression_of(path)
     rows = 0
     lines = 0  # physical lines before the block, for error messages
     checkpoints = []
     schemas = []
     digest = hashlib.sha256()
-    for at, block in _blocks(path, compression):
-        digest.update(block)
-        _check_utf8(path, block, at, lines)
-        starts, ends, _ = _lines(block, at)
+    pending: deque[tuple[int, Future[_BlockIndex]]] = deque()
+
+    def settle() -> None:
+        nonlocal rows, lines
+        at, future = pending.popleft()
+        try:
+            found = future.result()
+        except _NotUtf8 as err:
+            raise SourceError(
+                f"{path}: not UTF-8 at byte {at + err.start} (line {lines + err.line}): "
+                f"{err.reason}"
+            ) from None
         checkpoints.append((at, rows))
-        if len(starts):
-            schemas.append(_block_schema(block, starts, ends))
-        rows += len(starts)
-        lines += block.count(b"\n")
+        if found.schema is not None:
+            schemas.append(found.schema)
+        rows += found.rows
+        lines += found.newlines
+
+    with ThreadPoolExecutor(INDEX_THREADS, "transcript-clean-index") as pool:
+        try:
+            for at, block in _blocks(path, compression):
+                digest.update(block)
+                pending.append((at, pool.submit(_index_block, block, at)))
+                while len(pending) > INDEX_THREADS:
+                    settle()
+        except SourceError:
+            # The file breaks further on (a compressed stream cut short): what is wrong before
+            # that point is said first.
+            while pending:
+                settle()
+            raise
+        while pending:
+            settle()
     schema = jsontypes.unify_schemas(schemas)
     return LinesIndex(path, compression, rows, schema, digest.hexdigest(), checkpoints)
+
+
+def _index_block(block: bytes, at: int) -> _BlockIndex:
+    """A block's rows, newlines and types; raises `_NotUtf8` where it is not UTF-8."""
+    _check_utf8(block)
+    starts, ends, bounds = _lines(block, at)
+    schema = _block_schema(block, starts, ends) if len(starts) else None
+    return _BlockIndex(len(starts), len(bounds) - 1, schema)
 
 
 def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> Iterator[pa.Table]:
@@ -193,9 +248,19 @@ def _lines(block: bytes, at: int) -> tuple[Offsets, Offsets, Offsets]:
     return starts[keep], ends[keep], bounds
 
 
-def _check_utf8(path: Path, block: bytes, at: int, lines: int) -> None:
-    """Stop at text that is not UTF-8, naming the byte and line where it is: Arrow checks the
-    block at once, and only a failing block is decoded to find where."""
+class _NotUtf8(Exception):
+    """Where a block is not UTF-8: a byte offset and line number in the block (from 1)."""
+
+    def __init__(self, start: int, line: int, reason: str) -> None:
+        super().__init__(start, line, reason)
+        self.start = start
+        self.line = line
+        self.reason = reason
+
+
+def _check_utf8(block: bytes) -> None:
+    """Stop at text that is not UTF-8 (`_NotUtf8`, saying where): Arrow checks the block at
+    once, and only a failing block is decoded to find where."""
     offsets = pa.py_buffer(np.array([0, len(block)], np.int64))
     text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(block)])
     try:
@@ -204,10 +269,8 @@ def _check_utf8(path: Path, block: bytes, at: int, lines: int) -> None:
         try:
             block.decode("utf-8")
         except UnicodeDecodeError as err:
-            line = lines + block.count(b"\n", 0, err.start) + 1
-            raise SourceError(
-                f"{path}: not UTF-8 at byte {at + err.start} (line {line}): {err.reason}"
-            ) from None
+            line = block.count(b"\n", 0, err.start) + 1
+            raise _NotUtf8(err.start, line, err.reason) from None
 
 
 def _raw_lines(block: bytes, bounds: Offsets, starts: Offsets) -> pa.Array:
@@ -239,16 +302,20 @@ def _block_schema(block: bytes, starts: Offsets, ends: Offsets) -> pa.Schema:
 def _arrow_read(
     block: bytes, starts: Offsets, ends: Offsets, schema: pa.Schema | None
 ) -> pa.Table | None:
-    """The rows by Arrow's JSON reader (multithreaded, in C++), None when it cannot read them
-    all (a line is not a JSON object, a type varies)."""
+    """The rows by Arrow's JSON reader (in C++), None when it cannot read them all (a line is
+    not a JSON object, a type varies)."""
     begin, end = int(starts[0]), int(ends[-1]) + 1
     longest = int((ends - starts).max()) + 2
     # With a schema, fields it leaves out (those holding `json_`, filled in apart) are skipped.
     others = "infer" if schema is None else "ignore"
+    # Inferring, the reader's threads would unify their chunks' fields in the order they finish,
+    # so that a struct's fields could come in another order from run to run: one thread reads
+    # the block, in order (`index_lines` reads blocks side by side instead).
+    threads = schema is not None
     try:
         table = pj.read_json(
             pa.BufferReader(pa.py_buffer(block).slice(begin, end - begin)),
-            read_options=pj.ReadOptions(block_size=max(2**20, longest)),
+            read_options=pj.ReadOptions(block_size=max(2**20, longest), use_threads=threads),
             parse_options=pj.ParseOptions(
                 explicit_schema=schema, newlines_in_values=False, unexpected_field_behavior=others
             ),
