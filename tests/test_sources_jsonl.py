@@ -68,6 +68,55 @@ def test_row_ranges_read_across_small_blocks(
     assert [r[RAW_LINE] for r in rows(source, part, start=39)] == [lines[-1]]
 
 
+def test_blocks_the_open_pass_read_are_not_parsed_again_and_read_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small blocks; the types grow as the file goes on (a float where ints were, a new message
+    # key, a new column): the blocks read in a narrower type than the last are parsed again.
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 256)
+    lines = [json.dumps(_chat(i, score=i)) for i in range(30)]
+    lines += [json.dumps(_chat(i, score=i + 0.5)) for i in range(30, 60)]
+    lines += [json.dumps(_chat(i, score=1, tags=["a"])) for i in range(60, 90)]
+    lines += [json.dumps(_chat(i, score=2)) for i in range(90, 120)]
+    path = _write_lines(tmp_path / "rows.jsonl", lines)
+    source = open_source(str(path))
+    [part] = source.parts()
+    assert source.schema.field("score").type == pa.float64()
+    assert source.schema.field("tags").type == jsontypes.list_of(pa.string())
+    kept = part.key.parsed.tables
+    # the blocks after the last that widened the types, but for the two read meanwhile
+    assert 0 < len(kept) < len(part.key.checkpoints) - 2
+    assert min(kept) >= sum(len(line) + 1 for line in lines[:60])  # after the last widening
+    once = rows(source, batch_size=7)
+    assert not kept  # each table is taken once
+    again = rows(source, batch_size=7)
+    assert once == again
+    assert [r["score"] for r in once] == [float(json.loads(line)["score"]) for line in lines]
+    assert [r[RAW_LINE] for r in once] == lines
+    # a row range inside a kept block
+    fresh = open_source(str(path))
+    assert rows(fresh, start=100, stop=105) == once[100:105]
+
+
+def test_kept_tables_stay_within_their_budget_and_are_not_pickled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import pickle
+
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 256)
+    path = _write_lines(tmp_path / "rows.jsonl", [json.dumps(_chat(i)) for i in range(200)])
+    source = open_source(str(path))
+    [part] = source.parts()
+    assert part.key.parsed.tables
+    assert not pickle.loads(pickle.dumps(part)).key.parsed.tables
+    assert pickle.loads(pickle.dumps(part)).key == part.key
+    monkeypatch.setattr(jsonl, "PARSED_BYTES", 2000)
+    small = open_source(str(path))
+    [part] = small.parts()
+    assert 0 < sum(t.nbytes for t in part.key.parsed.tables.values()) <= 2000
+    assert rows(small) == rows(source)
+
+
 def test_a_line_that_is_not_a_row_is_a_reject_and_nothing_is_lost(tmp_path: Path) -> None:
     lines = [
         json.dumps(_chat(0)),

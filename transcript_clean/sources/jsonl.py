@@ -4,10 +4,13 @@ Opening a file makes one pass over it (`index_lines`): it counts the rows, notes
 block starts (so that `read_lines` can seek to a row range: blocks for `--workers`, Ray and
 `--resume` are row ranges; a compressed file is decompressed from its start and skipped), checks
 that it is UTF-8 and infers its schema. Types are inferred by Arrow's JSON reader in C++, without
-Python objects, block by block; the block schemas are unified (`jsontypes.unify`). Only a block
-Arrow cannot read (a line that is not JSON, a field whose type varies) is parsed line by line
-with orjson. Reading parses the rows again, with the schema now known: the price of a schema
-known up front, which Parquet files store and JSON Lines files do not (docs/formats.md).
+Python objects, block by block; the block schemas are unified (`jsontypes.unify`). A block whose
+rows are of the types found so far is read in them, and adds nothing; only a block Arrow cannot
+read (a line that is not JSON, a field whose type varies) is parsed line by line with orjson.
+Reading parses the rows again, with the schema now known: the price of a schema known up front,
+which Parquet files store and JSON Lines files do not (docs/formats.md). Unless the open pass
+read the block in that schema already and kept it (`ParsedBlocks`, up to `PARSED_BYTES`): a
+file of up to a hundred MB or so is parsed once.
 
 Each row keeps its line as it is in the file (`RAW_LINE`), and a line that is not a JSON object
 becomes a row of nulls with `LINE_ERROR` saying why: the cleaner rejects it as `malformed_row`,
@@ -47,6 +50,31 @@ _LINES_SUFFIXES: Final = (".jsonl", ".ndjson")
 Offsets = npt.NDArray[np.int64]
 
 
+PARSED_BYTES: Final = 96 * 2**20
+"""Bytes of tables the open pass keeps for the read to take (`ParsedBlocks`): the first blocks
+of a file, so that memory stays bounded whatever its size."""
+
+
+class ParsedBlocks:
+    """Tables the open pass read in the rows' schema, by the offset of their block, for the
+    read to take instead of parsing the block again. Each is taken once (its memory goes with
+    it); they are not pickled: another process parses its blocks."""
+
+    __slots__ = ("tables",)
+
+    def __init__(self) -> None:
+        self.tables: dict[int, pa.Table] = {}
+
+    def take(self, at: int, schema: pa.Schema) -> pa.Table | None:
+        """The block's table if it was kept in `schema` (a source of several files may have
+        wider types than this file's), else None."""
+        table = self.tables.pop(at, None)
+        return table if table is not None and table.schema.equals(schema) else None
+
+    def __reduce__(self) -> tuple[type[ParsedBlocks], tuple[()]]:
+        return ParsedBlocks, ()
+
+
 @dataclass(frozen=True, slots=True)
 class LinesIndex:
     """What one pass over a JSON Lines file found: enough to read any row range of it."""
@@ -60,6 +88,7 @@ class LinesIndex:
     """sha256 of the file's (decompressed) bytes."""
     checkpoints: list[tuple[int, int]] = field(default_factory=list)
     """(byte offset, row) where each block starts."""
+    parsed: ParsedBlocks = field(default_factory=ParsedBlocks, compare=False, repr=False)
 
 
 def compression_of(path: Path) -> str | None:
@@ -105,7 +134,9 @@ class _BlockIndex:
     rows: int
     newlines: int
     schema: pa.Schema | None
-    """None for a block without rows."""
+    """The block's own types; None when it has no rows, or fits the types found before."""
+    table: pa.Table | None = None
+    """The block's rows, when it fits the types found before: read in their schema."""
 
 
 def index_lines(path: Path) -> LinesIndex:
@@ -116,36 +147,45 @@ def index_lines(path: Path) -> LinesIndex:
     threads, so that a file opens on every core, not one. Their answers are taken in the
     file's order, a few blocks behind at most, and so is any error: the first in the file is
     the one raised, as when the blocks are looked at one by one.
+
+    The rows' type grows as the answers come (`jsontypes.unify`). A block is first read in the
+    type found so far (`_fitted`); one that fits adds nothing to it, and its table is kept for
+    the read (`ParsedBlocks`) while `PARSED_BYTES` allow and the type found does not grow.
     """
     compression = compression_of(path)
     rows = 0
     lines = 0  # physical lines before the block, for error messages
     checkpoints = []
-    schemas = []
+    found: pa.DataType = pa.null()
+    kept: dict[int, pa.Table] = {}
+    kept_bytes = 0
     digest = hashlib.sha256()
     pending: deque[tuple[int, Future[_BlockIndex]]] = deque()
 
     def settle() -> None:
-        nonlocal rows, lines
+        nonlocal rows, lines, found, kept_bytes
         at, future = pending.popleft()
         try:
-            found = future.result()
+            block = future.result()
         except _NotUtf8 as err:
             raise SourceError(
                 f"{path}: not UTF-8 at byte {at + err.start} (line {lines + err.line}): "
                 f"{err.reason}"
             ) from None
         checkpoints.append((at, rows))
-        if found.schema is not None:
-            schemas.append(found.schema)
-        rows += found.rows
-        lines += found.newlines
+        if block.schema is not None:
+            found = jsontypes.unify(found, jsontypes.row_type(block.schema))
+        if block.table is not None and kept_bytes + block.table.nbytes <= PARSED_BYTES:
+            kept[at] = block.table
+            kept_bytes += block.table.nbytes
+        rows += block.rows
+        lines += block.newlines
 
     with ThreadPoolExecutor(INDEX_THREADS, "transcript-clean-index") as pool:
         try:
             for at, block in _blocks(path, compression):
                 digest.update(block)
-                pending.append((at, pool.submit(_index_block, block, at)))
+                pending.append((at, pool.submit(_index_block, block, at, found)))
                 while len(pending) > INDEX_THREADS:
                     settle()
         except SourceError:
@@ -156,16 +196,24 @@ def index_lines(path: Path) -> LinesIndex:
             raise
         while pending:
             settle()
-    schema = jsontypes.unify_schemas(schemas)
-    return LinesIndex(path, compression, rows, schema, digest.hexdigest(), checkpoints)
+    schema = jsontypes.schema_of([found])
+    parsed = ParsedBlocks()
+    # A table read in a narrower type than the one found in the end is of no use to the read.
+    parsed.tables = {at: t for at, t in kept.items() if t.schema.equals(schema)}
+    return LinesIndex(path, compression, rows, schema, digest.hexdigest(), checkpoints, parsed)
 
 
-def _index_block(block: bytes, at: int) -> _BlockIndex:
-    """A block's rows, newlines and types; raises `_NotUtf8` where it is not UTF-8."""
+def _index_block(block: bytes, at: int, found: pa.DataType) -> _BlockIndex:
+    """A block's rows, newlines and types, or its rows read in the type `found` before when they
+    fit it; raises `_NotUtf8` where it is not UTF-8."""
     _check_utf8(block)
     starts, ends, bounds = _lines(block, at)
-    schema = _block_schema(block, starts, ends) if len(starts) else None
-    return _BlockIndex(len(starts), len(bounds) - 1, schema)
+    if not len(starts):
+        return _BlockIndex(0, len(bounds) - 1, None)
+    table = _fitted(block, starts, ends, found)
+    if table is not None:
+        return _BlockIndex(len(starts), len(bounds) - 1, None, table)
+    return _BlockIndex(len(starts), len(bounds) - 1, _block_schema(block, starts, ends))
 
 
 def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> Iterator[pa.Table]:
@@ -179,7 +227,14 @@ def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> I
         starts, ends, bounds = _lines(block, at)
         first, last = max(start - row, 0), min(stop - row, len(starts))
         if first < last:
-            table, errors = _parse(block, starts[first:last], ends[first:last], data, row + first)
+            table = index.parsed.take(at, data)
+            if table is not None:
+                table = table.slice(first, last - first)
+                errors = pa.nulls(table.num_rows, pa.string())
+            else:
+                table, errors = _parse(
+                    block, starts[first:last], ends[first:last], data, row + first
+                )
             table = table.append_column(
                 HIDDEN_FIELDS[0], _raw_lines(block, bounds, starts[first:last])
             )
@@ -299,19 +354,41 @@ def _block_schema(block: bytes, starts: Offsets, ends: Offsets) -> pa.Schema:
     return jsontypes.schema_of(jsontypes.type_of(v) for v in values)
 
 
+def _fitted(block: bytes, starts: Offsets, ends: Offsets, found: pa.DataType) -> pa.Table | None:
+    """The block's rows in the row type `found` (finished: lists of `element`s), when every row
+    is of that type, so that unifying the block's own type with it would change nothing: Arrow's
+    reader refuses any field `found` does not have (at any depth), a value of another kind and
+    a number that does not fit (an int64's `1.5`); null fits any type, an int a float64, and a
+    field left out is null. None when a row does not fit, or `found` is no struct or finishes
+    with `json_` (which Arrow's reader cannot read)."""
+    if not pa.types.is_struct(found):
+        return None
+    schema = jsontypes.schema_of([found])
+    if any(jsontypes.has_json(f.type) for f in schema):
+        return None
+    return _arrow_read(block, starts, ends, schema, exact=True, threads=False)
+
+
 def _arrow_read(
-    block: bytes, starts: Offsets, ends: Offsets, schema: pa.Schema | None
+    block: bytes,
+    starts: Offsets,
+    ends: Offsets,
+    schema: pa.Schema | None,
+    *,
+    exact: bool = False,
+    threads: bool = True,
 ) -> pa.Table | None:
     """The rows by Arrow's JSON reader (in C++), None when it cannot read them all (a line is
-    not a JSON object, a type varies)."""
+    not a JSON object, a type varies; `exact`: a field is not in `schema`). `threads`: on
+    Arrow's threads (`index_lines` reads blocks side by side instead)."""
     begin, end = int(starts[0]), int(ends[-1]) + 1
     longest = int((ends - starts).max()) + 2
     # With a schema, fields it leaves out (those holding `json_`, filled in apart) are skipped.
-    others = "infer" if schema is None else "ignore"
+    others = "infer" if schema is None else "error" if exact else "ignore"
     # Inferring, the reader's threads would unify their chunks' fields in the order they finish,
     # so that a struct's fields could come in another order from run to run: one thread reads
-    # the block, in order (`index_lines` reads blocks side by side instead).
-    threads = schema is not None
+    # the block, in order.
+    threads = threads and schema is not None
     try:
         table = pj.read_json(
             pa.BufferReader(pa.py_buffer(block).slice(begin, end - begin)),
