@@ -98,23 +98,39 @@ def test_blocks_the_open_pass_read_are_not_parsed_again_and_read_the_same(
     assert rows(fresh, start=100, stop=105) == once[100:105]
 
 
-def test_kept_tables_stay_within_their_budget_and_are_not_pickled(
+def test_kept_tables_stay_within_their_budgets_and_are_not_pickled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    import gc
     import pickle
 
     monkeypatch.setattr(jsonl, "BLOCK_BYTES", 256)
     path = _write_lines(tmp_path / "rows.jsonl", [json.dumps(_chat(i)) for i in range(200)])
     source = open_source(str(path))
     [part] = source.parts()
-    assert part.key.parsed.tables
-    assert not pickle.loads(pickle.dumps(part)).key.parsed.tables
-    assert pickle.loads(pickle.dumps(part)).key == part.key
+    assert part.key.parsed.tables and not part.key.parsed.files
+    copy = pickle.loads(pickle.dumps(part))
+    assert not copy.key.parsed.tables and not copy.key.parsed.files
+    assert copy.key == part.key
+    assert rows(source, copy) == rows(source)  # parsed, in another process
+
+    # Past PARSED_BYTES in memory, tables go to files, up to SPILLED_BYTES.
     monkeypatch.setattr(jsonl, "PARSED_BYTES", 2000)
+    monkeypatch.setattr(jsonl, "SPILLED_BYTES", 6000)
     small = open_source(str(path))
     [part] = small.parts()
-    assert 0 < sum(t.nbytes for t in part.key.parsed.tables.values()) <= 2000
-    assert rows(small) == rows(source)
+    parsed = part.key.parsed
+    assert 0 < sum(t.nbytes for t in parsed.tables.values()) <= 2000
+    assert parsed.files and parsed.folder is not None
+    assert sorted(parsed.folder.iterdir()) == sorted(parsed.files.values())
+    assert len(parsed.tables) + len(parsed.files) < len(part.key.checkpoints) - 2
+    folder = parsed.folder
+    next(iter(parsed.files.values())).unlink()  # a file gone (a cleaned /tmp): parsed again
+    assert rows(small) == rows(open_source(str(path)))
+    assert not parsed.tables and not parsed.files and not list(folder.iterdir())
+    del small, part, parsed
+    gc.collect()
+    assert not folder.exists()  # the folder goes with its index
 
 
 def test_a_line_that_is_not_a_row_is_a_reject_and_nothing_is_lost(tmp_path: Path) -> None:

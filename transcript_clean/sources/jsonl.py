@@ -9,8 +9,9 @@ rows are of the types found so far is read in them, and adds nothing; only a blo
 read (a line that is not JSON, a field whose type varies) is parsed line by line with orjson.
 Reading parses the rows again, with the schema now known: the price of a schema known up front,
 which Parquet files store and JSON Lines files do not (docs/formats.md). Unless the open pass
-read the block in that schema already and kept it (`ParsedBlocks`, up to `PARSED_BYTES`): a
-file of up to a hundred MB or so is parsed once.
+read the block in that schema already and kept it (`ParsedBlocks`): in memory up to
+`PARSED_BYTES`, then in Arrow IPC files up to `SPILLED_BYTES`, so that most files are parsed
+once, in bounded memory.
 
 Each row keeps its line as it is in the file (`RAW_LINE`), and a line that is not a JSON object
 becomes a row of nulls with `LINE_ERROR` saying why: the cleaner rejects it as `malformed_row`,
@@ -20,6 +21,9 @@ and nothing is lost. Rows are numbered from 0, blank lines skipped.
 from __future__ import annotations
 
 import hashlib
+import shutil
+import tempfile
+import weakref
 from collections import deque
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -51,24 +55,64 @@ Offsets = npt.NDArray[np.int64]
 
 
 PARSED_BYTES: Final = 96 * 2**20
-"""Bytes of tables the open pass keeps for the read to take (`ParsedBlocks`): the first blocks
-of a file, so that memory stays bounded whatever its size."""
+"""Bytes of tables the open pass keeps in memory for the read to take (`ParsedBlocks`): the
+first blocks of a file, so that memory stays bounded whatever its size."""
+SPILLED_BYTES: Final = 4 * 2**30
+"""Bytes of tables the open pass writes to temporary Arrow IPC files past `PARSED_BYTES`, for
+the read to map instead of parsing again (a few ms a block, against tens): the disk a file's
+open may take, past which blocks are parsed again."""
 
 
 class ParsedBlocks:
     """Tables the open pass read in the rows' schema, by the offset of their block, for the
-    read to take instead of parsing the block again. Each is taken once (its memory goes with
-    it); they are not pickled: another process parses its blocks."""
+    read to take instead of parsing the block again: in memory, or in uncompressed Arrow IPC
+    files of a temporary folder (removed with this object, or at exit). Each is taken once
+    (its memory, or file, goes with it); they are not pickled: another process parses its
+    blocks."""
 
-    __slots__ = ("tables",)
+    __slots__ = ("__weakref__", "files", "folder", "tables")
 
     def __init__(self) -> None:
         self.tables: dict[int, pa.Table] = {}
+        self.files: dict[int, Path] = {}
+        self.folder: Path | None = None
+
+    def keep(self, at: int, table: pa.Table, in_memory: bool) -> bool:
+        """Keep the block's table, in memory or in a file; False when it cannot be written
+        (no temporary folder, a full disk: the block is parsed again)."""
+        if in_memory:
+            self.tables[at] = table
+            return True
+        path = None
+        try:
+            if self.folder is None:
+                self.folder = Path(tempfile.mkdtemp(prefix="transcript-clean-parsed-"))
+                weakref.finalize(self, shutil.rmtree, self.folder, ignore_errors=True)
+            path = self.folder / f"{at}.arrow"
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+                out.write_table(table)
+        except (OSError, pa.ArrowException):
+            if path is not None:
+                path.unlink(missing_ok=True)
+            return False
+        self.files[at] = path
+        return True
+
+    def drop(self, at: int) -> None:
+        self.tables.pop(at, None)
+        if (path := self.files.pop(at, None)) is not None:
+            path.unlink(missing_ok=True)
 
     def take(self, at: int, schema: pa.Schema) -> pa.Table | None:
         """The block's table if it was kept in `schema` (a source of several files may have
         wider types than this file's), else None."""
         table = self.tables.pop(at, None)
+        if table is None and (path := self.files.pop(at, None)) is not None:
+            try:
+                table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+            except (OSError, pa.ArrowException):
+                table = None  # the temporary folder was cleaned up under us: parsed again
+            path.unlink(missing_ok=True)  # its pages stay mapped while the table lives
         return table if table is not None and table.schema.equals(schema) else None
 
     def __reduce__(self) -> tuple[type[ParsedBlocks], tuple[()]]:
@@ -157,7 +201,8 @@ def index_lines(path: Path) -> LinesIndex:
     lines = 0  # physical lines before the block, for error messages
     checkpoints = []
     found: pa.DataType = pa.null()
-    kept: dict[int, pa.Table] = {}
+    parsed = ParsedBlocks()
+    kept: dict[int, pa.Schema] = {}
     kept_bytes = 0
     digest = hashlib.sha256()
     pending: deque[tuple[int, Future[_BlockIndex]]] = deque()
@@ -175,9 +220,11 @@ def index_lines(path: Path) -> LinesIndex:
         checkpoints.append((at, rows))
         if block.schema is not None:
             found = jsontypes.unify(found, jsontypes.row_type(block.schema))
-        if block.table is not None and kept_bytes + block.table.nbytes <= PARSED_BYTES:
-            kept[at] = block.table
-            kept_bytes += block.table.nbytes
+        if block.table is not None and kept_bytes + block.table.nbytes <= SPILLED_BYTES:
+            in_memory = kept_bytes + block.table.nbytes <= PARSED_BYTES
+            if parsed.keep(at, block.table, in_memory):
+                kept[at] = block.table.schema
+                kept_bytes += block.table.nbytes
         rows += block.rows
         lines += block.newlines
 
@@ -197,9 +244,9 @@ def index_lines(path: Path) -> LinesIndex:
         while pending:
             settle()
     schema = jsontypes.schema_of([found])
-    parsed = ParsedBlocks()
     # A table read in a narrower type than the one found in the end is of no use to the read.
-    parsed.tables = {at: t for at, t in kept.items() if t.schema.equals(schema)}
+    for at in [at for at, kept_schema in kept.items() if not kept_schema.equals(schema)]:
+        parsed.drop(at)
     return LinesIndex(path, compression, rows, schema, digest.hexdigest(), checkpoints, parsed)
 
 
