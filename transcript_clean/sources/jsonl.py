@@ -232,9 +232,9 @@ def index_lines(path: Path) -> LinesIndex:
         try:
             for at, block in _blocks(path, compression):
                 digest.update(block)
+                while len(pending) >= INDEX_THREADS:
+                    settle()  # first, so that the block is read in the types found up to now
                 pending.append((at, pool.submit(_index_block, block, at, found)))
-                while len(pending) > INDEX_THREADS:
-                    settle()
         except SourceError:
             # The file breaks further on (a compressed stream cut short): what is wrong before
             # that point is said first.
