@@ -68,6 +68,71 @@ def test_row_ranges_read_across_small_blocks(
     assert [r[RAW_LINE] for r in rows(source, part, start=39)] == [lines[-1]]
 
 
+def test_blocks_the_open_pass_read_are_not_parsed_again_and_read_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Small blocks; the types grow as the file goes on (a float where ints were, a new message
+    # key, a new column): the blocks read in a narrower type than the last are parsed again.
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 256)
+    lines = [json.dumps(_chat(i, score=i)) for i in range(30)]
+    lines += [json.dumps(_chat(i, score=i + 0.5)) for i in range(30, 60)]
+    lines += [json.dumps(_chat(i, score=1, tags=["a"])) for i in range(60, 90)]
+    lines += [json.dumps(_chat(i, score=2)) for i in range(90, 120)]
+    path = _write_lines(tmp_path / "rows.jsonl", lines)
+    source = open_source(str(path))
+    [part] = source.parts()
+    assert source.schema.field("score").type == pa.float64()
+    assert source.schema.field("tags").type == jsontypes.list_of(pa.string())
+    kept = part.key.parsed.tables
+    # the blocks after the last that widened the types, but for the two read meanwhile
+    assert 0 < len(kept) < len(part.key.checkpoints) - 2
+    assert min(kept) >= sum(len(line) + 1 for line in lines[:60])  # after the last widening
+    once = rows(source, batch_size=7)
+    assert not kept  # each table is taken once
+    again = rows(source, batch_size=7)
+    assert once == again
+    assert [r["score"] for r in once] == [float(json.loads(line)["score"]) for line in lines]
+    assert [r[RAW_LINE] for r in once] == lines
+    # a row range inside a kept block
+    fresh = open_source(str(path))
+    assert rows(fresh, start=100, stop=105) == once[100:105]
+
+
+def test_kept_tables_stay_within_their_budgets_and_are_not_pickled(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import gc
+    import pickle
+
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 256)
+    path = _write_lines(tmp_path / "rows.jsonl", [json.dumps(_chat(i)) for i in range(200)])
+    source = open_source(str(path))
+    [part] = source.parts()
+    assert part.key.parsed.tables and not part.key.parsed.files
+    copy = pickle.loads(pickle.dumps(part))
+    assert not copy.key.parsed.tables and not copy.key.parsed.files
+    assert copy.key == part.key
+    assert rows(source, copy) == rows(source)  # parsed, in another process
+
+    # Past PARSED_BYTES in memory, tables go to files, up to SPILLED_BYTES.
+    monkeypatch.setattr(jsonl, "PARSED_BYTES", 2000)
+    monkeypatch.setattr(jsonl, "SPILLED_BYTES", 6000)
+    small = open_source(str(path))
+    [part] = small.parts()
+    parsed = part.key.parsed
+    assert 0 < sum(t.nbytes for t in parsed.tables.values()) <= 2000
+    assert parsed.files and parsed.folder is not None
+    assert sorted(parsed.folder.iterdir()) == sorted(parsed.files.values())
+    assert len(parsed.tables) + len(parsed.files) < len(part.key.checkpoints) - 2
+    folder = parsed.folder
+    next(iter(parsed.files.values())).unlink()  # a file gone (a cleaned /tmp): parsed again
+    assert rows(small) == rows(open_source(str(path)))
+    assert not parsed.tables and not parsed.files and not list(folder.iterdir())
+    del small, part, parsed
+    gc.collect()
+    assert not folder.exists()  # the folder goes with its index
+
+
 def test_a_line_that_is_not_a_row_is_a_reject_and_nothing_is_lost(tmp_path: Path) -> None:
     lines = [
         json.dumps(_chat(0)),
@@ -103,6 +168,62 @@ def test_text_that_is_not_utf8_stops_the_run_naming_file_byte_and_line(tmp_path:
     result = CliRunner().invoke(main, ["clean", str(path), str(tmp_path / "out")])
     assert result.exit_code == 2
     assert "not UTF-8 at byte" in result.output
+
+
+def test_text_that_is_not_utf8_far_in_is_placed_across_blocks(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Blocks are looked at side by side (`INDEX_THREADS`): the byte and line still count
+    # every block before, and the first bad block in the file is the one named, even with a
+    # bad one after it.
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 256)
+    good = [json.dumps(_chat(i)) for i in range(60)]
+    bad = '{"id": 1, "note": "caf\xe9"}'
+    lines = [*good[:30], bad, *good[30:], bad]
+    data = ("\n".join(lines) + "\n").encode("latin-1")
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(data)
+    at = data.index(b"\xe9")
+    with pytest.raises(SourceError, match=rf"rows\.jsonl: not UTF-8 at byte {at} \(line 31\)"):
+        open_source(str(path))
+
+
+def test_not_utf8_before_a_cut_compressed_stream_is_what_is_said(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 4096)
+    lines = [json.dumps(_chat(i)) for i in range(3000)]
+    lines[5] = '{"id": 5, "note": "caf\xe9"}'
+    data = ("\n".join(lines) + "\n").encode("latin-1")
+    path = tmp_path / "rows.jsonl.gz"
+    packed = gzip.compress(data)
+    path.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(SourceError, match=r"rows\.jsonl\.gz: not UTF-8 at byte \d+ \(line 6\)"):
+        open_source(str(path))
+
+
+def test_struct_fields_come_in_the_order_they_first_appear_every_time(tmp_path: Path) -> None:
+    # Arrow's reader, inferring on several threads, unified its chunks' fields in an order that
+    # changed from run to run (on these 4 MB, about one run in two): the schema, and so the
+    # output's, must not.
+    rows_in = [row for row, _ in generate_rows(4000, format="openai", seed=0)]
+    lines = [json.dumps(_without_nulls(row)) for row in rows_in]
+    path = _write_lines(tmp_path / "rows.jsonl", lines)
+    keys: dict[str, None] = {}
+    for line in lines:
+        for message in json.loads(line)["messages"]:
+            keys.update(dict.fromkeys(message))
+    for _ in range(6):
+        message = open_source(str(path)).schema.field("messages").type.value_type
+        assert [f.name for f in message] == list(keys)
+
+
+def _without_nulls(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
+    if isinstance(value, list):
+        return [_without_nulls(v) for v in value]
+    return value
 
 
 @pytest.mark.parametrize("name", ["rows.jsonl.gz", "rows.jsonl.zst"])

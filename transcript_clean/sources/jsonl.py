@@ -4,10 +4,14 @@ Opening a file makes one pass over it (`index_lines`): it counts the rows, notes
 block starts (so that `read_lines` can seek to a row range: blocks for `--workers`, Ray and
 `--resume` are row ranges; a compressed file is decompressed from its start and skipped), checks
 that it is UTF-8 and infers its schema. Types are inferred by Arrow's JSON reader in C++, without
-Python objects, block by block; the block schemas are unified (`jsontypes.unify`). Only a block
-Arrow cannot read (a line that is not JSON, a field whose type varies) is parsed line by line
-with orjson. Reading parses the rows again, with the schema now known: the price of a schema
-known up front, which Parquet files store and JSON Lines files do not (docs/formats.md).
+Python objects, block by block; the block schemas are unified (`jsontypes.unify`). A block whose
+rows are of the types found so far is read in them, and adds nothing; only a block Arrow cannot
+read (a line that is not JSON, a field whose type varies) is parsed line by line with orjson.
+Reading parses the rows again, with the schema now known: the price of a schema known up front,
+which Parquet files store and JSON Lines files do not (docs/formats.md). Unless the open pass
+read the block in that schema already and kept it (`ParsedBlocks`): in memory up to
+`PARSED_BYTES`, then in Arrow IPC files up to `SPILLED_BYTES`, so that most files are parsed
+once, in bounded memory.
 
 Each row keeps its line as it is in the file (`RAW_LINE`), and a line that is not a JSON object
 becomes a row of nulls with `LINE_ERROR` saying why: the cleaner rejects it as `malformed_row`,
@@ -17,7 +21,12 @@ and nothing is lost. Rows are numbered from 0, blank lines skipped.
 from __future__ import annotations
 
 import hashlib
+import shutil
+import tempfile
+import weakref
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
@@ -45,6 +54,71 @@ _LINES_SUFFIXES: Final = (".jsonl", ".ndjson")
 Offsets = npt.NDArray[np.int64]
 
 
+PARSED_BYTES: Final = 96 * 2**20
+"""Bytes of tables the open pass keeps in memory for the read to take (`ParsedBlocks`): the
+first blocks of a file, so that memory stays bounded whatever its size."""
+SPILLED_BYTES: Final = 4 * 2**30
+"""Bytes of tables the open pass writes to temporary Arrow IPC files past `PARSED_BYTES`, for
+the read to map instead of parsing again (a few ms a block, against tens): the disk a file's
+open may take, past which blocks are parsed again."""
+
+
+class ParsedBlocks:
+    """Tables the open pass read in the rows' schema, by the offset of their block, for the
+    read to take instead of parsing the block again: in memory, or in uncompressed Arrow IPC
+    files of a temporary folder (removed with this object, or at exit). Each is taken once
+    (its memory, or file, goes with it); they are not pickled: another process parses its
+    blocks."""
+
+    __slots__ = ("__weakref__", "files", "folder", "tables")
+
+    def __init__(self) -> None:
+        self.tables: dict[int, pa.Table] = {}
+        self.files: dict[int, Path] = {}
+        self.folder: Path | None = None
+
+    def keep(self, at: int, table: pa.Table, in_memory: bool) -> bool:
+        """Keep the block's table, in memory or in a file; False when it cannot be written
+        (no temporary folder, a full disk: the block is parsed again)."""
+        if in_memory:
+            self.tables[at] = table
+            return True
+        path = None
+        try:
+            if self.folder is None:
+                self.folder = Path(tempfile.mkdtemp(prefix="transcript-clean-parsed-"))
+                weakref.finalize(self, shutil.rmtree, self.folder, ignore_errors=True)
+            path = self.folder / f"{at}.arrow"
+            with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_file(sink, table.schema) as out:
+                out.write_table(table)
+        except (OSError, pa.ArrowException):
+            if path is not None:
+                path.unlink(missing_ok=True)
+            return False
+        self.files[at] = path
+        return True
+
+    def drop(self, at: int) -> None:
+        self.tables.pop(at, None)
+        if (path := self.files.pop(at, None)) is not None:
+            path.unlink(missing_ok=True)
+
+    def take(self, at: int, schema: pa.Schema) -> pa.Table | None:
+        """The block's table if it was kept in `schema` (a source of several files may have
+        wider types than this file's), else None."""
+        table = self.tables.pop(at, None)
+        if table is None and (path := self.files.pop(at, None)) is not None:
+            try:
+                table = pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+            except (OSError, pa.ArrowException):
+                table = None  # the temporary folder was cleaned up under us: parsed again
+            path.unlink(missing_ok=True)  # its pages stay mapped while the table lives
+        return table if table is not None and table.schema.equals(schema) else None
+
+    def __reduce__(self) -> tuple[type[ParsedBlocks], tuple[()]]:
+        return ParsedBlocks, ()
+
+
 @dataclass(frozen=True, slots=True)
 class LinesIndex:
     """What one pass over a JSON Lines file found: enough to read any row range of it."""
@@ -58,6 +132,7 @@ class LinesIndex:
     """sha256 of the file's (decompressed) bytes."""
     checkpoints: list[tuple[int, int]] = field(default_factory=list)
     """(byte offset, row) where each block starts."""
+    parsed: ParsedBlocks = field(default_factory=ParsedBlocks, compare=False, repr=False)
 
 
 def compression_of(path: Path) -> str | None:
@@ -92,25 +167,100 @@ def _head(path: Path, size: int) -> bytes:
     return b""
 
 
+INDEX_THREADS: Final = 2
+"""Blocks looked at together while a file is opened (`index_lines`), each on a thread."""
+
+
+@dataclass(frozen=True, slots=True)
+class _BlockIndex:
+    """What `_index_block` found in one block."""
+
+    rows: int
+    newlines: int
+    schema: pa.Schema | None
+    """The block's own types; None when it has no rows, or fits the types found before."""
+    table: pa.Table | None = None
+    """The block's rows, when it fits the types found before: read in their schema."""
+
+
 def index_lines(path: Path) -> LinesIndex:
-    """One pass over the file: rows, block offsets, schema; stops at text that is not UTF-8."""
+    """One pass over the file: rows, block offsets, schema; stops at text that is not UTF-8.
+
+    Reading and hashing the file stay on this thread, in order; each block's check, lines and
+    types (`_index_block`: Arrow and NumPy, which let go of the GIL) go to `INDEX_THREADS`
+    threads, so that a file opens on every core, not one. Their answers are taken in the
+    file's order, a few blocks behind at most, and so is any error: the first in the file is
+    the one raised, as when the blocks are looked at one by one.
+
+    The rows' type grows as the answers come (`jsontypes.unify`). A block is first read in the
+    type found so far (`_fitted`); one that fits adds nothing to it, and its table is kept for
+    the read (`ParsedBlocks`) while `PARSED_BYTES` allow and the type found does not grow.
+    """
     compression = compression_of(path)
     rows = 0
     lines = 0  # physical lines before the block, for error messages
     checkpoints = []
-    schemas = []
+    found: pa.DataType = pa.null()
+    parsed = ParsedBlocks()
+    kept: dict[int, pa.Schema] = {}
+    kept_bytes = 0
     digest = hashlib.sha256()
-    for at, block in _blocks(path, compression):
-        digest.update(block)
-        _check_utf8(path, block, at, lines)
-        starts, ends, _ = _lines(block, at)
+    pending: deque[tuple[int, Future[_BlockIndex]]] = deque()
+
+    def settle() -> None:
+        nonlocal rows, lines, found, kept_bytes
+        at, future = pending.popleft()
+        try:
+            block = future.result()
+        except _NotUtf8 as err:
+            raise SourceError(
+                f"{path}: not UTF-8 at byte {at + err.start} (line {lines + err.line}): "
+                f"{err.reason}"
+            ) from None
         checkpoints.append((at, rows))
-        if len(starts):
-            schemas.append(_block_schema(block, starts, ends))
-        rows += len(starts)
-        lines += block.count(b"\n")
-    schema = jsontypes.unify_schemas(schemas)
-    return LinesIndex(path, compression, rows, schema, digest.hexdigest(), checkpoints)
+        if block.schema is not None:
+            found = jsontypes.unify(found, jsontypes.row_type(block.schema))
+        if block.table is not None and kept_bytes + block.table.nbytes <= SPILLED_BYTES:
+            in_memory = kept_bytes + block.table.nbytes <= PARSED_BYTES
+            if parsed.keep(at, block.table, in_memory):
+                kept[at] = block.table.schema
+                kept_bytes += block.table.nbytes
+        rows += block.rows
+        lines += block.newlines
+
+    with ThreadPoolExecutor(INDEX_THREADS, "transcript-clean-index") as pool:
+        try:
+            for at, block in _blocks(path, compression):
+                digest.update(block)
+                while len(pending) >= INDEX_THREADS:
+                    settle()  # first, so that the block is read in the types found up to now
+                pending.append((at, pool.submit(_index_block, block, at, found)))
+        except SourceError:
+            # The file breaks further on (a compressed stream cut short): what is wrong before
+            # that point is said first.
+            while pending:
+                settle()
+            raise
+        while pending:
+            settle()
+    schema = jsontypes.schema_of([found])
+    # A table read in a narrower type than the one found in the end is of no use to the read.
+    for at in [at for at, kept_schema in kept.items() if not kept_schema.equals(schema)]:
+        parsed.drop(at)
+    return LinesIndex(path, compression, rows, schema, digest.hexdigest(), checkpoints, parsed)
+
+
+def _index_block(block: bytes, at: int, found: pa.DataType) -> _BlockIndex:
+    """A block's rows, newlines and types, or its rows read in the type `found` before when they
+    fit it; raises `_NotUtf8` where it is not UTF-8."""
+    _check_utf8(block)
+    starts, ends, bounds = _lines(block, at)
+    if not len(starts):
+        return _BlockIndex(0, len(bounds) - 1, None)
+    table = _fitted(block, starts, ends, found)
+    if table is not None:
+        return _BlockIndex(len(starts), len(bounds) - 1, None, table)
+    return _BlockIndex(len(starts), len(bounds) - 1, _block_schema(block, starts, ends))
 
 
 def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> Iterator[pa.Table]:
@@ -124,7 +274,14 @@ def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> I
         starts, ends, bounds = _lines(block, at)
         first, last = max(start - row, 0), min(stop - row, len(starts))
         if first < last:
-            table, errors = _parse(block, starts[first:last], ends[first:last], data, row + first)
+            table = index.parsed.take(at, data)
+            if table is not None:
+                table = table.slice(first, last - first)
+                errors = pa.nulls(table.num_rows, pa.string())
+            else:
+                table, errors = _parse(
+                    block, starts[first:last], ends[first:last], data, row + first
+                )
             table = table.append_column(
                 HIDDEN_FIELDS[0], _raw_lines(block, bounds, starts[first:last])
             )
@@ -193,9 +350,19 @@ def _lines(block: bytes, at: int) -> tuple[Offsets, Offsets, Offsets]:
     return starts[keep], ends[keep], bounds
 
 
-def _check_utf8(path: Path, block: bytes, at: int, lines: int) -> None:
-    """Stop at text that is not UTF-8, naming the byte and line where it is: Arrow checks the
-    block at once, and only a failing block is decoded to find where."""
+class _NotUtf8(Exception):
+    """Where a block is not UTF-8: a byte offset and line number in the block (from 1)."""
+
+    def __init__(self, start: int, line: int, reason: str) -> None:
+        super().__init__(start, line, reason)
+        self.start = start
+        self.line = line
+        self.reason = reason
+
+
+def _check_utf8(block: bytes) -> None:
+    """Stop at text that is not UTF-8 (`_NotUtf8`, saying where): Arrow checks the block at
+    once, and only a failing block is decoded to find where."""
     offsets = pa.py_buffer(np.array([0, len(block)], np.int64))
     text = pa.Array.from_buffers(pa.large_string(), 1, [None, offsets, pa.py_buffer(block)])
     try:
@@ -204,10 +371,8 @@ def _check_utf8(path: Path, block: bytes, at: int, lines: int) -> None:
         try:
             block.decode("utf-8")
         except UnicodeDecodeError as err:
-            line = lines + block.count(b"\n", 0, err.start) + 1
-            raise SourceError(
-                f"{path}: not UTF-8 at byte {at + err.start} (line {line}): {err.reason}"
-            ) from None
+            line = block.count(b"\n", 0, err.start) + 1
+            raise _NotUtf8(err.start, line, err.reason) from None
 
 
 def _raw_lines(block: bytes, bounds: Offsets, starts: Offsets) -> pa.Array:
@@ -236,19 +401,45 @@ def _block_schema(block: bytes, starts: Offsets, ends: Offsets) -> pa.Schema:
     return jsontypes.schema_of(jsontypes.type_of(v) for v in values)
 
 
+def _fitted(block: bytes, starts: Offsets, ends: Offsets, found: pa.DataType) -> pa.Table | None:
+    """The block's rows in the row type `found` (finished: lists of `element`s), when every row
+    is of that type, so that unifying the block's own type with it would change nothing: Arrow's
+    reader refuses any field `found` does not have (at any depth), a value of another kind and
+    a number that does not fit (an int64's `1.5`); null fits any type, an int a float64, and a
+    field left out is null. None when a row does not fit, or `found` is no struct or finishes
+    with `json_` (which Arrow's reader cannot read)."""
+    if not pa.types.is_struct(found):
+        return None
+    schema = jsontypes.schema_of([found])
+    if any(jsontypes.has_json(f.type) for f in schema):
+        return None
+    return _arrow_read(block, starts, ends, schema, exact=True, threads=False)
+
+
 def _arrow_read(
-    block: bytes, starts: Offsets, ends: Offsets, schema: pa.Schema | None
+    block: bytes,
+    starts: Offsets,
+    ends: Offsets,
+    schema: pa.Schema | None,
+    *,
+    exact: bool = False,
+    threads: bool = True,
 ) -> pa.Table | None:
-    """The rows by Arrow's JSON reader (multithreaded, in C++), None when it cannot read them
-    all (a line is not a JSON object, a type varies)."""
+    """The rows by Arrow's JSON reader (in C++), None when it cannot read them all (a line is
+    not a JSON object, a type varies; `exact`: a field is not in `schema`). `threads`: on
+    Arrow's threads (`index_lines` reads blocks side by side instead)."""
     begin, end = int(starts[0]), int(ends[-1]) + 1
     longest = int((ends - starts).max()) + 2
     # With a schema, fields it leaves out (those holding `json_`, filled in apart) are skipped.
-    others = "infer" if schema is None else "ignore"
+    others = "infer" if schema is None else "error" if exact else "ignore"
+    # Inferring, the reader's threads would unify their chunks' fields in the order they finish,
+    # so that a struct's fields could come in another order from run to run: one thread reads
+    # the block, in order.
+    threads = threads and schema is not None
     try:
         table = pj.read_json(
             pa.BufferReader(pa.py_buffer(block).slice(begin, end - begin)),
-            read_options=pj.ReadOptions(block_size=max(2**20, longest)),
+            read_options=pj.ReadOptions(block_size=max(2**20, longest), use_threads=threads),
             parse_options=pj.ParseOptions(
                 explicit_schema=schema, newlines_in_values=False, unexpected_field_behavior=others
             ),

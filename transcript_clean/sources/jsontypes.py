@@ -120,7 +120,13 @@ def unify(a: pa.DataType, b: pa.DataType) -> pa.DataType:
 
 def unify_schemas(schemas: Iterable[pa.Schema]) -> pa.Schema:
     """One schema for rows of any of `schemas` (columns in order of first appearance)."""
-    return schema_of(_plain(pa.struct(list(s))) for s in schemas)
+    return schema_of(row_type(s) for s in schemas)
+
+
+def row_type(schema: pa.Schema) -> pa.DataType:
+    """The struct type of rows of `schema`, in the types `type_of` gives (`_plain`): what
+    `unify_schemas` unifies and `schema_of` finishes."""
+    return _plain(pa.struct(list(schema)))
 
 
 def _plain(type_: pa.DataType) -> pa.DataType:
