@@ -135,7 +135,8 @@ def clean(
             seconds=time.perf_counter() - started,
             engine=run.engine,
             workers=run.workers,
-            **_written_as(fmt, written),
+            shape=getattr(fmt, "shape", None),
+            output=(written.name, written.codec),
         )
 
     if store is not None:
@@ -301,16 +302,3 @@ def _run_local(
         stats.merge(block_stats)
         names.append(written.shard_name(block.index))
     return stats, names
-
-
-def _written_as(fmt: Format, written: OutputFormat) -> dict[str, Any]:
-    """What summary.json says of the rows' shape and how they were written: the dataset type
-    and where its parts are (a conversation's column is `column`), and the output format."""
-    shape = getattr(fmt, "shape", None)
-    out: dict[str, Any] = {"type": "conversation" if shape is None else shape.kind}
-    if shape is not None:
-        out["parts"] = {"prompt": shape.prompt, "candidates": list(shape.candidates)}
-        if shape.label is not None:
-            out["parts"]["label"] = shape.label
-    out["output"] = {"format": written.name, "compression": written.codec}
-    return out

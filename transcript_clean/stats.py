@@ -18,6 +18,7 @@ from transcript_clean.tools import calls_per_tool
 
 if TYPE_CHECKING:
     from transcript_clean.rows import RowResult
+    from transcript_clean.shapes import Shape
 
 ACTIONS = ("dropped", "repaired", "kept", "rejected")
 
@@ -283,9 +284,13 @@ def run_summary(
     seconds: float,
     engine: str = "local",
     workers: int = 1,
+    shape: Shape | None = None,
+    output: tuple[str, str] | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
-    """summary.json: the counts, the stats table, what ran on what, and how fast."""
+    """summary.json: the counts, the stats table, what ran on what, and how fast. `shape`: a
+    dataset type's (its name and parts are written; else the type is `conversation`);
+    `output`: the output format and compression a clean run wrote (an audit writes none)."""
     import sys
 
     from transcript_clean import __version__
@@ -296,6 +301,9 @@ def run_summary(
         "source": source,
         "format": format,
         "column": column,
+        "type": "conversation" if shape is None else shape.kind,
+        **({} if shape is None else {"parts": _parts(shape)}),
+        "output": None if output is None else {"format": output[0], "compression": output[1]},
         "config": dict(config),
         "fingerprint": fingerprint,
         "counts": stats.counts(),
@@ -361,3 +369,11 @@ def render_accounting(stats: Stats) -> str:
         f"rows in {stats.rows_in:,} = kept {stats.rows_kept:,} "
         f"(repaired {stats.rows_repaired:,}) + rejected {stats.rows_rejected:,}"
     )
+
+
+def _parts(shape: Shape) -> dict[str, Any]:
+    """Where a dataset type's parts are: its prompt, candidates and label."""
+    parts: dict[str, Any] = {"prompt": shape.prompt, "candidates": list(shape.candidates)}
+    if shape.label is not None:
+        parts["label"] = shape.label
+    return parts

@@ -274,6 +274,7 @@ def _summary(
         config=cfg.to_dict(),
         fingerprint=src.fingerprint(),
         seconds=seconds,
+        shape=getattr(fmt, "shape", None),
         command="audit",
         limit=limit,
         rows_with_violations=stats.rows_with_violations,
