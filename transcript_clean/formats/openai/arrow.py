@@ -212,6 +212,9 @@ class _Scan:
     """Tool messages that answer no pending call (R3 drops them)."""
     second: Mask
     """Assistant text messages right after another one (R4 merges them into it)."""
+    after_empty: Mask
+    """Assistant messages that follow another one once the empty turns between them are gone:
+    R4's question after R1, which the scan of the row R1 repaired answers."""
     unanswered: Mask
     """Assistant turns whose calls no result answers (R5 cuts the transcript before the
     first)."""
@@ -243,9 +246,6 @@ class _Scan:
     real_results: dict[int, str] = field(default_factory=dict)
     """Rows whose invalid call has a real result, which R2 never writes over: the per-row
     path's words for them, by row."""
-    after_empty: Mask = field(default_factory=lambda: np.zeros(0, dtype=bool))
-    """Assistant messages that follow another one once the empty turns between them are gone:
-    R4's question after R1, which the scan of the row R1 repaired answers."""
 
     def kinds(self) -> dict[str, Mask]:
         """Per code the fast path repairs, the rows that have it."""
@@ -275,6 +275,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
             none,
             parent,
             msgs,
+            empty,
             empty,
             empty,
             empty,
@@ -392,6 +393,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
         blank=blank,
         orphan=orphan,
         second=second,
+        after_empty=after_empty,
         unanswered=unanswered,
         unanswered_calls=none,
         first_ids={},
@@ -402,7 +404,6 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
         names={},
         duplicated=nothing,
         canonical=canonical,
-        after_empty=after_empty,
     )
     _calls(scan, is_tool, pending_at_end, answers)
     return scan
