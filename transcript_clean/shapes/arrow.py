@@ -133,6 +133,8 @@ class _Part(NamedTuple):
     """The rows `column` holds, in order."""
     column: pa.Array | None
     repairs: list[FastRepair]
+    source: pa.Array
+    """The part's column as read (in one chunk)."""
 
 
 def _part(
@@ -182,6 +184,7 @@ def _part(
         verdicts.repaired,
         verdicts.repaired_column,
         verdicts.repairs,
+        column,
     )
 
 
@@ -239,23 +242,22 @@ def shaped_verdicts(
         repaired=repaired,
     )
     if repaired.any():
-        fixes = {n: (p.repaired, p.column) for n, p in parts if p.column is not None}
-        out.repaired_column = _rewritten(table, repaired, fixes)
+        fixes = {n: (p.source, p.repaired, p.column) for n, p in parts if p.column is not None}
+        out.repaired_column = _rewritten(repaired, fixes)
         out.repairs = _combined([r for _, p in parts for r in p.repairs], repaired)
     return out
 
 
-def _rewritten(
-    table: pa.Table, repaired: Mask, fixes: dict[str, tuple[Mask, pa.Array]]
-) -> pa.StructArray:
-    """The candidate columns of the rows `repaired`, each row's repaired value where its
-    candidate was repaired, else its own: one struct field per column."""
+def _rewritten(repaired: Mask, fixes: dict[str, tuple[pa.Array, Mask, pa.Array]]) -> pa.StructArray:
+    """The part columns of the rows `repaired` (per column: as read, the rows repaired, their
+    repaired values), each row's repaired value where its part was repaired, else its own: one
+    struct field per column."""
     at = np.flatnonzero(repaired)
     fields, arrays = [], []
-    for name, (rows, fixed) in fixes.items():
+    for name, (source, rows, fixed) in fixes.items():
         # Only the rows settled repaired are copied: the column's own values of those, then
         # the part's repaired values in place where its part was repaired.
-        column = column_array(table, name).take(indices(at))
+        column = source.take(indices(at))
         rank = np.cumsum(rows) - 1  # where each repaired row's value is in `fixed`
         index = np.where(rows[at], len(at) + rank[at], np.arange(len(at)))
         arrays.append(pa.concat_arrays([column, fixed]).take(indices(index)))
