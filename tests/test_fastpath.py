@@ -437,6 +437,8 @@ def near_repairs(draw: st.DrawFn) -> list[dict[str, Any]]:
             out.append(msg("tool", "lost", call_id=draw(st.sampled_from(["a", "z", "", None]))))
         elif kind == "consecutive":
             out.append(msg("assistant", "one", reasoning=draw(st.sampled_from([None, None, "r"]))))
+            if draw(st.integers(0, 3)) == 0:  # an empty turn between: R1 drops it first
+                out.append(msg("assistant", draw(st.sampled_from(["", " "]))))
             out.append(msg("assistant", draw(st.sampled_from(["two", "two", "one", " "]))))
             out.append(msg("user", "more"))
         elif kind == "empty":
@@ -489,6 +491,39 @@ def test_near_repairs_reach_every_fast_repair_and_reject() -> None:
     least = {code: 5 if code == "invalid_tool_arguments" else 10 for code in FAST_REPAIRS}
     assert all(reached[code] >= least[code] for code in FAST_REPAIRS), reached
     assert rejected["no_assistant_turn"] >= 10 and rejected["unanswered_tool_call"] >= 10, rejected
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT, ERROR_RESULT], ids=["default", "strict", "e"])
+def test_an_empty_turn_after_an_assistant_message_is_dropped_in_arrow(config: Any) -> None:
+    """R1 drops an empty turn before R4 looks at the assistant message before it: the row is
+    repaired in Arrow when what is left is clean, and its scan decides the rest."""
+    turn = [msg("assistant", None, [call("a")]), msg("tool", call_id="a")]
+    rows = [
+        [msg("user"), msg("assistant", "x", reasoning="r"), msg("assistant", " ")],
+        [msg("user"), *turn, msg("assistant", "x"), msg("assistant", ""), msg("user")],
+        [msg("user"), msg("assistant", "x"), msg("assistant", "\n"), msg("assistant", " ")],
+        [msg("user"), msg("assistant", "one"), msg("assistant", " "), msg("assistant", "two")],
+        [
+            msg("user"),
+            msg("assistant", "one", reasoning="r"),
+            msg("assistant", ""),
+            msg("assistant"),
+        ],
+        [msg("user"), msg("assistant", None, [call("a")]), msg("assistant", ""), *turn[1:]],
+        [msg("user"), msg("assistant", "x", reasoning="r"), msg("assistant", None, [call("a")])],
+    ]
+    table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=NAMED)
+    verdicts = batch_verdicts(table, config, format=OPENAI)
+    assert verdicts is not None
+    repaired = config.action("empty_assistant_turn") == "repair"
+    # Two assistant messages once the empty turn is gone (R4 after R1), calls an empty turn
+    # keeps from their results, and two in a row with no empty turn: the per-row path's.
+    assert verdicts.repaired.tolist() == [repaired] * 3 + [False] * 4
+    assert not verdicts.handled[3:].any()
+    assert_fast_and_slow_agree(table, config, OPENAI)
+    if repaired:
+        kept = clean_batch(table, config, format=OPENAI).kept.column("messages").to_pylist()
+        assert [len(m) for m in kept[:3]] == [2, 5, 2]
 
 
 def test_arguments_held_as_a_map_are_not_an_object() -> None:

@@ -383,6 +383,19 @@ def test_default_repairs_prompt_and_candidate_defects_and_keeps_the_rows() -> No
     assert result.stats.counts()["rows_repaired"] == sum(1 for _, codes in rows if codes)
 
 
+def test_generated_openai_preference_rows_are_all_settled_in_arrow() -> None:
+    """Every planted defect (an empty turn at a candidate's end after a reasoning turn, too)
+    is repaired in Arrow by default: no generated row takes the per-row path."""
+    rows = [r for r, _ in generate_preference_rows(3000, "openai", seed=0)]
+    table = pa.Table.from_pylist(rows, preference_schema("openai"))
+    fmt = detect_format(table.column_names, rows[:20])
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    assert verdicts.handled.all()
+    assert verdicts.repaired.sum() > 200
+    assert_fast_and_slow_agree(table, DEFAULT, fmt)
+
+
 @pytest.mark.parametrize("config", [DEFAULT, STRICT])
 def test_the_fast_path_settles_only_rows_clean_as_a_whole(config: Any) -> None:
     pending = [u("q"), a(None, tool_calls=[call("c1")])]
@@ -490,6 +503,61 @@ def test_a_candidates_empty_turn_or_merge_is_repaired_in_arrow_as_per_row() -> N
     # the strict config repairs nothing: every such row is the per-row path's, and rejected
     assert not batch_verdicts(table, STRICT, format=fmt).repaired.any()  # type: ignore[union-attr]
     assert_fast_and_slow_agree(table, STRICT, fmt)
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT])
+def test_a_candidates_empty_turn_after_a_reasoning_turn_is_dropped_in_arrow(config: Any) -> None:
+    thought = a("x", reasoning_content="r")
+    rows = [
+        preference([u("q")], [thought, a(" ")], [a("y")]),
+        preference(
+            [u("q")], [a("y")], [a(None, tool_calls=[call("c1")]), tool("c1"), thought, a("")]
+        ),
+        preference([u("q"), thought, a(""), u("r")], [a("x")], [a("y")]),  # in the prompt
+        preference([u("q")], [a("x"), a(" "), a("z")], [a("y")]),  # then R4: per row
+    ]
+    table = pa.Table.from_pylist(rows)
+    fmt = detect_format(table.column_names, rows)
+    verdicts = batch_verdicts(table, config, format=fmt)
+    assert verdicts is not None
+    assert verdicts.repaired.tolist() == [config is DEFAULT] * 3 + [False]
+    assert not verdicts.handled[3]
+    assert_fast_and_slow_agree(table, config, fmt)
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT])
+def test_the_parts_share_the_rows_declarations_in_arrow(config: Any) -> None:
+    """The declared tools are read once for the prompt and every candidate, and for the scan of
+    a candidate repaired in Arrow: a call there to a tool the row does not declare, or breaking
+    its schema, still sends the row to the per-row path."""
+    schema = {"type": "object", "properties": {"x": {"type": "integer"}}, "required": ["x"]}
+
+    def declaring(*names: str) -> str:
+        return json.dumps(
+            [{"type": "function", "function": {"name": n, "parameters": schema}} for n in names]
+        )
+
+    def answer(arguments: str = '{"x": 1}', name: str = "f") -> list[Any]:
+        made = {"id": "c1", "type": "function", "function": {"name": name, "arguments": arguments}}
+        return [a(None, tool_calls=[made]), tool("c1"), a("x")]
+
+    rows = [
+        preference([u("q")], answer(), [a("y")]),
+        preference([u("q")], [*answer(), a(" ")], [a("y")]),  # R1 in Arrow
+        preference([u("q")], [*answer(name="g"), a(" ")], [a("y")]),  # then an unknown tool
+        preference([u("q")], [a("y")], [*answer('{"x": "1"}'), a("")]),  # then a schema break
+        preference([u("q"), *answer(name="g"), u("r")], [a("x")], [a("y")]),  # in the prompt
+    ]
+    # The second row declares `g` too: read for the third, its calls to `g` would pass.
+    tools = [declaring("f"), declaring("f", "g"), declaring("f"), declaring("f"), declaring("f")]
+    table = pa.Table.from_pylist([{**r, "tools": t} for r, t in zip(rows, tools, strict=True)])
+    fmt = detect_format(table.column_names, rows)
+    verdicts = batch_verdicts(table, config, format=fmt)
+    assert verdicts is not None
+    assert verdicts.clean.tolist() == [True, False, False, False, False]
+    assert verdicts.repaired.tolist() == [False, config is DEFAULT, False, False, False]
+    assert not verdicts.handled[2:4].any()
+    assert_fast_and_slow_agree(table, config, fmt)
 
 
 def test_a_prompt_defect_is_repaired_once_in_arrow_as_per_row() -> None:

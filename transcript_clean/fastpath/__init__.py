@@ -21,6 +21,7 @@ conservative by construction, so the two paths always agree.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -90,6 +91,7 @@ def fast_verdicts(
     schema: pa.Schema | None = None,
     enabled: Sequence[Rule] | None = None,
     tools: Sequence[pa.Array | pa.ChunkedArray] = (),
+    declared: tuple[npt.NDArray[np.int64], list[Any]] | None = None,
 ) -> Verdicts | None:
     """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
     only code is calls pending at the end (for a config that keeps them); those whose only
@@ -97,7 +99,9 @@ def fast_verdicts(
     config rejects), where the format's view settles them. `schema` is the batch's, when other
     columns matter to the format (the `system` column of ShareGPT and Anthropic); `enabled`,
     the rules the run looks for (by default, those of the default config); `tools`, the batch's
-    columns of declared tools. None when this format or column shape has no fast path."""
+    columns of declared tools, and `declared` what `declared.declared_per_row` makes of them,
+    where the caller has worked it out already (the columns of a dataset type's row share
+    their declarations). None when this format or column shape has no fast path."""
     array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
     if has_json(array.type):
         # A `pa.json_()` field holds values of more than one type: no view reads it as the
@@ -108,6 +112,7 @@ def fast_verdicts(
     if view is None:
         return None
     view.tools = tuple(t.combine_chunks() if isinstance(t, pa.ChunkedArray) else t for t in tools)
+    view.tool_declared = declared
     enabled = list(_default_rules() if enabled is None else enabled)
     may = possible_codes(view, fmt, enabled)
     read = ~view.unread
@@ -172,6 +177,9 @@ def _settle_repairs(
     again = view.again(fixed.column)
     assert again is not None  # the repaired column has the input's type
     again.tools = tuple(t.take(pa.array(fixed.subset)) for t in view.tools)
+    if view.tool_declared is not None:  # the rows' declarations, read once
+        ids, distinct = view.tool_declared
+        again.tool_declared = (ids[fixed.subset], distinct)
     may = possible_codes(again, fmt, enabled)
     read = ~again.unread
     accepted = np.zeros(view.rows, dtype=bool)

@@ -14,7 +14,7 @@ candidates answer, and every other row with a code, take the per-row path (`shap
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -22,7 +22,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.fastpath import FastRepair, Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import Mask, as_mask
+from transcript_clean.fastpath.base import Mask, as_mask, indices
+from transcript_clean.fastpath.declared import declared_per_row
+from transcript_clean.fastpath.measures import column_array
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
@@ -57,7 +59,7 @@ def part_column(table: pa.Table, path: str) -> pa.Array | None:
     """The column at `path` (`input.messages` is the `messages` field of the `input` structs)
     as a list column: one message object per row is a list of one. None for other types."""
     head, *rest = path.split(".")
-    column = table.column(head).combine_chunks()
+    column = column_array(table, head)
     for step in rest:
         if not pa.types.is_struct(column.type) or column.type.get_field_index(step) < 0:
             return None
@@ -131,6 +133,8 @@ class _Part(NamedTuple):
     """The rows `column` holds, in order."""
     column: pa.Array | None
     repairs: list[FastRepair]
+    source: pa.Array
+    """The part's column as read (in one chunk)."""
 
 
 def _part(
@@ -141,6 +145,7 @@ def _part(
     repair: Collection[str],
     schema: pa.Schema | None,
     tools: Sequence[pa.Array] = (),
+    declared: tuple[npt.NDArray[np.int64], list[Any]] | None = None,
 ) -> _Part | None:
     """The part at `name` read by the inner format's view: which rows hold no code, and, for
     the codes of `repair` among `ARROW_REPAIRS` in a top-level list column, which hold none once
@@ -151,7 +156,13 @@ def _part(
     top = "." not in name and table.column(name).type == column.type
     codes = [c for c in ARROW_REPAIRS if c in repair] if top else []
     verdicts = fast_verdicts(
-        fmt.inner, column, repair=codes, enabled=enabled, schema=schema, tools=tools
+        fmt.inner,
+        column,
+        repair=codes,
+        enabled=enabled,
+        schema=schema,
+        tools=tools,
+        declared=declared,
     )
     edges = _assistant_at_edges(fmt.inner, column)
     if verdicts is None or edges is None:
@@ -173,6 +184,7 @@ def _part(
         verdicts.repaired,
         verdicts.repaired_column,
         verdicts.repairs,
+        column,
     )
 
 
@@ -194,13 +206,15 @@ def shaped_verdicts(
     settled = np.ones(rows, dtype=bool)  # clean, or clean once repaired here
     prompt_last = np.zeros(rows, dtype=bool)  # the prompt ends on an assistant message
     parts: list[tuple[str, _Part]] = []
+    # Every part of a row has the row's declarations: read once for all of them.
+    declared = declared_per_row(tuple(tools), rows) if tools else None
     if shape.prompt is not None:
         # A prompt needs no assistant turn; calls pending at its end are its normal end only
         # when nothing follows (the candidates answering them take the per-row path).
         allowed = {NO_ASSISTANT_TURN} | ({TRAILING_TOOL_CALL} if not shape.candidates else set())
         rules = [r for r in enabled if r.code not in allowed]
         fix = repair if shape.candidates else ()
-        part = _part(table, fmt, shape.prompt, rules, fix, table.schema, tools)
+        part = _part(table, fmt, shape.prompt, rules, fix, table.schema, tools, declared)
         if part is None:
             return None
         clean &= part.ok
@@ -210,7 +224,7 @@ def shaped_verdicts(
     for name in shape.candidates:
         # Alone (no `system` column before it: that would hide an assistant message at the
         # prompt's end from the one starting the candidate, which the edges compare here).
-        part = _part(table, fmt, name, enabled, repair, None, tools)
+        part = _part(table, fmt, name, enabled, repair, None, tools, declared)
         if part is None:
             return None
         meets = prompt_last & part.first
@@ -228,24 +242,25 @@ def shaped_verdicts(
         repaired=repaired,
     )
     if repaired.any():
-        fixes = {n: (p.repaired, p.column) for n, p in parts if p.column is not None}
-        out.repaired_column = _rewritten(table, repaired, fixes)
+        fixes = {n: (p.source, p.repaired, p.column) for n, p in parts if p.column is not None}
+        out.repaired_column = _rewritten(repaired, fixes)
         out.repairs = _combined([r for _, p in parts for r in p.repairs], repaired)
     return out
 
 
-def _rewritten(
-    table: pa.Table, repaired: Mask, fixes: dict[str, tuple[Mask, pa.Array]]
-) -> pa.StructArray:
-    """The candidate columns of the rows `repaired`, each row's repaired value where its
-    candidate was repaired, else its own: one struct field per column."""
+def _rewritten(repaired: Mask, fixes: dict[str, tuple[pa.Array, Mask, pa.Array]]) -> pa.StructArray:
+    """The part columns of the rows `repaired` (per column: as read, the rows repaired, their
+    repaired values), each row's repaired value where its part was repaired, else its own: one
+    struct field per column."""
     at = np.flatnonzero(repaired)
     fields, arrays = [], []
-    for name, (rows, fixed) in fixes.items():
-        column = table.column(name).combine_chunks()
+    for name, (source, rows, fixed) in fixes.items():
+        # Only the rows settled repaired are copied: the column's own values of those, then
+        # the part's repaired values in place where its part was repaired.
+        column = source.take(indices(at))
         rank = np.cumsum(rows) - 1  # where each repaired row's value is in `fixed`
-        index = np.where(rows[at], len(column) + rank[at], at)
-        arrays.append(pa.concat_arrays([column, fixed]).take(pa.array(index)))
+        index = np.where(rows[at], len(at) + rank[at], np.arange(len(at)))
+        arrays.append(pa.concat_arrays([column, fixed]).take(indices(index)))
         fields.append(pa.field(name, column.type))
     return pa.StructArray.from_arrays(arrays, fields=fields)
 

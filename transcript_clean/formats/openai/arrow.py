@@ -310,6 +310,9 @@ class _Scan:
     """Tool messages that answer no pending call (R3 drops them)."""
     second: Mask
     """Assistant text messages right after another one (R4 merges them into it)."""
+    after_empty: Mask
+    """Assistant messages that follow another one once the empty turns between them are gone:
+    R4's question after R1, which the scan of the row R1 repaired answers."""
     unanswered: Mask
     """Assistant turns whose calls no result answers (R5 cuts the transcript before the
     first)."""
@@ -356,7 +359,9 @@ class _Scan:
             EMPTY_ASSISTANT_TURN: rows_with(self.blank, self.parent, self.rows),
             INVALID_TOOL_ARGUMENTS: self.invalid > 0,
             ORPHAN_TOOL_RESULT: rows_with(self.orphan, self.parent, self.rows),
-            CONSECUTIVE_ASSISTANT: rows_with(self.second, self.parent, self.rows),
+            CONSECUTIVE_ASSISTANT: rows_with(
+                self.second | self.after_empty, self.parent, self.rows
+            ),
             UNANSWERED_TOOL_CALL: rows_with(self.unanswered, self.parent, self.rows),
         }
 
@@ -376,6 +381,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
             none,
             parent,
             msgs,
+            empty,
             empty,
             empty,
             empty,
@@ -432,11 +438,22 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
 
     # Two assistant messages in a row: R4 merges the second into the first when both are plain
     # text (no calls, no reasoning) and there is no third; anything else is the per-row path's.
-    consecutive = is_assistant & shift(is_assistant) & same_prev
+    # R1 drops the empty turns first, so an empty turn is no message of the pair, and a pair
+    # with empty turns between them is left to the scan of the row R1 repaired (`after_empty`):
+    # a row with an empty turn is settled only by that repair, whatever else it may have.
+    consecutive = is_assistant & shift(is_assistant) & same_prev & ~blank & ~shift(blank)
     text_only = is_assistant & (n_calls == 0) & ~has_reasoning & ~as_mask(content.is_null())
     mergeable = text_only & shift(text_only) & ~shift(consecutive) & agrees(msgs, _MERGED_FIELDS)
     second = consecutive & mergeable
     flag |= consecutive & ~mergeable
+    after_empty = np.zeros(n, dtype=bool)
+    if blank.any():
+        said_at = np.flatnonzero(~blank)
+        gap = np.zeros(n, dtype=bool)
+        gap[said_at[1:]] = said_at[1:] - said_at[:-1] > 1
+        before = np.zeros(n, dtype=np.int64)  # the message before, empty turns left out
+        before[said_at[1:]] = said_at[:-1]
+        after_empty = gap & is_assistant & is_assistant[before] & (parent[before] == parent)
 
     calling = is_assistant & (n_calls > 0)
     flag |= ~is_assistant & (n_calls > 0)  # calls on another role: left to the per-row path
@@ -484,6 +501,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
         blank=blank,
         orphan=orphan,
         second=second,
+        after_empty=after_empty,
         unanswered=unanswered,
         unanswered_calls=none,
         first_ids={},
