@@ -323,14 +323,14 @@ def declared_per_row(
         if is_text(column.type):
             holds = ~as_mask(column.is_null()) & ~as_mask(pc.equal(column, ""), True)
             rows_at = np.flatnonzero(holds & ~decided)
-            encoded = pc.dictionary_encode(column.take(indices(rows_at)))
+            encoded = pc.dictionary_encode(_rows_of(column, rows_at))
             values = [read_declarations(t) for t in encoded.dictionary.to_pylist()]
             codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         elif pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
             lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy()
             rows_at = np.flatnonzero((lengths > 0) & ~decided)
             # Values as canonical JSON: each distinct one read once.
-            keys = [canonical(v) for v in column.take(indices(rows_at)).to_pylist()]
+            keys = [canonical(v) for v in _rows_of(column, rows_at).to_pylist()]
             unique = list(dict.fromkeys(keys))
             values = [_listed_declarations(k, column.type) for k in unique]
             place = {k: i for i, k in enumerate(unique)}
@@ -345,6 +345,12 @@ def declared_per_row(
         ids[rows_at] = np.where(present[codes], codes + offset, -1)
         decided[rows_at] = True
     return ids, distinct
+
+
+def _rows_of(column: pa.Array, rows: npt.NDArray[np.int64]) -> pa.Array:
+    """The values of `column` at `rows` (ascending): the column itself when that is all of
+    them, as it is when every row declares tools (no copy)."""
+    return column if len(rows) == len(column) else column.take(indices(rows))
 
 
 def _listed_declarations(key: str, type_: pa.DataType) -> Declared | None:
