@@ -330,3 +330,31 @@ def test_text_lengths_are_pythons_len(texts: list[str | None], start: int, wide:
     array = pa.array(texts, pa.large_string() if wide else pa.string()).slice(start)
     expected = [0 if t is None else len(t) for t in texts[start:]]
     assert text_lengths(array).tolist() == expected
+
+
+def test_a_prompt_and_candidate_are_measured_part_by_part_as_one_conversation() -> None:
+    from transcript_clean.formats.openai.arrow import openai_parts_measures
+
+    user, answer = {"role": "user", "content": "Weather?"}, {"role": "assistant", "content": "18"}
+    calls = {"role": "assistant", "content": None, "tool_calls": [CALL_OPENAI]}
+    result = {"role": "tool", "tool_call_id": "c1", "content": "18 C"}
+    second = {**result, "tool_call_id": "c2", "content": "20 C"}
+    both = {**calls, "tool_calls": [CALL_OPENAI, {**CALL_OPENAI, "id": "c2"}]}
+    pairs = [
+        ([user], [answer]),
+        ([{"role": "system", "content": "Be brief."}, user, both, result], [second, answer]),
+        ([user, calls], [result, answer]),  # the run starts in the candidate
+        ([], [user, answer]),
+        ([user, answer, user], []),
+    ]
+    messages = arrow_schema("openai").field("messages").type
+    prompt = pa.array([p for p, _ in pairs], messages)
+    candidate = pa.array([c for _, c in pairs], messages)
+    rows = np.array([True, True, True, True, False])
+    parts, one = Profile(), Profile()
+    parts.add(openai_parts_measures([prompt, candidate], rows))
+    fmt = get_format("openai")
+    one.add(measure_transcripts([fmt.decode({"messages": p + c}).messages for p, c in pairs[:4]]))
+    assert parts.report() == one.report()
+    assert parts.per_row["messages"].max == 5  # not 6: the two results are one message
+    assert parts.system_rows == 1

@@ -443,6 +443,23 @@ def _first_conversation(table: pa.Table, fmt: Any) -> tuple[Format, pa.Table] | 
     return inner, table.append_column(inner.column, joined)
 
 
+def _first_conversation_parts(table: pa.Table, fmt: Any) -> list[pa.Array] | None:
+    """An OpenAI dataset type's prompt and first candidate columns, as lists of one type, for
+    the Arrow measures to read part by part (`openai_parts_measures`); None for another inner
+    format, or parts of other shapes (then `_first_conversation` puts them together)."""
+    from transcript_clean.shapes.arrow import part_column
+
+    if fmt.inner.name != "openai":
+        return None
+    shape = fmt.shape
+    paths = [p for p in (shape.prompt, *shape.candidates[:1]) if p is not None]
+    found = [part_column(table, path) for path in paths]
+    parts = [p for p in found if p is not None]
+    if len(parts) < len(found) or any(p.type != parts[0].type for p in parts):
+        return None
+    return parts
+
+
 def _concat_lists(a: pa.Array, b: pa.Array) -> pa.Array:
     """Row by row, the items of list array `a` followed by those of `b` (of the same type)."""
     first = pc.fill_null(pc.list_value_length(a), 0).to_numpy().astype(np.int64)
@@ -496,9 +513,16 @@ def profile_batch(
         # In Arrow too, on that conversation put together (`_first_conversation`).
         measure = arrow_measures(fmt.name)
         read_as: tuple[Format, pa.Table] | None = (fmt, table)
+        parts = None
         if getattr(fmt, "shape", None) is not None:
-            read_as = _first_conversation(table, fmt)
-        if measure is not None and read_as is not None:
+            parts = None if texts else _first_conversation_parts(table, fmt)
+            read_as = None if parts is not None else _first_conversation(table, fmt)
+        if parts is not None:
+            from transcript_clean.formats.openai.arrow import openai_parts_measures
+
+            profile.add(openai_parts_measures(parts, settled), tokens)
+            settled = np.zeros_like(settled)
+        elif measure is not None and read_as is not None:
             measures, measured = measure(read_as[0], read_as[1], settled, texts=texts)
             profile.add(measures, tokens)
             settled = settled & ~measured

@@ -7,6 +7,7 @@ a cut) in Arrow, writing the rows back in the column's own type.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -72,7 +73,7 @@ from transcript_clean.transcript import (
     invalid_arguments_feedback,
 )
 
-__all__ = ["REPAIRS", "OpenAIView", "openai_measures", "openai_view"]
+__all__ = ["REPAIRS", "OpenAIView", "openai_measures", "openai_parts_measures", "openai_view"]
 
 REPAIRS: Final = frozenset(
     {
@@ -778,6 +779,50 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
         n_calls = pc.fill_null(pc.list_value_length(calls), 0).to_numpy().astype(np.int64)
     roles = (kind == 0, kind == 1, kind == 2, kind == 3)
     return _measures(msgs, parent, sizes, roles, n_calls, rows, texts)
+
+
+def openai_parts_measures(parts: Sequence[pa.Array], rows: Mask) -> Measures:
+    """`openai_measures` of conversations made of each row's `parts` one after the other (a
+    dataset type's prompt and first candidate), measured part by part instead of on a column of
+    them put together: per-row counts add up, but for a run of tool messages carried on from one
+    part into the next, which is one user message (the decoder's)."""
+    measured: dict[str, Counts] = {}
+    turn_chars: list[Counts] = []
+    classes: list[npt.NDArray[np.int8]] = []
+    tools: dict[str, int] = {}
+    said = np.zeros(int(rows.sum()), dtype=bool)  # the row's messages so far: any, ...
+    on_tool = np.zeros(int(rows.sum()), dtype=bool)  # ... and the last one is a tool's
+    for array in parts:
+        part = openai_measures(array, rows)
+        first, last, size = _edge_roles(array)
+        starts_on_tool = (first == 1)[rows] & (size > 0)[rows]
+        carried = said & on_tool & starts_on_tool
+        for name, values in part.rows.items():
+            if name == "system":
+                measured[name] = np.maximum(measured.get(name, 0), values)
+            else:
+                measured[name] = measured.get(name, 0) + values
+        measured["messages"] = measured["messages"] - carried
+        on_tool = np.where((size > 0)[rows], (last == 1)[rows], on_tool)
+        said |= (size > 0)[rows]
+        turn_chars.append(part.turn_chars)
+        classes.append(part.turn_classes)
+        for name, n in part.tools.items():
+            tools[name] = tools.get(name, 0) + n
+    return Measures(measured, np.concatenate(turn_chars), np.concatenate(classes), tools)
+
+
+def _edge_roles(array: pa.Array) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], Counts]:
+    """Per row: its first and last messages' roles (`_ROLE_KIND`'s), and how many it has."""
+    sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
+    kind = _ROLE_KIND[leading_bytes(pc.struct_field(pc.list_flatten(array), "role"))]
+    ends = np.cumsum(sizes)
+    first = np.zeros(len(array), dtype=np.int8)
+    last = np.zeros(len(array), dtype=np.int8)
+    some = sizes > 0
+    first[some] = kind[(ends - sizes)[some]]
+    last[some] = kind[ends[some] - 1]
+    return first, last, sizes
 
 
 def _measures(
