@@ -358,3 +358,15 @@ def test_a_prompt_and_candidate_are_measured_part_by_part_as_one_conversation() 
     assert parts.report() == one.report()
     assert parts.per_row["messages"].max == 5  # not 6: the two results are one message
     assert parts.system_rows == 1
+
+
+def test_bins_are_the_edges_search_whether_looked_up_or_searched() -> None:
+    from transcript_clean.profile import LOOKED_UP_BELOW, _edges, bins_of
+
+    rng = np.random.default_rng(3)
+    values = np.concatenate(
+        [np.arange(0, 3000), rng.integers(0, 4 * LOOKED_UP_BELOW, 20000), [LOOKED_UP_BELOW - 1]]
+    ).astype(np.int64)
+    searched = np.searchsorted(_edges(), values, side="right") - 1
+    assert (bins_of(values) == searched).all()
+    assert (bins_of(values[values < LOOKED_UP_BELOW]) == searched[values < LOOKED_UP_BELOW]).all()

@@ -79,13 +79,29 @@ def _edges() -> Ints:
     return np.array(edges, dtype=np.int64)
 
 
+LOOKED_UP_BELOW: Final = 2**16
+"""Values below it find their bin in a table (`_bin_table`), the rest by a search."""
+
+
+@cache
+def _bin_table() -> Ints:
+    """The bin of every value below `LOOKED_UP_BELOW`: one gather a value instead of a binary
+    search of the edges (most values a profile sees, characters and counts, are below it)."""
+    return np.searchsorted(_edges(), np.arange(LOOKED_UP_BELOW), side="right") - 1
+
+
 def bins_of(values: Ints) -> Ints:
     """The bin of each value (non-negative integers)."""
     small = values < EXACT_BELOW
     if small.all():  # a value below EXACT_BELOW is its own bin: no search
         return values
+    looked_up = values < LOOKED_UP_BELOW
+    if looked_up.all():
+        bins: Ints = _bin_table()[values]
+        return bins
     bins = values.copy()
-    large = ~small
+    bins[looked_up] = _bin_table()[values[looked_up]]
+    large = ~looked_up
     bins[large] = np.searchsorted(_edges(), values[large], side="right") - 1
     return bins
 

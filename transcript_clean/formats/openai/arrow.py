@@ -287,12 +287,12 @@ class _Turns:
         self.thought = np.zeros(len(at), dtype=bool)
         self.reasoning = np.zeros(len(at), dtype=bool)
 
-    def classes(self, at: Counts, n_calls: Counts) -> npt.NDArray[np.int8]:
-        """The class of each assistant message at `at` (some of them), as `turn_classes`
-        finds it."""
-        k = np.searchsorted(self.at, at)
+    def classes(self, keep: Mask, n_calls: Counts) -> npt.NDArray[np.int8]:
+        """The class of each assistant message of `keep` (a mask of the messages), in order,
+        as `turn_classes` finds it."""
+        k = np.flatnonzero(keep[self.at])
         facts = (self.thought[k], self.says[k], self.reasoning[k], self.spoken[k])
-        return classes_of(n_calls[at] > 0, *facts)
+        return classes_of(n_calls[self.at[k]] > 0, *facts)
 
 
 @dataclass(slots=True)
@@ -888,7 +888,7 @@ def _measures(
     if turns is None:
         classes = turn_classes(content, reasoning, at, n_calls)
     else:
-        classes = turns.classes(at, n_calls)
+        classes = turns.classes(keep, n_calls)
     measures = Measures(measured, lengths[turn], classes, tools)
     if texts:
         _texts(measures, content, reasoning, turn, keep, parent, rows)
