@@ -232,7 +232,7 @@ def step_profile(source: str, output: str, fmt: str) -> None:
 
     from transcript_clean.engine.local import VERDICT_ROWS
     from transcript_clean.formats import get_format
-    from transcript_clean.pipeline import _read_rows, batch_verdicts, settled_profile
+    from transcript_clean.pipeline import batch_verdicts, settled_profile
     from transcript_clean.profile import Profile, profile_batch
     from transcript_clean.rows import clean_row
 
@@ -257,7 +257,7 @@ def step_profile(source: str, output: str, fmt: str) -> None:
                 int(i): None if r.decoded is None else r.decoded.messages
                 for i, r in zip(slow, results, strict=True)
             }
-            read = None if part is None else _read_rows(part)
+            read = None if part is None else part.read
             if ahead is not None:
                 read = np.zeros(batch.num_rows, dtype=bool)
             started = time.perf_counter()  # the per-row path decodes its rows anyway: not timed

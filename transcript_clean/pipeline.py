@@ -39,7 +39,6 @@ from transcript_clean.rules import (
     TRAILING_TOOL_CALL,
     UNANSWERED_TOOL_CALL,
     Rule,
-    get_rule,
     rules,
 )
 from transcript_clean.shapes import ShapedFormat
@@ -284,7 +283,7 @@ def clean_batch_parts(
         kept, rejects, fitted = _clean_rows(
             table, slow, rejected, fmt, config, as_json, stats, source, first_row, on_row, decoded
         )
-    read = None if verdicts is None or not fast else _read_rows(verdicts)
+    read = None if verdicts is None or not fast else verdicts.read
     if verdicts is not None and fast and verdicts.profile is not None:
         # The settled rows were measured with the verdicts: only the others are measured here.
         stats.profile.merge(verdicts.profile)
@@ -292,7 +291,8 @@ def clean_batch_parts(
     elif isinstance(fmt, ShapedFormat):
         # The per-row path's transcript of a dataset type's row is its last candidate's after
         # the prompt's repairs: every row is profiled from the batch as it came in instead.
-        read = ~np.isin(np.arange(table.num_rows), list(line_errors(table)))
+        read = np.ones(table.num_rows, dtype=bool)
+        read[list(line_errors(table))] = False
         decoded = {}
     stats.profile.merge(profile_batch(table, fmt, read, decoded, tokenizer=config.tokenizer))
     replaced = [r for r in (settled, fitted) if r is not None]
@@ -384,21 +384,12 @@ def settled_profile(verdicts: Verdicts, config: Config = DEFAULT) -> Profile | N
     does that). Worked out beside the verdicts, for `Verdicts.profile`."""
     if verdicts.view is None or config.tokenizer is not None:
         return None
-    measures = verdicts.view.measures(_read_rows(verdicts))
+    measures = verdicts.view.measures(verdicts.read)
     if measures is None:
         return None
     profile = Profile()
     profile.add(measures)
     return profile
-
-
-def _read_rows(verdicts: Verdicts) -> npt.NDArray[np.bool_]:
-    """The rows the fast path settled that decode: all but those it rejected while decoding."""
-    read = verdicts.handled
-    for reject in verdicts.rejects:
-        if get_rule(reject.code).stage == "decode":
-            read = read & ~reject.rows
-    return read
 
 
 def not_utf8(row: Row, fmt: Format, where: str) -> RowResult:
@@ -454,7 +445,7 @@ def _settle(
     clean, trailing, repaired = verdicts.clean, verdicts.trailing, verdicts.repaired
     if verdicts.tool_counts is not None:
         # A row rejected while decoding has its tools unread, as on the per-row path.
-        stats.add_tools(*verdicts.tool_counts.count(_read_rows(verdicts)))
+        stats.add_tools(*verdicts.tool_counts.count(verdicts.read))
     stats.add_clean_rows(int(clean.sum()), int(lengths[clean].sum()))
     if trailing.any():
         messages = int(lengths[trailing].sum())

@@ -23,6 +23,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from transcript_clean.fastpath.base import list_sizes
 from transcript_clean.model import (
     AssistantMessage,
     Message,
@@ -48,6 +49,7 @@ __all__ = [
     "Histogram",
     "Measures",
     "Profile",
+    "add_counts",
     "arrow_measures",
     "measure_transcripts",
     "message_texts",
@@ -92,18 +94,17 @@ def _bin_table() -> Ints:
 
 def bins_of(values: Ints) -> Ints:
     """The bin of each value (non-negative integers)."""
-    small = values < EXACT_BELOW
-    if small.all():  # a value below EXACT_BELOW is its own bin: no search
-        return values
-    looked_up = values < LOOKED_UP_BELOW
-    if looked_up.all():
-        bins: Ints = _bin_table()[values]
-        return bins
-    bins = values.copy()
-    bins[looked_up] = _bin_table()[values[looked_up]]
-    large = ~looked_up
-    bins[large] = np.searchsorted(_edges(), values[large], side="right") - 1
+    bins: Ints = _bin_table()[np.minimum(values, LOOKED_UP_BELOW - 1)]
+    large = values >= LOOKED_UP_BELOW
+    if large.any():
+        bins[large] = np.searchsorted(_edges(), values[large], side="right") - 1
     return bins
+
+
+def add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
+    """Add `counts` to `into`, name by name."""
+    for name, n in counts.items():
+        into[name] = into.get(name, 0) + n
 
 
 @dataclass(slots=True, eq=False)
@@ -247,13 +248,10 @@ class Profile:
                 self.per_row.setdefault(name, Histogram()).add(values)
         self.per_turn.setdefault("chars", Histogram()).add(measures.turn_chars)
         counts = np.bincount(measures.turn_classes, minlength=len(TURN_CLASSES))
-        for name, n in zip(TURN_CLASSES, counts.tolist(), strict=True):
-            if n:
-                self.turns[name] = self.turns.get(name, 0) + n
-        for name, n in measures.tools.items():
-            self.tools[name] = self.tools.get(name, 0) + n
+        turns = zip(TURN_CLASSES, counts.tolist(), strict=True)
+        add_counts(self.turns, {name: n for name, n in turns if n})
+        add_counts(self.tools, measures.tools)
         if tokens is not None and measures.texts is not None:
-            assert measures.text_row is not None and measures.text_turn is not None
             self._add_tokens(measures, tokens(measures.texts))
 
     def _add_tokens(self, measures: Measures, counts: Ints) -> None:
@@ -272,10 +270,8 @@ class Profile:
         for mine, theirs in ((self.per_row, other.per_row), (self.per_turn, other.per_turn)):
             for name, histogram in theirs.items():
                 mine.setdefault(name, Histogram()).merge(histogram)
-        for name, n in other.turns.items():
-            self.turns[name] = self.turns.get(name, 0) + n
-        for name, n in other.tools.items():
-            self.tools[name] = self.tools.get(name, 0) + n
+        add_counts(self.turns, other.turns)
+        add_counts(self.tools, other.tools)
 
     @property
     def measured(self) -> int:
@@ -444,14 +440,10 @@ def _first_conversation(table: pa.Table, fmt: Any) -> tuple[Format, pa.Table] | 
     """A dataset type's batch as its inner format reads one conversation: the prompt followed
     by the first candidate (`ShapedFormat.decode`), put together in Arrow in the inner format's
     column. None where the parts are not lists of one type (then each row is decoded)."""
-    from transcript_clean.shapes.arrow import part_column
-
-    shape, inner = fmt.shape, fmt.inner
-    paths = [p for p in (shape.prompt, *shape.candidates[:1]) if p is not None]
-    found = [part_column(table, path) for path in paths]
-    parts = [p for p in found if p is not None]
-    if len(parts) < len(found) or any(p.type != parts[0].type for p in parts):
+    parts = _first_conversation_parts(table, fmt)
+    if parts is None:
         return None
+    inner = fmt.inner
     joined = parts[0] if len(parts) == 1 else _concat_lists(parts[0], parts[1])
     at = table.schema.get_field_index(inner.column)
     if at >= 0:
@@ -460,13 +452,10 @@ def _first_conversation(table: pa.Table, fmt: Any) -> tuple[Format, pa.Table] | 
 
 
 def _first_conversation_parts(table: pa.Table, fmt: Any) -> list[pa.Array] | None:
-    """An OpenAI dataset type's prompt and first candidate columns, as lists of one type, for
-    the Arrow measures to read part by part (`openai_parts_measures`); None for another inner
-    format, or parts of other shapes (then `_first_conversation` puts them together)."""
+    """A dataset type's prompt and first candidate columns, as lists of one type; None where
+    they are not (then each row is decoded)."""
     from transcript_clean.shapes.arrow import part_column
 
-    if fmt.inner.name != "openai":
-        return None
     shape = fmt.shape
     paths = [p for p in (shape.prompt, *shape.candidates[:1]) if p is not None]
     found = [part_column(table, path) for path in paths]
@@ -478,8 +467,7 @@ def _first_conversation_parts(table: pa.Table, fmt: Any) -> list[pa.Array] | Non
 
 def _concat_lists(a: pa.Array, b: pa.Array) -> pa.Array:
     """Row by row, the items of list array `a` followed by those of `b` (of the same type)."""
-    first = pc.fill_null(pc.list_value_length(a), 0).to_numpy().astype(np.int64)
-    second = pc.fill_null(pc.list_value_length(b), 0).to_numpy().astype(np.int64)
+    first, second = list_sizes(a), list_sizes(b)
     total = first + second
     offsets = np.zeros(len(a) + 1, dtype=np.int64)
     np.cumsum(total, out=offsets[1:])
@@ -517,6 +505,7 @@ def profile_batch(
     """The profile of one batch as it came in: `settled` (the rows the fast path settled) are
     measured in Arrow where the format can (else decoded here: the per-row cost), `decoded`
     holds the per-row path's transcripts by position (None: it could not be read)."""
+    from transcript_clean.shapes import ShapedFormat
     from transcript_clean.tokens import token_counts
 
     profile = Profile(rows=table.num_rows)
@@ -525,14 +514,17 @@ def profile_batch(
     transcripts = [m for m in decoded.values() if m is not None]
     if settled is not None and settled.any():
         # A dataset type's row is profiled as the per-row path reads it, its prompt and first
-        # candidate (`ShapedFormat.decode`): the Arrow measures read one column.
-        # In Arrow too, on that conversation put together (`_first_conversation`).
+        # candidate (`ShapedFormat.decode`): OpenAI's parts measured one by one, the other
+        # formats' put together into one column (`_first_conversation`).
         measure = arrow_measures(fmt.name)
         read_as: tuple[Format, pa.Table] | None = (fmt, table)
         parts = None
-        if getattr(fmt, "shape", None) is not None:
-            parts = None if texts else _first_conversation_parts(table, fmt)
-            read_as = None if parts is not None else _first_conversation(table, fmt)
+        if isinstance(fmt, ShapedFormat):
+            read_as = None
+            if fmt.inner.name == "openai" and not texts:
+                parts = _first_conversation_parts(table, fmt)
+            else:
+                read_as = _first_conversation(table, fmt)
         if parts is not None:
             from transcript_clean.formats.openai.arrow import openai_parts_measures
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 
 from transcript_clean.errors import AccountingError
 from transcript_clean.model import AssistantMessage, ToolCall
-from transcript_clean.profile import Profile
+from transcript_clean.profile import Profile, add_counts
 from transcript_clean.rules import EMPTY_ASSISTANT_TURN, codes
 from transcript_clean.tools import calls_per_tool
 
@@ -243,11 +243,6 @@ class Stats:
         if "profile" in data:  # stats recorded before profiles have none
             stats.profile = Profile.from_dict(data["profile"])
         return stats
-
-
-def add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
-    for name, n in counts.items():
-        into[name] = into.get(name, 0) + n
 
 
 def top_counts(counts: Mapping[str, int], top: int) -> dict[str, int]:

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.formats.base import strict_loads
-from transcript_clean.rules import TRAILING_TOOL_CALL
+from transcript_clean.rules import TRAILING_TOOL_CALL, get_rule
 
 if TYPE_CHECKING:
     from transcript_clean.fastpath.declared import ToolCounts
@@ -196,6 +196,15 @@ class Verdicts:
             handled = handled | reject.rows
         return handled
 
+    @property
+    def read(self) -> Mask:
+        """The rows settled here that decode: all but those rejected while decoding."""
+        read = self.handled
+        for reject in self.rejects:
+            if get_rule(reject.code).stage == "decode":
+                read = read & ~reject.rows
+        return read
+
     def slice(self, start: int, stop: int) -> Verdicts:
         """The verdicts of rows [start, stop), as if worked out for those rows alone."""
         repaired = self.repaired[start:stop]
@@ -285,6 +294,12 @@ def text_bytes(text: pa.Array) -> tuple[Counts, npt.NDArray[np.uint8]]:
     return offsets, np.frombuffer(buffers[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
 
 
+def list_sizes(array: pa.Array) -> Counts:
+    """Each row's items of a list array (0 for a null row)."""
+    sizes: Counts = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
+    return sizes
+
+
 def indices(positions: npt.NDArray[np.int64]) -> pa.Array:
     return pa.array(positions, type=pa.int64())
 
@@ -292,8 +307,7 @@ def indices(positions: npt.NDArray[np.int64]) -> pa.Array:
 def flatten(array: pa.Array) -> tuple[Mask, pa.Array, npt.NDArray[np.int64]]:
     """A list column's rows that are null or empty (so not settled here), its elements
     flattened, and each element's row."""
-    lengths = pc.fill_null(pc.list_value_length(array), 0).to_numpy()
-    empty: Mask = as_mask(array.is_null()) | (lengths == 0)
+    empty: Mask = as_mask(array.is_null()) | (list_sizes(array) == 0)
     parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
     return empty, pc.list_flatten(array), parent
 

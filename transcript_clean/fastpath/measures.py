@@ -12,7 +12,15 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.fastpath.base import NOT_SPACE, Counts, Mask, as_mask, indices, text_bytes
+from transcript_clean.fastpath.base import (
+    NOT_SPACE,
+    Counts,
+    Mask,
+    as_mask,
+    indices,
+    list_sizes,
+    text_bytes,
+)
 from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
 from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
 
@@ -21,6 +29,7 @@ __all__ = [
     "classes_of",
     "column_array",
     "first_bytes",
+    "flattened",
     "leading_bytes",
     "said",
     "text_lengths",
@@ -42,6 +51,14 @@ class RowSums:
         np.cumsum(values, out=running[1:])
         out: Counts = running[self.ends] - running[self.starts]
         return out
+
+
+def flattened(array: pa.Array) -> tuple[pa.Array, Counts, Counts]:
+    """A list column's items, each row's number of them, and each item's row: what the
+    measures read a column of messages (or turns) as."""
+    sizes = list_sizes(array)
+    parent: Counts = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
+    return pc.list_flatten(array), sizes, parent
 
 
 def column_array(table: pa.Table, name: str) -> pa.Array:

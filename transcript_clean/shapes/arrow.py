@@ -22,7 +22,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.fastpath import FastRepair, Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import Mask, as_mask, indices
+from transcript_clean.fastpath.base import Mask, as_mask, indices, list_sizes
 from transcript_clean.fastpath.declared import declared_per_row
 from transcript_clean.fastpath.measures import column_array
 from transcript_clean.formats.base import Format
@@ -73,11 +73,6 @@ def part_column(table: pa.Table, path: str) -> pa.Array | None:
     return None
 
 
-def _lengths(column: pa.Array) -> npt.NDArray[np.int64]:
-    lengths: npt.NDArray[np.int64] = pc.fill_null(pc.list_value_length(column), 0).to_numpy()
-    return lengths.astype(np.int64)
-
-
 def message_counts(table: pa.Table, fmt: ShapedFormat) -> npt.NDArray[np.int64]:
     """Per row, the messages of its prompt and candidates, as the per-row path counts them."""
     shape = fmt.shape
@@ -85,7 +80,7 @@ def message_counts(table: pa.Table, fmt: ShapedFormat) -> npt.NDArray[np.int64]:
     for path in ([shape.prompt] if shape.prompt else []) + list(shape.candidates):
         column = part_column(table, path)
         if column is not None:
-            total += _lengths(column)
+            total += list_sizes(column)
     return total
 
 
@@ -103,7 +98,7 @@ def _assistant_at_edges(fmt: Format, column: pa.Array) -> tuple[Mask, Mask] | No
         assistant = as_mask(pc.is_in(pc.struct_field(values, "from"), pa.array(said, pa.string())))
     else:
         return None
-    lengths = _lengths(column)
+    lengths = list_sizes(column)
     starts = np.cumsum(lengths) - lengths
     some = lengths > 0
     first = np.zeros(len(lengths), dtype=bool)

@@ -70,19 +70,33 @@ class ParsedBlocks:
     (its memory, or file, goes with it); they are not pickled: another process parses its
     blocks."""
 
-    __slots__ = ("__weakref__", "files", "folder", "tables")
+    __slots__ = ("__weakref__", "files", "folder", "nbytes", "schemas", "tables")
 
     def __init__(self) -> None:
         self.tables: dict[int, pa.Table] = {}
         self.files: dict[int, Path] = {}
         self.folder: Path | None = None
+        self.schemas: dict[int, pa.Schema] = {}
+        """Each kept table's schema, in memory or in a file."""
+        self.nbytes = 0
+        """Bytes kept so far, in memory and in files."""
 
-    def keep(self, at: int, table: pa.Table, in_memory: bool) -> bool:
-        """Keep the block's table, in memory or in a file; False when it cannot be written
-        (no temporary folder, a full disk: the block is parsed again)."""
-        if in_memory:
+    def keep(self, at: int, table: pa.Table) -> None:
+        """Keep the block's table: in memory while `PARSED_BYTES` allow, then in a file while
+        `SPILLED_BYTES` do; past those, or where it cannot be written (no temporary folder, a
+        full disk), not at all (the block is parsed again)."""
+        size = self.nbytes + table.nbytes
+        if size > SPILLED_BYTES:
+            return
+        if size <= PARSED_BYTES:
             self.tables[at] = table
-            return True
+        elif not self._spill(at, table):
+            return
+        self.schemas[at] = table.schema
+        self.nbytes = size
+
+    def _spill(self, at: int, table: pa.Table) -> bool:
+        """Write the table to a file of the temporary folder; False where it cannot."""
         path = None
         try:
             if self.folder is None:
@@ -98,7 +112,13 @@ class ParsedBlocks:
         self.files[at] = path
         return True
 
+    def retain(self, schema: pa.Schema) -> None:
+        """Drop the tables read in another schema than `schema`: of no use to the read."""
+        for at in [at for at, kept in self.schemas.items() if not kept.equals(schema)]:
+            self.drop(at)
+
     def drop(self, at: int) -> None:
+        self.schemas.pop(at, None)
         self.tables.pop(at, None)
         if (path := self.files.pop(at, None)) is not None:
             path.unlink(missing_ok=True)
@@ -106,6 +126,7 @@ class ParsedBlocks:
     def take(self, at: int, schema: pa.Schema) -> pa.Table | None:
         """The block's table if it was kept in `schema` (a source of several files may have
         wider types than this file's), else None."""
+        self.schemas.pop(at, None)
         table = self.tables.pop(at, None)
         if table is None and (path := self.files.pop(at, None)) is not None:
             try:
@@ -202,13 +223,11 @@ def index_lines(path: Path) -> LinesIndex:
     checkpoints = []
     found: pa.DataType = pa.null()
     parsed = ParsedBlocks()
-    kept: dict[int, pa.Schema] = {}
-    kept_bytes = 0
     digest = hashlib.sha256()
     pending: deque[tuple[int, Future[_BlockIndex]]] = deque()
 
     def settle() -> None:
-        nonlocal rows, lines, found, kept_bytes
+        nonlocal rows, lines, found
         at, future = pending.popleft()
         try:
             block = future.result()
@@ -220,11 +239,8 @@ def index_lines(path: Path) -> LinesIndex:
         checkpoints.append((at, rows))
         if block.schema is not None:
             found = jsontypes.unify(found, jsontypes.row_type(block.schema))
-        if block.table is not None and kept_bytes + block.table.nbytes <= SPILLED_BYTES:
-            in_memory = kept_bytes + block.table.nbytes <= PARSED_BYTES
-            if parsed.keep(at, block.table, in_memory):
-                kept[at] = block.table.schema
-                kept_bytes += block.table.nbytes
+        if block.table is not None:
+            parsed.keep(at, block.table)
         rows += block.rows
         lines += block.newlines
 
@@ -244,9 +260,7 @@ def index_lines(path: Path) -> LinesIndex:
         while pending:
             settle()
     schema = jsontypes.schema_of([found])
-    # A table read in a narrower type than the one found in the end is of no use to the read.
-    for at in [at for at, kept_schema in kept.items() if not kept_schema.equals(schema)]:
-        parsed.drop(at)
+    parsed.retain(schema)  # a table read in a narrower type than the one found in the end
     return LinesIndex(path, compression, rows, schema, digest.hexdigest(), checkpoints, parsed)
 
 

@@ -40,7 +40,14 @@ from transcript_clean.fastpath.base import (
     shift,
     text_or_absent,
 )
-from transcript_clean.fastpath.measures import RowSums, classes_of, column_array, said, text_lengths
+from transcript_clean.fastpath.measures import (
+    RowSums,
+    classes_of,
+    column_array,
+    flattened,
+    said,
+    text_lengths,
+)
 from transcript_clean.formats.base import Format
 from transcript_clean.profile import Measures
 from transcript_clean.rules import (
@@ -286,9 +293,7 @@ def anthropic_measures(
     array = column_array(table, fmt.column)
     if texts or not rows.any():
         rows = np.zeros(len(array), dtype=bool)
-    msgs = pc.list_flatten(array)
-    sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
-    parent = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
+    msgs, sizes, parent = flattened(array)
     keep = rows[parent]
     n = len(msgs)
     is_user = as_mask(pc.equal(pc.struct_field(msgs, "role"), "user")) if n else keep
@@ -303,14 +308,7 @@ def anthropic_measures(
         said_, spoken = said(content, everyone)
         thought = has = answers = nothing
     else:
-        chars, calls, said_, spoken, thought, has, answers = _block_facts(content, n)
-        blocks = pc.list_flatten(content)
-        owner = np.repeat(everyone, pc.fill_null(pc.list_value_length(content), 0).to_numpy())
-        use = as_mask(pc.equal(pc.struct_field(blocks, "type"), "tool_use")) & keep[owner]
-        if use.any():
-            names = pc.struct_field(blocks, "name").filter(pa.array(use))
-            for item in pc.value_counts(names).to_pylist():
-                tools[item["values"]] = int(item["counts"])
+        chars, calls, said_, spoken, thought, has, answers, tools = _block_facts(content, keep)
     per_row = RowSums(sizes, rows)
 
     prompt = np.zeros(len(array), dtype=np.int64)
@@ -330,14 +328,14 @@ def anthropic_measures(
     return Measures(measured, chars[turn], classes, tools), rows
 
 
-def _block_facts(content: pa.Array, n: int) -> tuple[Counts, Counts, Mask, Mask, Mask, Mask, Mask]:
+def _block_facts(
+    content: pa.Array, keep: Mask
+) -> tuple[Counts, Counts, Mask, Mask, Mask, Mask, Mask, dict[str, int]]:
     """Per message of blocks: its characters, its calls, whether its text says something and
     whether it has any, whether its reasoning says something and whether it has any, and
-    whether it holds tool results."""
-    blocks = pc.list_flatten(content)
-    owner = np.repeat(
-        np.arange(n, dtype=np.int64), pc.fill_null(pc.list_value_length(content), 0).to_numpy()
-    )
+    whether it holds tool results; and the calls per tool name of the messages of `keep`."""
+    n = len(keep)
+    blocks, _, owner = flattened(content)
 
     def field(name: str) -> pa.Array:
         return _field(blocks, name)
@@ -362,6 +360,13 @@ def _block_facts(content: pa.Array, n: int) -> tuple[Counts, Counts, Mask, Mask,
     def any_of_message(flags: Mask) -> Mask:
         return np.bincount(owner[flags], minlength=n) > 0
 
+    tools: dict[str, int] = {}
+    measured_use = use & keep[owner]
+    if measured_use.any():
+        names = field("name").filter(pa.array(measured_use))
+        for item in pc.value_counts(names).to_pylist():
+            tools[item["values"]] = int(item["counts"])
+
     return (
         np.bincount(owner, weights=lengths, minlength=n).astype(np.int64),
         np.bincount(owner[use], minlength=n).astype(np.int64),
@@ -370,4 +375,5 @@ def _block_facts(content: pa.Array, n: int) -> tuple[Counts, Counts, Mask, Mask,
         any_of_message((thinking & (thought_said | signed)) | redacted),
         any_of_message(thinking | redacted),
         any_of_message(result),
+        tools,
     )

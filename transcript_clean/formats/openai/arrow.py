@@ -32,6 +32,7 @@ from transcript_clean.fastpath.base import (
     flatten,
     indices,
     is_text,
+    list_sizes,
     neighbours,
     objects,
     repeated,
@@ -44,6 +45,7 @@ from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.fastpath.measures import (
     RowSums,
     classes_of,
+    flattened,
     leading_bytes,
     text_lengths,
     turn_classes,
@@ -51,7 +53,7 @@ from transcript_clean.fastpath.measures import (
 from transcript_clean.fastpath.measures import said as says
 from transcript_clean.formats.base import REASONING_KEYS, DecodeError, Format, join_texts
 from transcript_clean.model import ToolCall
-from transcript_clean.profile import Measures
+from transcript_clean.profile import Measures, add_counts
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     DUPLICATE_CALL_ID,
@@ -90,8 +92,18 @@ _ROLES: Final = ("system", "developer", "user", "assistant", "tool", "function")
 """The roles the decoder knows; the view reads the first five (`function`, the legacy one, is
 the per-row path's)."""
 _ROLE_SET: Final = pa.array(_ROLES)
-_FUNCTION: Final = _ROLES.index("function")
-_USER, _ASSISTANT, _TOOL = _ROLES.index("user"), _ROLES.index("assistant"), _ROLES.index("tool")
+_SYSTEM, _DEVELOPER, _USER, _ASSISTANT, _TOOL, _FUNCTION = range(len(_ROLES))
+_ROLE_KIND: Final = np.full(256, _SYSTEM, dtype=np.int64)
+_ROLE_KIND[[ord(role[0]) for role in _ROLES[:5]]] = range(5)
+"""A role's place in `_ROLES` by its first byte: for the five the view reads, which differ in
+theirs (the profile's measures of rows it read, cheaper than matching the strings)."""
+
+
+def _role_masks(kind: Counts) -> tuple[Mask, Mask, Mask, Mask]:
+    """Of roles by their place in `_ROLES`: the assistant, tool, user, and system or developer
+    messages."""
+    system = (kind == _SYSTEM) | (kind == _DEVELOPER)
+    return kind == _ASSISTANT, kind == _TOOL, kind == _USER, system
 
 
 def openai_view(fmt: Format, array: pa.Array, schema: pa.Schema | None = None) -> OpenAIView | None:
@@ -140,12 +152,11 @@ class OpenAIView(ArrowView):
         scan = self.scan
         if scan.roles is None or scan.n_calls is None:
             return None  # no messages at all
-        roles = scan.roles
         return _measures(
             scan.msgs,
-            scan.parent,
             np.bincount(scan.parent, minlength=scan.rows),
-            (roles == _ASSISTANT, roles == _TOOL, roles == _USER, (roles == 0) | (roles == 1)),
+            scan.parent,
+            scan.roles,
             scan.n_calls,
             rows,
             texts,
@@ -411,7 +422,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     n_calls = np.zeros(n, dtype=np.int64)
     if message_type.get_field_index("tool_calls") >= 0:
         calls_list = pc.struct_field(msgs, "tool_calls")
-        n_calls = pc.fill_null(pc.list_value_length(calls_list), 0).to_numpy().astype(np.int64)
+        n_calls = list_sizes(calls_list)
     if message_type.get_field_index("function_call") >= 0:  # legacy: left to the per-row path
         flag |= ~as_mask(pc.is_null(pc.struct_field(msgs, "function_call")))
 
@@ -756,29 +767,25 @@ def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: dict[int, str | None]
 # the profile's measures (`transcript_clean.profile`)
 
 
-_ROLE_KIND: Final = np.full(256, 3, dtype=np.int8)
-_ROLE_KIND[[ord("a"), ord("t"), ord("u")]] = [0, 1, 2]  # assistant, tool, user; else system
-
-
 def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Measures:
     """The profile's measures of the rows of `rows`, which must be rows the view reads as the
     decoder would (the fast path's settled rows): what `measure_transcripts` makes of their
     decoded transcripts, computed in Arrow. A run of tool messages is one user message (the
     decoder's), and no user turn."""
-    # Every message is looked at, and the measured rows' picked out in NumPy: cheaper than
-    # copying them out first.
-    msgs = pc.list_flatten(array)
-    sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
-    parent = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
-    # A row measured here has only the five roles the view reads, told apart by their first
-    # byte (system and developer alike): cheaper than matching the strings.
+    return _measures(*_messages(array), rows, texts)
+
+
+def _messages(array: pa.Array) -> tuple[pa.Array, Counts, Counts, Counts, Counts]:
+    """What the measures read of a column: its messages, each row's number of them, each
+    message's row, role (`_ROLE_KIND`: the rows measured have only the five roles the view
+    reads) and calls. Every message is looked at, and the measured rows' picked out in NumPy:
+    cheaper than copying them out first."""
+    msgs, sizes, parent = flattened(array)
     kind = _ROLE_KIND[leading_bytes(pc.struct_field(msgs, "role"))]
     n_calls = np.zeros(len(msgs), dtype=np.int64)
     if msgs.type.get_field_index("tool_calls") >= 0:
-        calls = pc.struct_field(msgs, "tool_calls")
-        n_calls = pc.fill_null(pc.list_value_length(calls), 0).to_numpy().astype(np.int64)
-    roles = (kind == 0, kind == 1, kind == 2, kind == 3)
-    return _measures(msgs, parent, sizes, roles, n_calls, rows, texts)
+        n_calls = list_sizes(pc.struct_field(msgs, "tool_calls"))
+    return msgs, sizes, parent, kind, n_calls
 
 
 def openai_parts_measures(parts: Sequence[pa.Array], rows: Mask) -> Measures:
@@ -793,54 +800,44 @@ def openai_parts_measures(parts: Sequence[pa.Array], rows: Mask) -> Measures:
     said = np.zeros(int(rows.sum()), dtype=bool)  # the row's messages so far: any, ...
     on_tool = np.zeros(int(rows.sum()), dtype=bool)  # ... and the last one is a tool's
     for array in parts:
-        part = openai_measures(array, rows)
-        first, last, size = _edge_roles(array)
-        starts_on_tool = (first == 1)[rows] & (size > 0)[rows]
-        carried = said & on_tool & starts_on_tool
+        read = _messages(array)
+        part = _measures(*read, rows, False)
+        _, sizes, _, kind, _ = read
+        some = sizes > 0
+        ends = np.cumsum(sizes)
+        first_tool, last_tool = np.zeros(len(sizes), dtype=bool), np.zeros(len(sizes), dtype=bool)
+        first_tool[some] = kind[(ends - sizes)[some]] == _TOOL
+        last_tool[some] = kind[ends[some] - 1] == _TOOL
         for name, values in part.rows.items():
             if name == "system":
                 measured[name] = np.maximum(measured.get(name, 0), values)
             else:
                 measured[name] = measured.get(name, 0) + values
-        measured["messages"] = measured["messages"] - carried
-        on_tool = np.where((size > 0)[rows], (last == 1)[rows], on_tool)
-        said |= (size > 0)[rows]
+        measured["messages"] = measured["messages"] - (said & on_tool & first_tool[rows])
+        on_tool = np.where(some[rows], last_tool[rows], on_tool)
+        said |= some[rows]
         turn_chars.append(part.turn_chars)
         classes.append(part.turn_classes)
-        for name, n in part.tools.items():
-            tools[name] = tools.get(name, 0) + n
+        add_counts(tools, part.tools)
     return Measures(measured, np.concatenate(turn_chars), np.concatenate(classes), tools)
-
-
-def _edge_roles(array: pa.Array) -> tuple[npt.NDArray[np.int8], npt.NDArray[np.int8], Counts]:
-    """Per row: its first and last messages' roles (`_ROLE_KIND`'s), and how many it has."""
-    sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
-    kind = _ROLE_KIND[leading_bytes(pc.struct_field(pc.list_flatten(array), "role"))]
-    ends = np.cumsum(sizes)
-    first = np.zeros(len(array), dtype=np.int8)
-    last = np.zeros(len(array), dtype=np.int8)
-    some = sizes > 0
-    first[some] = kind[(ends - sizes)[some]]
-    last[some] = kind[ends[some] - 1]
-    return first, last, sizes
 
 
 def _measures(
     msgs: pa.Array,
-    parent: Counts,
     sizes: Counts,
-    roles: tuple[Mask, Mask, Mask, Mask],
+    parent: Counts,
+    kind: Counts,
     n_calls: Counts,
     rows: Mask,
     texts: bool,
     called_by: tuple[Counts, pa.Array] | None = None,
     turns: _Turns | None = None,
 ) -> Measures:
-    """`openai_measures` of a column's messages: each one's row (`parent`), the rows' sizes,
-    whether each is an assistant, tool, user or system (or developer) message, and its calls;
-    where known, each call's row and tool name (`called_by`, of the rows measured at least)
-    and what the assistant messages hold (`turns`)."""
-    is_assistant, is_tool, is_user, is_system = roles
+    """`openai_measures` of a column's messages: the rows' sizes, each message's row
+    (`parent`), role (its place in `_ROLES`) and calls; where known, each call's row and tool
+    name (`called_by`, of the rows measured at least) and what the assistant messages hold
+    (`turns`)."""
+    is_assistant, is_tool, is_user, is_system = _role_masks(kind)
     keep = rows[parent]
     message_type = msgs.type
     content = pc.struct_field(msgs, "content")

@@ -14,6 +14,7 @@ that answers several calls at once.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
 from typing import Final
 
 import numpy as np
@@ -45,7 +46,13 @@ from transcript_clean.fastpath.base import (
     text_or_absent,
     with_field,
 )
-from transcript_clean.fastpath.measures import RowSums, column_array, text_lengths, turn_classes
+from transcript_clean.fastpath.measures import (
+    RowSums,
+    column_array,
+    flattened,
+    text_lengths,
+    turn_classes,
+)
 from transcript_clean.formats.base import REASONING_KEYS, DecodeError, Format, join_texts
 from transcript_clean.formats.sharegpt.codec import ShareGPTFormat, read_calls, split_list
 from transcript_clean.profile import Measures
@@ -98,10 +105,7 @@ def sharegpt_view(
 
     tag = pc.struct_field(turns, "from")
     value = pc.struct_field(turns, "value")
-
-    def role(name: str) -> Mask:
-        return as_mask(pc.is_in(tag, pa.array([t for t, r in tags.items() if r == name], tag.type)))
-
+    role = partial(_tagged, tag, tags)
     is_user, is_gpt, is_system = role("user"), role("assistant"), role("system")
     is_call, is_obs = role("function_call"), role("observation")
     flag = ~(is_user | is_gpt | is_system | is_call | is_obs)  # an unknown tag, or no tag
@@ -231,6 +235,11 @@ class _Cut:
     first_turns: Mask
     cuttable: Mask
     calls: Counts
+
+
+def _tagged(tag: pa.Array, tags: dict[str, str], role: str) -> Mask:
+    """The turns whose tag (`from`) is one of `tags` for `role` (the format's tag -> role)."""
+    return as_mask(pc.is_in(tag, pa.array([t for t, r in tags.items() if r == role], tag.type)))
 
 
 class ShareGPTView(ArrowView):
@@ -404,15 +413,10 @@ def sharegpt_measures(
     one more. Returns them and those rows; the others are the caller's to decode."""
     tags: dict[str, str] = dict(getattr(fmt, "tags", {}))
     array = column_array(table, fmt.column)
-    turns = pc.list_flatten(array)
-    sizes = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
-    parent = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
+    turns, sizes, parent = flattened(array)
     tag = pc.struct_field(turns, "from")
     value = pc.struct_field(turns, "value")
-
-    def role(name: str) -> Mask:
-        return as_mask(pc.is_in(tag, pa.array([t for t, r in tags.items() if r == name], tag.type)))
-
+    role = partial(_tagged, tag, tags)
     is_user, is_gpt, is_system = role("user"), role("assistant"), role("system")
     tools = count(role("function_call") | role("observation"), parent, len(array)) > 0
     mine = rows & ~tools
