@@ -114,6 +114,14 @@ def test_a_run_over_parquet_never_imports_pandas_and_writes_the_same_files(
     assert _files(tmp_path / "cli") == _files(tmp_path / "library")
 
 
+def test_a_run_over_json_lines_never_imports_pandas(tmp_path: Path) -> None:
+    # Opening a JSON Lines file converts rows already (its open pass): pandas is kept out
+    # before that, not once the run starts.
+    source = _saved(tmp_path, "jsonl", rows=300)
+    for args in (["clean", str(source), str(tmp_path / "out"), "--quiet"], ["audit", str(source)]):
+        assert _program(tmp_path, *args, "--quiet") == {"__main__": [False]}
+
+
 def test_workers_and_the_audit_leave_pandas_out_too(tmp_path: Path) -> None:
     source = _saved(tmp_path, "parquet", rows=600)
     out = tmp_path / "out"
@@ -133,21 +141,29 @@ class _Recorder:
 
 
 @pytest.mark.parametrize(
-    ("kind", "local_engine", "expected"),
-    [("parquet", True, 1), ("datasets", True, 0), ("parquet", False, 0)],
+    ("kind", "engine", "expected"),
+    [
+        ("parquet", "local", 1),
+        ("jsonl", "local", 1),
+        ("glob", "local", 1),
+        ("folder", "local", 1),
+        ("datasets", "local", 0),
+        ("parquet", "ray", 0),
+    ],
 )
 def test_only_a_local_run_over_files_leaves_pandas_out(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, local_engine: bool, expected: int
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str, engine: str, expected: int
 ) -> None:
     import transcript_clean.pandas_free as pandas_free
+    from transcript_clean.options import EngineOptions, SourceOptions
 
     recorder = _Recorder()
     monkeypatch.setattr(pandas_free, "keep_pandas_out", recorder)
-    src = open_source(str(_saved(tmp_path, kind)))
-    assert src.uses_pandas is (kind == "datasets")
-    with cli.Progress(True) as progress:
-        cli._started(progress, local=local_engine)(src, None, 5)
+    spec = str(_saved(tmp_path, kind))
+    cli._without_pandas(SourceOptions(spec), EngineOptions(engine))
     assert recorder.calls == expected
+    # Told before the source is opened, as its own flag says once it is.
+    assert open_source(spec).uses_pandas is (kind == "datasets")
 
 
 @pytest.mark.parametrize("kind", ["parquet", "datasets"])
@@ -166,11 +182,17 @@ def test_a_worker_leaves_pandas_out_only_for_files(
 
 
 def _saved(tmp_path: Path, kind: str, rows: int = 5) -> Path:
-    """`rows` generated OpenAI rows, as a Parquet file or as a folder saved by `datasets`."""
+    """`rows` generated OpenAI rows: a Parquet file, a JSON Lines file, a glob or a folder of
+    Parquet files, or a folder saved by `datasets`."""
     table = pa.Table.from_pylist([row for row, _ in generate_rows(rows, seed=1)])
-    if kind == "parquet":
+    if kind in ("parquet", "glob", "folder"):
         path = tmp_path / "in.parquet"
         pq.write_table(table, path, row_group_size=100)
+        return {"parquet": path, "glob": tmp_path / "*.parquet", "folder": tmp_path}[kind]
+    if kind == "jsonl":
+        path = tmp_path / "in.jsonl"
+        lines = [json.dumps(row, default=str) for row in table.to_pylist()]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return path
     from datasets import Dataset
 

@@ -79,6 +79,11 @@ def entry() -> None:
     which pyarrow reads when it is imported, and the worker processes inherit; a value the user
     set stays.
 
+    The cleaner does no linear algebra, yet NumPy's OpenBLAS starts a thread per core when it
+    is imported, which spins a while for work that never comes: on two cores, 0.03 s of every
+    run's start (docs/performance.md). One thread (OPENBLAS_NUM_THREADS, read at import too)
+    starts none; again a value the user set stays.
+
     Once a command is done, everything it wrote is closed and in place; what is left is the
     interpreter's teardown, whose last garbage collection walks every object pyarrow and NumPy
     (and pandas, where a run loads it) made: most of the teardown's time. Frozen, they are left
@@ -87,6 +92,7 @@ def entry() -> None:
     commands leave open is one."""
     if sys.platform == "linux":  # before pyarrow is imported: it reads this once
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy is imported
     try:
         main()
     except KeyboardInterrupt:  # before or after a command, where `Group` does not see it
@@ -95,18 +101,16 @@ def entry() -> None:
         gc.freeze()
 
 
-def _started(progress: Progress, *, local: bool) -> Callable[[Any, Any, int | None], None]:
-    """The run's `on_start`: the progress bar's start, and for a source read in this process
-    without `datasets`, pandas kept out of it (see `transcript_clean.pandas_free`)."""
+def _without_pandas(read: SourceOptions, engine: EngineOptions) -> None:
+    """For a source read in this process without `datasets`, pandas kept out of the process
+    (see `transcript_clean.pandas_free`): before the source is opened, as opening a JSON file
+    converts rows already (its open pass)."""
+    from transcript_clean.sources import reads_itself
 
-    def start(src: Any, fmt: Any, total: int | None) -> None:
-        if local and not src.uses_pandas:
-            from transcript_clean.pandas_free import keep_pandas_out
+    if engine.engine != "ray" and isinstance(read.spec, str) and reads_itself(read.spec):
+        from transcript_clean.pandas_free import keep_pandas_out
 
-            keep_pandas_out()
-        progress.start(src, fmt, total)
-
-    return start
+        keep_pandas_out()
 
 
 def _apply(options: list[Callable[[F], F]], f: F) -> F:
@@ -473,6 +477,7 @@ def clean(
 
         progress = stack.enter_context(Progress(quiet))
         stack.enter_context(_resumable(output))
+        _without_pandas(read, engine)
         result = run_clean(
             read,
             output,
@@ -482,7 +487,7 @@ def clean(
             overwrite=overwrite,
             resume=resume,
             progress=progress.update,
-            on_start=_started(progress, local=engine.engine != "ray"),
+            on_start=progress.start,
             pool=pool,
             output_format=output_format,
             compression=compression,
@@ -661,6 +666,7 @@ def audit(
         from transcript_clean.audit.report import write_report
 
         progress = stack.enter_context(Progress(quiet or as_json))
+        _without_pandas(read, engine)
         result = run_audit(
             read,
             config=config,
@@ -675,7 +681,7 @@ def audit(
             stats_out=stats_out,
             overwrite=overwrite,
             progress=progress.update,
-            on_start=_started(progress, local=engine.engine != "ray"),
+            on_start=progress.start,
             pool=pool,
         )
     if report is not None:

@@ -69,6 +69,7 @@ __all__ = [
     "open_source",
     "output_schema",
     "output_table",
+    "reads_itself",
     "rows_to_table",
 ]
 
@@ -115,7 +116,7 @@ def open_source(
     if path.is_file():
         return _open_files(spec, [path], path)
     if path.is_dir():
-        if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
+        if _saved_by_datasets(path):
             return open_datasets_folder(spec, path, split)
         files = sorted(
             file
@@ -136,6 +137,26 @@ def open_source(
             spec, subset=subset, split=split, revision=revision, streaming=streaming
         )
     raise SourceError(f"no such file or folder: {spec}")
+
+
+def reads_itself(spec: str, *, data_files: DataFiles | None = None) -> bool:
+    """Whether `open_source(spec)` opens files this process reads itself (a file, a folder of
+    Parquet files, a glob, a URI), not a dataset `datasets` loads (a saved folder, the Hub):
+    the sources that never hand pyarrow a pandas object (`Source.uses_pandas`). Known before
+    the source is opened, which for JSON files already converts rows (`pandas_free`)."""
+    if data_files is not None:
+        return False
+    if _URI.match(spec):
+        return True
+    path = Path(os.path.expanduser(spec))
+    if path.is_dir():
+        return not _saved_by_datasets(path)
+    return path.is_file() or bool(GLOB_CHARS.search(spec))
+
+
+def _saved_by_datasets(folder: Path) -> bool:
+    """A folder `save_to_disk` wrote: a `DatasetDict`, or a `Dataset`."""
+    return (folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file()
 
 
 HUB_PROBE_TIMEOUT = 10.0
