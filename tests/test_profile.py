@@ -234,6 +234,39 @@ def test_a_run_measures_settled_rows_with_the_verdicts_as_the_per_row_path_does(
     assert measured_ahead == (6 if fmt == "openai" else 0)
 
 
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt"])
+def test_preference_rows_settled_ahead_are_measured_from_their_parts_views(fmt: str) -> None:
+    # Defects planted in prompts and single candidates: some rows are settled (clean, or
+    # repaired in a candidate), others take the per-row path; all are profiled as they came in.
+    from synthetic import generate_preference_rows, preference_schema
+
+    from transcript_clean.formats import detect_format
+    from transcript_clean.shapes import ShapedFormat
+
+    rows = [row for row, _ in generate_preference_rows(6000, format=fmt, seed=3)]
+    for row in rows[::97]:  # a candidate the decoder stops at: the per-row path's
+        if fmt == "openai":
+            row["chosen"] = [{"role": "critic", "content": "Too long."}, *row["chosen"]]
+        else:
+            row["chosen"] = {"from": "critic", "value": "Too long."}
+    table = pa.Table.from_pylist(rows, preference_schema(fmt))
+    kind = detect_format(table.schema.names, rows[:20])
+    assert isinstance(kind, ShapedFormat)
+    batches = iter(table.to_batches(max_chunksize=1000))
+    run, measured_ahead, unsettled = Profile(), 0, 0
+    for batch, verdicts in with_verdicts(batches, DEFAULT, kind):
+        assert verdicts is not None
+        measured_ahead += verdicts.profile is not None
+        unsettled += int((~verdicts.read).sum())
+        run.merge(clean_batch_parts(batch, format=kind, verdicts=verdicts).stats.profile)
+    slow = clean_batch(table, format=kind, fast=False).stats.profile
+    assert run.report() == slow.report()
+    assert run.rows == 6000
+    assert unsettled > 0
+    # OpenAI's parts are measured from the views that settled them; ShareGPT's from the batch.
+    assert measured_ahead == (6 if fmt == "openai" else 0)
+
+
 def _values(seed: int) -> np.ndarray[Any, np.dtype[np.int64]]:
     rng = np.random.default_rng(seed)
     return np.concatenate(

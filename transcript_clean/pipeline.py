@@ -283,15 +283,19 @@ def clean_batch_parts(
         kept, rejects, fitted = _clean_rows(
             table, slow, rejected, fmt, config, as_json, stats, source, first_row, on_row, decoded
         )
-    read = None if verdicts is None or not fast else verdicts.read
-    if verdicts is not None and fast and verdicts.profile is not None:
+    settled_read = read = None if verdicts is None or not fast else verdicts.read
+    profiled = None if verdicts is None or not fast else verdicts.profile
+    if profiled is not None:
         # The settled rows were measured with the verdicts: only the others are measured here.
-        stats.profile.merge(verdicts.profile)
+        stats.profile.merge(profiled)
         read = np.zeros(table.num_rows, dtype=bool)
-    elif isinstance(fmt, ShapedFormat):
+    if isinstance(fmt, ShapedFormat):
         # The per-row path's transcript of a dataset type's row is its last candidate's after
-        # the prompt's repairs: every row is profiled from the batch as it came in instead.
+        # the prompt's repairs: every row is profiled from the batch as it came in instead
+        # (but those measured with the verdicts).
         read = np.ones(table.num_rows, dtype=bool)
+        if profiled is not None and settled_read is not None:
+            read = ~settled_read
         read[list(line_errors(table))] = False
         decoded = {}
     stats.profile.merge(profile_batch(table, fmt, read, decoded, tokenizer=config.tokenizer))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -52,6 +52,13 @@ _NUMBER = (
 )
 _MEMBER = f"{_WS}{_STRING}{_WS}:{_WS}(?:{_STRING}|{_NUMBER}|true|false|null){_WS}"
 FLAT_OBJECT = f"^{_WS}\\{{(?:{_MEMBER}(?:,{_MEMBER})*|{_WS})\\}}{_WS}$"
+
+
+class Measurer(Protocol):
+    """What measures rows for the profile from what it has read already: a view (`ArrowView`),
+    or the views of a dataset type's parts (`shapes.arrow`)."""
+
+    def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None: ...
 
 
 class ArrowView:
@@ -176,8 +183,9 @@ class Verdicts:
     """Rows rejected as they are, each for one code."""
     tool_counts: ToolCounts | None = None
     """The rows' declared tools and calls, for the stats (`fastpath.declared`)."""
-    view: ArrowView | None = None
-    """The view that decided them (a batch's verdicts, not a slice's)."""
+    view: Measurer | None = None
+    """The view that decided them, or a dataset type's parts' (a batch's verdicts, not a
+    slice's): what measures the rows settled here for the profile."""
     profile: Profile | None = None
     """The profile of the rows settled here that decode, where it was measured with the
     verdicts (`pipeline.settled_profile`): then the batch's profile adds only the other rows."""

@@ -22,10 +22,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.fastpath import FastRepair, Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import Mask, as_mask, indices, list_sizes
+from transcript_clean.fastpath.base import Mask, Measurer, as_mask, indices, list_sizes
 from transcript_clean.fastpath.declared import declared_per_row
 from transcript_clean.fastpath.measures import column_array
 from transcript_clean.formats.base import Format
+from transcript_clean.profile import Measures
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     EMPTY_ASSISTANT_TURN,
@@ -130,6 +131,8 @@ class _Part(NamedTuple):
     repairs: list[FastRepair]
     source: pa.Array
     """The part's column as read (in one chunk)."""
+    view: Measurer | None
+    """The inner format's view of it."""
 
 
 def _part(
@@ -180,6 +183,7 @@ def _part(
         verdicts.repaired_column,
         verdicts.repairs,
         column,
+        verdicts.view,
     )
 
 
@@ -235,12 +239,40 @@ def shaped_verdicts(
         trailing=nothing,
         trailing_calls=np.zeros(rows, dtype=np.int64),
         repaired=repaired,
+        view=_first_conversation(fmt, [p for _, p in parts[: 2 if shape.prompt else 1]]),
     )
     if repaired.any():
         fixes = {n: (p.source, p.repaired, p.column) for n, p in parts if p.column is not None}
         out.repaired_column = _rewritten(repaired, fixes)
         out.repairs = _combined([r for _, p in parts for r in p.repairs], repaired)
     return out
+
+
+class _FirstConversation:
+    """The views of an OpenAI dataset type's prompt and first candidate, measuring a row for
+    the profile as the per-row path reads it: the one, then the other
+    (`openai_parts_measures`, what `profile.profile_batch` measures from the batch)."""
+
+    def __init__(self, views: list[Any]) -> None:
+        self.views = views
+
+    def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
+        from transcript_clean.formats.openai.arrow import openai_parts_measures
+
+        return None if texts else openai_parts_measures(self.views, rows)
+
+
+def _first_conversation(fmt: ShapedFormat, parts: list[_Part]) -> Measurer | None:
+    """What measures the rows settled from the views of their prompt and first candidate,
+    where `profile_batch` would measure them part by part (OpenAI parts of one type)."""
+    from transcript_clean.formats.openai.arrow import OpenAIView
+
+    views = [p.view for p in parts]
+    if fmt.inner.name != "openai" or not all(isinstance(v, OpenAIView) for v in views):
+        return None
+    if any(p.source.type != parts[0].source.type for p in parts):
+        return None
+    return _FirstConversation(views)
 
 
 def _rewritten(repaired: Mask, fixes: dict[str, tuple[pa.Array, Mask, pa.Array]]) -> pa.StructArray:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final
+from typing import Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -147,22 +147,22 @@ class OpenAIView(ArrowView):
         return out
 
     def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
-        # The scan's messages, their rows, roles and calls, measured as they are: the rows it
-        # reads have only the five roles (`_ROLES`).
+        read = self._read()
+        return None if read is None else _measures(*read, rows, texts, *self._known())
+
+    def _read(self) -> _Read | None:
+        """The scan's messages, their rows, roles and calls, measured as they are: the rows it
+        reads have only the five roles (`_ROLES`). None for a column of no messages at all."""
         scan = self.scan
         if scan.roles is None or scan.n_calls is None:
-            return None  # no messages at all
-        return _measures(
-            scan.msgs,
-            np.bincount(scan.parent, minlength=scan.rows),
-            scan.parent,
-            scan.roles,
-            scan.n_calls,
-            rows,
-            texts,
-            None if scan.calls is None else scan.calls[:2],
-            scan.turns,
-        )
+            return None
+        sizes = np.bincount(scan.parent, minlength=scan.rows)
+        return _Read(scan.msgs, sizes, scan.parent, scan.roles, scan.n_calls)
+
+    def _known(self) -> tuple[tuple[Counts, pa.Array] | None, _Turns | None]:
+        """What the scan knows of the calls' rows and names and of the assistant turns."""
+        scan = self.scan
+        return None if scan.calls is None else scan.calls[:2], scan.turns
 
     def again(self, column: pa.Array) -> OpenAIView:
         # What R2 would answer is no question for rows already repaired: not worked out again.
@@ -775,34 +775,50 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
     return _measures(*_messages(array), rows, texts)
 
 
-def _messages(array: pa.Array) -> tuple[pa.Array, Counts, Counts, Counts, Counts]:
+class _Read(NamedTuple):
     """What the measures read of a column: its messages, each row's number of them, each
-    message's row, role (`_ROLE_KIND`: the rows measured have only the five roles the view
-    reads) and calls. Every message is looked at, and the measured rows' picked out in NumPy:
+    message's row, role (its place in `_ROLES`) and calls."""
+
+    msgs: pa.Array
+    sizes: Counts
+    parent: Counts
+    kind: Counts
+    n_calls: Counts
+
+
+def _messages(array: pa.Array) -> _Read:
+    """`_Read` of a column, read anew (`_ROLE_KIND`: the rows measured have only the five roles
+    the view reads). Every message is looked at, and the measured rows' picked out in NumPy:
     cheaper than copying them out first."""
     msgs, sizes, parent = flattened(array)
     kind = _ROLE_KIND[leading_bytes(pc.struct_field(msgs, "role"))]
     n_calls = np.zeros(len(msgs), dtype=np.int64)
     if msgs.type.get_field_index("tool_calls") >= 0:
         n_calls = list_sizes(pc.struct_field(msgs, "tool_calls"))
-    return msgs, sizes, parent, kind, n_calls
+    return _Read(msgs, sizes, parent, kind, n_calls)
 
 
-def openai_parts_measures(parts: Sequence[pa.Array], rows: Mask) -> Measures:
+def openai_parts_measures(parts: Sequence[pa.Array | OpenAIView], rows: Mask) -> Measures:
     """`openai_measures` of conversations made of each row's `parts` one after the other (a
     dataset type's prompt and first candidate), measured part by part instead of on a column of
     them put together: per-row counts add up, but for a run of tool messages carried on from one
-    part into the next, which is one user message (the decoder's)."""
+    part into the next, which is one user message (the decoder's). A part is a column, or the
+    view that read it (`rows` must then be rows it reads as the decoder would): what it has
+    read already is not read again."""
     measured: dict[str, Counts] = {}
     turn_chars: list[Counts] = []
     classes: list[npt.NDArray[np.int8]] = []
     tools: dict[str, int] = {}
     said = np.zeros(int(rows.sum()), dtype=bool)  # the row's messages so far: any, ...
     on_tool = np.zeros(int(rows.sum()), dtype=bool)  # ... and the last one is a tool's
-    for array in parts:
-        read = _messages(array)
-        part = _measures(*read, rows, False)
-        _, sizes, _, kind, _ = read
+    for given in parts:
+        read = given._read() if isinstance(given, OpenAIView) else None
+        if isinstance(given, OpenAIView) and read is not None:
+            part = _measures(*read, rows, False, *given._known())
+        else:
+            read = _messages(given.array if isinstance(given, OpenAIView) else given)
+            part = _measures(*read, rows, False)
+        sizes, kind = read.sizes, read.kind
         some = sizes > 0
         ends = np.cumsum(sizes)
         first_tool, last_tool = np.zeros(len(sizes), dtype=bool), np.zeros(len(sizes), dtype=bool)
