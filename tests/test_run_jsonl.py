@@ -273,3 +273,22 @@ def test_repaired_jsonl_rows_are_written_as_the_per_row_path_repairs_them(
     else:
         data = pq.read_table(tmp_path / "out" / "data")
         assert data.to_pylist() == slow.kept.drop_columns([RAW_LINE, LINE_ERROR]).to_pylist()
+
+
+def test_kept_rows_are_gathered_for_the_columns_a_shard_writes(tmp_path: Path) -> None:
+    # A Parquet shard leaves a JSON Lines row's line out: it is not copied for it either.
+    from transcript_clean.pipeline import clean_batch_parts
+
+    source = tmp_path / "in.jsonl"
+    write_jsonl(source, 600, seed=11)
+    read = open_source(str(source))
+    table = pa.Table.from_batches(list(read.read(read.parts()[0])))
+    cleaned = clean_batch_parts(table, format="openai", fast=False)
+    assert cleaned.replaced and not cleaned.kept.all()  # rows repaired, rows rejected
+    every = cleaned.kept_rows()
+    shard = OutputFormat().open(tmp_path / "part.parquet", table.schema)
+    names = shard.schema.names
+    assert RAW_LINE in every.column_names and RAW_LINE not in names
+    assert cleaned.kept_rows(names).equals(every.select(names))
+    assert cleaned.kept_rows([*every.column_names, "other"]).equals(every)
+    shard.abort()

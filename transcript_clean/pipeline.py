@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import gc
 import json
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -99,8 +99,15 @@ class CleanedBatch(NamedTuple):
     rejects: pa.Table
     stats: Stats
 
-    def kept_rows(self) -> pa.Table:
-        return _assemble_kept(self.table, self.kept, self.replaced)
+    def kept_rows(self, columns: Collection[str] | None = None) -> pa.Table:
+        """The kept rows; of the columns of `columns` alone, where given (those a shard
+        writes: a JSON Lines source's lines are gathered only where they are written)."""
+        table, replaced = self.table, self.replaced
+        if columns is not None and not set(table.column_names) <= set(columns):
+            names = [name for name in table.column_names if name in columns]
+            table = table.select(names)
+            replaced = [Replaced(at, rows.select(names)) for at, rows in replaced]
+        return _assemble_kept(table, self.kept, replaced)
 
 
 def holds_json_text(schema: pa.Schema, column: str) -> bool:

@@ -206,6 +206,8 @@ class Shard(Protocol):
 
     path: Path
     rows: int
+    schema: pa.Schema
+    """The columns it writes."""
 
     def write(self, data: pa.RecordBatch | pa.Table) -> None: ...
     def close(self) -> None: ...

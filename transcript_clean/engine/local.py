@@ -321,9 +321,10 @@ def _grouped(
 
 
 def _write(data: Shard, cleaned: CleanedBatch, rejects: Shard) -> None:
-    """Write a cleaned batch, gathering its kept rows here: a copy of the batch, made in Arrow
-    without the GIL, off the thread that runs the per-row Python."""
-    data.write(cleaned.kept_rows())
+    """Write a cleaned batch, gathering its kept rows here: a copy of the batch (of the
+    columns the shard writes), made in Arrow without the GIL, off the thread that runs the
+    per-row Python."""
+    data.write(cleaned.kept_rows(data.schema.names))
     rejects.write(cleaned.rejects)
 
 
