@@ -340,7 +340,7 @@ def _blocks(
                 if cut < 0:
                     carry += chunk
                     continue
-                block = carry + chunk[: cut + 1]
+                block = b"".join((carry, memoryview(chunk)[: cut + 1]))  # one copy, not two
                 carry = chunk[cut + 1 :]
                 yield at, block
                 at += len(block)
