@@ -289,7 +289,9 @@ def _with_verdicts(
 ) -> Iterator[tuple[pa.RecordBatch, Verdicts | None]]:
     for group in _grouped(batches, VERDICT_ROWS, VERDICT_BYTES):
         table = pa.Table.from_batches(group)
-        verdicts = batch_verdicts(table, config, format=format, exact_lines=exact_lines)
+        verdicts = batch_verdicts(
+            table, config, format=format, exact_lines=exact_lines, reencode=True
+        )
         # The settled rows' profile is measured here, from the view that settled them.
         profile = None if verdicts is None else settled_profile(verdicts, config)
         start = 0
