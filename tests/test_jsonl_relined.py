@@ -6,15 +6,20 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pytest
 from jsonl_bench import without_nulls
 from synthetic import default_rates, generate_rows
 
+from transcript_clean import pipeline
+from transcript_clean.audit import audit
 from transcript_clean.jsonl_sink import data_lines, reject_lines
 from transcript_clean.pipeline import CleanedBatch, batch_verdicts, clean_batch, clean_batch_parts
 from transcript_clean.policy import DEFAULT, Config
+from transcript_clean.run import clean
 from transcript_clean.sources import RAW_LINE, open_source
 
 
@@ -80,3 +85,29 @@ def test_clean_batch_with_reencoded_verdicts_matches_the_per_row_path(tmp_path: 
     slow = clean_batch(table, format="openai", source="s", fast=False)
     assert fast.kept.equals(slow.kept) and fast.rejects.equals(slow.rejects)
     assert fast.stats == slow.stats
+
+
+def test_clean_relines_with_jsonl_out_and_audit_never(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # An audit's samples of repaired rows come from the per-row path reading the line; a clean
+    # with JSON Lines output has the Arrow side settle them and the per-row path write lines.
+    rates = {code: 3 * rate for code, rate in default_rates("openai").items()}
+    path = tmp_path / "rows.jsonl"
+    rows = generate_rows(400, "openai", seed=5, rates=rates)
+    path.write_text("".join(json.dumps(without_nulls(row)) + "\n" for row, _ in rows))
+    relined: list[int] = []
+    real = pipeline._relined
+
+    def counting(*args: Any) -> Any:
+        out = real(*args)
+        relined.append(len(out[1]))
+        return out
+
+    monkeypatch.setattr(pipeline, "_relined", counting)
+    audit(str(path), samples=5)
+    assert relined == []
+    clean(path, tmp_path / "parquet")
+    assert relined == []  # Parquet output: the lines are not written
+    result = clean(path, tmp_path / "jsonl", output_format="jsonl")
+    assert sum(relined) > 10 and result.stats.rows_repaired >= sum(relined)
