@@ -17,7 +17,13 @@ from synthetic import default_rates, generate_rows
 from transcript_clean import pipeline
 from transcript_clean.audit import audit
 from transcript_clean.jsonl_sink import data_lines, reject_lines
-from transcript_clean.pipeline import CleanedBatch, batch_verdicts, clean_batch, clean_batch_parts
+from transcript_clean.pipeline import (
+    CleanedBatch,
+    batch_verdicts,
+    clean_batch,
+    clean_batch_parts,
+    settled_profile,
+)
 from transcript_clean.policy import DEFAULT, Config
 from transcript_clean.run import clean
 from transcript_clean.sources import RAW_LINE, open_source
@@ -63,12 +69,20 @@ def test_without_reencode_or_lines_the_verdicts_say_nothing_is_stale(tmp_path: P
     assert loose is not None and not loose.stale_lines and loose.repaired.any()
 
 
-def test_rows_the_per_row_path_does_not_repair_so_go_back_to_it(tmp_path: Path) -> None:
+@pytest.mark.parametrize("measured", [False, True])
+def test_rows_the_per_row_path_does_not_repair_so_go_back_to_it(
+    tmp_path: Path, measured: bool
+) -> None:
     # Verdicts worked out for a config that repairs consecutive assistant messages, used with
     # one that rejects them: the two disagree on those rows, which the per-row path then takes.
+    # `measured`: the settled rows' profile came with the verdicts (as the engine has it), so
+    # the rows handed back, measured there, are not measured again.
     table = _table(tmp_path)
     verdicts = batch_verdicts(table, format="openai", reencode=True)
     assert verdicts is not None
+    if measured:
+        verdicts.profile = settled_profile(verdicts)
+        assert verdicts.profile is not None and verdicts.profile.per_row["messages"].count > 0
     merged = [f.rows for f in verdicts.repairs if f.code == "consecutive_assistant"]
     assert merged and merged[0].any() and (verdicts.repaired & ~merged[0]).any()
     strict = Config(actions={**DEFAULT.actions, "consecutive_assistant": "reject"})
