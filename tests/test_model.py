@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import pickle
 from typing import Any
 
 import pytest
@@ -270,6 +271,16 @@ def test_tool_calls_in_order() -> None:
     message = assistant("text", first, Reasoning(), second)
     assert message.tool_calls == (first, second)
     assert assistant("no calls").tool_calls == ()
+
+
+def test_tool_calls_follow_the_content_through_replace_and_pickle() -> None:
+    first, second = ToolCall("c1", "a", {}), ToolCall("c2", "b", {})
+    message = assistant("text", first)
+    assert dataclasses.replace(message, content=(second,)).tool_calls == (second,)
+    assert pickle.loads(pickle.dumps(message)).tool_calls == (first,)
+    assert "tool_calls" not in repr(message)
+    with pytest.raises(TypeError):
+        AssistantMessage((first,), tool_calls=())  # type: ignore[call-arg]
 
 
 def test_origin_is_ignored_by_equality_and_dump_and_kept_by_replace() -> None:

@@ -6,6 +6,7 @@ SPEC section 5 for one row); the batch comes back split into kept rows, rejects 
 
 from __future__ import annotations
 
+import dataclasses
 import gc
 import json
 from collections.abc import Callable, Collection, Iterator, Sequence
@@ -19,7 +20,7 @@ import pyarrow.compute as pc
 
 from transcript_clean.errors import FormatError
 from transcript_clean.fastpath import Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import replaced
+from transcript_clean.fastpath.base import FastRepair, Mask, replaced
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.model import Message
 from transcript_clean.policy import DEFAULT, Config
@@ -131,6 +132,7 @@ def batch_verdicts(
     format: Format | str = "auto",
     codes: bool = True,
     exact_lines: bool = True,
+    reencode: bool = False,
 ) -> Verdicts | None:
     """What the Arrow fast path settles in `batch`: the first step of `clean_batch`, which can
     run ahead of it (on the thread that reads the batches, say) and be handed to it as
@@ -142,7 +144,12 @@ def batch_verdicts(
     end or one the format's Arrow side repairs. `codes=False` settles the clean rows
     alone: `clean_batch`'s `on_row` must see every row with a code. `exact_lines=False` says
     a JSON Lines row's line (`_raw_line`) is not written (Parquet output drops it), so the
-    Arrow side may repair those rows too.
+    Arrow side may repair those rows too. `reencode=True` lets it repair them where the lines
+    are written as well, and marks the verdicts `stale_lines`: `clean_batch_parts` then has the
+    per-row path re-encode just the rows repaired here, for their lines (`_relined`), while
+    the Arrow side settles their stats and the rows it rejects (a reject's line is the row
+    as it came in). The per-row path's rows cost far more than the Arrow side's, and about a
+    third of those a repair would send it turn out rejected.
     """
     table, fmt = _prepared(batch, format)
     enabled = [rule for rule in rules() if rule.enabled(config)]
@@ -150,9 +157,27 @@ def batch_verdicts(
     # the per-row path.
     unread = sorted(set(invalid_text(table)) | set(line_errors(table)))
     # A repaired JSON Lines row written as JSON Lines is its line re-encoded, which an Arrow
-    # repair would leave stale: it takes the per-row path.
-    in_arrow = not exact_lines or RAW_LINE not in table.schema.names
+    # repair would leave stale: it takes the per-row path, or with `reencode` has its line
+    # re-encoded by it once the Arrow side has settled it.
+    lines = exact_lines and RAW_LINE in table.schema.names
+    in_arrow = not lines or reencode
     repair = [r.code for r in enabled if codes and in_arrow and _repairs_in_arrow(config, r.code)]
+    verdicts = _verdicts(table, fmt, config, enabled, unread, repair, codes)
+    if verdicts is not None and lines and verdicts.repaired.any():
+        verdicts.stale_lines = True
+    return verdicts
+
+
+def _verdicts(
+    table: pa.Table,
+    fmt: Format,
+    config: Config,
+    enabled: list[Rule],
+    unread: list[int],
+    repair: list[str],
+    codes: bool,
+) -> Verdicts | None:
+    """`batch_verdicts` once it knows which codes the Arrow side may repair."""
     if isinstance(fmt, ShapedFormat):
         return _shaped_verdicts(table, fmt, enabled, unread, repair)
     if holds_json_text(table.schema, fmt.column):
@@ -279,30 +304,36 @@ def clean_batch_parts(
         )
     settled: Replaced | None = None
     rejected: list[Rejected] = []
-    if verdicts is None or not fast:
-        slow = np.arange(table.num_rows)
-    else:
-        slow = np.flatnonzero(~verdicts.handled)
-        settled, rejected = _settle(table, fmt, verdicts, stats, source, first_row)
-
+    demoted: list[int] = []
     decoded: dict[int, Sequence[Message] | None] = {}
+    measured: tuple[Profile, Mask] | None = None  # the verdicts' profile, and of which rows
     with _cyclic_gc_paused():
+        if verdicts is None or not fast:
+            slow = np.arange(table.num_rows)
+        else:
+            if verdicts.profile is not None:
+                measured = verdicts.profile, verdicts.read
+            lines = None
+            if verdicts.stale_lines:
+                verdicts, lines, demoted = _relined(table, fmt, config, as_json, verdicts)
+            slow = np.flatnonzero(~verdicts.handled)
+            settled, rejected = _settle(table, fmt, verdicts, stats, source, first_row, lines)
         kept, rejects, fitted = _clean_rows(
             table, slow, rejected, fmt, config, as_json, stats, source, first_row, on_row, decoded
         )
-    settled_read = read = None if verdicts is None or not fast else verdicts.read
-    profiled = None if verdicts is None or not fast else verdicts.profile
-    if profiled is not None:
-        # The settled rows were measured with the verdicts: only the others are measured here.
-        stats.profile.merge(profiled)
+    read = None if verdicts is None or not fast else verdicts.read
+    if measured is not None:
+        # The settled rows were measured with the verdicts: only the others are measured here
+        # (not those `_relined` handed back to the per-row path, measured with the others).
+        stats.profile.merge(measured[0])
+        for i in demoted:
+            del decoded[i]
         read = np.zeros(table.num_rows, dtype=bool)
     if isinstance(fmt, ShapedFormat):
         # The per-row path's transcript of a dataset type's row is its last candidate's after
         # the prompt's repairs: every row is profiled from the batch as it came in instead
         # (but those measured with the verdicts).
-        read = np.ones(table.num_rows, dtype=bool)
-        if profiled is not None and settled_read is not None:
-            read = ~settled_read
+        read = np.ones(table.num_rows, dtype=bool) if measured is None else ~measured[1]
         read[list(line_errors(table))] = False
         decoded = {}
     stats.profile.merge(profile_batch(table, fmt, read, decoded, tokenizer=config.tokenizer))
@@ -443,11 +474,65 @@ class Replaced(NamedTuple):
     rows: pa.Table
 
 
+def _relined(
+    table: pa.Table, fmt: Format, config: Config, as_json: bool, verdicts: Verdicts
+) -> tuple[Verdicts, list[str], list[int]]:
+    """The lines of the rows `verdicts` repaired (`stale_lines`), each the per-row path's
+    re-encoding of its row, as `_fit_repaired` writes it: the verdicts without the rows the
+    per-row path does not repair as the Arrow side did (none, unless the two disagree: those
+    go back to the per-row path whole), the others' lines in order, and the rows handed back.
+
+    The Arrow side settles these rows' stats, profile and typed values as for Parquet output;
+    the per-row path only writes their lines, so the shards are byte for byte what it alone
+    would write. Its typed row is not built (`_fit_repaired`): the shard writes the line, and
+    the Arrow side's repaired values fit the schema by construction."""
+    positions = np.flatnonzero(verdicts.repaired)
+    picked = table.take(pa.array(positions))
+    unreadable: dict[int, str] = {}
+    rows = _row_values(picked, set(), unreadable)
+    fixes = [(f.code, f.action, f.rows[positions]) for f in verdicts.repairs]
+    lines: list[str] = []
+    agree = np.ones(len(positions), dtype=bool)
+    for k, row in enumerate(rows):
+        result = None if k in unreadable else clean_stored_row(row, fmt, config, as_json=as_json)
+        arrow = {code: action for code, action, mask in fixes if mask[k]}
+        if result is None or result.status != "repaired" or result.actions != arrow:
+            agree[k] = False
+            continue
+        assert result.row is not None
+        lines.append(jsontypes.dumps(_as_stored(result.row, fmt.column if as_json else None)))
+    if agree.all():
+        return verdicts, lines, []
+    demoted = positions[~agree]
+    return _without(verdicts, demoted), lines, demoted.tolist()
+
+
+def _without(verdicts: Verdicts, rows: npt.NDArray[np.int64]) -> Verdicts:
+    """`verdicts` with the repaired `rows` left to the per-row path."""
+    repaired = verdicts.repaired.copy()
+    repaired[rows] = False
+    column = verdicts.repaired_column
+    if column is not None:
+        column = column.filter(pa.array(repaired[verdicts.repaired]))
+    repairs = []
+    for fix in verdicts.repairs:
+        fixed = fix.rows & repaired
+        if fixed.any():
+            repairs.append(FastRepair(fix.code, fix.action, fixed, fix.occurrences))
+    return dataclasses.replace(verdicts, repaired=repaired, repairs=repairs, repaired_column=column)
+
+
 def _settle(
-    table: pa.Table, fmt: Format, verdicts: Verdicts, stats: Stats, source: str, first_row: int
+    table: pa.Table,
+    fmt: Format,
+    verdicts: Verdicts,
+    stats: Stats,
+    source: str,
+    first_row: int,
+    lines: list[str] | None = None,
 ) -> tuple[Replaced | None, list[Rejected]]:
     """Count the rows the fast path settled, as the per-row path would have; returns the rows it
-    repaired and those it rejected."""
+    repaired (with `lines` for their lines, where given) and those it rejected."""
     column = fmt.column
     if isinstance(fmt, ShapedFormat):
         lengths = message_counts(table, fmt)
@@ -487,6 +572,9 @@ def _settle(
         written = int(pc.sum(pc.list_value_length(fixed)).as_py() or 0)
         at = table.schema.get_field_index(column)
         rows = rows.set_column(at, table.schema.field(at), fixed)
+    if lines is not None:
+        at = table.schema.get_field_index(RAW_LINE)
+        rows = rows.set_column(at, table.schema.field(at), pa.array(lines, rows.schema[at].type))
     stats.add_kept_rows(len(positions), int(lengths[repaired].sum()), written, repaired=True)
     for fix in verdicts.repairs:
         first = first_row + int(np.flatnonzero(fix.rows)[0])
@@ -535,6 +623,14 @@ def clean_stored_row(
     return clean_row(row, fmt, config, trace=trace)
 
 
+def _as_stored(row: Row, json_column: str | None) -> Row:
+    """A repaired row as its batch stores it: the conversation as JSON text where the batch
+    holds it so (`json_column`)."""
+    if json_column is not None:
+        row = {**row, json_column: json.dumps(row[json_column], ensure_ascii=False)}
+    return row
+
+
 def _fit_repaired(
     repaired: dict[int, RowResult], schema: pa.Schema, json_column: str | None
 ) -> Replaced | None:
@@ -547,9 +643,7 @@ def _fit_repaired(
     lines = RAW_LINE in schema.names
     for result in repaired.values():
         assert result.row is not None
-        row = result.row
-        if json_column is not None:
-            row = {**row, json_column: json.dumps(row[json_column], ensure_ascii=False)}
+        row = _as_stored(result.row, json_column)
         if lines:
             row = {**row, RAW_LINE: jsontypes.dumps(row), LINE_ERROR: None}
         rows.append(row)

@@ -132,8 +132,10 @@ def transcript_errors(messages: Sequence[Message]) -> list[TranscriptError]:
                     errors.append(TranscriptError(ORPHAN_TOOL_RESULT, index, part.call))
             for call in answered:
                 del pending[call]
-            close_window()
-    close_window()
+            if pending:
+                close_window()
+    if pending:
+        close_window()
     return errors
 
 

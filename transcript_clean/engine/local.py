@@ -185,7 +185,7 @@ def clean_block(
     queued_writes = max(2, QUEUED_ROWS // job.batch_size)
     try:
         exact = job.output.name == "jsonl"
-        for cleaned, _, _ in cleaned_batches(block, job, exact_lines=exact):
+        for cleaned, _, _ in cleaned_batches(block, job, exact_lines=exact, reencode=True):
             size = cleaned.table.nbytes
             writes.append((writer.submit(_write, data, cleaned, rejects), size))
             queued_bytes += size
@@ -249,14 +249,17 @@ def cleaned_batches(
     on_row: Callable[[int, Row, RowResult], None] | None = None,
     *,
     exact_lines: bool = True,
+    reencode: bool = False,
 ) -> Iterator[tuple[CleanedBatch, Verdicts | None, int]]:
     """A block's batches, read ahead with their verdicts worked out ahead (`with_verdicts`),
     each cleaned (`clean_batch_parts`): with its verdicts and the number of its first row. What
     `clean` and `audit` both do with a block. `exact_lines=False`: JSON Lines rows' lines are
-    not written, so the fast path may repair them (`batch_verdicts`)."""
+    not written, so the fast path may repair them (`batch_verdicts`); `reencode=True`: it may
+    all the same, the per-row path writing just their lines (what `clean` asks; an audit, whose
+    samples are of the rows the per-row path reads, does not)."""
     batches = how.source.read(block.part, block.start, block.stop, how.batch_size, how.batch_bytes)
     row = block.start
-    for batch, verdicts in with_verdicts(batches, how.config, how.format, exact_lines):
+    for batch, verdicts in with_verdicts(batches, how.config, how.format, exact_lines, reencode):
         cleaned = clean_batch_parts(
             batch,
             how.config,
@@ -271,7 +274,11 @@ def cleaned_batches(
 
 
 def with_verdicts(
-    batches: Iterator[pa.RecordBatch], config: Config, format: Format, exact_lines: bool = True
+    batches: Iterator[pa.RecordBatch],
+    config: Config,
+    format: Format,
+    exact_lines: bool = True,
+    reencode: bool = False,
 ) -> Iterator[tuple[pa.RecordBatch, Verdicts | None]]:
     """`batches`, each with what the fast path settles in it (`batch_verdicts`): the batches
     are read ahead on one thread, and their verdicts worked out on another.
@@ -281,15 +288,22 @@ def with_verdicts(
     batches handed on stay as small as asked.
     """
     read = _prefetched(batches, name="reader")
-    return _prefetched(_with_verdicts(read, config, format, exact_lines), name="verdicts")
+    verdicts = _with_verdicts(read, config, format, exact_lines, reencode)
+    return _prefetched(verdicts, name="verdicts")
 
 
 def _with_verdicts(
-    batches: Iterator[pa.RecordBatch], config: Config, format: Format, exact_lines: bool
+    batches: Iterator[pa.RecordBatch],
+    config: Config,
+    format: Format,
+    exact_lines: bool,
+    reencode: bool,
 ) -> Iterator[tuple[pa.RecordBatch, Verdicts | None]]:
     for group in _grouped(batches, VERDICT_ROWS, VERDICT_BYTES):
         table = pa.Table.from_batches(group)
-        verdicts = batch_verdicts(table, config, format=format, exact_lines=exact_lines)
+        verdicts = batch_verdicts(
+            table, config, format=format, exact_lines=exact_lines, reencode=reencode
+        )
         # The settled rows' profile is measured here, from the view that settled them.
         profile = None if verdicts is None else settled_profile(verdicts, config)
         start = 0

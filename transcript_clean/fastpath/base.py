@@ -189,6 +189,9 @@ class Verdicts:
     profile: Profile | None = None
     """The profile of the rows settled here that decode, where it was measured with the
     verdicts (`pipeline.settled_profile`): then the batch's profile adds only the other rows."""
+    stale_lines: bool = False
+    """The repaired rows' JSON Lines lines (`_raw_line`) are written, and are stale: each is
+    re-encoded by the per-row path when the batch is cleaned (`pipeline.batch_verdicts`)."""
 
     def coded(self) -> list[tuple[str, Mask]]:
         """Per code, the rows settled here that have it (each row settled here has one)."""
@@ -236,6 +239,7 @@ class Verdicts:
             column,
             rejects,
             counts,
+            stale_lines=self.stale_lines,
         )
 
 

@@ -73,7 +73,15 @@ class Walk:
     of SPEC section 3 and the calls pending at its end. `tools` are the tools the row declares
     (None when it declares none: then no call is checked against them)."""
 
-    __slots__ = ("_errors", "_trailing", "_trailing_known", "config", "messages", "tools")
+    __slots__ = (
+        "_by_code",
+        "_errors",
+        "_trailing",
+        "_trailing_known",
+        "config",
+        "messages",
+        "tools",
+    )
 
     def __init__(
         self,
@@ -86,6 +94,7 @@ class Walk:
         self.config = config
         """The run's config, for a rule that needs more than the actions (`too_long`)."""
         self._errors: list[TranscriptError] | None = None
+        self._by_code: dict[str, list[TranscriptError]] | None = None
         self._trailing: tuple[int, tuple[str, ...]] | None = None
         self._trailing_known = False
 
@@ -104,7 +113,13 @@ class Walk:
         return self._trailing
 
     def errors_of(self, code: str) -> list[TranscriptError]:
-        return [e for e in self.errors if e.code == code]
+        """The walk's errors of `code`, in order (grouped once: five rules ask, per row)."""
+        if self._by_code is None:
+            by_code: dict[str, list[TranscriptError]] = {}
+            for error in self.errors:
+                by_code.setdefault(error.code, []).append(error)
+            self._by_code = by_code
+        return list(self._by_code.get(code, ()))
 
 
 def _always(config: Config) -> bool:
