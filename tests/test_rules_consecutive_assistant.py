@@ -48,6 +48,25 @@ def test_messages_of_one_weight_merge_and_keep_it(fast: bool) -> None:
     assert result.kept.column("messages").to_pylist()[0][1] == a("a\n\nb", weight=1)
 
 
+def test_in_a_batch_each_pair_is_merged_or_not_by_its_own_weights() -> None:
+    # The fast path compares the two messages of each pair R4 could merge, and only those.
+    rows = [
+        row(a("a", weight=1), a("b", weight=1)),
+        row(a("a", weight=0), a("b", weight=1)),
+        row(a("x", weight=1), {"role": "user", "content": "r"}, a("a", weight=1), a("b")),
+        row(a("a"), a("b")),
+        row(a("a", weight=1), a("b", weight=0), a("c", weight=0)),
+        row(a("a", weight=0), a("b", weight=0)),
+    ]
+    table = pa.Table.from_pylist(rows)
+    fast, slow = (clean_batch(table, format=OPENAI, fast=f) for f in (True, False))
+    assert fast.kept.equals(slow.kept) and fast.rejects.equals(slow.rejects)
+    merged = [m[-1] for m in fast.kept.column("messages").to_pylist()]
+    assert [m["content"] for m in merged] == ["a\n\nb", "a\n\nb", "a\n\nb"]
+    assert [m["weight"] for m in merged] == [1, None, 0]
+    assert fast.rejects.num_rows == 3
+
+
 def test_a_missing_field_and_a_null_one_agree() -> None:
     result = clean_row(row(a("a"), a("b", weight=None)), OPENAI)
     assert result.status == "repaired"

@@ -505,18 +505,26 @@ def first_flagged(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Coun
     return first
 
 
-def agrees(msgs: pa.Array, merged: Collection[str]) -> Mask:
-    """Per message (a struct), whether its fields other than `merged` (what R4 merges: the
-    text) equal its predecessor's, as R4 requires to merge the two (`weight`, say); a nested
-    field agrees only when both are null (the per-row path compares the rest)."""
-    agree = np.ones(len(msgs), dtype=bool)
+def agrees(msgs: pa.Array, merged: Collection[str], asked: Mask) -> Mask:
+    """Per message (a struct) of `asked` (each with one before it), whether its fields other
+    than `merged` (what R4 merges: the text) equal its predecessor's, as R4 requires to merge
+    the two (`weight`, say); a nested field agrees only when both are null (the per-row path
+    compares the rest). False for the other messages. Only the messages asked (the few R4
+    could merge) are looked at."""
+    at = np.flatnonzero(asked)
+    agree = np.zeros(len(msgs), dtype=bool)
+    if not len(at):
+        return agree
+    before, after = msgs.take(indices(at - 1)), msgs.take(indices(at))
+    fine = np.ones(len(at), dtype=bool)
     for child_field in msgs.type:
         if child_field.name in merged:
             continue
-        values = pc.struct_field(msgs, child_field.name)
-        null = as_mask(values.is_null())
-        same = null & shift(null)
-        if not pa.types.is_nested(child_field.type) and len(values) > 1:
-            same[1:] |= as_mask(pc.fill_null(pc.equal(values[1:], values[:-1]), False))
-        agree &= same
+        first = pc.struct_field(before, child_field.name)
+        second = pc.struct_field(after, child_field.name)
+        same = as_mask(first.is_null()) & as_mask(second.is_null())
+        if not pa.types.is_nested(child_field.type):
+            same |= as_mask(pc.fill_null(pc.equal(second, first), False))
+        fine &= same
+    agree[at] = fine
     return agree

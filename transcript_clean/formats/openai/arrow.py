@@ -455,7 +455,8 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     # a row with an empty turn is settled only by that repair, whatever else it may have.
     consecutive = is_assistant & shift(is_assistant) & same_prev & ~blank & ~shift(blank)
     text_only = is_assistant & (n_calls == 0) & ~has_reasoning & ~as_mask(content.is_null())
-    mergeable = text_only & shift(text_only) & ~shift(consecutive) & agrees(msgs, _MERGED_FIELDS)
+    mergeable = consecutive & text_only & shift(text_only) & ~shift(consecutive)
+    mergeable = agrees(msgs, _MERGED_FIELDS, mergeable)
     second = consecutive & mergeable
     flag |= consecutive & ~mergeable
     after_empty = np.zeros(n, dtype=bool)

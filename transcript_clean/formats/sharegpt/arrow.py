@@ -128,7 +128,7 @@ def sharegpt_view(
     next_second = np.zeros(n, dtype=bool)
     next_second[:-1] = second[1:]
     merged = second & shift(is_gpt) & ~next_goes_on & ~shift(second) & ~next_second
-    merged &= agrees(turns, ("from", "value"))  # R4 merges turns whose `loss_weight` agree
+    merged = agrees(turns, ("from", "value"), merged)  # R4 merges turns whose `loss_weight` agree
     flag |= second & ~merged
 
     # Empty assistant turns: text that is blank, with no call after it.
