@@ -11,23 +11,16 @@ from __future__ import annotations
 import json
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import (
-    FIRST_COMPLETED,
-    Future,
-    ProcessPoolExecutor,
-    ThreadPoolExecutor,
-    wait,
-)
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from queue import Full, Queue
 from threading import Event, Thread
-from typing import Protocol, TypeVar, cast
+from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import pyarrow as pa
 
-from transcript_clean.engine.workers import start_workers
 from transcript_clean.fastpath import Verdicts
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.pandas_free import keep_pandas_out
@@ -49,6 +42,9 @@ from transcript_clean.sinks import (
 )
 from transcript_clean.sources import DEFAULT_BATCH_BYTES, Part, Source
 from transcript_clean.stats import Stats
+
+if TYPE_CHECKING:  # a pool of processes is made only for `--workers` above 1 (`map_blocks`)
+    from concurrent.futures import ProcessPoolExecutor
 
 __all__ = [
     "Block",
@@ -485,6 +481,8 @@ def map_blocks(
             if progress is not None:
                 progress(rows(done[block.index]))
 
+    if pool is None:
+        from transcript_clean.engine.workers import start_workers
     with nullcontext(pool) if pool is not None else start_workers(workers - 1) as pool:
         for block in blocks:
             while block.index not in done:
