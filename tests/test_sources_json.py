@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from jsonl_bench import without_nulls
 from sources_helpers import JSON_ROWS, rows, write_json
 
 from transcript_clean.cli import main
@@ -166,15 +167,6 @@ def data_rows(source: Source, **kw: Any) -> list[dict[str, Any]]:
     batches = [b for part in source.parts() for b in source.read(part, **kw)]
     table = pa.Table.from_batches(batches, source.schema)
     return python_rows(table.drop_columns(hidden_columns(source.schema)))
-
-
-def without_nulls(value: Any) -> Any:
-    """`value` with the keys whose value is null left out: typed structs have every key."""
-    if isinstance(value, dict):
-        return {k: without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [without_nulls(v) for v in value]
-    return value
 
 
 SHARED_FILES = {

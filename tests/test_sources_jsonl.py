@@ -11,6 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
+from jsonl_bench import without_nulls
 from sources_helpers import rows
 from synthetic import default_rates, generate_rows
 
@@ -207,7 +208,7 @@ def test_struct_fields_come_in_the_order_they_first_appear_every_time(tmp_path: 
     # changed from run to run (on these 4 MB, about one run in two): the schema, and so the
     # output's, must not.
     rows_in = [row for row, _ in generate_rows(4000, format="openai", seed=0)]
-    lines = [json.dumps(_without_nulls(row)) for row in rows_in]
+    lines = [json.dumps(without_nulls(row)) for row in rows_in]
     path = _write_lines(tmp_path / "rows.jsonl", lines)
     keys: dict[str, None] = {}
     for line in lines:
@@ -216,14 +217,6 @@ def test_struct_fields_come_in_the_order_they_first_appear_every_time(tmp_path: 
     for _ in range(6):
         message = open_source(str(path)).schema.field("messages").type.value_type
         assert [f.name for f in message] == list(keys)
-
-
-def _without_nulls(value: Any) -> Any:
-    if isinstance(value, dict):
-        return {k: _without_nulls(v) for k, v in value.items() if v is not None}
-    if isinstance(value, list):
-        return [_without_nulls(v) for v in value]
-    return value
 
 
 @pytest.mark.parametrize("name", ["rows.jsonl.gz", "rows.jsonl.zst"])

@@ -89,8 +89,7 @@ def explain_row(source: Source, number: int, fmt: Format, config: Config) -> Exp
     # transcript shown is its prompt and first candidate, as the cleaner reads them.
     if not isinstance(fmt, ShapedFormat):
         return Explanation(source.name, number, fmt.name, row, result)
-    shape = fmt.shape
-    both = shape.prompt is not None and bool(shape.candidates)
+    both = len(fmt.shape.first_conversation) > 1
     return Explanation(source.name, number, fmt.describe(), row, result, both)
 
 

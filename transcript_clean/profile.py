@@ -456,9 +456,7 @@ def _first_conversation_parts(table: pa.Table, fmt: Any) -> list[pa.Array] | Non
     they are not (then each row is decoded)."""
     from transcript_clean.shapes.arrow import part_column
 
-    shape = fmt.shape
-    paths = [p for p in (shape.prompt, *shape.candidates[:1]) if p is not None]
-    found = [part_column(table, path) for path in paths]
+    found = [part_column(table, path) for path in fmt.shape.first_conversation]
     parts = [p for p in found if p is not None]
     if len(parts) < len(found) or any(p.type != parts[0].type for p in parts):
         return None

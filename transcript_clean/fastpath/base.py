@@ -316,12 +316,19 @@ def indices(positions: npt.NDArray[np.int64]) -> pa.Array:
     return pa.array(positions, type=pa.int64())
 
 
+def flattened(array: pa.Array) -> tuple[pa.Array, Counts, Counts]:
+    """A list column's items, each row's number of them, and each item's row."""
+    sizes = list_sizes(array)
+    parent: Counts = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
+    return pc.list_flatten(array), sizes, parent
+
+
 def flatten(array: pa.Array) -> tuple[Mask, pa.Array, npt.NDArray[np.int64]]:
     """A list column's rows that are null or empty (so not settled here), its elements
     flattened, and each element's row."""
-    empty: Mask = as_mask(array.is_null()) | (list_sizes(array) == 0)
-    parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
-    return empty, pc.list_flatten(array), parent
+    items, sizes, parent = flattened(array)
+    empty: Mask = as_mask(array.is_null()) | (sizes == 0)
+    return empty, items, parent
 
 
 def neighbours(parent: npt.NDArray[np.int64]) -> tuple[Mask, Mask]:

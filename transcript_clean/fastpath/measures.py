@@ -18,7 +18,6 @@ from transcript_clean.fastpath.base import (
     Mask,
     as_mask,
     indices,
-    list_sizes,
     text_bytes,
 )
 from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
@@ -29,7 +28,6 @@ __all__ = [
     "classes_of",
     "column_array",
     "first_bytes",
-    "flattened",
     "leading_bytes",
     "said",
     "text_lengths",
@@ -51,14 +49,6 @@ class RowSums:
         np.cumsum(values, out=running[1:])
         out: Counts = running[self.ends] - running[self.starts]
         return out
-
-
-def flattened(array: pa.Array) -> tuple[pa.Array, Counts, Counts]:
-    """A list column's items, each row's number of them, and each item's row: what the
-    measures read a column of messages (or turns) as."""
-    sizes = list_sizes(array)
-    parent: Counts = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
-    return pc.list_flatten(array), sizes, parent
 
 
 def column_array(table: pa.Table, name: str) -> pa.Array:

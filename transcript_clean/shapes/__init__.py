@@ -74,10 +74,20 @@ class Shape:
     label: str | None = None
 
     @property
+    def paths(self) -> tuple[str, ...]:
+        """The prompt's path, if any, then the candidates'."""
+        return ((self.prompt,) if self.prompt else ()) + self.candidates
+
+    @property
+    def first_conversation(self) -> tuple[str, ...]:
+        """The paths of the parts a row is read as one conversation from
+        (`ShapedFormat.decode`): the prompt, if any, then the first candidate, if any."""
+        return self.paths[: 2 if self.prompt else 1]
+
+    @property
     def columns(self) -> tuple[str, ...]:
         """The top-level columns the prompt and candidates live in, in order, once each."""
-        paths = ([self.prompt] if self.prompt else []) + list(self.candidates)
-        return tuple(dict.fromkeys(p.split(".", 1)[0] for p in paths))
+        return tuple(dict.fromkeys(p.split(".", 1)[0] for p in self.paths))
 
     def describe(self) -> str:
         """`preference rows: prompt `prompt`, candidates `chosen`, `rejected``."""

@@ -76,9 +76,8 @@ def part_column(table: pa.Table, path: str) -> pa.Array | None:
 
 def message_counts(table: pa.Table, fmt: ShapedFormat) -> npt.NDArray[np.int64]:
     """Per row, the messages of its prompt and candidates, as the per-row path counts them."""
-    shape = fmt.shape
     total = np.zeros(table.num_rows, dtype=np.int64)
-    for path in ([shape.prompt] if shape.prompt else []) + list(shape.candidates):
+    for path in fmt.shape.paths:
         column = part_column(table, path)
         if column is not None:
             total += list_sizes(column)
@@ -239,7 +238,7 @@ def shaped_verdicts(
         trailing=nothing,
         trailing_calls=np.zeros(rows, dtype=np.int64),
         repaired=repaired,
-        view=_first_conversation(fmt, [p for _, p in parts[: 2 if shape.prompt else 1]]),
+        view=_first_conversation(fmt, dict(parts)),
     )
     if repaired.any():
         fixes = {n: (p.source, p.repaired, p.column) for n, p in parts if p.column is not None}
@@ -262,15 +261,16 @@ class _FirstConversation:
         return None if texts else openai_parts_measures(self.views, rows)
 
 
-def _first_conversation(fmt: ShapedFormat, parts: list[_Part]) -> Measurer | None:
+def _first_conversation(fmt: ShapedFormat, parts: dict[str, _Part]) -> Measurer | None:
     """What measures the rows settled from the views of their prompt and first candidate,
     where `profile_batch` would measure them part by part (OpenAI parts of one type)."""
     from transcript_clean.formats.openai.arrow import OpenAIView
 
-    views = [p.view for p in parts]
+    parts = {name: parts[name] for name in fmt.shape.first_conversation}
+    views = [p.view for p in parts.values()]
     if fmt.inner.name != "openai" or not all(isinstance(v, OpenAIView) for v in views):
         return None
-    if any(p.source.type != parts[0].source.type for p in parts):
+    if len({p.source.type for p in parts.values()}) > 1:
         return None
     return _FirstConversation(views)
 

@@ -30,6 +30,7 @@ from transcript_clean.fastpath.base import (
     field_type,
     first_flagged,
     flatten,
+    flattened,
     indices,
     is_text,
     last_of_rows,
@@ -44,7 +45,6 @@ from transcript_clean.fastpath.measures import (
     RowSums,
     classes_of,
     column_array,
-    flattened,
     said,
     text_lengths,
 )

@@ -30,6 +30,7 @@ from transcript_clean.fastpath.base import (
     field_type,
     first_flagged,
     flatten,
+    flattened,
     indices,
     is_text,
     list_sizes,
@@ -45,7 +46,6 @@ from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.fastpath.measures import (
     RowSums,
     classes_of,
-    flattened,
     leading_bytes,
     text_lengths,
     turn_classes,
@@ -147,22 +147,20 @@ class OpenAIView(ArrowView):
         return out
 
     def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
-        read = self._read()
-        return None if read is None else _measures(*read, rows, texts, *self._known())
+        read = self.read()
+        return None if read is None else _measures(read, rows, texts)
 
-    def _read(self) -> _Read | None:
-        """The scan's messages, their rows, roles and calls, measured as they are: the rows it
-        reads have only the five roles (`_ROLES`). None for a column of no messages at all."""
+    def read(self) -> _Read | None:
+        """What the measures read, as the scan read it: its messages, their rows, roles and
+        calls, measured as they are (the rows it reads have only the five roles of `_ROLES`),
+        each call's row and tool name, and what the assistant messages hold. None for a column
+        of no messages at all."""
         scan = self.scan
         if scan.roles is None or scan.n_calls is None:
             return None
         sizes = np.bincount(scan.parent, minlength=scan.rows)
-        return _Read(scan.msgs, sizes, scan.parent, scan.roles, scan.n_calls)
-
-    def _known(self) -> tuple[tuple[Counts, pa.Array] | None, _Turns | None]:
-        """What the scan knows of the calls' rows and names and of the assistant turns."""
-        scan = self.scan
-        return None if scan.calls is None else scan.calls[:2], scan.turns
+        called_by = None if scan.calls is None else scan.calls[:2]
+        return _Read(scan.msgs, sizes, scan.parent, scan.roles, scan.n_calls, called_by, scan.turns)
 
     def again(self, column: pa.Array) -> OpenAIView:
         # What R2 would answer is no question for rows already repaired: not worked out again.
@@ -773,18 +771,22 @@ def openai_measures(array: pa.Array, rows: Mask, *, texts: bool = False) -> Meas
     decoder would (the fast path's settled rows): what `measure_transcripts` makes of their
     decoded transcripts, computed in Arrow. A run of tool messages is one user message (the
     decoder's), and no user turn."""
-    return _measures(*_messages(array), rows, texts)
+    return _measures(_messages(array), rows, texts)
 
 
 class _Read(NamedTuple):
     """What the measures read of a column: its messages, each row's number of them, each
-    message's row, role (its place in `_ROLES`) and calls."""
+    message's row, role (its place in `_ROLES`) and calls; where a view knows them, each
+    call's row and tool name (of the rows it reads at least) and what the assistant messages
+    hold."""
 
     msgs: pa.Array
     sizes: Counts
     parent: Counts
     kind: Counts
     n_calls: Counts
+    called_by: tuple[Counts, pa.Array] | None = None
+    turns: _Turns | None = None
 
 
 def _messages(array: pa.Array) -> _Read:
@@ -813,12 +815,11 @@ def openai_parts_measures(parts: Sequence[pa.Array | OpenAIView], rows: Mask) ->
     said = np.zeros(int(rows.sum()), dtype=bool)  # the row's messages so far: any, ...
     on_tool = np.zeros(int(rows.sum()), dtype=bool)  # ... and the last one is a tool's
     for given in parts:
-        read = given._read() if isinstance(given, OpenAIView) else None
-        if isinstance(given, OpenAIView) and read is not None:
-            part = _measures(*read, rows, False, *given._known())
-        else:
-            read = _messages(given.array if isinstance(given, OpenAIView) else given)
-            part = _measures(*read, rows, False)
+        read = given.read() if isinstance(given, OpenAIView) else _messages(given)
+        if read is None:  # a view of no messages at all: its column read anew
+            assert isinstance(given, OpenAIView)
+            read = _messages(given.array)
+        part = _measures(read, rows, False)
         sizes, kind = read.sizes, read.kind
         some = sizes > 0
         ends = np.cumsum(sizes)
@@ -839,21 +840,9 @@ def openai_parts_measures(parts: Sequence[pa.Array | OpenAIView], rows: Mask) ->
     return Measures(measured, np.concatenate(turn_chars), np.concatenate(classes), tools)
 
 
-def _measures(
-    msgs: pa.Array,
-    sizes: Counts,
-    parent: Counts,
-    kind: Counts,
-    n_calls: Counts,
-    rows: Mask,
-    texts: bool,
-    called_by: tuple[Counts, pa.Array] | None = None,
-    turns: _Turns | None = None,
-) -> Measures:
-    """`openai_measures` of a column's messages: the rows' sizes, each message's row
-    (`parent`), role (its place in `_ROLES`) and calls; where known, each call's row and tool
-    name (`called_by`, of the rows measured at least) and what the assistant messages hold
-    (`turns`)."""
+def _measures(read: _Read, rows: Mask, texts: bool) -> Measures:
+    """`openai_measures` of what was read of a column's messages."""
+    msgs, sizes, parent, kind, n_calls, called_by, turns = read
     is_assistant, is_tool, is_user, is_system = _role_masks(kind)
     keep = rows[parent]
     message_type = msgs.type

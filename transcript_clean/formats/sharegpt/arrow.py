@@ -37,6 +37,7 @@ from transcript_clean.fastpath.base import (
     field_type,
     first_flagged,
     flatten,
+    flattened,
     indices,
     is_text,
     last_of_rows,
@@ -49,7 +50,6 @@ from transcript_clean.fastpath.base import (
 from transcript_clean.fastpath.measures import (
     RowSums,
     column_array,
-    flattened,
     text_lengths,
     turn_classes,
 )
