@@ -15,6 +15,7 @@ answer), and so are rows whose declarations' value cannot be read here.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Final
 
 import numpy as np
@@ -275,38 +276,52 @@ def _broken(
 ) -> Mask:
     """For each distinct (schema, arguments) pair (`key // width` the schema's place in
     `schemas`, `key % width` the arguments' in `texts`), whether the arguments may break the
-    schema: they are a JSON object that fails it, or text only the standard library reads.
-    Arguments that are no JSON object are R2's (not flagged: a row whose only code is R2's
-    is settled in Arrow). Each schema's pairs are validated together."""
+    schema (`breaks`)."""
     out = np.zeros(len(keys), dtype=bool)
     schema_at, text_at = np.divmod(keys, width)
-    loads, decode_error = orjson.loads, orjson.JSONDecodeError
-    starts = np.flatnonzero(np.r_[True, schema_at[1:] != schema_at[:-1]])  # keys are sorted
-    for start, stop in zip(starts.tolist(), [*starts[1:].tolist(), len(keys)], strict=True):
-        key = schemas[int(schema_at[start])]
-        assert key is not None
-        validate = fast_validator(key)
-        broken = []
-        for u, t in enumerate(text_at[start:stop].tolist(), start):
-            text = texts[t]
-            if text is None:
-                continue
-            try:
-                value = loads(text)
-            except decode_error:
-                try:
-                    strict_loads(text)
-                except (ValueError, RecursionError):
-                    continue  # no JSON object: `invalid_tool_arguments`' alone, as `find` has it
-                broken.append(u)  # JSON only the standard library reads: the per-row path's
-                continue
-            if type(value) is dict:
-                try:
-                    validate(value)
-                except Exception:  # a failure, in words for the per-row path or the rejects
-                    broken.append(u)
-        out[broken] = True
+    broken = []
+    for u, (s, t) in enumerate(zip(schema_at.tolist(), text_at.tolist(), strict=True)):
+        text = texts[t]
+        if text is None:
+            continue
+        check = _breaks_cached if len(text) <= CACHED_ARGUMENTS else breaks
+        if check(schemas[s], text):
+            broken.append(u)
+    out[broken] = True
     return out
+
+
+CACHED_ARGUMENTS: Final = 2048
+"""The longest arguments text whose answer `_broken` keeps (`_breaks_cached`): at most 16,384
+answers of short texts, a few tens of MB at worst, not a long trace's file contents."""
+
+
+def breaks(schema_key: str | None, text: str) -> bool:
+    """Whether a call's arguments `text` may break the schema whose canonical JSON is
+    `schema_key`: they are a JSON object that fails it, or text only the standard library
+    reads. Arguments that are no JSON object are R2's (not flagged: a row whose only code is
+    R2's is settled in Arrow). `_broken` keeps the answers for short texts across batches, as
+    the per-row path keeps its own (`tools.arguments_error`): a tool's calls repeat their
+    arguments from batch to batch."""
+    assert schema_key is not None
+    try:
+        value = orjson.loads(text)
+    except orjson.JSONDecodeError:
+        try:
+            strict_loads(text)
+        except (ValueError, RecursionError):
+            return False  # no JSON object: `invalid_tool_arguments`' alone, as `find` has it
+        return True  # JSON only the standard library reads: the per-row path's
+    if type(value) is not dict:
+        return False
+    try:
+        fast_validator(schema_key)(value)
+    except Exception:  # a failure, in words for the per-row path or the rejects
+        return True
+    return False
+
+
+_breaks_cached = lru_cache(maxsize=16384)(breaks)
 
 
 def declared_per_row(
