@@ -4,6 +4,7 @@ batch comes out exactly as the per-row path alone cleans it."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,7 @@ from synthetic import default_rates, generate_rows
 
 from transcript_clean import pipeline
 from transcript_clean.audit import audit
+from transcript_clean.formats import get_format
 from transcript_clean.jsonl_sink import data_lines, reject_lines
 from transcript_clean.pipeline import (
     CleanedBatch,
@@ -125,3 +127,81 @@ def test_clean_relines_with_jsonl_out_and_audit_never(
     assert relined == []  # Parquet output: the lines are not written
     result = clean(path, tmp_path / "jsonl", output_format="jsonl")
     assert sum(relined) > 10 and result.stats.rows_repaired >= sum(relined)
+
+
+def _varied(row: dict[str, Any], k: int, parts: bool) -> dict[str, Any]:
+    """A generated row written the ways real files write theirs: keys in another order,
+    fields the rules do not read (`weight`, a name), reasoning, calls and results paired by
+    position (no ids), `content: null` kept; with `parts`, every text a list of parts."""
+    messages = []
+    for m in row["messages"]:
+        if not isinstance(m, dict):  # a malformed row's
+            messages.append(m)
+            continue
+        m = dict(m)
+        role = m.get("role")
+        if k % 2 and role == "assistant":
+            m["weight"] = 1
+        if k % 6 == 1 and role == "assistant" and m.get("tool_calls"):
+            m.setdefault("content", None)
+        if k % 3 == 0:
+            m = dict(reversed(list(m.items())))
+        if parts and isinstance(m.get("content"), str):
+            m["content"] = [{"text": m["content"], "type": "text"}]
+        if k % 7 == 0 and role == "assistant" and m.get("tool_calls"):
+            m["reasoning_content"] = "Which tool, then?"
+        messages.append(m)
+    if k % 4 == 0:  # TRL's shape: no ids on either side
+        for m in messages:
+            if isinstance(m, dict):
+                m.pop("tool_call_id", None)
+                for call in m.get("tool_calls") or []:
+                    if isinstance(call, dict):
+                        call.pop("id", None)
+    return {"name": f"row {k}", **row, "messages": messages}
+
+
+def _varied_table(tmp_path: Path, parts: bool) -> pa.Table:
+    rates = {code: 3 * rate for code, rate in default_rates("openai").items()}
+    rows = generate_rows(1500, "openai", seed=3, rates=rates)
+    path = tmp_path / "rows.jsonl"
+    lines = (json.dumps(_varied(without_nulls(r), k, parts)) for k, (r, _) in enumerate(rows))
+    path.write_text("".join(line + "\n" for line in lines))
+    source = open_source(str(path))
+    return pa.Table.from_batches(list(source.read(source.parts()[0])))
+
+
+def test_edited_lines_are_the_lines_the_per_row_path_writes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A repaired line is its line edited where the view says where each message came from
+    # (`repaired_origins`), with no row made Python; the per-row path would re-encode it
+    # (without them). Both give the same bytes.
+    table = _varied_table(tmp_path, parts=False)
+    verdicts = batch_verdicts(table, format="openai", reencode=True)
+    assert verdicts is not None and verdicts.repaired_origins is not None
+    fmt = get_format("openai")
+    reencoded: list[int] = []
+    real = pipeline.clean_stored_row
+
+    def counting(row: Any, *args: Any, **kwargs: Any) -> Any:
+        reencoded.append(1)
+        return real(row, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline, "clean_stored_row", counting)
+    edited = pipeline._relined(table, fmt, DEFAULT, False, verdicts)
+    assert reencoded == []
+    per_row = dataclasses.replace(verdicts, repaired_origins=None)
+    slow = pipeline._relined(table, fmt, DEFAULT, False, per_row)
+    assert len(reencoded) == len(slow[1]) > 100
+    assert edited[1] == slow[1] and edited[2] == slow[2] == []
+    cleaned = clean_batch_parts(table, format="openai", source="s", verdicts=verdicts)
+    _same(cleaned, clean_batch_parts(table, format="openai", source="s", fast=False))
+
+
+def test_text_as_lists_of_parts_is_never_edited(tmp_path: Path) -> None:
+    # The encoder writes a media part's keys in its own order, so a line with lists of parts
+    # is not sure to be written as it came: the view does not read such a column (were it
+    # to, `_edited` leaves those rows to the per-row path).
+    table = _varied_table(tmp_path, parts=True)
+    assert batch_verdicts(table, format="openai", reencode=True) is None

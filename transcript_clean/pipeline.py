@@ -20,8 +20,15 @@ import pyarrow.compute as pc
 
 from transcript_clean.errors import FormatError
 from transcript_clean.fastpath import Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import FastRepair, Mask, replaced
-from transcript_clean.formats.base import Format, Row
+from transcript_clean.fastpath.base import (
+    FastRepair,
+    Mask,
+    Origins,
+    list_sizes,
+    replaced,
+    rows_with,
+)
+from transcript_clean.formats.base import Format, Row, put
 from transcript_clean.model import Message
 from transcript_clean.policy import DEFAULT, Config
 from transcript_clean.profile import Profile, profile_batch
@@ -477,34 +484,93 @@ class Replaced(NamedTuple):
 def _relined(
     table: pa.Table, fmt: Format, config: Config, as_json: bool, verdicts: Verdicts
 ) -> tuple[Verdicts, list[str], list[int]]:
-    """The lines of the rows `verdicts` repaired (`stale_lines`), each the per-row path's
-    re-encoding of its row, as `_fit_repaired` writes it: the verdicts without the rows the
-    per-row path does not repair as the Arrow side did (none, unless the two disagree: those
-    go back to the per-row path whole), the others' lines in order, and the rows handed back.
+    """The lines of the rows `verdicts` repaired (`stale_lines`): the verdicts without the rows
+    the per-row path takes back, the others' lines in order, and the rows taken back.
 
     The Arrow side settles these rows' stats, profile and typed values as for Parquet output;
-    the per-row path only writes their lines, so the shards are byte for byte what it alone
-    would write. Its typed row is not built (`_fit_repaired`): the shard writes the line, and
-    the Arrow side's repaired values fit the schema by construction."""
+    only their lines are written here, byte for byte what the per-row path alone would write.
+    Where the view says where each repaired message came from (`repaired_origins`), a line is
+    its line with the repair's edits made (`_edited`): no row becomes Python objects. The
+    others are re-encoded by the per-row path, as `_fit_repaired` writes them (its typed row
+    is not built: the Arrow side's repaired values fit the schema by construction); a row it
+    does not repair as the Arrow side did goes back to it whole (none, unless the two
+    disagree)."""
     positions = np.flatnonzero(verdicts.repaired)
-    picked = table.take(pa.array(positions))
-    unreadable: dict[int, str] = {}
-    rows = _row_values(picked, set(), unreadable)
     fixes = [(f.code, f.action, f.rows[positions]) for f in verdicts.repairs]
-    lines: list[str] = []
+    lines: list[str | None] = [None] * len(positions)
+    origins = verdicts.repaired_origins
+    if origins is not None and verdicts.repaired_column is not None and not as_json:
+        # The verdicts were worked out for this config: its repairs are theirs.
+        fits = np.ones(len(positions), dtype=bool)
+        for code, _, mask in fixes:
+            if not _repairs_in_arrow(config, code):
+                fits &= ~mask
+        raws = table.column(RAW_LINE).take(pa.array(positions)).to_pylist()
+        lines = _edited(raws, fits, origins, verdicts.repaired_column, fmt.column)
+    slow = [k for k, line in enumerate(lines) if line is None]
     agree = np.ones(len(positions), dtype=bool)
-    for k, row in enumerate(rows):
-        result = None if k in unreadable else clean_stored_row(row, fmt, config, as_json=as_json)
-        arrow = {code: action for code, action, mask in fixes if mask[k]}
-        if result is None or result.status != "repaired" or result.actions != arrow:
-            agree[k] = False
-            continue
-        assert result.row is not None
-        lines.append(jsontypes.dumps(_as_stored(result.row, fmt.column if as_json else None)))
+    if slow:
+        unreadable: dict[int, str] = {}
+        rows = _row_values(table.take(pa.array(positions[slow])), set(), unreadable)
+        for j, (k, row) in enumerate(zip(slow, rows, strict=True)):
+            result = (
+                None if j in unreadable else clean_stored_row(row, fmt, config, as_json=as_json)
+            )
+            arrow = {code: action for code, action, mask in fixes if mask[k]}
+            if result is None or result.status != "repaired" or result.actions != arrow:
+                agree[k] = False
+                continue
+            assert result.row is not None
+            lines[k] = jsontypes.dumps(_as_stored(result.row, fmt.column if as_json else None))
+    written = [line for line in lines if line is not None]
     if agree.all():
-        return verdicts, lines, []
+        return verdicts, written, []
     demoted = positions[~agree]
-    return _without(verdicts, demoted), lines, demoted.tolist()
+    return _without(verdicts, demoted), written, demoted.tolist()
+
+
+def _edited(
+    raws: list[str], fits: Mask, origins: Origins, column: pa.Array, name: str
+) -> list[str | None]:
+    """Each repaired row's line with the Arrow side's edits made: its messages (`name`) those
+    the repair kept, in order, each as it came in but for the text of those it rewrote (R4's
+    merge), set as the per-row path's encoder sets it (`put`). Exactly what the per-row path
+    writes, whose encoder writes an untouched message as it came (`formats/openai/codec.py`):
+    where that is not sure the row is left to it (None): a message made anew (R2's answer),
+    content that is a list of parts (a media part's keys are written in the encoder's order),
+    a config whose repairs are not the verdicts' (`fits`)."""
+    flat = origins.messages.flatten()
+    at = pc.struct_field(flat, "at").to_numpy(zero_copy_only=False).astype(np.int64)
+    rewritten = pc.struct_field(flat, "rewritten").to_numpy(zero_copy_only=False)
+    bounds = np.zeros(len(raws) + 1, dtype=np.int64)
+    np.cumsum(list_sizes(origins.messages), out=bounds[1:])
+    changed = np.flatnonzero(rewritten & (at >= 0))
+    texts = pc.struct_field(column.flatten(), origins.text).take(pa.array(changed)).to_pylist()
+    new_text = dict(zip(changed.tolist(), texts, strict=True))
+    fits = fits & ~rows_with(at < 0, np.repeat(np.arange(len(raws)), np.diff(bounds)), len(raws))
+    out: list[str | None] = []
+    for k, raw in enumerate(raws):
+        if not fits[k]:
+            out.append(None)
+            continue
+        row = jsontypes.loads(raw)
+        items = row[name]
+        start = int(bounds[k])
+        messages = []
+        for j, source in enumerate(at[start : bounds[k + 1]].tolist(), start):
+            item = items[source]
+            if type(item.get("content")) is list:
+                break
+            if j in new_text:
+                item = dict(item)
+                put(item, origins.text, new_text[j])
+            messages.append(item)
+        else:
+            row[name] = messages
+            out.append(jsontypes.dumps(row))
+            continue
+        out.append(None)
+    return out
 
 
 def _without(verdicts: Verdicts, rows: npt.NDArray[np.int64]) -> Verdicts:
@@ -519,7 +585,16 @@ def _without(verdicts: Verdicts, rows: npt.NDArray[np.int64]) -> Verdicts:
         fixed = fix.rows & repaired
         if fixed.any():
             repairs.append(FastRepair(fix.code, fix.action, fixed, fix.occurrences))
-    return dataclasses.replace(verdicts, repaired=repaired, repairs=repairs, repaired_column=column)
+    origins = verdicts.repaired_origins
+    if origins is not None:
+        origins = origins.filter(repaired[verdicts.repaired])
+    return dataclasses.replace(
+        verdicts,
+        repaired=repaired,
+        repairs=repairs,
+        repaired_column=column,
+        repaired_origins=origins,
+    )
 
 
 def _settle(

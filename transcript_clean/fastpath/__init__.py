@@ -197,6 +197,8 @@ def _settle_repairs(
             accepted |= mine
     verdicts.repaired = accepted
     verdicts.repaired_column = fixed.column.filter(pa.array(accepted[fixed.subset]))
+    if fixed.origins is not None:
+        verdicts.repaired_origins = fixed.origins.filter(accepted[fixed.subset])
 
 
 def _default_rules() -> list[Rule]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -133,6 +133,32 @@ class ArrowRepair:
     """Per code, its occurrences in each row of the batch."""
     rejects: list[FastReject] = field(default_factory=list)
     """Rows whose repair is impossible, rejected as the per-row path would (not in `subset`)."""
+    origins: Origins | None = None
+    """Where each message of `column` came from; None where the view does not say."""
+
+
+ORIGIN: Final = pa.struct([pa.field("at", pa.int64()), pa.field("rewritten", pa.bool_())])
+"""Where a repaired row's message came from: `at`, the position in the row as it came in of
+the message it was made from (-1: made anew), and whether the repair rewrote its text."""
+
+
+@dataclass(slots=True, frozen=True)
+class Origins:
+    """Where the messages of repaired rows came from, one list of `ORIGIN` per row, in the
+    order of their conversations (`ArrowRepair.column`, `Verdicts.repaired_column`). A JSON
+    Lines row's repaired line is then its line with just those edits made
+    (`pipeline._relined`), not the whole row re-encoded by the per-row path."""
+
+    messages: pa.Array
+    """A list of `ORIGIN` per row."""
+    text: str
+    """The message field a rewrite sets (OpenAI's `content`)."""
+
+    def filter(self, keep: Mask) -> Origins:
+        return Origins(self.messages.filter(pa.array(keep)), self.text)
+
+    def slice(self, start: int, length: int) -> Origins:
+        return Origins(self.messages.slice(start, length), self.text)
 
 
 @dataclass(slots=True, frozen=True)
@@ -192,6 +218,9 @@ class Verdicts:
     stale_lines: bool = False
     """The repaired rows' JSON Lines lines (`_raw_line`) are written, and are stale: each is
     re-encoded by the per-row path when the batch is cleaned (`pipeline.batch_verdicts`)."""
+    repaired_origins: Origins | None = None
+    """Where the repaired rows' messages came from, where the view says (`ArrowRepair.origins`):
+    their lines are then edited, not re-encoded."""
 
     def coded(self) -> list[tuple[str, Mask]]:
         """Per code, the rows settled here that have it (each row settled here has one)."""
@@ -219,10 +248,12 @@ class Verdicts:
     def slice(self, start: int, stop: int) -> Verdicts:
         """The verdicts of rows [start, stop), as if worked out for those rows alone."""
         repaired = self.repaired[start:stop]
-        column = None
+        column = origins = None
         if self.repaired_column is not None and repaired.any():
-            before = int(self.repaired[:start].sum())
-            column = self.repaired_column.slice(before, int(repaired.sum()))
+            before, count = int(self.repaired[:start].sum()), int(repaired.sum())
+            column = self.repaired_column.slice(before, count)
+            if self.repaired_origins is not None:
+                origins = self.repaired_origins.slice(before, count)
         repairs = [
             FastRepair(r.code, r.action, r.rows[start:stop], r.occurrences[start:stop])
             for r in self.repairs
@@ -240,6 +271,7 @@ class Verdicts:
             rejects,
             counts,
             stale_lines=self.stale_lines,
+            repaired_origins=origins,
         )
 
 

@@ -17,11 +17,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.fastpath.base import (
+    ORIGIN,
     ArrowRepair,
     ArrowView,
     Counts,
     FastReject,
     Mask,
+    Origins,
     Subset,
     agrees,
     any_of,
@@ -176,8 +178,8 @@ class OpenAIView(ArrowView):
         subset = np.flatnonzero(any_of(alone.values(), self.rows))
         if not len(subset):
             return ArrowRepair(subset, self.array.slice(0, 0), {}, rejects)
-        column, occurrences = _repair(self.array.type, self.scan, alone, subset)
-        return ArrowRepair(subset, column, occurrences, rejects)
+        column, occurrences, origins = _repair(self.array.type, self.scan, alone, subset)
+        return ArrowRepair(subset, column, occurrences, rejects, origins)
 
 
 def _reject_undecodable(fmt: Format, scan: _Scan, rows: dict[str, Mask]) -> list[FastReject]:
@@ -687,11 +689,12 @@ _MERGED_FIELDS: Final = frozenset({"role", "content", "tool_calls", *REASONING_K
 
 def _repair(
     type_: pa.DataType, scan: _Scan, rows_by_code: dict[str, Mask], subset: Counts
-) -> tuple[pa.Array, dict[str, Counts]]:
-    """The rows at `subset`, each with its code's repair done, and per code its occurrences per
-    row: R1 drops the empty turns, R2 answers the invalid calls, R3 drops the orphans, R4
-    appends each second assistant message's text to the first's (or drops it when the two say
-    the same) and R5 drops everything from the first turn with unanswered calls on."""
+) -> tuple[pa.Array, dict[str, Counts], Origins]:
+    """The rows at `subset`, each with its code's repair done, per code its occurrences per
+    row, and where each message of theirs came from: R1 drops the empty turns, R2 answers the
+    invalid calls, R3 drops the orphans, R4 appends each second assistant message's text to
+    the first's (or drops it when the two say the same) and R5 drops everything from the first
+    turn with unanswered calls on."""
     parent, rows = scan.parent, scan.rows
     nowhere = np.zeros(rows, dtype=bool)
 
@@ -729,12 +732,18 @@ def _repair(
 
     # Only the subset's messages are rewritten: their positions among the batch's, renumbered.
     chosen = Subset.of(subset, parent, rows)
-    values = _rewrite(
-        scan.msgs.take(indices(chosen.elements)),
+    rewritten, made = (
         chosen.renumbered(texts),
         chosen.renumbered({i: scan.names.get(i) for i in fresh}),
     )
-    return chosen.column(type_, values, drop), counts
+    values = _rewrite(scan.msgs.take(indices(chosen.elements)), rewritten, made)
+    at = (np.arange(len(parent), dtype=np.int64) - run_starts(parent))[chosen.elements]
+    at[list(made)] = -1
+    changed = np.zeros(len(at), dtype=bool)
+    changed[list(rewritten)] = True
+    where = pa.StructArray.from_arrays([pa.array(at), pa.array(changed)], fields=list(ORIGIN))
+    origins = Origins(chosen.column(pa.list_(ORIGIN), where, drop), "content")
+    return chosen.column(type_, values, drop), counts, origins
 
 
 def _rewrite(msgs: pa.Array, texts: dict[int, str], fresh: dict[int, str | None]) -> pa.Array:
