@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -475,3 +476,49 @@ def test_a_json_value_that_does_not_fit_sends_its_block_line_by_line(tmp_path: P
     after = table.select(data.names).slice(4)
     assert after.to_pylist() == _line_by_line(lines[4:], data).to_pylist()
     assert table.column("id").to_pylist() == list(range(20))
+
+
+@pytest.mark.parametrize("mapped", [True, False])
+@pytest.mark.parametrize(
+    "data",
+    [
+        b'{"a": 1}\n{"b": 2}\n' * 40,  # short lines, many to a block
+        b'{"a": "' + b"x" * 700 + b'"}\n{"b": 2}\n' * 3,  # lines longer than a block
+        b'{"a": 1}\n{"b": 2}\n\n   \n{"c": "no newline at the end"}',
+        b'\xef\xbb\xbf{"a": 1}\r\n{"b": 2}\r\n',  # a byte-order mark, CRLF
+    ],
+)
+def test_blocks_are_the_files_lines_mapped_or_read(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, data: bytes, mapped: bool
+) -> None:
+    # An uncompressed file's blocks are views of its mapped pages, else the bytes read: from
+    # any offset on, whole lines at their offsets, of about the block size, the file's bytes
+    # in all (and a newline after a last line without).
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(data)
+    if not mapped:
+        monkeypatch.setattr(jsonl, "_mapped_blocks", lambda *args: None)
+    whole = data if data.endswith(b"\n") else data + b"\n"
+    longest = max(len(line) for line in whole.split(b"\n")) + 1
+    for size in (64, 256, 2**20):
+        for offset in (0, data.find(b"\n") + 1):
+            blocks = list(jsonl._blocks(path, None, offset, size))
+            kinds = {type(b) for _, b in blocks[:-1]}
+            assert kinds <= {memoryview if mapped else bytes}
+            assert b"".join(bytes(b) for _, b in blocks) == whole[offset:]
+            at = offset
+            for start, block in blocks:
+                assert start == at and bytes(block).endswith(b"\n")
+                assert len(block) < 2 * max(size, longest) + size
+                at += len(block)
+
+
+def test_a_file_that_cannot_be_mapped_is_read(tmp_path: Path) -> None:
+    # A pipe (a named one here) has no pages to map: its bytes are read instead.
+    fifo = tmp_path / "rows.jsonl"
+    os.mkfifo(fifo)
+    handle = os.open(fifo, os.O_RDWR)  # both ends: opening blocks on neither
+    try:
+        assert jsonl._mapped_blocks(handle, 0, 64) is None
+    finally:
+        os.close(handle)

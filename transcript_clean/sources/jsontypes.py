@@ -265,13 +265,13 @@ def decoded(value: Any, type_: pa.DataType, path: str = "") -> Any:
     return value
 
 
-def loads(text: str | bytes) -> Any:
+def loads(text: str | bytes | memoryview) -> Any:
     """A JSON value: orjson, or the standard library where a string holds a lone surrogate
     (orjson refuses one; Python keeps it, and `to_array` then marks the row not UTF-8)."""
     try:
         return orjson.loads(text)
     except orjson.JSONDecodeError:
-        return json.loads(text)
+        return json.loads(bytes(text) if isinstance(text, memoryview) else text)
 
 
 def dumps(value: Any) -> str:
