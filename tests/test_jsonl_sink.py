@@ -223,3 +223,26 @@ def test_lines_are_valid_json_for_any_text() -> None:
     texts = ['quote " and \\ and \n', "\u2028 é 😀", "\x00"]
     table = pa.table({"t": texts})
     assert [orjson.loads(x)["t"] for x in bytes(data_lines(table)).splitlines()] == texts
+
+
+def test_a_data_shard_of_rows_with_their_lines_is_given_the_lines_alone(tmp_path: Path) -> None:
+    # Rows that each have their line are written from it alone, so only it need be gathered:
+    # the same bytes as from the whole rows. A rejects shard, or rows without lines, need all.
+    table = jsonl_table(LINES)
+    whole = JsonlShard(tmp_path / "a.jsonl", table.schema)
+    assert whole.columns_for(table) == [RAW_LINE]
+    rejects = JsonlShard(tmp_path / "r.jsonl", table.schema, rejects=True)
+    assert rejects.columns_for(table) == table.schema.names
+    rejects.abort()
+    raw = table.column(RAW_LINE).to_pylist()
+    missing = table.set_column(
+        table.schema.get_field_index(RAW_LINE), RAW_LINE, pa.array([None, *raw[1:]], pa.string())
+    )
+    assert whole.columns_for(missing) == table.schema.names
+    with whole:
+        whole.write(table)
+    with JsonlShard(tmp_path / "b.jsonl", table.schema) as alone:
+        alone.write(table.select([RAW_LINE]))
+        with pytest.raises(OutputError, match="without their lines"):
+            alone.write(missing.select([RAW_LINE]))
+    assert (tmp_path / "b.jsonl").read_bytes() == (tmp_path / "a.jsonl").read_bytes()

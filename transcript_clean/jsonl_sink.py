@@ -71,11 +71,19 @@ class JsonlShard(AtomicFile):
         except (pa.ArrowException, OSError) as exc:
             raise OutputError(f"cannot write {self.path}: {exc}") from exc
 
+    def columns_for(self, table: pa.Table) -> list[str]:
+        """Its columns; of a JSON Lines source's rows, each with its line (`_raw_line`), the
+        lines alone: a data shard writes the line of a row that has one, byte for byte."""
+        lines = RAW_LINE in table.column_names and table.column(RAW_LINE).null_count == 0
+        return [RAW_LINE] if lines and not self._rejects else list(self.schema.names)
+
     def write(self, data: pa.RecordBatch | pa.Table) -> None:
-        """Append rows, one line each."""
+        """Append rows, one line each: rows of its schema, or (a data shard) the lines alone of
+        rows that each have one (`columns_for`)."""
         if self._done:
             raise OutputError(f"{self.path} is already closed")
-        if data.schema.names != self.schema.names:
+        lines_alone = not self._rejects and data.schema.names == [RAW_LINE]
+        if data.schema.names != self.schema.names and not lines_alone:
             raise OutputError(
                 f"rows for {self.path} do not fit its schema: the columns are "
                 f"{', '.join(data.schema.names)}, not {', '.join(self.schema.names)}"
@@ -83,6 +91,8 @@ class JsonlShard(AtomicFile):
         if not data.num_rows:
             return
         table = pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+        if lines_alone and table.column(RAW_LINE).null_count:
+            raise OutputError(f"rows for {self.path} without their lines came with lines alone")
         lines = reject_lines(table) if self._rejects else data_lines(table)
         try:
             self._stream.write(lines)

@@ -139,6 +139,10 @@ class ParquetShard(AtomicFile):
         except (pa.ArrowException, OSError) as exc:
             raise OutputError(f"cannot write {self.path}: {exc}") from exc
 
+    def columns_for(self, table: pa.Table) -> list[str]:
+        """The columns of `table` whose values it writes: its own."""
+        return list(self.schema.names)
+
     def write(self, data: pa.RecordBatch | pa.Table) -> None:
         """Append rows; their schema must cast to the shard's (same column names and order)."""
         if self._done:
@@ -208,6 +212,11 @@ class Shard(Protocol):
     rows: int
     schema: pa.Schema
     """The columns it writes."""
+
+    def columns_for(self, table: pa.Table) -> list[str]:
+        """The columns of `table` (a batch with its hidden columns) it writes rows from: those
+        `write` must be given, of `table`'s rows."""
+        ...
 
     def write(self, data: pa.RecordBatch | pa.Table) -> None: ...
     def close(self) -> None: ...
