@@ -152,11 +152,12 @@ def batch_verdicts(
     alone: `clean_batch`'s `on_row` must see every row with a code. `exact_lines=False` says
     a JSON Lines row's line (`_raw_line`) is not written (Parquet output drops it), so the
     Arrow side may repair those rows too. `reencode=True` lets it repair them where the lines
-    are written as well, and marks the verdicts `stale_lines`: `clean_batch_parts` then has the
-    per-row path re-encode just the rows repaired here, for their lines (`_relined`), while
-    the Arrow side settles their stats and the rows it rejects (a reject's line is the row
-    as it came in). The per-row path's rows cost far more than the Arrow side's, and about a
-    third of those a repair would send it turn out rejected.
+    are written as well, and marks the verdicts `stale_lines`: `clean_batch_parts` then writes
+    just those rows' lines anew (`_relined`: each line edited as the repair says, else
+    re-encoded by the per-row path), while the Arrow side settles their stats and the rows it
+    rejects (a reject's line is the row as it came in). The per-row path's rows cost far more
+    than the Arrow side's, and about a third of those a repair would send it turn out
+    rejected.
     """
     table, fmt = _prepared(batch, format)
     enabled = [rule for rule in rules() if rule.enabled(config)]
@@ -500,7 +501,8 @@ def _relined(
     lines: list[str | None] = [None] * len(positions)
     origins = verdicts.repaired_origins
     if origins is not None and verdicts.repaired_column is not None and not as_json:
-        # The verdicts were worked out for this config: its repairs are theirs.
+        # Edited only where this config repairs the row's codes as the verdicts did (verdicts
+        # worked out for another config are the per-row path's to check).
         fits = np.ones(len(positions), dtype=bool)
         for code, _, mask in fixes:
             if not _repairs_in_arrow(config, code):

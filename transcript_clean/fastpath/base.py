@@ -217,7 +217,7 @@ class Verdicts:
     verdicts (`pipeline.settled_profile`): then the batch's profile adds only the other rows."""
     stale_lines: bool = False
     """The repaired rows' JSON Lines lines (`_raw_line`) are written, and are stale: each is
-    re-encoded by the per-row path when the batch is cleaned (`pipeline.batch_verdicts`)."""
+    written anew when the batch is cleaned (`pipeline._relined`)."""
     repaired_origins: Origins | None = None
     """Where the repaired rows' messages came from, where the view says (`ArrowRepair.origins`):
     their lines are then edited, not re-encoded."""
