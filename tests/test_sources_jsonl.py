@@ -100,6 +100,29 @@ def test_blocks_the_open_pass_read_are_not_parsed_again_and_read_the_same(
     assert rows(fresh, start=100, stop=105) == once[100:105]
 
 
+def test_the_first_blocks_read_to_infer_the_types_are_kept_too(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The first blocks (one per index thread) are read with their types inferred: where no
+    # later block changes those types, their tables are kept for the read like the others,
+    # in the file's schema, so that no block of the file is parsed twice.
+    monkeypatch.setattr(jsonl, "BLOCK_BYTES", 256)
+    lines = [json.dumps(_chat(i, score=i, tags=["a"])) for i in range(40)]
+    path = _write_lines(tmp_path / "rows.jsonl", lines)
+    source = open_source(str(path))
+    [part] = source.parts()
+    kept = part.key.parsed
+    assert set(kept.tables) == {at for at, _ in part.key.checkpoints}
+    assert all(str(t.schema) == str(part.key.schema) for t in kept.tables.values())
+    parsed: list[int] = []
+    real = jsonl._parse
+    monkeypatch.setattr(jsonl, "_parse", lambda *a: parsed.append(1) or real(*a))
+    read = rows(source, batch_size=7)
+    assert parsed == [] and [r[RAW_LINE] for r in read] == lines
+    monkeypatch.setattr(jsonl, "SPILLED_BYTES", 0)  # nothing kept: every block parsed again
+    assert read == rows(open_source(str(path)), batch_size=7) and parsed
+
+
 def test_kept_tables_stay_within_their_budgets_and_are_not_pickled(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

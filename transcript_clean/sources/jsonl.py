@@ -206,7 +206,9 @@ class _BlockIndex:
     schema: pa.Schema | None
     """The block's own types; None when it has no rows, or fits the types found before."""
     table: pa.Table | None = None
-    """The block's rows, when it fits the types found before: read in their schema."""
+    """The block's rows, when it fits the types found before: read in their schema; or when
+    its own types were inferred by Arrow's reader: read in them (of use to the read when no
+    later block changes them)."""
 
 
 def index_lines(path: Path) -> LinesIndex:
@@ -279,7 +281,8 @@ def _index_block(block: Block, at: int, found: pa.DataType) -> _BlockIndex:
     table = _fitted(block, starts, ends, found)
     if table is not None:
         return _BlockIndex(len(starts), len(bounds) - 1, None, table)
-    return _BlockIndex(len(starts), len(bounds) - 1, _block_schema(block, starts, ends))
+    schema, table = _block_schema(block, starts, ends)
+    return _BlockIndex(len(starts), len(bounds) - 1, schema, table)
 
 
 def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> Iterator[pa.Table]:
@@ -461,13 +464,21 @@ def _raw_lines(block: Block, bounds: Offsets, starts: Offsets) -> pa.Array:
 # parsing
 
 
-def _block_schema(block: Block, starts: Offsets, ends: Offsets) -> pa.Schema:
-    """The types of a block's rows: Arrow's JSON reader, else line by line (`_line_values`)."""
+def _block_schema(
+    block: Block, starts: Offsets, ends: Offsets
+) -> tuple[pa.Schema, pa.Table | None]:
+    """The types of a block's rows: Arrow's JSON reader, else line by line (`_line_values`);
+    and where Arrow's reader read them, the rows in the schema those types alone make, kept
+    for the read should no later block change them (the file's first blocks, mostly)."""
     table = _arrow_read(block, starts, ends, None)
     if table is not None and not jsontypes.too_deep(pa.struct(list(table.schema))):
-        return table.schema
+        own = jsontypes.schema_of([jsontypes.row_type(table.schema)])
+        try:
+            return table.schema, table.cast(own)
+        except (pa.ArrowException, ValueError):  # kept only as the open pass read it
+            return table.schema, None
     values = [v for v, error in _line_values(block, starts, ends, 0) if error is None]
-    return jsontypes.schema_of(jsontypes.type_of(v) for v in values)
+    return jsontypes.schema_of(jsontypes.type_of(v) for v in values), None
 
 
 def _fitted(block: Block, starts: Offsets, ends: Offsets, found: pa.DataType) -> pa.Table | None:
