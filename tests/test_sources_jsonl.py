@@ -100,6 +100,17 @@ def test_blocks_the_open_pass_read_are_not_parsed_again_and_read_the_same(
     assert rows(fresh, start=100, stop=105) == once[100:105]
 
 
+@pytest.mark.parametrize("blank", [False, True])
+def test_each_rows_line_is_kept_as_in_the_file(tmp_path: Path, blank: bool) -> None:
+    # Without its newline, nor the file's byte-order mark; a CR before the newline is the
+    # line's. Blank lines are no rows.
+    lines = [json.dumps(_chat(i)) + ("\r" if i % 3 == 0 else "") for i in range(9)]
+    body = "\n".join(f"{line}\n" if blank and i % 4 == 1 else line for i, line in enumerate(lines))
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b"\xef\xbb\xbf" + body.encode() + b"\n")
+    assert [r[RAW_LINE] for r in rows(open_source(str(path)))] == lines
+
+
 def test_the_first_blocks_read_to_infer_the_types_are_kept_too(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

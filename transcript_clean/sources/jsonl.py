@@ -453,7 +453,9 @@ def _raw_lines(block: Block, bounds: Offsets, starts: Offsets) -> pa.Array:
         pa.large_binary(), len(bounds) - 1, [None, pa.py_buffer(bounds), pa.py_buffer(block)]
     )
     where = np.searchsorted(bounds, starts, side="right") - 1
-    raw = pc.binary_slice(lines.take(pa.array(where)), 0, -1)
+    # Every line a row (no blank line): no `take`, one copy of the block's bytes, not two.
+    rows = lines if len(starts) == len(lines) else lines.take(pa.array(where))
+    raw = pc.binary_slice(rows, 0, -1)
     if len(starts) and starts[0] != bounds[where[0]]:  # the file's byte-order mark
         first = pc.binary_slice(lines.take(pa.array(where[:1])), int(starts[0] - bounds[0]), -1)
         raw = pa.concat_arrays([first, raw.slice(1)])
