@@ -205,3 +205,21 @@ def test_text_as_lists_of_parts_is_never_edited(tmp_path: Path) -> None:
     # to, `_edited` leaves those rows to the per-row path).
     table = _varied_table(tmp_path, parts=True)
     assert batch_verdicts(table, format="openai", reencode=True) is None
+
+
+def test_a_line_that_does_not_read_as_the_arrow_side_read_it_is_left_to_the_per_row_path() -> None:
+    # (a JSON key given twice, say, which two readers may take differently): never an error
+    line = '{"id": 1, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant"}]}'
+    edited = pipeline._edited_line
+    assert edited(line, "messages", [0], 0, {}, "content") == (
+        '{"id":1,"messages":[{"role":"user","content":"hi"}]}'
+    )
+    assert edited(line, "messages", [0, 1], 0, {1: "hello"}, "content") == (
+        '{"id":1,"messages":[{"role":"user","content":"hi"},'
+        '{"role":"assistant","content":"hello"}]}'
+    )
+    assert edited(line, "messages", [0, 2], 0, {}, "content") is None  # past its end
+    assert edited(line, "conversation", [0], 0, {}, "content") is None  # not there
+    assert edited('{"messages": ["hi"]}', "messages", [0], 0, {}, "content") is None
+    parts = '{"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}'
+    assert edited(parts, "messages", [0], 0, {}, "content") is None

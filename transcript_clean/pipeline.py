@@ -550,29 +550,43 @@ def _edited(
     texts = pc.struct_field(column.flatten(), origins.text).take(pa.array(changed)).to_pylist()
     new_text = dict(zip(changed.tolist(), texts, strict=True))
     fits = fits & ~rows_with(at < 0, np.repeat(np.arange(len(raws)), np.diff(bounds)), len(raws))
-    out: list[str | None] = []
-    for k, raw in enumerate(raws):
-        if not fits[k]:
-            out.append(None)
-            continue
-        row = jsontypes.loads(raw)
-        items = row[name]
-        start = int(bounds[k])
-        messages = []
-        for j, source in enumerate(at[start : bounds[k + 1]].tolist(), start):
-            item = items[source]
-            if type(item.get("content")) is list:
-                break
-            if j in new_text:
-                item = dict(item)
-                put(item, origins.text, new_text[j])
-            messages.append(item)
-        else:
-            row[name] = messages
-            out.append(jsontypes.dumps(row))
-            continue
-        out.append(None)
-    return out
+    return [
+        _edited_line(
+            raw,
+            name,
+            at[bounds[k] : bounds[k + 1]].tolist(),
+            int(bounds[k]),
+            new_text,
+            origins.text,
+        )
+        if fits[k]
+        else None
+        for k, raw in enumerate(raws)
+    ]
+
+
+def _edited_line(
+    raw: str, name: str, sources: list[int], first: int, new_text: dict[int, str], text: str
+) -> str | None:
+    """One line of `_edited`: its messages (`name`) those at `sources` (positions in the row as
+    it came in), the `text` of the one at `first + j` set to `new_text`'s where it has one.
+    None where the line does not read as the Arrow side read it (no list of objects there, a
+    position past its end), or a message's text is a list of parts."""
+    row = jsontypes.loads(raw)
+    items = row.get(name) if type(row) is dict else None
+    if type(items) is not list:
+        return None
+    messages = []
+    for j, source in enumerate(sources, first):
+        item = items[source] if source < len(items) else None
+        if type(item) is not dict or type(item.get(text)) is list:
+            return None
+        if j in new_text:
+            item = dict(item)
+            put(item, text, new_text[j])
+        messages.append(item)
+    row[name] = messages
+    return jsontypes.dumps(row)
 
 
 def _without(verdicts: Verdicts, rows: npt.NDArray[np.int64]) -> Verdicts:
