@@ -20,14 +20,7 @@ import pyarrow.compute as pc
 
 from transcript_clean.errors import FormatError
 from transcript_clean.fastpath import Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import (
-    FastRepair,
-    Mask,
-    Origins,
-    list_sizes,
-    replaced,
-    rows_with,
-)
+from transcript_clean.fastpath.base import FastRepair, Mask, Origins, flattened, replaced, rows_with
 from transcript_clean.formats.base import Format, Row, put
 from transcript_clean.model import Message
 from transcript_clean.policy import DEFAULT, Config
@@ -500,7 +493,7 @@ def _relined(
     fixes = [(f.code, f.action, f.rows[positions]) for f in verdicts.repairs]
     lines: list[str | None] = [None] * len(positions)
     origins = verdicts.repaired_origins
-    if origins is not None and verdicts.repaired_column is not None and not as_json:
+    if origins is not None and verdicts.repaired_column is not None:
         # Edited only where this config repairs the row's codes as the verdicts did (verdicts
         # worked out for another config are the per-row path's to check).
         fits = np.ones(len(positions), dtype=bool)
@@ -541,15 +534,15 @@ def _edited(
     where that is not sure the row is left to it (None): a message made anew (R2's answer),
     content that is a list of parts (a media part's keys are written in the encoder's order),
     a config whose repairs are not the verdicts' (`fits`)."""
-    flat = origins.messages.flatten()
+    flat, sizes, parent = flattened(origins.messages)
     at = pc.struct_field(flat, "at").to_numpy(zero_copy_only=False).astype(np.int64)
     rewritten = pc.struct_field(flat, "rewritten").to_numpy(zero_copy_only=False)
     bounds = np.zeros(len(raws) + 1, dtype=np.int64)
-    np.cumsum(list_sizes(origins.messages), out=bounds[1:])
+    np.cumsum(sizes, out=bounds[1:])
     changed = np.flatnonzero(rewritten & (at >= 0))
     texts = pc.struct_field(column.flatten(), origins.text).take(pa.array(changed)).to_pylist()
     new_text = dict(zip(changed.tolist(), texts, strict=True))
-    fits = fits & ~rows_with(at < 0, np.repeat(np.arange(len(raws)), np.diff(bounds)), len(raws))
+    fits = fits & ~rows_with(at < 0, parent, len(raws))
     return [
         _edited_line(
             raw,

@@ -210,8 +210,6 @@ class Shard(Protocol):
 
     path: Path
     rows: int
-    schema: pa.Schema
-    """The columns it writes."""
 
     def columns_for(self, table: pa.Table) -> list[str]:
         """The columns of `table` (a batch with its hidden columns) it writes rows from: those

@@ -284,8 +284,10 @@ def _broken(
         text = texts[t]
         if text is None:
             continue
+        schema = schemas[s]
+        assert schema is not None
         check = _breaks_cached if len(text) <= CACHED_ARGUMENTS else breaks
-        if check(schemas[s], text):
+        if check(schema, text):
             broken.append(u)
     out[broken] = True
     return out
@@ -296,14 +298,13 @@ CACHED_ARGUMENTS: Final = 2048
 answers of short texts, a few tens of MB at worst, not a long trace's file contents."""
 
 
-def breaks(schema_key: str | None, text: str) -> bool:
+def breaks(schema_key: str, text: str) -> bool:
     """Whether a call's arguments `text` may break the schema whose canonical JSON is
     `schema_key`: they are a JSON object that fails it, or text only the standard library
     reads. Arguments that are no JSON object are R2's (not flagged: a row whose only code is
     R2's is settled in Arrow). `_broken` keeps the answers for short texts across batches, as
     the per-row path keeps its own (`tools.arguments_error`): a tool's calls repeat their
     arguments from batch to batch."""
-    assert schema_key is not None
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:

@@ -732,10 +732,8 @@ def _repair(
 
     # Only the subset's messages are rewritten: their positions among the batch's, renumbered.
     chosen = Subset.of(subset, parent, rows)
-    rewritten, made = (
-        chosen.renumbered(texts),
-        chosen.renumbered({i: scan.names.get(i) for i in fresh}),
-    )
+    rewritten = chosen.renumbered(texts)
+    made = chosen.renumbered({i: scan.names.get(i) for i in fresh})
     values = _rewrite(scan.msgs.take(indices(chosen.elements)), rewritten, made)
     at = (np.arange(len(parent), dtype=np.int64) - run_starts(parent))[chosen.elements]
     at[list(made)] = -1
