@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 import pytest
 from synthetic import generate_rows
 
-from transcript_clean.engine.local import BlockJob, plan_blocks, run_block
+from transcript_clean.engine.local import Block, BlockJob, plan_blocks, run_block
 from transcript_clean.errors import SourceError
 from transcript_clean.formats import get_format
 from transcript_clean.pipeline import clean_batch, reject_schema
@@ -39,6 +39,17 @@ def plain_block(job: BlockJob, index: int, folder: Path) -> Stats:
             stats.merge(batch_stats)
             row += batch.num_rows
     return stats
+
+
+def one_block_job(tmp_path: Path, rows: int, seed: int) -> tuple[BlockJob, Block]:
+    """A job over `rows` generated rows in 16-row batches, its folders made, and its one block."""
+    source = tmp_path / "in.parquet"
+    pq.write_table(pa.Table.from_pylist([r for r, _ in generate_rows(rows, seed=seed)]), source)
+    job = BlockJob(open_source(str(source)), get_format("openai"), DEFAULT, tmp_path / "w", 16)
+    [block] = plan_blocks(job.source, 10**9)
+    for folder in ("data", "rejects", "blocks"):
+        (job.workdir / folder).mkdir(parents=True)
+    return job, block
 
 
 @pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
@@ -173,6 +184,35 @@ def test_verdicts_are_worked_out_for_groups_of_batches() -> None:
     assert pa.Table.from_batches(regrouped).equals(table)
 
 
+def test_a_verdict_group_is_read_in_one_chunk_and_cleaned_in_batches(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The fast path looks at a group of rows whole without a copy to put it together (each
+    column in one chunk), while the rows are cleaned in batches of the size asked."""
+    import transcript_clean.engine.local as local
+
+    job, block = one_block_job(tmp_path, 300, seed=3)
+    looked_at: list[tuple[int, int]] = []
+    cleaned: list[int] = []
+    verdicts, clean = local.batch_verdicts, local.clean_batch_parts
+
+    def recording_verdicts(table: pa.Table, *args: Any, **kwargs: Any) -> Any:
+        looked_at.append((table.num_rows, max(c.num_chunks for c in table.columns)))
+        return verdicts(table, *args, **kwargs)
+
+    def recording_clean(batch: pa.RecordBatch, *args: Any, **kwargs: Any) -> Any:
+        cleaned.append(batch.num_rows)
+        return clean(batch, *args, **kwargs)
+
+    monkeypatch.setattr(local, "VERDICT_ROWS", 100)
+    monkeypatch.setattr(local, "batch_verdicts", recording_verdicts)
+    monkeypatch.setattr(local, "clean_batch_parts", recording_clean)
+    stats = run_block(job, block)
+    assert looked_at == [(100, 1)] * 3
+    assert cleaned == [16, 16, 16, 16, 16, 16, 4] * 3
+    assert stats.rows_in == 300
+
+
 def test_a_chain_of_read_ahead_threads_winds_down_when_the_consumer_stops() -> None:
     import itertools
     import threading
@@ -207,12 +247,7 @@ def test_batches_waiting_for_the_writer_are_bounded(
 
     import transcript_clean.engine.local as local
 
-    source = tmp_path / "in.parquet"
-    pq.write_table(pa.Table.from_pylist([r for r, _ in generate_rows(640, seed=6)]), source)
-    job = BlockJob(open_source(str(source)), get_format("openai"), DEFAULT, tmp_path / "w", 16)
-    [block] = plan_blocks(job.source, 10**9)
-    for folder in ("data", "rejects", "blocks"):
-        (job.workdir / folder).mkdir(parents=True)
+    job, block = one_block_job(tmp_path, 640, seed=6)
     cleaned, written, ahead = [0], [0], []
     clean, write = local.clean_batch_parts, local._write
 

@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from synthetic import generate_rows
 
 from transcript_clean.fastpath import Verdicts, clean_mask
-from transcript_clean.fastpath.base import objects
+from transcript_clean.fastpath.base import Subset, objects
 from transcript_clean.formats import get_format
 from transcript_clean.formats.base import strict_loads
 from transcript_clean.pipeline import batch_verdicts, clean_batch, clean_row
@@ -734,3 +734,16 @@ def test_an_invalid_call_without_an_id_and_a_real_result_is_rejected_in_arrow() 
     assert reject.code == "invalid_tool_arguments"
     assert "tool call 'call_1_1' to 'f'" in reject.messages[0]
     assert reject.messages[0] == clean_row({"messages": trl}, OPENAI).reject_message
+
+
+def test_a_subset_renumbers_its_rows_elements_and_places_them_in_their_rows() -> None:
+    # Rows of 2, 3, 0 and 1 elements; the subset is rows 1 and 3 (elements 2-4, and 5).
+    parent = np.array([0, 0, 1, 1, 1, 3])
+    subset = Subset.of(np.array([1, 3]), parent, 4)
+    assert subset.elements.tolist() == [2, 3, 4, 5]
+    assert subset.parent.tolist() == [0, 0, 0, 1]
+    assert subset.places().tolist() == [0, 1, 2, 0]
+    # Elements of other rows are left out; the order of `values` is kept.
+    assert subset.renumbered({5: "e", 0: "x", 3: "c", 6: "y"}) == {3: "e", 1: "c"}
+    assert subset.renumbered({}) == {}
+    assert Subset.of(np.array([2]), parent, 4).renumbered({1: "a"}) == {}

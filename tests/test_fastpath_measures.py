@@ -5,6 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
+from transcript_clean.fastpath.base import whole
 from transcript_clean.fastpath.measures import column_array, leading_bytes
 
 
@@ -28,3 +29,12 @@ def test_column_array_keeps_a_single_chunk_and_joins_several() -> None:
     assert data.address == one.column("c").chunk(0).buffers()[2].address  # not copied
     two = pa.table({"c": pa.chunked_array([pa.array(["a"]), pa.array(["b", "c"])])})
     assert column_array(two, "c").to_pylist() == ["a", "b", "c"]
+
+
+def test_whole_takes_an_array_or_one_chunk_as_it_is() -> None:
+    array = pa.array(["a", "b", "c"]).slice(1)  # an offset into the buffers, kept
+    assert whole(array) is array
+    chunk = whole(pa.chunked_array([array]))
+    assert chunk.offset == 1 and chunk.buffers()[2].address == array.buffers()[2].address
+    joined = whole(pa.chunked_array([array, pa.array(["d"])]))
+    assert joined.to_pylist() == ["b", "c", "d"]

@@ -20,7 +20,15 @@ import pyarrow.compute as pc
 
 from transcript_clean.errors import FormatError
 from transcript_clean.fastpath import Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import FastRepair, Mask, Origins, flattened, replaced, rows_with
+from transcript_clean.fastpath.base import (
+    FastRepair,
+    Mask,
+    Origins,
+    flattened,
+    replaced,
+    rows_with,
+    whole,
+)
 from transcript_clean.formats.base import Format, Row, put
 from transcript_clean.model import Message
 from transcript_clean.policy import DEFAULT, Config
@@ -183,7 +191,7 @@ def _verdicts(
         return _shaped_verdicts(table, fmt, enabled, unread, repair)
     if holds_json_text(table.schema, fmt.column):
         return None
-    column = table.column(fmt.column).combine_chunks()
+    column = whole(table.column(fmt.column))
     if unread:
         at = np.array(unread, dtype=np.int64)
         column = replaced(column, at, pa.nulls(len(at), column.type))
@@ -213,7 +221,7 @@ def line_errors(table: pa.Table) -> dict[int, str]:
 def declaring_columns(table: pa.Table, fmt: Format) -> list[pa.Array]:
     """The batch's columns of declared tools that the format reads, each in one chunk."""
     names = [n for n in fmt.declaring_columns if n in table.schema.names]
-    return [table.column(n).combine_chunks() for n in names]
+    return [whole(table.column(n)) for n in names]
 
 
 def _shaped_verdicts(

@@ -44,6 +44,8 @@ def invalid_text(table: pa.Table) -> dict[int, str]:
     """The rows of `table` that hold a string that is not UTF-8, each with where the first one
     is: `messages[1].content: not UTF-8 at byte 3`. Cheap when there is none: Arrow checks
     each column at once, and only a column that fails is looked into row by row."""
+    if not table.num_rows:
+        return {}
     bad = np.zeros(table.num_rows, dtype=bool)
     for column in table.columns:
         if _has_text(column.type) and not _valid(column):

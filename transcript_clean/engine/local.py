@@ -40,6 +40,7 @@ from transcript_clean.sinks import (
     Shard,
     write_text_atomic,
 )
+from transcript_clean.sizes import cut_by_bytes
 from transcript_clean.sources import DEFAULT_BATCH_BYTES, Part, Source
 from transcript_clean.stats import Stats
 
@@ -253,9 +254,14 @@ def cleaned_batches(
     not written, so the fast path may repair them (`batch_verdicts`); `reencode=True`: it may
     all the same, the per-row path writing just their lines (what `clean` asks; an audit, whose
     samples are of the rows the per-row path reads, does not)."""
-    batches = how.source.read(block.part, block.start, block.stop, how.batch_size, how.batch_bytes)
+    # Read in batches of a verdict group each (every column in one chunk: looked at whole
+    # without a copy), cut into batches of `batch_size` to clean.
+    rows, nbytes = max(how.batch_size, VERDICT_ROWS), max(how.batch_bytes, VERDICT_BYTES)
+    batches = how.source.read(block.part, block.start, block.stop, rows, nbytes)
+    cut = (how.batch_size, how.batch_bytes)
+    judged = with_verdicts(batches, how.config, how.format, exact_lines, reencode, cut)
     row = block.start
-    for batch, verdicts in with_verdicts(batches, how.config, how.format, exact_lines, reencode):
+    for batch, verdicts in judged:
         cleaned = clean_batch_parts(
             batch,
             how.config,
@@ -275,16 +281,18 @@ def with_verdicts(
     format: Format,
     exact_lines: bool = True,
     reencode: bool = False,
+    cut: tuple[int, int] | None = None,
 ) -> Iterator[tuple[pa.RecordBatch, Verdicts | None]]:
     """`batches`, each with what the fast path settles in it (`batch_verdicts`): the batches
     are read ahead on one thread, and their verdicts worked out on another.
 
     The fast path's cost is mostly per call, not per row (docs/performance.md), so it looks
-    at a few batches at a time, up to `VERDICT_ROWS` rows and `VERDICT_BYTES` bytes, while the
-    batches handed on stay as small as asked.
+    at a few batches at a time, up to `VERDICT_ROWS` rows and `VERDICT_BYTES` bytes. `cut`
+    (rows, bytes): the batches are handed on in pieces of at most that many (a batch read as
+    large as a group is looked at whole, and cleaned in pieces as small as asked).
     """
     read = _prefetched(batches, name="reader")
-    verdicts = _with_verdicts(read, config, format, exact_lines, reencode)
+    verdicts = _with_verdicts(read, config, format, exact_lines, reencode, cut)
     return _prefetched(verdicts, name="verdicts")
 
 
@@ -294,6 +302,7 @@ def _with_verdicts(
     format: Format,
     exact_lines: bool,
     reencode: bool,
+    cut: tuple[int, int] | None,
 ) -> Iterator[tuple[pa.RecordBatch, Verdicts | None]]:
     for group in _grouped(batches, VERDICT_ROWS, VERDICT_BYTES):
         table = pa.Table.from_batches(group)
@@ -302,8 +311,9 @@ def _with_verdicts(
         )
         # The settled rows' profile is measured here, from the view that settled them.
         profile = None if verdicts is None else settled_profile(verdicts, config)
+        pieces = group if cut is None else cut_by_bytes(group, *cut)
         start = 0
-        for batch in group:
+        for batch in pieces:
             stop = start + batch.num_rows
             part = None if verdicts is None else verdicts.slice(start, stop)
             if part is not None and profile is not None:

@@ -35,6 +35,7 @@ from transcript_clean.fastpath.base import (
     Mask,
     Verdicts,
     any_of,
+    whole,
 )
 from transcript_clean.fastpath.declared import tool_counts
 from transcript_clean.formats.base import Format
@@ -102,7 +103,7 @@ def fast_verdicts(
     columns of declared tools, and `declared` what `declared.declared_per_row` makes of them,
     where the caller has worked it out already (the columns of a dataset type's row share
     their declarations). None when this format or column shape has no fast path."""
-    array = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    array = whole(column)
     if has_json(array.type):
         # A `pa.json_()` field holds values of more than one type: no view reads it as the
         # decoder would (an object's arguments would look like text that is not one), so
@@ -111,7 +112,7 @@ def fast_verdicts(
     view = fmt.arrow_view(array, schema)
     if view is None:
         return None
-    view.tools = tuple(t.combine_chunks() if isinstance(t, pa.ChunkedArray) else t for t in tools)
+    view.tools = tuple(whole(t) for t in tools)
     view.tool_declared = declared
     enabled = list(_default_rules() if enabled is None else enabled)
     may = possible_codes(view, fmt, enabled)

@@ -298,6 +298,16 @@ def is_text(type_: pa.DataType | None) -> bool:
     return type_ is not None and (pa.types.is_string(type_) or pa.types.is_large_string(type_))
 
 
+def whole(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`column` as one array: its only chunk as it is (`combine_chunks` copies even one chunk,
+    a copy of the whole column; the engine reads a batch as large as the fast path looks at)."""
+    if isinstance(column, pa.Array):
+        return column
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return column.combine_chunks()
+
+
 def as_mask(array: pa.Array | pa.ChunkedArray, fill: bool = False) -> Mask:
     """A boolean Arrow array as NumPy, nulls as `fill`."""
     if array.null_count:
@@ -485,11 +495,20 @@ class Subset:
     def renumbered(self, values: Mapping[int, V]) -> dict[int, V]:
         """`values`, kept by the positions of batch elements, kept by their positions among the
         subset's elements instead (those of other rows left out)."""
-        out: dict[int, V] = {}
-        for element, value in values.items():
-            at = int(np.searchsorted(self.elements, element))
-            if at < len(self.elements) and self.elements[at] == element:
-                out[at] = value
+        if not values or not len(self.elements):
+            return {}
+        elements = np.fromiter(values, dtype=np.int64, count=len(values))
+        at = np.minimum(np.searchsorted(self.elements, elements), len(self.elements) - 1)
+        found = (self.elements[at] == elements).tolist()
+        return {
+            place: value
+            for place, value, ok in zip(at.tolist(), values.values(), found, strict=True)
+            if ok
+        }
+
+    def places(self) -> Counts:
+        """Each element's place in its row (every element of a row is among `elements`)."""
+        out: Counts = self.elements - self.elements[run_starts(self.parent)]
         return out
 
     def column(self, type_: pa.DataType, values: pa.Array, drop: Mask) -> pa.Array:

@@ -12,7 +12,15 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.fastpath.base import NOT_SPACE, Counts, Mask, as_mask, indices, text_bytes
+from transcript_clean.fastpath.base import (
+    NOT_SPACE,
+    Counts,
+    Mask,
+    as_mask,
+    indices,
+    text_bytes,
+    whole,
+)
 from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
 from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
 
@@ -45,12 +53,8 @@ class RowSums:
 
 
 def column_array(table: pa.Table, name: str) -> pa.Array:
-    """A column of `table` as one array: its only chunk as it is (`combine_chunks` copies even
-    one chunk, about a millisecond a batch of messages: most of a batch's profile)."""
-    column = table.column(name)
-    if column.num_chunks == 1:
-        return column.chunk(0)
-    return column.combine_chunks()
+    """A column of `table` as one array (`whole`: its only chunk as it is)."""
+    return whole(table.column(name))
 
 
 def text_lengths(text: pa.Array) -> Counts:

@@ -735,7 +735,7 @@ def _repair(
     rewritten = chosen.renumbered(texts)
     made = chosen.renumbered({i: scan.names.get(i) for i in fresh})
     values = _rewrite(scan.msgs.take(indices(chosen.elements)), rewritten, made)
-    at = (np.arange(len(parent), dtype=np.int64) - run_starts(parent))[chosen.elements]
+    at = chosen.places()
     at[list(made)] = -1
     changed = np.zeros(len(at), dtype=bool)
     changed[list(rewritten)] = True
