@@ -302,6 +302,28 @@ def test_ctrl_c_at_the_start_exits_130_without_a_traceback(
     assert "Aborted!" not in stderr and "Traceback" not in stderr
 
 
+def test_a_ctrl_c_python_dropped_stops_the_run_all_the_same(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Python reports a KeyboardInterrupt raised in one of importlib's callbacks and goes on;
+    the handler remembers the Ctrl-C, and the run stops at its start, or after a batch."""
+    import threading
+
+    import transcript_clean.cli as cli
+
+    monkeypatch.setattr(cli, "CTRL_C", threading.Event())
+    source = tmp_path / "in.parquet"
+    make_dataset(source, 50, "openai")
+    with pytest.raises(KeyboardInterrupt):
+        cli._ctrl_c(signal.SIGINT, None)  # as a dropped one: raised, and only reported
+    result = CliRunner().invoke(main, ["clean", str(source), str(tmp_path / "out")])
+    assert result.exit_code == 130, result.output
+    assert "interrupted" in result.output
+    assert not (tmp_path / "out").exists()
+    with pytest.raises(KeyboardInterrupt):
+        cli.Progress(quiet=True).update(10)
+
+
 @pytest.mark.parametrize("blocks_done", [0, 2])
 def test_ctrl_c_with_two_workers_leaves_no_worker_traceback(
     tmp_path: Path, long_source: Path, blocks_done: int

@@ -5,11 +5,14 @@ from __future__ import annotations
 import gc
 import os
 import re
+import signal
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import replace
 from pathlib import Path
+from threading import Event
+from types import FrameType
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
@@ -63,6 +66,19 @@ def _interrupted(message: str = "interrupted") -> NoReturn:
     raise Interrupted(130)
 
 
+CTRL_C = Event()
+"""Set once the program has had a Ctrl-C (`_ctrl_c`)."""
+
+
+def _ctrl_c(signum: int, frame: FrameType | None) -> None:
+    """Ctrl-C: KeyboardInterrupt, as Python's own handler raises it, and remembered. Python
+    drops one raised where exceptions are only reported (a callback of importlib's, as a module
+    is imported: "Exception ignored in ... KeyboardInterrupt"), and the run would go on to the
+    end; `Progress` raises it again, as the run starts and after each batch."""
+    CTRL_C.set()
+    raise KeyboardInterrupt
+
+
 def _exit_interrupted() -> NoReturn:
     """End the process with status 130 once Ctrl-C has been handled.
 
@@ -113,6 +129,7 @@ def entry() -> None:
     if sys.platform == "linux":  # before pyarrow is imported: it reads this once
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy is imported
+    signal.signal(signal.SIGINT, _ctrl_c)
     try:
         try:
             main()
@@ -385,6 +402,8 @@ class Progress:
         self.bar: Any = None
 
     def start(self, src: Any, fmt: Any, total: int | None) -> None:
+        if CTRL_C.is_set():  # one Python dropped (`_ctrl_c`)
+            raise KeyboardInterrupt
         if not self.quiet:
             note = "" if src.note is None else f"; {src.note}"
             from transcript_clean.shapes import ShapedFormat
@@ -404,6 +423,8 @@ class Progress:
         )
 
     def update(self, rows: int) -> None:
+        if CTRL_C.is_set():
+            raise KeyboardInterrupt
         if self.bar is not None:
             self.bar.update(rows)
 
