@@ -72,3 +72,11 @@ def test_cut_by_bytes_keeps_every_row_in_order(rows: int, nbytes: int) -> None:
     for piece in pieces:
         assert piece.num_rows <= rows
         assert piece.num_rows == 1 or row_sizes(piece).sum() <= nbytes
+
+
+@pytest.mark.parametrize("rows", [1, 2, 10])
+def test_cut_by_rows_alone_cuts_where_bytes_would_not(rows: int) -> None:
+    by_rows = list(cut_by_bytes(TABLE.to_batches(), rows, None))
+    by_bytes = list(cut_by_bytes(TABLE.to_batches(), rows, 10**9))
+    assert [p.num_rows for p in by_rows] == [p.num_rows for p in by_bytes]
+    assert pa.Table.from_batches(by_rows).equals(TABLE)

@@ -79,6 +79,12 @@ def _ctrl_c(signum: int, frame: FrameType | None) -> None:
     raise KeyboardInterrupt
 
 
+def _dropped_ctrl_c() -> None:
+    """Raise again a Ctrl-C that Python dropped (`_ctrl_c`)."""
+    if CTRL_C.is_set():
+        raise KeyboardInterrupt
+
+
 def _exit_interrupted() -> NoReturn:
     """End the process with status 130 once Ctrl-C has been handled.
 
@@ -402,8 +408,7 @@ class Progress:
         self.bar: Any = None
 
     def start(self, src: Any, fmt: Any, total: int | None) -> None:
-        if CTRL_C.is_set():  # one Python dropped (`_ctrl_c`)
-            raise KeyboardInterrupt
+        _dropped_ctrl_c()
         if not self.quiet:
             note = "" if src.note is None else f"; {src.note}"
             from transcript_clean.shapes import ShapedFormat
@@ -423,8 +428,7 @@ class Progress:
         )
 
     def update(self, rows: int) -> None:
-        if CTRL_C.is_set():
-            raise KeyboardInterrupt
+        _dropped_ctrl_c()
         if self.bar is not None:
             self.bar.update(rows)
 

@@ -104,14 +104,19 @@ def first_rows_within(sizes: Sizes, nbytes: int, rows: int) -> int:
 
 
 def cut_by_bytes(
-    batches: Iterable[pa.RecordBatch], rows: int, nbytes: int
+    batches: Iterable[pa.RecordBatch], rows: int, nbytes: int | None
 ) -> Iterator[pa.RecordBatch]:
     """`batches`, each cut (by zero-copy slices) into pieces of at most `rows` rows and `nbytes`
-    bytes, or one row."""
+    bytes, or one row. `nbytes=None`: the batches fit in the bytes asked already (a source's,
+    read within them), so they are cut by rows alone, without the rows' sizes."""
     for batch in batches:
         if batch.num_rows <= 1:
             if batch.num_rows:
                 yield batch
+            continue
+        if nbytes is None:
+            for start in range(0, batch.num_rows, rows):
+                yield batch.slice(start, rows)
             continue
         sizes = row_sizes(batch)
         if batch.num_rows <= rows and int(sizes.sum()) <= nbytes:

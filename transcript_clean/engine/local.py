@@ -258,7 +258,9 @@ def cleaned_batches(
     # without a copy), cut into batches of `batch_size` to clean.
     rows, nbytes = max(how.batch_size, VERDICT_ROWS), max(how.batch_bytes, VERDICT_BYTES)
     batches = how.source.read(block.part, block.start, block.stop, rows, nbytes)
-    cut = (how.batch_size, how.batch_bytes)
+    # Read within `batch_bytes` already (the default), a batch is cut by rows alone: the rows'
+    # sizes are not worked out a second time.
+    cut = (how.batch_size, None if nbytes == how.batch_bytes else how.batch_bytes)
     judged = with_verdicts(batches, how.config, how.format, exact_lines, reencode, cut)
     row = block.start
     for batch, verdicts in judged:
@@ -281,15 +283,16 @@ def with_verdicts(
     format: Format,
     exact_lines: bool = True,
     reencode: bool = False,
-    cut: tuple[int, int] | None = None,
+    cut: tuple[int, int | None] | None = None,
 ) -> Iterator[tuple[pa.RecordBatch, Verdicts | None]]:
     """`batches`, each with what the fast path settles in it (`batch_verdicts`): the batches
     are read ahead on one thread, and their verdicts worked out on another.
 
     The fast path's cost is mostly per call, not per row (docs/performance.md), so it looks
     at a few batches at a time, up to `VERDICT_ROWS` rows and `VERDICT_BYTES` bytes. `cut`
-    (rows, bytes): the batches are handed on in pieces of at most that many (a batch read as
-    large as a group is looked at whole, and cleaned in pieces as small as asked).
+    (rows, bytes): the batches are handed on in pieces of at most that many (`cut_by_bytes`;
+    a batch read as large as a group is looked at whole, and cleaned in pieces as small as
+    asked).
     """
     read = _prefetched(batches, name="reader")
     verdicts = _with_verdicts(read, config, format, exact_lines, reencode, cut)
@@ -302,7 +305,7 @@ def _with_verdicts(
     format: Format,
     exact_lines: bool,
     reencode: bool,
-    cut: tuple[int, int] | None,
+    cut: tuple[int, int | None] | None,
 ) -> Iterator[tuple[pa.RecordBatch, Verdicts | None]]:
     for group in _grouped(batches, VERDICT_ROWS, VERDICT_BYTES):
         table = pa.Table.from_batches(group)
