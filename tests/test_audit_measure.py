@@ -44,3 +44,8 @@ def test_parse_code_limit() -> None:
     assert parse_code_limit("orphan_tool_result=2%") == ("orphan_tool_result", 0.02)
     with pytest.raises(ValueError, match="unknown code"):
         parse_code_limit("orphan=0.1")
+
+
+def test_a_mistyped_code_gets_a_did_you_mean() -> None:
+    with pytest.raises(ValueError, match="did you mean 'orphan_tool_result'"):
+        parse_code_limit("orphan_tol_result=0.1")

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from transcript_clean.errors import FormatError, SourceError
 from transcript_clean.options import EngineOptions, SourceOptions, resolve_format, split_options
 
 
@@ -51,3 +52,39 @@ def test_source_options_open_resolve_and_count(tmp_path: Path) -> None:
     assert SourceOptions(path).rows_total(source) == 5
     assert SourceOptions(source).open() is source  # an open source is used as it is
     assert resolve_format(source, "sharegpt").name == "sharegpt"
+
+
+def test_a_file_no_format_reads_is_named_and_not_told_to_name_a_format(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"a": 1, "b": "x"}\n' * 3, encoding="utf-8")
+    with pytest.raises(FormatError) as err:
+        SourceOptions(path).resolve()
+    message = str(err.value)
+    assert message.splitlines()[0].startswith(f"{path}: cannot tell the conversation format")
+    assert "columns: a, b\n" in message  # the source's own columns, not the hidden ones
+    assert "_raw_line" not in message
+    assert "No column holds a list of messages (JSON objects), so no format" in message
+    assert "Name the format" not in message
+
+
+def test_an_empty_json_lines_file_has_no_rows(tmp_path: Path) -> None:
+    path = tmp_path / "empty.jsonl"
+    path.write_text("", encoding="utf-8")
+    for fmt in ("auto", "sharegpt"):
+        with pytest.raises(SourceError) as err:
+            SourceOptions(path, format=fmt).resolve()
+        assert str(err.value) == f"{path}: no rows: nothing to clean"
+
+
+def test_a_named_format_that_does_not_fit_suggests_the_one_that_does(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    row = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]}
+    path.write_text(json.dumps(row) + "\n", encoding="utf-8")
+    with pytest.raises(SourceError) as err:
+        SourceOptions(path, format="sharegpt").resolve()
+    message = str(err.value)
+    assert message.startswith(f"{path}: no column 'conversations' for format sharegpt")
+    assert "the columns are messages;" in message
+    assert "_raw_line" not in message and "_line_error" not in message
+    assert "it reads as openai (column 'messages'): use --format openai" in message
+    assert "--column" not in message

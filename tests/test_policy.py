@@ -80,3 +80,10 @@ def test_config_errors_name_the_file(tmp_path: Path) -> None:
         load_config(tmp_path / "missing.toml")
     with pytest.raises(ConfigError, match="no config named 'lenient'"):
         load_config("lenient")
+
+
+def test_a_mistyped_code_in_a_config_gets_a_did_you_mean(tmp_path: Path) -> None:
+    path = tmp_path / "c.toml"
+    path.write_text('[actions]\norphan_tool_results = "reject"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="did you mean 'orphan_tool_result'"):
+        load_config(path)

@@ -16,12 +16,13 @@ from contextlib import suppress
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
-from transcript_clean.errors import SourceError
+from transcript_clean.errors import FormatError, SourceError
 from transcript_clean.formats.base import Format
 from transcript_clean.sources import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
     Source,
+    hidden_columns,
     json_columns,
     open_source,
 )
@@ -156,20 +157,49 @@ def resolve_format(
     `shaped`, a dataset type's too: `shapes`)."""
     from transcript_clean.formats import detect_format, get_format
 
+    names = _data_columns(source)
+    if not names:  # a JSON Lines file with no line: only the columns the reader adds
+        raise SourceError(f"{source.name}: no rows: nothing to clean")
     if isinstance(format, Format):
         fmt = format
     elif format == "auto":
-        fmt = detect_format(source.schema.names, _sample(source), column=column, shaped=shaped)
+        sample = _sample(source)
+        fmt = detect_format(names, sample, column=column, shaped=shaped, source=source.name)
     elif column is None and shaped and (found := _shaped(source, format)) is not None:
         fmt = found
     else:
         fmt = get_format(format, column=column)
-    if fmt.column not in source.schema.names:
+    if fmt.column not in names:
         raise SourceError(
             f"{source.name}: no column {fmt.column!r} for format {fmt.name}; the columns are "
-            f"{', '.join(source.schema.names)} (choose one with --column)"
+            f"{', '.join(names)}; {_other_format(source, names, given=column is not None)}"
         )
     return fmt
+
+
+def _data_columns(source: Source) -> list[str]:
+    """The source's columns without those its reader adds (a JSON Lines line and its error),
+    which no user named and no format reads."""
+    hidden = hidden_columns(source.schema)
+    return [name for name in source.schema.names if name not in hidden]
+
+
+def _other_format(source: Source, names: list[str], *, given: bool) -> str:
+    """What to do when the format named has no column: the format the rows read as, if one
+    does (the format was the mistake, not the column), else name the column."""
+    from transcript_clean.formats import detect_format, get_format
+
+    if not given:
+        try:
+            found = detect_format(names, _sample(source), shaped=False)
+        except FormatError:
+            pass
+        else:
+            option = f"--format {found.name}"
+            if found.column != get_format(found.name).column:
+                option += f" --column {found.column}"
+            return f"it reads as {found.name} (column {found.column!r}): use {option}"
+    return "choose the conversation column with --column"
 
 
 def with_tools_column(source: Source, fmt: Format, column: str) -> Format:

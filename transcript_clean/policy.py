@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from transcript_clean.errors import ConfigError
-from transcript_clean.rules import Action, codes, get_rule, rules
+from transcript_clean.rules import Action, codes, get_rule, rules, unknown_code
 
 InterruptedCall = Literal["cut", "error_result"]
 
@@ -115,7 +115,7 @@ def config_from_dict(
     allowed = allowed_actions()
     for code, action in _table(data, "actions", where).items():
         if code not in allowed:
-            raise ConfigError(f"{where}: unknown code actions.{code} (codes: {', '.join(codes())})")
+            raise ConfigError(f"{where}: actions.{code}: {unknown_code(code)}")
         if not isinstance(action, str):
             raise ConfigError(
                 f"{where}: actions.{code} = {action!r} must be a string "

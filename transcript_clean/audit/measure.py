@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from transcript_clean.rules import codes
+from transcript_clean.rules import codes, unknown_code
 from transcript_clean.stats import Stats
 
 __all__ = [
@@ -64,7 +64,7 @@ def parse_code_limit(text: str) -> tuple[str, float]:
     if not sep:
         raise ValueError(f"{text!r} is not CODE=R, e.g. orphan_tool_result=0.01")
     if code not in codes():
-        raise ValueError(f"unknown code {code!r}; the codes are {', '.join(codes())}")
+        raise ValueError(unknown_code(code))
     return code, parse_fraction(limit)
 
 

@@ -44,7 +44,7 @@ from transcript_clean.options import (
     split_options,
 )
 from transcript_clean.policy import Config, load_config
-from transcript_clean.rules import codes
+from transcript_clean.rules import codes, unknown_code
 from transcript_clean.run import DEFAULT_ROWS_PER_SHARD
 from transcript_clean.sinks import write_table_atomic, write_text_atomic
 from transcript_clean.sources import DEFAULT_BATCH_BYTES, Source
@@ -178,7 +178,7 @@ def audit(
     read, run = split_options(source, engine, options)
     unknown = sorted(set(max_share or {}) - set(codes()))
     if unknown:
-        raise ValueError(f"unknown code {unknown[0]!r} (codes: {', '.join(codes())})")
+        raise ValueError(unknown_code(unknown[0]))
     if (max_drift is not None or max_profile_drift) and baseline is None:
         raise ValueError("max_drift needs a baseline")
     if samples < 0:

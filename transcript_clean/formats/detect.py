@@ -71,10 +71,12 @@ def detect_format(
     *,
     column: str | None = None,
     shaped: bool = True,
+    source: str | None = None,
 ) -> Format:
     """The format (with its conversation column set) of a dataset with these columns, judged by
     its first rows; `column`: of the conversations in that column. Raises `FormatError` naming
-    the columns and keys seen and the formats tried.
+    `source` (the file or dataset the rows come from), the columns and keys seen and the
+    formats tried.
 
     Without `column`, and with `shaped`, rows of a dataset type (prompt and candidates:
     `shapes`) read as one (a `ShapedFormat`); several columns of conversations that are not
@@ -92,7 +94,8 @@ def detect_format(
     held = [s.column for s in seen if _candidates(s, set(columns))]
     if len(held) > 1:
         raise FormatError(
-            f"several columns hold conversations: {', '.join(held)}; name the one to read with "
+            f"{source + ': ' if source else ''}several columns hold conversations: "
+            f"{', '.join(held)}; name the one to read with "
             "--column, or the dataset type with --type (with --prompt-column and --candidates)"
         )
     if not sample:
@@ -115,14 +118,32 @@ def detect_format(
         if read and read >= most * NEARLY:
             return fmt
     lines = [
-        "cannot tell the conversation format of these rows",
+        f"{source + ': ' if source else ''}cannot tell the conversation format of these rows",
         f"  columns: {', '.join(columns) or '-'}",
         *(f"  {s.describe()}" for s in seen),
         "  formats tried:"
         + ("".join(f"\n    {t}" for t in tried) or " none (no column holds messages)"),
-        "Name the format and the column of the conversations to read them.",
+        _advice(seen, tried, len(sample)),
     ]
     raise FormatError("\n".join(lines))
+
+
+def _advice(seen: list[_Seen], tried: list[str], rows: int) -> str:
+    """The last line of detection's error: what to do, fitted to what was seen. Naming the
+    format and the column helps only where there were no rows to judge by: otherwise every
+    format the messages' keys allow was tried, and none read them."""
+    if not rows:
+        return "There are no rows to tell it by: name the format (--format) and the column."
+    if not seen:
+        return (
+            "No column holds a list of messages (JSON objects), so no format can read these rows."
+        )
+    if not tried:
+        return (
+            "No column's messages have a 'role' key, or 'from' and 'value' keys, so no format "
+            "can read these rows."
+        )
+    return f"No format reads any of the first {rows} rows; the first error of each is above."
 
 
 def _make(name: str, column: str, **options: Any) -> Format:

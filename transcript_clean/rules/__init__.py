@@ -79,6 +79,7 @@ __all__ = [
     "registered",
     "repair_chain",
     "rules",
+    "unknown_code",
 ]
 
 
@@ -123,6 +124,16 @@ def rules() -> tuple[Rule, ...]:
 def codes() -> tuple[str, ...]:
     """The codes, in the order the cleaner meets them: the keys of the stats table."""
     return tuple(_registry)
+
+
+def unknown_code(code: str) -> str:
+    """Words for `code`, which is no code: the nearest code, when one is near, and the codes.
+    Every place a code is typed (`--max`, a config's `[actions]`) says the same."""
+    from difflib import get_close_matches
+
+    near = get_close_matches(code, codes(), n=1)
+    guess = f" (did you mean {near[0]!r}?)" if near else ""
+    return f"unknown code {code!r}{guess}; the codes are {', '.join(codes())}"
 
 
 def get_rule(code: str) -> Rule:
