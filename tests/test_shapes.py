@@ -324,7 +324,7 @@ def test_the_summary_names_the_type_its_parts_and_the_output_format(tmp_path: Pa
     ("name", "header", "title"),
     [("llamafactory_dpo_en_demo.json",
       "(format sharegpt ranking rows: prompt `conversations`, candidates `chosen`, `rejected`)",
-      "Canonical transcript (the prompt and the first candidate):"),
+      "Canonical transcript (the prompt and `chosen`):"),
      ("llamafactory_kto_en_demo.json",
       "(format openai unpaired preference (KTO) rows: conversation `messages`, label `label`)",
       "Canonical transcript:")],

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from difflib import SequenceMatcher
 from typing import Any
 
@@ -50,8 +50,9 @@ class Explanation:
     format: str
     row: Row
     result: RowResult
-    first_candidate: bool = False
-    """A dataset type's row: the transcript is its prompt and first candidate's."""
+    transcripts: list[tuple[str, list[Message]]] = field(default_factory=list)
+    """A dataset type's row: each conversation checked (the prompt and each candidate, as far
+    as the cleaner went), by its title; empty: the one transcript of `result`."""
 
 
 def read_row(source: Source, number: int) -> tuple[Row, str | None]:
@@ -85,32 +86,63 @@ def explain_row(source: Source, number: int, fmt: Format, config: Config) -> Exp
         as_json = holds_json_text(source.schema, fmt.column)
         row = row if raw is None else loads(raw)
         result = clean_stored_row(row, fmt, config, as_json=as_json, trace=True)
-    # A dataset type's row says its type and parts (`sharegpt ranking rows: prompt ...`); the
-    # transcript shown is its prompt and first candidate, as the cleaner reads them.
+    # A dataset type's row says its type and parts (`sharegpt ranking rows: prompt ...`), and
+    # shows each candidate after the prompt, as the cleaner checked them: a violation listed
+    # may be in any of them.
     if not isinstance(fmt, ShapedFormat):
         return Explanation(source.name, number, fmt.name, row, result)
-    both = len(fmt.shape.first_conversation) > 1
-    return Explanation(source.name, number, fmt.describe(), row, result, both)
+    return Explanation(source.name, number, fmt.describe(), row, result, _transcripts(fmt, result))
+
+
+def _transcripts(fmt: ShapedFormat, result: RowResult) -> list[tuple[str, list[Message]]]:
+    """The titled transcripts of a dataset type's row: prompt + each candidate checked (the
+    prompt alone only when no candidate was: it is in each of theirs)."""
+    prompt = fmt.shape.prompt
+    checked = [(name, decoded.messages) for name, decoded in result.parts if name != prompt]
+    if not checked or len(fmt.shape.paths) == 1:
+        return []  # one conversation: shown as any row's
+    what = "the prompt and `{}`" if prompt else "`{}`"
+    return [(f"Canonical transcript ({what.format(name)})", msgs) for name, msgs in checked]
+
+
+SHORT_LINES = 4
+"""A text shows at most this many of its lines (and `SHORT` characters)."""
 
 
 def _short(text: str, limit: int = SHORT) -> str:
+    """`text` on one line (newlines as `\\n`), cut at `limit` characters."""
     text = text.replace("\n", "\\n")
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _cut(text: str, limit: int = SHORT) -> str:
+    """`text` cut at `limit` characters and `SHORT_LINES` lines."""
+    lines = text.split("\n")
+    if len(lines) > SHORT_LINES:
+        text = "\n".join(lines[:SHORT_LINES]) + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _quoted(text: str, limit: int = SHORT) -> str:
+    """`text` cut, in double quotes, each line escaped as JSON escapes it: its newlines stay
+    line breaks (an escaped `\\n` would read as a backslash and an n)."""
+    lines = _cut(text, limit).split("\n")
+    return '"' + "\n".join(json.dumps(line, ensure_ascii=False)[1:-1] for line in lines) + '"'
+
+
 def _part(part: Any) -> str:
     if isinstance(part, Text):
-        return json.dumps(_short(part.text), ensure_ascii=False)
+        return _quoted(part.text)
     if isinstance(part, ToolCall):
         args = part.raw_arguments if part.raw_arguments is not None else json.dumps(part.arguments)
         return f"call {part.id} {part.name}({_short(args, 60)})"
     if isinstance(part, ToolResult):
         text = " ".join(p.text for p in part.content if isinstance(p, Text))
         flag = " error" if part.status == "error" else ""
-        return f"result{flag} {part.call}: {json.dumps(_short(text, 60), ensure_ascii=False)}"
+        return f"result{flag} {part.call}: {_quoted(text, 60)}"
     if isinstance(part, Reasoning):
         pieces = [
-            "encrypted" if isinstance(p, Encrypted) else _short(p.text, 40) for p in part.content
+            "encrypted" if isinstance(p, Encrypted) else _quoted(p.text, 40) for p in part.content
         ]
         return f"reasoning({', '.join(pieces)})"
     if isinstance(part, Media):
@@ -119,15 +151,40 @@ def _part(part: Any) -> str:
 
 
 def render_message(message: Message) -> str:
+    """One message: its role, then its parts; a text's further lines start under its first."""
     if isinstance(message, SystemMessage):
-        return f"system     {json.dumps(_short(message.content), ensure_ascii=False)}"
+        return _joined("system     ", [_quoted(message.content)])
     role = "assistant " if isinstance(message, AssistantMessage) else "user      "
-    parts = " | ".join(_part(p) for p in message.content) or "(no parts)"
-    return f"{role} {parts}"
+    return _joined(f"{role} ", [_part(p) for p in message.content] or ["(no parts)"])
+
+
+def _joined(head: str, pieces: list[str], sep: str = " | ") -> str:
+    """`head` and `pieces` on a line, each piece's further lines indented to start under the
+    first character after its opening quote."""
+    out, column = head, len(head)
+    for k, piece in enumerate(pieces):
+        if k:
+            out, column = out + sep, column + len(sep)
+        first, *rest = piece.split("\n")
+        out += first
+        if not rest:
+            column += len(first)
+            continue
+        pad = " " * (column + first.find('"') + 1)
+        out += "".join(f"\n{pad}{line}" for line in rest)
+        column = len(pad) + len(rest[-1])
+    return out
+
+
+def _indented(head: str, text: str) -> str:
+    """`head` before `text`, its further lines indented as far."""
+    return head + text.replace("\n", "\n" + " " * len(head))
 
 
 def render_transcript(messages: Sequence[Message], indent: str = "  ") -> str:
-    return "\n".join(f"{indent}[{i}] {render_message(m)}" for i, m in enumerate(messages))
+    return "\n".join(
+        _indented(f"{indent}[{i}] ", render_message(m)) for i, m in enumerate(messages)
+    )
 
 
 def render_change(step: RepairStep) -> list[str]:
@@ -139,8 +196,8 @@ def render_change(step: RepairStep) -> list[str]:
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
         if tag == "equal":
             continue
-        lines += [f"  - [{i}] {before[i]}" for i in range(i1, i2)]
-        lines += [f"  + [{j}] {after[j]}" for j in range(j1, j2)]
+        lines += [_indented(f"  - [{i}] ", before[i]) for i in range(i1, i2)]
+        lines += [_indented(f"  + [{j}] ", after[j]) for j in range(j1, j2)]
     return lines
 
 
@@ -150,10 +207,9 @@ def render_explanation(exp: Explanation) -> str:
     if result.decoded is None:
         lines += ["The row cannot be decoded:", f"  {result.reject_message}", ""]
     else:
-        title = "Canonical transcript"
-        if exp.first_candidate:
-            title += " (the prompt and the first candidate)"
-        lines += [f"{title}:", render_transcript(result.decoded.messages), ""]
+        shown = exp.transcripts or [("Canonical transcript", result.decoded.messages)]
+        for title, messages in shown:
+            lines += [f"{title}:", render_transcript(messages), ""]
     if result.violations:
         lines.append("Violations:")
         for v in result.violations:

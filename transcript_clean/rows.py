@@ -71,6 +71,9 @@ class RowResult:
     messages_in: int = 0
     """Messages in the row's conversation column as it came in, and as written."""
     messages_out: int = 0
+    parts: list[tuple[str, Decoded]] = field(default_factory=list)
+    """A dataset type's row, traced: each conversation checked (the prompt, then prompt +
+    candidate) by its column, as decoded, for `explain`."""
 
     @property
     def codes(self) -> list[str]:

@@ -120,7 +120,7 @@ def clean_shaped_row(
         _forget(result, _PROMPT_CODES)
         parts.append((shape.prompt, result))
         if result.status == "rejected":
-            return _combined(parts, fmt, messages_in, out)
+            return _combined(parts, fmt, messages_in, out, trace)
         prompt = result.row[inner.column] if result.row is not None else get_path(row, shape.prompt)
         if result.status == "repaired":
             set_path(out, shape.prompt, prompt)
@@ -149,7 +149,7 @@ def clean_shaped_row(
             result.reject_message = problem
             break
         set_path(out, name, tail[0] if isinstance(value, Mapping) else tail)
-    return _combined(parts, fmt, messages_in, out)
+    return _combined(parts, fmt, messages_in, out, trace)
 
 
 def _counts(row: Mapping[str, Any], fmt: ShapedFormat) -> dict[str, int]:
@@ -170,13 +170,19 @@ def _forget(result: RowResult, codes: tuple[str, ...]) -> None:
 
 
 def _combined(
-    parts: list[tuple[str, RowResult]], fmt: ShapedFormat, messages_in: int, out: Row
+    parts: list[tuple[str, RowResult]],
+    fmt: ShapedFormat,
+    messages_in: int,
+    out: Row,
+    trace: bool = False,
 ) -> RowResult:
     """One row's result from its parts': codes named by column, the first reject's message;
-    `explain` shows the prompt with the first candidate."""
+    its transcript the prompt with the first candidate, and, traced, every part's (`explain`)."""
     combined = RowResult("unchanged", messages_in=messages_in, messages_out=messages_in)
     first = fmt.shape.candidates[0] if fmt.shape.candidates else fmt.shape.prompt
     for name, result in parts:
+        if trace and result.decoded is not None:
+            combined.parts.append((name, result.decoded))
         combined.violations += [
             Violation(v.code, v.index, v.call_id, f"{name}: {v.message}") for v in result.violations
         ]

@@ -1,0 +1,49 @@
+"""`explain`: one row's transcript, violations and repairs, in words."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from click.testing import CliRunner
+
+from transcript_clean.cli import main
+
+
+def write_jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def test_a_text_with_newlines_shows_them_as_line_breaks(tmp_path: Path) -> None:
+    row = {
+        "messages": [
+            {"role": "user", "content": "line one\nline two"},
+            {"role": "assistant", "content": "a"},
+        ]
+    }
+    source = write_jsonl(tmp_path / "t.jsonl", [row])
+    result = CliRunner().invoke(main, ["explain", str(source), "--row", "0"])
+    assert result.exit_code == 0, result.output
+    assert "\\n" not in result.output
+    lines = result.output.splitlines()
+    first = next(i for i, line in enumerate(lines) if line.endswith('"line one'))
+    assert lines[first + 1].strip() == 'line two"'
+    assert lines[first + 1].index("line two") == lines[first].index("line one")  # aligned
+
+
+def test_every_candidate_of_a_preference_row_is_shown(tmp_path: Path) -> None:
+    row = {
+        "conversations": [{"from": "human", "value": "hi"}],
+        "chosen": {"from": "gpt", "value": "hello"},
+        "rejected": [{"from": "gpt", "value": "go"}, {"from": "gpt", "value": "away"}],
+    }
+    source = write_jsonl(tmp_path / "t.jsonl", [row])
+    result = CliRunner().invoke(main, ["explain", str(source), "--row", "0"])
+    assert result.exit_code == 0, result.output
+    assert "rejected: message 2" in result.output  # the violation is in the second candidate
+    assert "Canonical transcript (the prompt and `chosen`):" in result.output
+    assert "Canonical transcript (the prompt and `rejected`):" in result.output
+    shown = result.output.split("`rejected`):")[1].split("Violations:")[0]
+    assert '"go"' in shown and '"away"' in shown
