@@ -406,3 +406,19 @@ def test_ctrl_c_before_the_run_starts_is_exit_130_not_aborted(
     result = CliRunner().invoke(main, ["clean", "in.parquet", str(tmp_path / "out")])
     assert result.exit_code == 130
     assert "interrupted" in result.output and "Aborted!" not in result.output
+
+
+def test_an_output_named_like_a_file_is_refused_unless_it_ends_in_a_slash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    row = '{"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "a"}]}'
+    Path("x.jsonl").write_text(row + "\n", encoding="utf-8")
+    result = CliRunner().invoke(main, ["clean", "x.jsonl", "cleaned.jsonl", "-q"])
+    assert result.exit_code == 2, result.output
+    assert "OUTPUT cleaned.jsonl looks like a file name" in result.output
+    assert "--output-format jsonl" in result.output
+    assert not Path("cleaned.jsonl").exists() and not Path("cleaned.jsonl.partial").exists()
+    result = CliRunner().invoke(main, ["clean", "x.jsonl", "cleaned.jsonl/", "-q"])
+    assert result.exit_code == 0, result.output
+    assert (Path("cleaned.jsonl") / "summary.json").is_file()

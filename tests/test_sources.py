@@ -102,3 +102,15 @@ def test_local_roots(tmp_path: Path) -> None:
     assert open_source(str(tmp_path / "saved")).local_roots() == [tmp_path / "saved"]
     assert open_source("json", data_files=str(jsonl)).local_roots() == [jsonl]
     assert open_source("json", data_files=[str(jsonl)], streaming=True).local_roots() == [jsonl]
+
+
+def test_a_folder_of_json_lines_files_reads_them_as_a_glob_does(tmp_path: Path) -> None:
+    folder = tmp_path / "raw"
+    (folder / "b").mkdir(parents=True)
+    for name, rows_of in (("a.jsonl", JSON_ROWS[:1]), ("b/c.jsonl", JSON_ROWS[1:])):
+        text = "".join(json.dumps(row) + "\n" for row in rows_of)
+        (folder / name).write_text(text, encoding="utf-8")
+    (folder / "_hidden.jsonl").write_text('{"id": 9}\n', encoding="utf-8")
+    source = open_source(str(folder))
+    assert source.num_rows == 2
+    assert [row["id"] for row in rows(source)] == [0, 1]

@@ -123,3 +123,15 @@ def test_hub_id_not_cached_fails_fast(tmp_path: Path, streaming: bool) -> None:
     with pytest.raises(SourceError, match="transcript-clean-tests/no-such-dataset"):
         open_source("transcript-clean-tests/no-such-dataset", streaming=streaming)
     assert time.monotonic() - started < 30
+
+
+def test_a_dataset_dict_folder_of_one_split_reads_it(tmp_path: Path) -> None:
+    import datasets
+
+    folder = tmp_path / "dict"
+    only = datasets.Dataset.from_list(conversations(0, 3).to_pylist())
+    datasets.DatasetDict({"train": only}).save_to_disk(str(folder))
+    source = open_source(str(folder))
+    assert (source.kind, source.parts()[0].name) == ("datasets-folder", str(folder / "train"))
+    assert ids(source) == [0, 1, 2]
+    assert source.note == "its only split, train"

@@ -37,6 +37,7 @@ __all__ = [
     "check_files",
     "check_free",
     "check_output",
+    "check_output_name",
     "finalize",
     "finished_run",
     "output_lock",
@@ -54,6 +55,31 @@ def partial_folder(out: Path) -> Path:
 def _aside(out: Path) -> Path:
     """Where the OUTPUT that `--overwrite` replaces waits until the new one is in place."""
     return out.with_name(out.name + ".old")
+
+
+_FILE_SUFFIXES = (".parquet", ".pq", ".arrow", ".csv", ".tsv", ".jsonl", ".ndjson", ".json")
+
+
+def check_output_name(output: str) -> None:
+    """Refuse an OUTPUT named like a data file (`cleaned.jsonl`), unless it ends in `/` or is a
+    folder already: OUTPUT is a folder of shards and stats, and a folder named as a file, made
+    without a word, is a surprise for whatever reads it next. The shards' format is
+    `--output-format`'s, never the name's."""
+    bare = output.rstrip("/" + os.sep)
+    if bare != output or not bare:
+        return  # `cleaned.jsonl/`: a folder of that name, asked for
+    name = bare.rsplit("/", 1)[-1].rsplit(os.sep, 1)[-1]
+    if not name.removesuffix(".gz").removesuffix(".zst").endswith(_FILE_SUFFIXES):
+        return
+    if "://" not in output and Path(output).is_dir():
+        return  # a folder an earlier run made: --overwrite and --resume go on as asked
+    stem = name.split(".", 1)[0] or "cleaned"
+    jsonl = ", with --output-format jsonl for JSON Lines shards" if ".json" in name else ""
+    raise OutputError(
+        f"OUTPUT {output} looks like a file name, but OUTPUT is a folder (data/, rejects/, the "
+        f"stats, summary.json, README.md): name a folder such as {stem}/{jsonl}; end the name "
+        "with / to make a folder of this name"
+    )
 
 
 def check_output(out: Path, src: Source) -> None:

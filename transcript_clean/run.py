@@ -23,6 +23,7 @@ from transcript_clean.output import (
     check_files,
     check_free,
     check_output,
+    check_output_name,
     finalize,
     finished_run,
     output_lock,
@@ -84,6 +85,9 @@ def clean(
     convenience: format, column, split, subset, revision, streaming, batch_size, limit; workers,
     ray_address.
 
+    `output` is a folder; one named like a data file (`cleaned.jsonl`) is refused unless it is
+    given as `cleaned.jsonl/` or is a folder already (`OutputError`).
+
     `output_format`: `parquet` or `jsonl` (JSON Lines), compressed with `compression` (default:
     zstd for Parquet, none for JSON Lines; see `sinks.OutputFormat`).
 
@@ -93,6 +97,7 @@ def clean(
     """
     read, run = split_options(source, engine, options)
     written = OutputFormat(output_format, compression)
+    check_output_name(os.fspath(output))
     started = time.perf_counter()
     if rows_per_shard < 1:
         raise ValueError("rows_per_shard must be at least 1")

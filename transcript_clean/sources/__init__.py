@@ -17,7 +17,7 @@ import glob
 import os
 import re
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -93,9 +93,10 @@ def open_source(
     - a file: JSON when its name ends in `.json`, `.jsonl` or `.ndjson` (each maybe `.gz` or
       `.zst`),
       Parquet when in `.parquet`, and otherwise as its first bytes say (`is_json_file`);
-    - a folder: a `DatasetDict` saved by `save_to_disk` (has `dataset_dict.json`; needs `split`),
-      a `Dataset` saved by it (has `state.json`), else every `*.parquet` file below it, sorted by
-      path, skipping names that start with `.` or `_`;
+    - a folder: a `DatasetDict` saved by `save_to_disk` (has `dataset_dict.json`; needs `split`
+      unless it holds one), a `Dataset` saved by it (has `state.json`), else every `*.parquet`
+      file below it, sorted by path, skipping names that start with `.` or `_`; with none, its
+      JSON and JSON Lines files so;
     - a glob (`data/*.parquet`, `**` allowed): its files, sorted, all Parquet or all JSON;
     - a URI (`s3://bucket/data/`, `gs://...`, `file:///...`, any scheme pyarrow or fsspec
       knows): a Parquet file, a folder of them or a glob, read through that filesystem;
@@ -118,13 +119,12 @@ def open_source(
     if path.is_dir():
         if _saved_by_datasets(path):
             return open_datasets_folder(spec, path, split)
-        files = sorted(
-            file
-            for file in path.rglob("*.parquet")
-            if file.is_file() and not hidden(file.relative_to(path))
-        )
+        files = _folder_files(path, "*.parquet", lambda name: True)
+        # A folder of JSON Lines (or JSON) files reads as the glob of them does; Parquet goes
+        # first, so that the JSON metadata beside a folder of Parquet files is not read as rows.
+        files = files or _folder_files(path, "*", is_json_name)
         if not files:
-            raise SourceError(f"no Parquet files in folder {spec}")
+            raise SourceError(f"no Parquet files in folder {spec}, nor JSON or JSON Lines files")
         return _open_files(spec, files, path)
     if GLOB_CHARS.search(spec):
         matches = glob.glob(os.path.expanduser(spec), recursive=True)
@@ -137,6 +137,16 @@ def open_source(
             spec, subset=subset, split=split, revision=revision, streaming=streaming
         )
     raise SourceError(f"no such file or folder: {spec}")
+
+
+def _folder_files(folder: Path, pattern: str, wanted: Callable[[str], bool]) -> list[Path]:
+    """The files below `folder` matching `pattern` whose names are `wanted`, sorted by path,
+    hidden ones left out."""
+    return sorted(
+        file
+        for file in folder.rglob(pattern)
+        if wanted(file.name) and file.is_file() and not hidden(file.relative_to(folder))
+    )
 
 
 def reads_itself(spec: str, *, data_files: DataFiles | None = None) -> bool:

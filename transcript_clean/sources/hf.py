@@ -186,17 +186,23 @@ def open_datasets_folder(spec: str, path: Path, split: str | None) -> DatasetSou
         loaded = datasets.load_from_disk(str(path))
     except Exception as exc:  # a damaged folder can fail in many ways inside datasets
         raise SourceError(f"cannot load datasets folder {spec}: {exc}") from exc
+    note = None
     if isinstance(loaded, datasets.DatasetDict):
         splits = ", ".join(loaded)
+        if split is None and len(loaded) == 1:  # nothing to choose: its only split
+            split = next(iter(loaded))
+            note = f"its only split, {split}"
         if split is None:
-            raise SourceError(f"{spec} holds several splits ({splits}): choose one with a split")
+            raise SourceError(f"{spec} holds several splits ({splits}): choose one with --split")
         if split not in loaded:
             raise SourceError(f"{spec} has no split {split!r}; its splits: {splits}")
         dataset, folder = loaded[split], path / split
     else:
         dataset, folder = loaded, path
     fingerprint = _folder_fingerprint(folder)
-    return DatasetSource(spec, "datasets-folder", dataset, str(folder), fingerprint, [path])
+    source = DatasetSource(spec, "datasets-folder", dataset, str(folder), fingerprint, [path])
+    source.note = note
+    return source
 
 
 def _folder_fingerprint(folder: Path) -> str:
