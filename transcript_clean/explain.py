@@ -115,34 +115,39 @@ def _short(text: str, limit: int = SHORT) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _cut(text: str, limit: int = SHORT) -> str:
-    """`text` cut at `limit` characters and `SHORT_LINES` lines."""
-    lines = text.split("\n")
-    if len(lines) > SHORT_LINES:
-        text = "\n".join(lines[:SHORT_LINES]) + "…"
+def _cut(text: str, limit: int = SHORT, lines: bool = False) -> str:
+    """`text` cut at `limit` characters (and, as `lines`, `SHORT_LINES` lines)."""
+    if lines and text.count("\n") >= SHORT_LINES:
+        text = "\n".join(text.split("\n")[:SHORT_LINES]) + "…"
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
-def _quoted(text: str, limit: int = SHORT) -> str:
-    """`text` cut, in double quotes, each line escaped as JSON escapes it: its newlines stay
-    line breaks (an escaped `\\n` would read as a backslash and an n)."""
-    lines = _cut(text, limit).split("\n")
-    return '"' + "\n".join(json.dumps(line, ensure_ascii=False)[1:-1] for line in lines) + '"'
+def _quoted(text: str, limit: int = SHORT, lines: bool = False) -> str:
+    """`text` cut, in double quotes, escaped as JSON escapes it; as `lines`, its newlines stay
+    line breaks, else they read `\\n` (once: escaped twice they would read as a backslash and
+    an n)."""
+    if not lines:
+        return json.dumps(_cut(text, limit), ensure_ascii=False)
+    cut = _cut(text, limit, lines=True).split("\n")
+    return '"' + "\n".join(json.dumps(line, ensure_ascii=False)[1:-1] for line in cut) + '"'
 
 
-def _part(part: Any) -> str:
+def _part(part: Any, lines: bool) -> str:
     if isinstance(part, Text):
-        return _quoted(part.text)
+        return _quoted(part.text, lines=lines)
     if isinstance(part, ToolCall):
         args = part.raw_arguments if part.raw_arguments is not None else json.dumps(part.arguments)
         return f"call {part.id} {part.name}({_short(args, 60)})"
     if isinstance(part, ToolResult):
         text = " ".join(p.text for p in part.content if isinstance(p, Text))
         flag = " error" if part.status == "error" else ""
-        return f"result{flag} {part.call}: {_quoted(text, 60)}"
+        return f"result{flag} {part.call}: {_quoted(text, 60, lines)}"
     if isinstance(part, Reasoning):
         pieces = [
-            "encrypted" if isinstance(p, Encrypted) else _quoted(p.text, 40) for p in part.content
+            "encrypted"
+            if isinstance(p, Encrypted)
+            else (_cut(p.text, 40, lines=True) if lines else _short(p.text, 40))
+            for p in part.content
         ]
         return f"reasoning({', '.join(pieces)})"
     if isinstance(part, Media):
@@ -150,12 +155,13 @@ def _part(part: Any) -> str:
     return repr(part)
 
 
-def render_message(message: Message) -> str:
-    """One message: its role, then its parts; a text's further lines start under its first."""
+def render_message(message: Message, lines: bool = False) -> str:
+    """One message on one line: its role, then its parts. As `lines`, a text's line breaks are
+    kept, its further lines starting under its first (what `explain` shows)."""
     if isinstance(message, SystemMessage):
-        return _joined("system     ", [_quoted(message.content)])
+        return _joined("system     ", [_quoted(message.content, lines=lines)])
     role = "assistant " if isinstance(message, AssistantMessage) else "user      "
-    return _joined(f"{role} ", [_part(p) for p in message.content] or ["(no parts)"])
+    return _joined(f"{role} ", [_part(p, lines) for p in message.content] or ["(no parts)"])
 
 
 def _joined(head: str, pieces: list[str], sep: str = " | ") -> str:
@@ -181,16 +187,18 @@ def _indented(head: str, text: str) -> str:
     return head + text.replace("\n", "\n" + " " * len(head))
 
 
-def render_transcript(messages: Sequence[Message], indent: str = "  ") -> str:
+def render_transcript(messages: Sequence[Message], indent: str = "  ", lines: bool = False) -> str:
+    """A message a line, with its index; as `lines`, a text's line breaks kept
+    (`render_message`)."""
     return "\n".join(
-        _indented(f"{indent}[{i}] ", render_message(m)) for i, m in enumerate(messages)
+        _indented(f"{indent}[{i}] ", render_message(m, lines)) for i, m in enumerate(messages)
     )
 
 
 def render_change(step: RepairStep) -> list[str]:
     """The messages a repair removed (-) and added (+), with their indexes before and after."""
-    before = [render_message(m) for m in step.before]
-    after = [render_message(m) for m in step.after]
+    before = [render_message(m, lines=True) for m in step.before]
+    after = [render_message(m, lines=True) for m in step.after]
     lines = []
     matcher = SequenceMatcher(a=before, b=after, autojunk=False)
     for tag, i1, i2, j1, j2 in matcher.get_opcodes():
@@ -209,7 +217,7 @@ def render_explanation(exp: Explanation) -> str:
     else:
         shown = exp.transcripts or [("Canonical transcript", result.decoded.messages)]
         for title, messages in shown:
-            lines += [f"{title}:", render_transcript(messages), ""]
+            lines += [f"{title}:", render_transcript(messages, lines=True), ""]
     if result.violations:
         lines.append("Violations:")
         for v in result.violations:
