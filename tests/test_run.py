@@ -436,3 +436,28 @@ def test_ctrl_c_says_how_to_resume(tmp_path: Path) -> None:
         main, ["clean", str(source), str(out), "--rows-per-shard", "50", "--resume"]
     )
     assert resumed.exit_code == 0, resumed.output
+
+
+def test_a_resumed_run_times_every_block_not_the_pause(tmp_path: Path) -> None:
+    source = tmp_path / "in.parquet"
+    make_dataset(source, 400, "openai")
+    out = tmp_path / "out"
+    seen = [0]
+
+    def slow_then_killed(rows: int) -> None:
+        if rows and not seen[0]:
+            time.sleep(0.6)  # in the first block: time worked before the kill
+        seen[0] += rows
+        if seen[0] >= 150:
+            raise KeyboardInterrupt  # after two blocks of 50 rows are done
+
+    with pytest.raises(KeyboardInterrupt):
+        clean(source, out, rows_per_shard=50, batch_size=10, progress=slow_then_killed)
+    assert (tmp_path / "out.partial" / "blocks").is_dir() and not out.exists()
+    time.sleep(3.0)  # between the runs: no work, not timed
+    started = time.perf_counter()
+    result = clean(source, out, rows_per_shard=50, batch_size=10, resume=True)
+    resumed = time.perf_counter() - started
+    seconds = result.summary["seconds"]
+    assert 0.55 <= seconds - resumed < 2.5, (seconds, resumed)  # the first part, not the pause
+    assert result.summary["rows_per_second"] == pytest.approx(400 / seconds, abs=0.2)

@@ -17,6 +17,7 @@ import socket
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "check_free",
     "check_output",
     "check_output_name",
+    "earlier_seconds",
     "finalize",
     "finished_run",
     "output_lock",
@@ -214,6 +216,31 @@ def _check_same_output(
             f"({now[1]}): resume with --output-format {before[0]} --compression {before[1]}, "
             "or run with --overwrite to start over"
         )
+
+
+ATTEMPTS = "attempts.json"
+"""In the partial folder: when each attempt at the run started (wall clock), so that a resumed
+run's summary times the earlier attempts' work too."""
+
+
+def earlier_seconds(work: Path, started: float) -> float:
+    """The seconds the run's earlier attempts in `work` worked: each from its start to the last
+    block it finished (a block's record is written as it finishes; what a killed attempt did
+    after that is done again), so the time between a kill and `--resume` is not counted. Records
+    this attempt, started at `started` (`time.time()`). 0 for a run's first attempt."""
+    path = work / ATTEMPTS
+    try:
+        starts = [float(s) for s in json.loads(path.read_text(encoding="utf-8"))["started"]]
+    except (OSError, ValueError, KeyError, TypeError):
+        starts = []  # a first attempt, or one that was killed before it wrote the record
+    write_text_atomic(path, json.dumps({"started": [*starts, started]}))
+    blocks = work / "blocks"
+    finished = [p.stat().st_mtime for p in blocks.iterdir()] if blocks.is_dir() else []
+    total = 0.0
+    for start, stop in pairwise([*starts, started]):
+        ends = [end for end in finished if start <= end < stop]
+        total += max(ends) - start if ends else 0.0
+    return total
 
 
 def blocks_done(work: Path) -> bool:

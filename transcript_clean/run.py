@@ -24,6 +24,7 @@ from transcript_clean.output import (
     check_free,
     check_output,
     check_output_name,
+    earlier_seconds,
     finalize,
     finished_run,
     output_lock,
@@ -98,7 +99,8 @@ def clean(
     read, run = split_options(source, engine, options)
     written = OutputFormat(output_format, compression)
     check_output_name(os.fspath(output))
-    started = time.perf_counter()
+    started, started_at = time.perf_counter(), time.time()
+    before = 0.0  # the seconds of the attempts before this one, when resuming
     if rows_per_shard < 1:
         raise ValueError("rows_per_shard must be at least 1")
     cfg = config if isinstance(config, Config) else load_config(config)
@@ -137,7 +139,7 @@ def clean(
             column=fmt.column,
             config=cfg.to_dict(),
             fingerprint=fingerprint,
-            seconds=time.perf_counter() - started,
+            seconds=before + time.perf_counter() - started,
             engine=run.engine,
             workers=run.workers,
             shape=getattr(fmt, "shape", None),
@@ -161,6 +163,7 @@ def clean(
         try:
             prepare(work, identity, resume=resume, overwrite=overwrite)
             check_free(out, overwrite)  # again: another run may have finished meanwhile
+            before = earlier_seconds(work, started_at)
             if run.engine == "ray":
                 from transcript_clean.engine.ray import run_ray
 
