@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -422,3 +423,77 @@ def test_an_output_named_like_a_file_is_refused_unless_it_ends_in_a_slash(
     result = CliRunner().invoke(main, ["clean", "x.jsonl", "cleaned.jsonl/", "-q"])
     assert result.exit_code == 0, result.output
     assert (Path("cleaned.jsonl") / "summary.json").is_file()
+
+
+def _mixed_rows(path: Path) -> Path:
+    """Three JSON Lines rows: one clean, one with an empty assistant turn (repaired), one with
+    no assistant turn (rejected)."""
+    user = {"role": "user", "content": "hi"}
+    empty, answer = {"role": "assistant", "content": ""}, {"role": "assistant", "content": "a"}
+    rows = [
+        {"messages": [user, answer]},
+        {"messages": [user, empty, user, answer]},
+        {"messages": [user]},
+    ]
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+    return path
+
+
+def test_clean_json_prints_the_summary_on_stdout(tmp_path: Path) -> None:
+    source = _mixed_rows(tmp_path / "in.jsonl")
+    result = CliRunner().invoke(main, ["clean", str(source), str(tmp_path / "out"), "--json"])
+    assert result.exit_code == 0, result.output
+    document = json.loads(result.stdout)  # stdout holds the JSON and nothing else
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    assert {key: document[key] for key in summary} == summary
+    assert (document["rows_in"], document["rows_kept"], document["rows_rejected"]) == (3, 2, 1)
+    assert document["output_path"] == str(tmp_path / "out")
+    assert (document["gates"], document["passed"]) == ([], True)
+    assert "reading" in result.stderr
+
+
+def test_clean_gates_fail_the_run_after_the_output_is_written(tmp_path: Path) -> None:
+    source = _mixed_rows(tmp_path / "in.jsonl")
+    out = tmp_path / "out"
+    args = [
+        "clean", str(source), str(out), "--max-error-rate", "70%", "--max", "no_assistant_turn=0.2",
+    ]  # fmt: skip
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 1, result.output
+    assert "FAIL  gate max no_assistant_turn: 33.33% > 20.00%" in result.stdout
+    assert "gate max-error-rate" not in result.stderr  # 2 of 3 rows: 66.67% <= 70%, it holds
+    assert "clean failed: 1 gate(s) exceeded; the output is written" in result.stderr
+    assert (out / "summary.json").is_file() and (out / "data").is_dir()
+    passing = CliRunner().invoke(
+        main, ["clean", str(source), str(tmp_path / "ok"), "--max", "no_assistant_turn=0.5", "-q"]
+    )
+    assert passing.exit_code == 0, passing.output
+    typo = CliRunner().invoke(
+        main, ["clean", str(source), str(tmp_path / "typo"), "--max", "no_asistant_turn=0.5"]
+    )
+    assert typo.exit_code == 2
+    assert "did you mean 'no_assistant_turn'" in typo.output
+    assert not (tmp_path / "typo").exists()  # refused before the run
+
+
+@pytest.mark.parametrize("command", ["clean", "audit", "explain"])
+def test_every_command_takes_a_log_level(tmp_path: Path, command: str) -> None:
+    source = _mixed_rows(tmp_path / "in.jsonl")
+    args = {
+        "clean": ["clean", str(source), str(tmp_path / "out"), "-q"],
+        "audit": ["audit", str(source), "-q"],
+        "explain": ["explain", str(source), "--row", "0"],
+    }[command]
+    quiet = CliRunner().invoke(main, args)
+    assert quiet.exit_code == 0, quiet.output
+    assert "transcript-clean: info:" not in quiet.stderr
+    if command == "clean":
+        args[2] = str(tmp_path / "out2")
+    loud = CliRunner().invoke(main, [*args, "-v"])
+    assert loud.exit_code == 0, loud.output
+    assert f"transcript-clean: info: {source}: 3 rows" in loud.stderr
+    if command == "clean":
+        args[2] = str(tmp_path / "out3")
+    debug = CliRunner().invoke(main, [*args, "--log-level", "debug"])
+    assert debug.exit_code == 0, debug.output
+    assert "transcript-clean: debug:" in debug.stderr

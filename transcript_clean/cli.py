@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 import gc
+import logging
 import os
 import re
 import signal
@@ -29,6 +31,7 @@ if TYPE_CHECKING:
 F = TypeVar("F", bound=Callable[..., Any])
 
 FORMAT_CHOICES = ("auto", "openai", "sharegpt", "anthropic", "rig")
+LOG_LEVELS = ("debug", "info", "warning", "error")
 TYPE_CHOICES = (
     "auto", "conversation", "prompt", "prompt-completion", "preference", "implicit-preference",
     "unpaired", "openai-preference", "ranking",
@@ -174,6 +177,104 @@ def _storage_options(
         return parse_storage_options(value)
     except ValueError as err:
         raise click.BadParameter(str(err)) from None
+
+
+class _Echo(logging.Handler):
+    """Log records on stderr as `transcript-clean: info: ...`, through click: the stderr of the
+    moment, as click's test runner swaps it."""
+
+    def emit(self, record: logging.LogRecord) -> None:
+        click.echo(f"transcript-clean: {record.levelname.lower()}: {record.getMessage()}", err=True)
+
+
+def set_log_level(level: str) -> None:
+    """The one place the program's logging is set up: the `transcript_clean` logger's records
+    of `level` and above go to stderr."""
+    logger = logging.getLogger("transcript_clean")
+    for handler in [h for h in logger.handlers if isinstance(h, _Echo)]:
+        logger.removeHandler(handler)
+    logger.addHandler(_Echo())
+    logger.setLevel(level.upper())
+
+
+def log_options(f: F) -> F:
+    """`-v` / `--verbose` and `--log-level`, on every command: what the library logs (the
+    source and format read, the blocks, each block done) goes to stderr."""
+
+    @functools.wraps(f)
+    def command(*args: Any, verbose: int, log_level: str | None, **kwargs: Any) -> Any:
+        set_log_level(log_level or {0: "warning", 1: "info"}.get(verbose, "debug"))
+        return f(*args, **kwargs)
+
+    return _apply(  # type: ignore[return-value]
+        [
+            click.option(
+                "--verbose",
+                "-v",
+                count=True,
+                help="Log what the run does on stderr: -v the source, format and blocks, -vv "
+                "each block too (as --log-level info, debug).",
+            ),
+            click.option(
+                "--log-level",
+                type=click.Choice(LOG_LEVELS),
+                default=None,
+                help="What to log on stderr (default warning; wins over -v).",
+            ),
+        ],
+        command,
+    )
+
+
+def gate_options(f: F) -> F:
+    """The gates on a run's shares (`clean` and `audit`): `--max-error-rate` and `--max`."""
+    return _apply(
+        [
+            click.option(
+                "--max-error-rate",
+                metavar="R",
+                default=None,
+                help="Gate: fail when the share of rows with any violation exceeds R, a "
+                "fraction (0.05) or a percentage (5%).",
+            ),
+            click.option(
+                "--max",
+                "max_codes",
+                metavar="CODE=R",
+                multiple=True,
+                help="Gate, repeatable: fail when CODE's share exceeds R. A code's share is the "
+                "rows with it, whatever its action, over the rows in.",
+            ),
+        ],
+        f,
+    )
+
+
+def _limit(value: str | None, hint: str) -> float | None:
+    """A gate's limit as typed, or a usage error naming the option."""
+    from transcript_clean.audit.measure import parse_fraction
+
+    try:
+        return None if value is None else parse_fraction(value)
+    except ValueError as err:
+        raise click.BadParameter(str(err), param_hint=hint) from None
+
+
+def _share_limits(
+    max_error_rate: str | None, max_codes: tuple[str, ...]
+) -> tuple[float | None, dict[str, float]]:
+    """`--max-error-rate` and `--max CODE=R` parsed, before the run: a mistyped code or limit
+    is a usage error, not a failed run."""
+    from transcript_clean.audit.measure import parse_code_limit
+
+    max_share: dict[str, float] = {}
+    for text in max_codes:
+        try:
+            code, share = parse_code_limit(text)
+        except ValueError as err:
+            raise click.BadParameter(str(err), param_hint="'--max'") from None
+        max_share[code] = share
+    return _limit(max_error_rate, "'--max-error-rate'"), max_share
 
 
 def source_options(f: F) -> F:
@@ -403,8 +504,9 @@ class Progress:
     """What a long command shows on stderr: the source and format it read, and a tqdm bar (rows,
     rows/s) when stderr is a terminal. `start` and `update` are the library's callbacks."""
 
-    def __init__(self, quiet: bool) -> None:
+    def __init__(self, quiet: bool, bar: bool = True) -> None:
         self.quiet = quiet
+        self.want_bar = bar
         self.bar: Any = None
 
     def start(self, src: Any, fmt: Any, total: int | None) -> None:
@@ -419,7 +521,7 @@ class Progress:
                 click.echo(
                     f"reading {src.name} as {fmt.name} (column {fmt.column!r}{note})", err=True
                 )
-        if self.quiet or not sys.stderr.isatty():
+        if self.quiet or not self.want_bar or not sys.stderr.isatty():
             return  # no bar: tqdm is not even imported (it starts a monitor thread)
         from tqdm import tqdm
 
@@ -492,7 +594,16 @@ def _resumable(output: str) -> Iterator[None]:
 @click.option("--resume", is_flag=True, help="Finish a run that was killed (same options).")
 @run_options
 @token_options
+@gate_options
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help="Print the run's summary (summary.json, with the output and the gates) as one JSON "
+    "document on stdout, and nothing else there.",
+)
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar, no table: only errors.")
+@log_options
 def clean(
     source: str,
     output: str,
@@ -501,14 +612,21 @@ def clean(
     compression: str | None,
     overwrite: bool,
     resume: bool,
+    max_error_rate: str | None,
+    max_codes: tuple[str, ...],
+    as_json: bool,
     quiet: bool,
     **options: Any,
 ) -> None:
     """Clean SOURCE into OUTPUT: data/, rejects/, stats.parquet, stats.csv, summary.json, README.md.
 
-    SOURCE is a Parquet file, folder or glob, a JSON or JSONL file, a folder written by
-    datasets' save_to_disk, or a Hugging Face Hub dataset id. Every input row ends up in exactly
-    one of data/ (kept, repaired where the config says) and rejects/ (with its codes).
+    SOURCE is a Parquet file, folder or glob, a JSON or JSONL file or a folder of them, a
+    folder written by datasets' save_to_disk, or a Hugging Face Hub dataset id. OUTPUT is a
+    folder (a name such as out.jsonl is refused; out.jsonl/ is not). Every input row ends up in
+    exactly one of data/ (kept, repaired where the config says) and rejects/ (with its codes).
+
+    Exit status: 0 when the run is done and every gate holds, 1 when a gate is exceeded (the
+    output is written all the same), 2 for usage errors and unreadable input, config or OUTPUT.
 
     \b
     Examples:
@@ -516,14 +634,16 @@ def clean(
       transcript-clean clean 'raw/*.parquet' clean/ --config strict --workers 2
       transcript-clean clean HuggingFaceH4/ultrachat_200k clean/ --split train_sft
       transcript-clean clean train.jsonl clean/ --output-format jsonl --compression gzip
+      transcript-clean clean raw/ clean/ --max-error-rate 5% --max unknown_tool=0 --json
     """
     config, read, engine = _options(source, options)
+    error_limit, max_share = _share_limits(max_error_rate, max_codes)
     with ExitStack() as stack:
         pool = stack.enter_context(_workers(engine))  # first: they import as this process does
         from transcript_clean.run import clean as run_clean
         from transcript_clean.stats import render_accounting, render_table
 
-        progress = stack.enter_context(Progress(quiet))
+        progress = stack.enter_context(Progress(quiet, bar=not as_json))
         stack.enter_context(_resumable(output))
         _without_pandas(read, engine)
         result = run_clean(
@@ -540,19 +660,46 @@ def clean(
             output_format=output_format,
             compression=compression,
         )
-    if not quiet:
+    from transcript_clean.audit.measure import share_gates
+    from transcript_clean.audit.render import render_gates
+
+    gates = share_gates(result.stats, error_limit, max_share)
+    failed = [gate.describe() for gate in gates if gate.exceeded]
+    if as_json:
+        import json
+
+        document = {
+            **result.summary,
+            "output_path": str(result.output),
+            "gates": [gate.to_dict() for gate in gates],
+            "failed_gates": failed,
+            "passed": not failed,
+        }
+        click.echo(json.dumps(document, indent=2))
+        for line in failed:
+            click.echo(line, err=True)
+    elif quiet:
+        for line in failed:
+            click.echo(line)
+    else:
         if result.already_complete:
             click.echo(f"{result.output} is already complete: removed the run's partial folder")
         click.echo(render_table(result.stats.records()))
         click.echo()
         click.echo(render_accounting(result.stats) + "  (checked)")
+        if gates:
+            click.echo("\ngates:\n" + "\n".join(render_gates(gates)))
         click.echo(f"wrote {result.output}")
+    if failed:  # after everything is written and said: the data is there, and bad
+        click.echo(f"clean failed: {len(failed)} gate(s) exceeded; the output is written", err=True)
+        raise click.exceptions.Exit(1)
 
 
 @main.command()
 @click.argument("source")
 @click.option("--row", "row_number", type=int, required=True, help="The row number, from 0.")
 @source_options
+@log_options
 def explain(source: str, row_number: int, **options: Any) -> None:
     """Show what the cleaner does to one row: its canonical transcript, its violations with
     message indexes, and each repair's before and after.
@@ -585,21 +732,7 @@ def explain(source: str, row_number: int, **options: Any) -> None:
 @click.option(
     "--overwrite", is_flag=True, help="Replace the stats files already in --stats-out DIR."
 )
-@click.option(
-    "--max-error-rate",
-    metavar="R",
-    default=None,
-    help="Gate: fail when the share of rows with any violation exceeds R, a fraction (0.05) "
-    "or a percentage (5%).",
-)
-@click.option(
-    "--max",
-    "max_codes",
-    metavar="CODE=R",
-    multiple=True,
-    help="Gate, repeatable: fail when CODE's share exceeds R. A code's share is the rows with "
-    "it, whatever its action, over the rows in.",
-)
+@gate_options
 @click.option(
     "--baseline",
     type=click.Path(),
@@ -642,6 +775,7 @@ def explain(source: str, row_number: int, **options: Any) -> None:
 @click.option(
     "--quiet", "-q", is_flag=True, help="No progress bar; print only the gates that failed."
 )
+@log_options
 def audit(
     source: str,
     stats_out: str | None,
@@ -677,30 +811,14 @@ def audit(
     """
     import json
 
-    from transcript_clean.audit.measure import parse_code_limit, parse_fraction
-
     config, read, engine = _options(source, options)
-
-    def limit_of(value: str | None, hint: str) -> float | None:
-        try:
-            return None if value is None else parse_fraction(value)
-        except ValueError as err:
-            raise click.BadParameter(str(err), param_hint=hint) from None
-
-    max_share: dict[str, float] = {}
-    for text in max_codes:
-        try:
-            code, share = parse_code_limit(text)
-        except ValueError as err:
-            raise click.BadParameter(str(err), param_hint="'--max'") from None
-        max_share[code] = share
+    error_limit, max_share = _share_limits(max_error_rate, max_codes)
     if max_drift and baseline is None:
         raise click.UsageError("--max-drift needs --baseline")
-    error_limit = limit_of(max_error_rate, "'--max-error-rate'")
     share_drift = [text for text in max_drift if "=" not in text]
     if len(share_drift) > 1:
         raise click.BadParameter("one limit for the codes' shares", param_hint="'--max-drift'")
-    drift_limit = limit_of(share_drift[0] if share_drift else None, "'--max-drift'")
+    drift_limit = _limit(share_drift[0] if share_drift else None, "'--max-drift'")
     profile_limits = _profile_limits([text for text in max_drift if "=" in text])
     if report is not None:
         from transcript_clean.audit.report import check_report

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import copy
 import json
+import logging
 import os
 from collections.abc import Mapping
 from contextlib import suppress
@@ -30,6 +31,8 @@ from transcript_clean.sources import (
 __all__ = ["EngineOptions", "SourceOptions", "resolve_format", "split_options"]
 
 Engine = Literal["local", "ray"]
+
+log = logging.getLogger("transcript_clean")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,6 +92,7 @@ class SourceOptions:
     def format_of(self, source: Source) -> Format:
         """The format of `source`, opened: as named, or detected (with its dataset type), reading
         declared tools from `tools_column` when given."""
+        _log_source(source)
         if self.dataset_type not in ("auto", "conversation"):
             fmt = resolve_shaped(source, self)
         elif self.prompt_column is not None or self.candidates is not None:
@@ -98,6 +102,7 @@ class SourceOptions:
             fmt = resolve_format(source, self.format, self.column, shaped=shaped)
         if self.tools_column is not None:
             fmt = with_tools_column(source, fmt, self.tools_column)
+        log.info("%s: format %s, column %r", source.name, fmt.name, fmt.column)
         return fmt
 
     def rows_total(self, source: Source) -> int | None:
@@ -105,6 +110,16 @@ class SourceOptions:
         if self.limit is None or source.num_rows is None:
             return source.num_rows
         return min(self.limit, source.num_rows)
+
+
+def _log_source(source: Source) -> None:
+    """What was opened, for `-v` (its columns for `-vv`)."""
+    if not log.isEnabledFor(logging.INFO):
+        return  # counting a large folder's parts is not free
+    rows = "an unknown number of" if source.num_rows is None else f"{source.num_rows:,}"
+    parts = len(source.parts())
+    log.info("%s: %s rows in %d part(s) (%s)", source.name, rows, parts, source.kind)
+    log.debug("%s: columns %s", source.name, ", ".join(source.schema.names))
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,7 @@ The folder itself, its lock and its checks are `transcript_clean.output`'s.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
 __all__ = ["DEFAULT_ROWS_PER_SHARD", "RunResult", "clean"]
 
 DEFAULT_ROWS_PER_SHARD = 100_000
+
+log = logging.getLogger("transcript_clean")
 
 
 @dataclass(slots=True)
@@ -164,6 +167,8 @@ def clean(
             prepare(work, identity, resume=resume, overwrite=overwrite)
             check_free(out, overwrite)  # again: another run may have finished meanwhile
             before = earlier_seconds(work, started_at)
+            if before:
+                log.info("resuming: the earlier attempts worked %.2f s", before)
             if run.engine == "ray":
                 from transcript_clean.engine.ray import run_ray
 
@@ -305,8 +310,15 @@ def _run_local(
     stats = Stats()
     names = []
     blocks = plan_blocks(src, rows_per_shard, limit)
+    log.info(
+        "%d block(s) of at most %d rows, on %d worker(s)", len(blocks), rows_per_shard, workers
+    )
     cleaned = run_blocks(job, blocks, workers=workers, progress=progress, pool=pool)
     for block, block_stats in cleaned:
         stats.merge(block_stats)
         names.append(written.shard_name(block.index))
+        log.debug(
+            "block %d: %d rows in, %d kept, %d rejected",
+            block.index, block_stats.rows_in, block_stats.rows_kept, block_stats.rows_rejected,
+        )  # fmt: skip
     return stats, names

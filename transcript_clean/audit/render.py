@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from transcript_clean.audit.baseline import Drift
+from transcript_clean.audit.measure import Gate
 from transcript_clean.audit.profile_drift import ProfileDrift
 from transcript_clean.audit.run import AuditResult
 from transcript_clean.audit.samples import Sample
@@ -17,6 +18,7 @@ from transcript_clean.stats import render_accounting, render_table
 
 __all__ = [
     "render_drift",
+    "render_gates",
     "render_json",
     "render_markdown",
     "render_text",
@@ -184,9 +186,13 @@ def render_text(result: AuditResult) -> str:
         lines += ["", f"profile drift against {result.baseline.path}:"]
         lines.append(render_profile_drift(result.profile_drift))
     if result.gates:
-        lines += ["", "gates:"]
-        lines += [f"  {'FAIL' if g.exceeded else 'ok':<4}  {g.describe()}" for g in result.gates]
+        lines += ["", "gates:", *render_gates(result.gates)]
     return "\n".join(lines)
+
+
+def render_gates(gates: Sequence[Gate]) -> list[str]:
+    """A line per gate: `  FAIL  gate max-error-rate: 12.40% > 10.00%`, or `ok`."""
+    return [f"  {'FAIL' if g.exceeded else 'ok':<4}  {g.describe()}" for g in gates]
 
 
 # ---------------------------------------------------------------------------------------------
