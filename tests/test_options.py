@@ -88,3 +88,13 @@ def test_a_named_format_that_does_not_fit_suggests_the_one_that_does(tmp_path: P
     assert "_raw_line" not in message and "_line_error" not in message
     assert "it reads as openai (column 'messages'): use --format openai" in message
     assert "--column" not in message
+
+
+def test_a_dataset_type_without_its_columns_names_the_file(tmp_path: Path) -> None:
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n', encoding="utf-8")
+    with pytest.raises(FormatError) as err:
+        SourceOptions(path, dataset_type="preference").resolve()
+    message = str(err.value)
+    assert message.startswith(f"{path}: ")
+    assert "the columns are messages (" in message  # not the reader's _raw_line, _line_error

@@ -93,13 +93,18 @@ class SourceOptions:
         """The format of `source`, opened: as named, or detected (with its dataset type), reading
         declared tools from `tools_column` when given."""
         _log_source(source)
-        if self.dataset_type not in ("auto", "conversation"):
-            fmt = resolve_shaped(source, self)
-        elif self.prompt_column is not None or self.candidates is not None:
-            raise SourceError("--prompt-column and --candidates go with --type")
-        else:
-            shaped = self.dataset_type == "auto"
-            fmt = resolve_format(source, self.format, self.column, shaped=shaped)
+        try:
+            if self.dataset_type not in ("auto", "conversation"):
+                fmt = resolve_shaped(source, self)
+            elif self.prompt_column is not None or self.candidates is not None:
+                raise SourceError("--prompt-column and --candidates go with --type")
+            else:
+                shaped = self.dataset_type == "auto"
+                fmt = resolve_format(source, self.format, self.column, shaped=shaped)
+        except FormatError as err:  # every such error names the file or dataset it is about
+            if str(err).startswith(f"{source.name}: "):
+                raise
+            raise FormatError(f"{source.name}: {err}") from err
         if self.tools_column is not None:
             fmt = with_tools_column(source, fmt, self.tools_column)
         log.info("%s: format %s, column %r", source.name, fmt.name, fmt.column)
@@ -222,7 +227,7 @@ def with_tools_column(source: Source, fmt: Format, column: str) -> Format:
     if column not in source.schema.names:
         raise SourceError(
             f"{source.name}: no column {column!r} for --tools-column; the columns are "
-            f"{', '.join(source.schema.names)}"
+            f"{', '.join(_data_columns(source))}"
         )
     fmt = copy.copy(fmt)
     fmt.tools_column = column
@@ -253,7 +258,7 @@ def resolve_shaped(source: Source, read: SourceOptions) -> Format:
     from transcript_clean.shapes import make_shape
     from transcript_clean.shapes.detect import shaped_format
 
-    names = source.schema.names
+    names = _data_columns(source)
     shape = make_shape(
         read.dataset_type, names, prompt=read.prompt_column, candidates=read.candidates
     )
