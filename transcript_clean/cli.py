@@ -252,10 +252,12 @@ def gate_options(f: F) -> F:
 
 def _limit(value: str | None, hint: str) -> float | None:
     """A gate's limit as typed, or a usage error naming the option."""
+    if value is None:
+        return None
     from transcript_clean.audit.measure import parse_fraction
 
     try:
-        return None if value is None else parse_fraction(value)
+        return parse_fraction(value)
     except ValueError as err:
         raise click.BadParameter(str(err), param_hint=hint) from None
 
@@ -265,9 +267,11 @@ def _share_limits(
 ) -> tuple[float | None, dict[str, float]]:
     """`--max-error-rate` and `--max CODE=R` parsed, before the run: a mistyped code or limit
     is a usage error, not a failed run."""
+    max_share: dict[str, float] = {}
+    if not max_codes:
+        return _limit(max_error_rate, "'--max-error-rate'"), max_share
     from transcript_clean.audit.measure import parse_code_limit
 
-    max_share: dict[str, float] = {}
     for text in max_codes:
         try:
             code, share = parse_code_limit(text)
@@ -602,7 +606,9 @@ def _resumable(output: str) -> Iterator[None]:
     help="Print the run's summary (summary.json, with the output and the gates) as one JSON "
     "document on stdout, and nothing else there.",
 )
-@click.option("--quiet", "-q", is_flag=True, help="No progress bar, no table: only errors.")
+@click.option(
+    "--quiet", "-q", is_flag=True, help="No progress bar, no table: only errors and failed gates."
+)
 @log_options
 def clean(
     source: str,
@@ -660,10 +666,11 @@ def clean(
             output_format=output_format,
             compression=compression,
         )
-    from transcript_clean.audit.measure import share_gates
-    from transcript_clean.audit.render import render_gates
+    gates = []
+    if error_limit is not None or max_share:
+        from transcript_clean.audit.measure import share_gates
 
-    gates = share_gates(result.stats, error_limit, max_share)
+        gates = share_gates(result.stats, error_limit, max_share)
     failed = [gate.describe() for gate in gates if gate.exceeded]
     if as_json:
         import json
@@ -688,6 +695,8 @@ def clean(
         click.echo()
         click.echo(render_accounting(result.stats) + "  (checked)")
         if gates:
+            from transcript_clean.audit.render import render_gates
+
             click.echo("\ngates:\n" + "\n".join(render_gates(gates)))
         click.echo(f"wrote {result.output}")
     if failed:  # after everything is written and said: the data is there, and bad
