@@ -21,8 +21,8 @@ from synthetic import (
     FORMATS,
     PREFERENCE_CODES,
     ROW_TYPES,
+    UNSUPPORTED,
     arrow_schema,
-    default_rates,
     generate_preference_rows,
     generate_rows,
     preference_schema,
@@ -154,8 +154,8 @@ def main(
             )
     if sidecar is not None:
         click.echo(f"planted codes per row: {sidecar}", err=True)
-    if not preference and chosen is None and set(default_rates(format_)) != set(CODES):
-        missing = sorted(set(CODES) - set(default_rates(format_)))
+    if not preference and UNSUPPORTED.get(format_):
+        missing = sorted(UNSUPPORTED[format_])
         click.echo(f"({format_} rows carry no {', '.join(missing)})", err=True)
 
 

@@ -33,6 +33,8 @@ CODES: Final = (
     "no_assistant_turn",
     "unknown_tool",
     "tool_arguments_schema",
+    "duplicate_call_id",
+    "invalid_tool_declaration",
 )
 
 DEFAULT_RATES: Final[Mapping[str, float]] = {
@@ -54,8 +56,10 @@ FORMATS: Final = ("openai", "sharegpt", "anthropic", "rig")
 # an Arrow type with them, so these formats get no invalid arguments.
 # Only OpenAI and ShareGPT rows declare their tools (a `tools` column): the declared-tools codes
 # need it. They are planted only when asked for (`TOOLS_RATES`, the bench's tools mode).
-_DECLARED: Final = frozenset({"unknown_tool", "tool_arguments_schema"})
+# ShareGPT has no call ids, so no two calls can share one.
+_DECLARED: Final = frozenset({"unknown_tool", "tool_arguments_schema", "invalid_tool_declaration"})
 UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
+    "sharegpt": frozenset({"duplicate_call_id"}),
     "anthropic": frozenset({"invalid_tool_arguments"}) | _DECLARED,
     "rig": frozenset({"invalid_tool_arguments"}) | _DECLARED,
 }
@@ -63,10 +67,24 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
 TOOLS_RATES: Final[Mapping[str, float]] = {"unknown_tool": 0.05, "tool_arguments_schema": 0.05}
 """Rows with declared tools: 5% call a tool the row does not declare, 5% break its schema."""
 
+EVERY_RATES: Final[Mapping[str, float]] = {
+    **{code: 3 * rate for code, rate in DEFAULT_RATES.items()},
+    **TOOLS_RATES,
+    "duplicate_call_id": 0.03,
+    "invalid_tool_declaration": 0.03,
+}
+"""Every code the generator can plant, each in a few percent of the rows: the differential tests'
+rates (`every_rates(format)` leaves out what a format's rows cannot carry)."""
+
 
 def default_rates(format: str) -> dict[str, float]:
     """`DEFAULT_RATES` without the codes `format`'s rows cannot carry."""
     return {c: r for c, r in DEFAULT_RATES.items() if c not in UNSUPPORTED.get(format, ())}
+
+
+def every_rates(format: str) -> dict[str, float]:
+    """`EVERY_RATES` without the codes `format`'s rows cannot carry."""
+    return {c: r for c, r in EVERY_RATES.items() if c not in UNSUPPORTED.get(format, ())}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,7 +297,7 @@ def _plant(rng: random.Random, items: list[_Item], code: str) -> list[_Item]:
         bad = rng.choice(('{"city": "Paris"', "city=Paris", '["Paris"]', '"Paris"'))
         calls = (*calls[:k], (calls[k][0], calls[k][1], None, bad), *calls[k + 1 :])
         items[at] = (kind, text, thought, calls)
-    elif code in _DECLARED:
+    elif code in ("unknown_tool", "tool_arguments_schema"):
         at = rng.choice(find) - 1
         kind, text, thought, calls = items[at]
         k = rng.randrange(len(calls))
@@ -292,6 +310,15 @@ def _plant(rng: random.Random, items: list[_Item], code: str) -> list[_Item]:
             arguments = dict(list(arguments.items())[1:])
         new = (call_id, name, arguments, json.dumps(arguments))
         items[at] = (kind, text, thought, (*calls[:k], new, *calls[k + 1 :]))
+    elif code == "duplicate_call_id":
+        # the turn's second call reuses the first's id; the one result answers the id once
+        at = rng.choice(find) - 1
+        kind, text, thought, calls = items[at]
+        first = calls[0]
+        again = calls[1] if len(calls) > 1 else first
+        calls = (first, (first[0], again[1], again[2], again[3]), *calls[2:])
+        results = [items[at + 1][1][0], *items[at + 1][1][2:]]
+        items[at], items[at + 1] = (kind, text, thought, calls), ("results", results)
     elif code == "trailing_tool_call":
         exchange = _tool_exchange(rng, reasoning=False)
         items += exchange[:2]
@@ -306,8 +333,9 @@ def _plant(rng: random.Random, items: list[_Item], code: str) -> list[_Item]:
 # the formats' rows
 
 
-def _openai(rng: random.Random, items: list[_Item], i: int) -> Row:
+def _openai(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
     with_ids = rng.random() < 0.8  # else TRL's id-less shape: results answer by position
+    with_ids |= planted == "duplicate_call_id"  # an id-less row mints an id per call
     messages: list[Row] = []
     for item in items:
         kind = item[0]
@@ -332,10 +360,11 @@ def _openai(rng: random.Random, items: list[_Item], i: int) -> Row:
                     )
                 else:
                     messages.append({"role": "tool", "name": name, "content": text})
-    return {"id": i, "messages": messages, "tools": _tools_json(items, _OPENAI_TOOL_JSON)}
+    tools = _tools_json(items, _OPENAI_TOOL_JSON, planted)
+    return {"id": i, "messages": messages, "tools": tools}
 
 
-def _sharegpt(rng: random.Random, items: list[_Item], i: int) -> Row:
+def _sharegpt(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
     turns: list[Row] = []
     row: Row = {"id": i, "system": None}  # every row has every column
     calls = 0  # of the last assistant turn
@@ -367,11 +396,11 @@ def _sharegpt(rng: random.Random, items: list[_Item], i: int) -> Row:
             else:
                 turns.extend({"from": "observation", "value": text} for _, _, text in results)
     row["conversations"] = turns
-    row["tools"] = _tools_json(items, _TOOL_JSON)
+    row["tools"] = _tools_json(items, _TOOL_JSON, planted)
     return row
 
 
-def _anthropic(rng: random.Random, items: list[_Item], i: int) -> Row:
+def _anthropic(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
     row: Row = {"id": i, "system": None}  # every row has every column
     messages: list[Row] = []
     for item in items:
@@ -413,7 +442,7 @@ def _anthropic(rng: random.Random, items: list[_Item], i: int) -> Row:
     return row
 
 
-def _rig(rng: random.Random, items: list[_Item], i: int) -> Row:
+def _rig(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
     messages: list[Row] = []
     for item in items:
         kind = item[0]
@@ -458,17 +487,30 @@ def _toolu(call_id: str) -> str:
     return "toolu_" + call_id.removeprefix("call_")
 
 
-def _tools_json(items: list[_Item], specs: Mapping[str, str]) -> str:
-    """The tools the row calls (or one, when it calls none), as a JSON list."""
+def _tools_json(items: list[_Item], specs: Mapping[str, str], planted: str | None) -> str:
+    """The tools the row calls (or one, when it calls none), as a JSON list; with
+    `invalid_tool_declaration` planted, one more tool whose parameters are no JSON Schema."""
     used = [
         name
         for name in dict.fromkeys(c[1] for item in items if item[0] == "assistant" for c in item[3])
         if name in specs  # not a tool planted as unknown
     ]
-    return "[" + ", ".join(specs[name] for name in used or ("get_weather",)) + "]"
+    declared = [specs[name] for name in used or ("get_weather",)]
+    if planted == "invalid_tool_declaration":
+        declared.append(_BROKEN_TOOL_JSON if specs is _TOOL_JSON else _BROKEN_OPENAI_TOOL_JSON)
+    return "[" + ", ".join(declared) + "]"
 
 
-_Render = Callable[[random.Random, list[_Item], int], Row]
+# a tool nobody calls, whose parameter's type is no JSON Schema type
+_BROKEN_TOOL = {
+    "name": "archive_order",
+    "description": "Archive an order.",
+    "parameters": {"type": "object", "properties": {"order_id": {"type": "strng"}}},
+}
+_BROKEN_TOOL_JSON = json.dumps(_BROKEN_TOOL)
+_BROKEN_OPENAI_TOOL_JSON = json.dumps({"type": "function", "function": _BROKEN_TOOL})
+
+_Render = Callable[[random.Random, list[_Item], int, str | None], Row]
 _RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
     # renderer, conversation column, has reasoning, has a system prompt
     "openai": (_openai, "messages", True, True),
@@ -563,14 +605,14 @@ def generate_rows(
 
     rng = random.Random(seed)
     needs_calls = {"invalid_tool_arguments", "orphan_tool_result", "unanswered_tool_call"}
-    needs_calls |= _DECLARED
+    needs_calls |= {"unknown_tool", "tool_arguments_schema", "duplicate_call_id"}
     for i in range(n):
         draw = rng.random()
         planted = next((c for limit, c in thresholds if draw < limit), None)
         items = _conversation(rng, planted in needs_calls, reasoning, system)
         if planted is not None and planted not in ("malformed_row", "unknown_role"):
             items = _plant(rng, items, planted)
-        row = render(rng, items, i)
+        row = render(rng, items, i, planted)
         if planted in ("malformed_row", "unknown_role"):
             _break(rng, row, format, planted)
         yield row, frozenset() if planted is None else frozenset((planted,))
@@ -625,16 +667,26 @@ def preference_schema(format: str) -> pa.Schema:
 
 
 def generate_preference_rows(
-    n: int, format: str = "openai", seed: int = 0, rates: Mapping[str, float] | None = None
+    n: int,
+    format: str = "openai",
+    seed: int = 0,
+    rates: Mapping[str, float] | None = None,
+    defects: Mapping[str, float] | None = None,
 ) -> Iterator[tuple[Row, frozenset[str]]]:
     """`n` preference rows of `format` (`preference_schema`), each with the codes a strict run
     finds in it; `rates`: the share of rows of each of `PREFERENCE_CODES` (default
     `PREFERENCE_RATES`). The prompt ends on a user turn; `chosen` is the conversation's answer,
-    `rejected` a poorer one."""
+    `rejected` a poorer one.
+
+    `defects`: rates of `generate_rows`' codes in the conversations the rows are cut from (none
+    by default; the decoder's codes, `malformed_row` and `unknown_role`, would leave no turns to
+    cut, and are not taken). Where a code lands in the prompt or a candidate depends on the cut,
+    so the codes given for such a row are only those of `rates`."""
     preference_schema(format)  # checks the format
     rates = dict(PREFERENCE_RATES if rates is None else rates)
+    cut = {c: r for c, r in (defects or {}).items() if c not in ("malformed_row", "unknown_role")}
     rng = random.Random(seed)
-    for row, _ in generate_rows(n, format, seed, rates={}):
+    for row, _ in generate_rows(n, format, seed, rates=cut):
         draw, planted = rng.random(), None
         for code in PREFERENCE_CODES:
             draw -= rates.get(code, 0.0)

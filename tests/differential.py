@@ -11,7 +11,7 @@ from synthetic import generate_rows
 
 from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats.base import Format
-from transcript_clean.pipeline import clean_batch, clean_row
+from transcript_clean.pipeline import CleanedBatch, clean_batch, clean_row
 from transcript_clean.policy import DEFAULT, Config
 
 
@@ -21,13 +21,15 @@ def per_row_clean(row: dict[str, Any], fmt: Format) -> bool:
     return result.status == "unchanged" and not result.actions
 
 
-def assert_fast_and_slow_agree(table: pa.Table, config: Config, fmt: Format) -> None:
-    """`clean_batch` gives the same kept rows, rejects and stats with and without the fast path."""
+def assert_fast_and_slow_agree(table: pa.Table, config: Config, fmt: Format) -> CleanedBatch:
+    """`clean_batch` gives the same kept rows, rejects and stats with and without the fast path;
+    returns the per-row path's result."""
     fast = clean_batch(table, config, format=fmt, source="s")
     slow = clean_batch(table, config, format=fmt, source="s", fast=False)
     assert fast.kept.to_pylist() == slow.kept.to_pylist()
     assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
     assert fast.stats == slow.stats
+    return slow
 
 
 def assert_verdicts_equal_on_generated_rows(fmt: Format, seed: int, kinds: int) -> None:

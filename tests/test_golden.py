@@ -17,11 +17,11 @@ EXPECTED = json.loads((make_golden.GOLDEN / "expected.json").read_text())
 CASES = make_golden.cases(make_golden.SHARED)
 
 
-@pytest.mark.parametrize(("name", "source", "config"), CASES, ids=[c[0] for c in CASES])
-def test_output_files_are_byte_identical(name: str, source: Path, config: str) -> None:
+@pytest.mark.parametrize(("name", "source", "config", "output"), CASES, ids=[c[0] for c in CASES])
+def test_output_files_are_byte_identical(name: str, source: Path, config: str, output: str) -> None:
     if not source.exists():
         pytest.skip(f"{source} not found")
-    assert make_golden.run_case(source, config) == EXPECTED[name]
+    assert make_golden.run_case(source, config, output) == EXPECTED[name]
 
 
 def test_every_case_has_digests() -> None:

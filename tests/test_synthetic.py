@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from synthetic import (
     CODES,
     DEFAULT_RATES,
+    EVERY_RATES,
     FORMATS,
     TOOLS_RATES,
     UNSUPPORTED,
@@ -50,7 +51,13 @@ def strict_codes(fmt_name: str, row: dict[str, Any]) -> set[str]:
     calls = [c for m in kept if isinstance(m, AssistantMessage) for c in m.tool_calls]
     if any(not isinstance(c.arguments, dict) for c in calls):
         codes.add("invalid_tool_arguments")
+    for m in kept:
+        ids = [c.id for c in m.tool_calls] if isinstance(m, AssistantMessage) else []
+        if len(set(ids)) < len(ids):
+            codes.add("duplicate_call_id")
     declared = read_row_declarations(row, ("tools",))
+    if declared is not None and declared.problems:
+        codes.add("invalid_tool_declaration")
     if declared is not None:
         if any(c.name not in declared.tools for c in calls):
             codes.add("unknown_tool")
@@ -106,7 +113,8 @@ def test_default_rates_plant_about_ten_percent_and_say_exactly_what(fmt: str) ->
     planted = Counter(code for _, codes in rows for code in codes)
     defective = sum(1 for _, codes in rows if codes)
     assert 0.06 * 3000 < defective < 0.14 * 3000
-    assert set(planted) == set(supported(fmt)) - set(TOOLS_RATES)
+    opt_in = set(EVERY_RATES) - set(DEFAULT_RATES)  # planted only when asked for
+    assert set(planted) == set(supported(fmt)) - opt_in
     assert all(len(codes) <= 1 for _, codes in rows)
     for row, codes in rows:
         assert strict_codes(fmt, row) == set(codes), row
@@ -154,7 +162,8 @@ def test_the_same_seed_gives_the_same_rows() -> None:
 def test_default_rates() -> None:
     assert sum(DEFAULT_RATES.values()) == pytest.approx(0.10)
     # the declared-tools codes are planted only when asked for (the bench's tools mode)
-    assert set(DEFAULT_RATES) == set(CODES) - set(TOOLS_RATES)
+    assert set(DEFAULT_RATES) == set(CODES) - set(EVERY_RATES).difference(DEFAULT_RATES)
+    assert set(TOOLS_RATES) < set(EVERY_RATES) and set(EVERY_RATES) == set(CODES)
     assert "invalid_tool_arguments" not in default_rates("anthropic")
 
 

@@ -21,20 +21,6 @@ from transcript_clean.rules import TOO_LONG
 from transcript_clean.tokens import load_tokenizer
 
 
-@pytest.fixture(scope="module")
-def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> str:
-    """A word-level tokenizer: a token per word or punctuation run, so counts are known."""
-    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-
-    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
-    tok.pre_tokenizer = pre_tokenizers.Whitespace()
-    words = ["Hello there", "Weather in Paris", "one two three four five six"]
-    tok.train_from_iterator(words, trainers.WordLevelTrainer(special_tokens=["[UNK]"]))
-    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
-    tok.save(str(path))
-    return str(path)
-
-
 def _row(*texts: str) -> dict[str, Any]:
     messages = [{"role": "system", "content": "Be brief."}]
     for i, text in enumerate(texts):
