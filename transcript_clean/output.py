@@ -28,6 +28,7 @@ from transcript_clean.sinks import (
     write_text_atomic,
 )
 from transcript_clean.sources import Source
+from transcript_clean.sources.base import output_schema
 from transcript_clean.stats import Stats
 
 __all__ = [
@@ -343,7 +344,12 @@ def finalize(
         write_text_atomic(final / "summary.json", json.dumps(summary, indent=2) + "\n")
         profile = json.dumps(summary.get("profile", stats.profile.report()), indent=2)
         write_text_atomic(final / "profile.json", profile + "\n")
-        card = dataset_card(summary, stats.records(), data_files=f"data/*{output.suffix}")
+        card = dataset_card(
+            summary,
+            stats.records(),
+            f"data/*{output.suffix}",
+            output_schema(src.schema, rejects=False) if output.name == "parquet" else None,
+        )
         write_text_atomic(final / "README.md", card)
         made = os.stat(final)
         finished = {"folder": [made.st_dev, made.st_ino], "stats": stats.to_dict()}

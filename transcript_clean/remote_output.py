@@ -39,6 +39,7 @@ from transcript_clean.errors import OutputError, option
 from transcript_clean.output import check_accounting
 from transcript_clean.sinks import OutputFormat, write_table_atomic
 from transcript_clean.sources import Source
+from transcript_clean.sources.base import output_schema
 from transcript_clean.stats import Stats
 from transcript_clean.storage import Store
 
@@ -358,7 +359,13 @@ def publish(
             write_table_atomic(local / "stats.parquet", stats.table())
             store.put(local / "stats.parquet", "stats.parquet")
         store.write_text("stats.csv", stats.csv())
-        store.write_text("README.md", dataset_card(summary, stats.records()))
+        card = dataset_card(
+            summary,
+            stats.records(),
+            f"data/*{output.suffix}",
+            output_schema(src.schema, rejects=False) if output.name == "parquet" else None,
+        )
+        store.write_text("README.md", card)
         store.write_text("summary.json", json.dumps(summary, indent=2) + "\n")
         still_locked()
         store.write_bytes(SUCCESS, b"")
