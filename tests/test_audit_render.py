@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from audit_rows import CLEAN, ROWS, SHARES, a, run, u, write_jsonl, write_summary
+from audit_rows import CLEAN, CONSECUTIVE, ROWS, SHARES, a, run, u, write_jsonl, write_summary
 
 from transcript_clean.audit import audit
 from transcript_clean.audit.html import _environment, render_html
@@ -133,7 +133,7 @@ def test_an_unchanged_drift_figure_is_not_drawn_as_a_change(data: Path, tmp_path
     assert 'class="up"' not in row and 'class="down"' not in row
 
 
-def test_the_chart_ticks_are_round_numbers(data: Path) -> None:
+def test_the_chart_ticks_are_round_numbers(tmp_path: Path) -> None:
     from transcript_clean.audit.html import ticks
 
     for top in (0.025, 0.003, 0.07, 0.5, 0.2, 1.0, 0.0012):
@@ -142,9 +142,11 @@ def test_the_chart_ticks_are_round_numbers(data: Path) -> None:
         step = marks[1]
         assert f"{step:.1e}"[0] in "125", (top, marks)  # 1, 2 or 5 times a power of ten
         assert all(abs(m - k * step) < 1e-12 for k, m in enumerate(marks))
-    page = render_html(audit(str(data)))
-    labels = re.findall(r'<text class="tick"[^>]*>([^<]*)</text>', page)
-    assert labels and labels[0] == "0%"
+    # One row in 40 with a violation: 2.5%, which quarters cut into 0.625% steps.
+    source = write_jsonl(tmp_path / "one_in_40.jsonl", [CONSECUTIVE] + [CLEAN] * 39)
+    page = render_html(audit(str(source)))
+    labels = re.findall(r'text-anchor="middle">([^<]*%)</text>', page)
+    assert labels and labels[0] == "0%" and labels[-1] == "2.5%"
     for label in labels:  # 0.625% was one: at most two significant digits
         assert len(label.rstrip("%").replace(".", "").strip("0")) <= 2, label
 
