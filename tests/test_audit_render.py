@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import html
 import json
+import re
+import shlex
 import subprocess
 import sys
 import tomllib
@@ -11,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 import pytest
-from audit_rows import CLEAN, ROWS, SHARES, a, run, u, write_jsonl, write_summary
+from audit_rows import CLEAN, CONSECUTIVE, ROWS, SHARES, a, run, u, write_jsonl, write_summary
 
 from transcript_clean.audit import audit
 from transcript_clean.audit.html import _environment, render_html
@@ -75,8 +78,9 @@ def test_html_report_escapes_the_data_and_loads_nothing(data: Path, tmp_path: Pa
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
     assert "two &lt;/pre&gt; &amp; more" in page
     assert "<svg" in page and page.count("<table>") == 3  # gates, stats, the profile
-    for attribute in ("src=", "href=", "@import", "url("):
+    for attribute in ("src=", "@import", "url("):
         assert attribute not in page
+    assert re.findall(r'href="([^#][^"]*)"', page) == []  # links within the page only
     assert render_html(audit(str(data))).count("<rect") >= len(SHARES)
 
 
@@ -115,3 +119,71 @@ def test_the_template_ships_with_the_package_and_escapes() -> None:
     assert any(fnmatch("audit/templates/report.html.j2", pattern) for pattern in shipped)
     page = _environment().from_string("{{ text }}").render(text="<b>&")
     assert page == "&lt;b&gt;&amp;"
+
+
+def test_an_unchanged_drift_figure_is_not_drawn_as_a_change(data: Path, tmp_path: Path) -> None:
+    # 2 of 10 rows tonight; 2,000,001 of 10,000,000 before: a change that prints as 0.00 pp.
+    base = write_summary(
+        tmp_path / "summary.json", 10_000_000, [("consecutive_assistant", "repaired", 2_000_001)]
+    )
+    page = render_html(audit(str(data), baseline=str(base)))
+    row = page[page.index('<td><code>consecutive_assistant</code></td><td class="num">20.00%') :]
+    row = row[: row.index("</tr>")]
+    assert "0.00 pp" in row
+    assert 'class="up"' not in row and 'class="down"' not in row
+
+
+def test_the_chart_ticks_are_round_numbers(tmp_path: Path) -> None:
+    from transcript_clean.audit.html import ticks
+
+    for top in (0.025, 0.003, 0.07, 0.5, 0.2, 1.0, 0.0012):
+        marks = ticks(top)
+        assert marks[0] == 0 and marks[-1] >= top and len(marks) <= 6
+        step = marks[1]
+        assert f"{step:.1e}"[0] in "125", (top, marks)  # 1, 2 or 5 times a power of ten
+        assert all(abs(m - k * step) < 1e-12 for k, m in enumerate(marks))
+    # One row in 40 with a violation: 2.5%, which quarters cut into 0.625% steps.
+    source = write_jsonl(tmp_path / "one_in_40.jsonl", [CONSECUTIVE] + [CLEAN] * 39)
+    page = render_html(audit(str(source)))
+    labels = re.findall(r'text-anchor="middle">([^<]*%)</text>', page)
+    assert labels and labels[0] == "0%" and labels[-1] == "2.5%"
+    for label in labels:  # 0.625% was one: at most two significant digits
+        assert len(label.rstrip("%").replace(".", "").strip("0")) <= 2, label
+
+
+def test_a_flat_history_line_sits_inside_its_axis(data: Path) -> None:
+    from transcript_clean.audit.history import Night, figures_of
+    from transcript_clean.audit.profile_html import history_charts
+
+    result = audit(str(data))
+    tonight = figures_of(result.summary)
+    result.history = [Night("n1", dict(tonight)), Night("n2", dict(tonight))]
+    charts = history_charts(result)
+    rows = next(c for c in charts if c.name == "rows_in")
+    assert (rows.low, rows.high) != ("10", "20")  # not v to 2v, with the line on the floor
+    ys = {float(y) for _, y, _ in rows.dots}
+    assert len(ys) == 1 and 14 < ys.pop() < 118  # between the top and the bottom, not on them
+
+
+def test_the_report_has_contents_and_an_explain_command_per_sample(
+    data: Path, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from transcript_clean.cli import main
+
+    page = render_html(audit(str(data), samples=1))
+    toc = page[page.index('<nav class="toc">') : page.index("</nav>")]
+    for anchor in re.findall(r'href="#([^"]+)"', toc):
+        assert f'id="{anchor}"' in page, anchor
+    assert 'href="#stats"' in toc and 'href="#samples"' in toc
+    commands = re.findall(r'<pre class="command"><code>([^<]+)</code></pre>', page)
+    assert len(commands) == len(SHARES)
+    for command in commands:
+        args = shlex.split(html.unescape(command))
+        assert args[:2] == ["transcript-clean", "explain"]
+        result = CliRunner().invoke(main, args[1:])
+        assert result.exit_code == 0, result.output
+        assert "Violations:" in result.output
+    text = render_markdown(audit(str(data), samples=1))
+    assert text.count("transcript-clean explain ") == len(SHARES)

@@ -2,9 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from collections import Counter
+from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pytest
+
 from transcript_clean.card import dataset_card
+from transcript_clean.run import clean
 from transcript_clean.stats import Stats, run_summary
 
 
@@ -25,13 +32,14 @@ def test_the_card_says_what_was_cleaned_how_and_gives_the_stats_table() -> None:
     stats.add_code("orphan_tool_result", "rejected", 3, 4, "raw/a.parquet", 5)
     card = dataset_card(summary_of(stats), stats.records())
     # The YAML header is what the Hub and `datasets` read to find the shards.
-    assert card.startswith("---\nconfigs:\n- config_name: default\n")
-    assert "    path: data/*.parquet\n---\n" in card
+    assert card.startswith("---\nlicense: unknown\n")
+    header = "- config_name: default\n  data_files:\n  - split: train\n    path: data/*.parquet\n"
+    assert header in card
     assert "from `raw/*.parquet` (format\n`sharegpt`, config `strict`)" in card
     assert "| in | 10 |" in card
     assert "| of which repaired | 2 |" in card
     assert "| rejected | 3 |" in card
-    assert "| orphan_tool_result | rejected | 3 | 4 | 30.00% | raw/a.parquet#5 |" in card
+    assert "| orphan_tool_result | rejected | 3 | 4 | 30.00% | `raw/a.parquet#5` |" in card
     assert card.endswith("Input fingerprint: `abc123`.\n")
 
 
@@ -57,3 +65,110 @@ def test_the_card_gives_the_profile() -> None:
     assert f"| text | {profile['turns']['text']:,} |" in card
     assert "Calls per tool: `" in card
     assert card.endswith("Input fingerprint: `abc123`.\n")
+
+
+GLAIVE = (
+    Path(__file__).resolve().parent.parent.parent
+    / "shared/data/sharegpt/glaive_toolcall_en_demo.json"
+)
+
+
+def glaive_counts() -> tuple[Counter[str], Counter[str]]:
+    """Per tool, read from the file itself: the rows declaring it and the calls to it."""
+    declared: Counter[str] = Counter()
+    calls: Counter[str] = Counter()
+    for row in json.loads(GLAIVE.read_text(encoding="utf-8")):
+        declared.update({tool["name"] for tool in json.loads(row["tools"] or "[]")})
+        for message in row["conversations"]:
+            if message["from"] == "function_call":
+                value = json.loads(message["value"])
+                calls.update(c["name"] for c in (value if isinstance(value, list) else [value]))
+    return declared, calls
+
+
+def table_rows(card: str, header: str) -> list[list[str]]:
+    """The cells of the Markdown table under `header`, its header and rule left out."""
+    lines = card[card.index(header) :].splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("|"))
+    rows = []
+    for line in lines[start + 2 :]:
+        if not line.startswith("|"):
+            break
+        rows.append([cell.strip() for cell in line.strip("|").split(" | ")])
+    return rows
+
+
+def test_the_declared_tools_table_is_one_list_of_tools_cut_once(tmp_path: Path) -> None:
+    if not GLAIVE.exists():
+        pytest.skip("the shared data folder is absent")
+    clean(GLAIVE, tmp_path / "out")
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    rows = table_rows(card, "## Declared tools")
+    declared, calls = glaive_counts()
+    named = [row for row in rows if not row[0].startswith("other")]
+    assert len(named) == 20 and len(rows) == 21  # the top 20, then the rest in one line
+    for name, called, declaring in named:
+        tool = name.strip("`")
+        assert (int(called), int(declaring)) == (calls[tool], declared[tool]), name
+    # The most called first; each of the rest called no more than the last one named.
+    assert [int(r[1]) for r in named] == sorted((int(r[1]) for r in named), reverse=True)
+    rest = set(declared) | set(calls)
+    rest -= {r[0].strip("`") for r in named}
+    assert max(calls[t] for t in rest) <= int(named[-1][1])
+    other = rows[-1]
+    assert int(other[1]) == sum(calls[t] for t in rest)
+    assert int(other[2]) == sum(declared[t] for t in rest)
+
+
+def test_data_in_the_card_cannot_become_markup() -> None:
+    stats = Stats(rows_in=2, rows_kept=1, rows_rejected=1, rows_declaring_tools=2)
+    evil = ["<script>alert(1)</script>", "a`b|c", "x\n| forged | row |"]
+    stats.tools_declared = {name: 1 for name in evil}
+    stats.tool_calls = {name: 1 for name in evil}
+    stats.add_code("unknown_tool", "rejected", 1, 1, "raw/<img src=x onerror=alert(1)>|.json", 0)
+    summary = summary_of(stats)
+    summary["source"] = "raw/`<b>x</b>`.json"
+    card = dataset_card(summary, stats.records())
+    for bad in ("<script>", "<img", "<b>", "| forged | row |"):
+        assert bad not in card
+    assert "&lt;script&gt;alert\\(1\\)&lt;/script&gt;" in card
+    rows = table_rows(card, "## Declared tools")
+    assert all(len(row) == 3 for row in rows)  # no `|` of a name splits a cell
+    assert "a\\`b\\|c" in card
+    stats_rows = table_rows(card, "## Error stats")
+    assert all(len(row) == 6 for row in stats_rows)
+
+
+def test_the_card_header_is_the_hubs_card_data(tmp_path: Path) -> None:
+    from huggingface_hub import DatasetCard
+
+    stats = Stats(rows_in=1500, rows_kept=1400, rows_rejected=100)
+    schema = pa.schema(
+        [
+            pa.field(
+                "messages", pa.list_(pa.struct([("role", pa.string()), ("content", pa.string())]))
+            ),
+            pa.field("tools", pa.json_()),
+            pa.field("weight", pa.float64()),
+        ]
+    )
+    card = dataset_card(summary_of(stats), stats.records(), schema=schema)
+    data = DatasetCard(card).data.to_dict()
+    assert data["license"] == "unknown"
+    assert data["size_categories"] == ["1K<n<10K"]
+    assert data["configs"] == [
+        {"config_name": "default", "data_files": [{"split": "train", "path": "data/*.parquet"}]},
+        {"config_name": "rejects", "data_files": [{"split": "train", "path": "rejects/*.parquet"}]},
+    ]
+    assert data["dataset_info"]["features"] == [
+        {
+            "name": "messages",
+            "list": [{"name": "role", "dtype": "string"}, {"name": "content", "dtype": "string"}],
+        },
+        {"name": "tools", "dtype": "json"},
+        {"name": "weight", "dtype": "float64"},
+    ]
+    clean_only = Stats(rows_in=5, rows_kept=5)
+    data = DatasetCard(dataset_card(summary_of(clean_only), [])).data.to_dict()
+    assert [c["config_name"] for c in data["configs"]] == ["default"]  # no config of no rows
+    assert data["size_categories"] == ["n<1K"] and "dataset_info" not in data

@@ -159,7 +159,7 @@ def test_ray_reads_a_uri_and_overwrites_only_when_asked(
     out.mkdir()
     (out / "old.txt").write_text("an earlier run")
     source = generated.as_uri()
-    with pytest.raises(OutputError, match="pass --overwrite"):
+    with pytest.raises(OutputError, match="pass overwrite=True"):
         clean(source, out, engine="ray", rows_per_shard=ROWS_PER_SHARD)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 

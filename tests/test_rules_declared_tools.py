@@ -337,6 +337,10 @@ def test_tools_column_names_the_declarations(tmp_path: Path) -> None:
         "distinct_tools": 1,
         "tools_declared": {"get_order": 1},
         "calls_per_tool": {"get_orders": 1},
+        "table": {
+            "tools": [["get_orders", 1, 0], ["get_order", 0, 1]],
+            "other": {"tools": 0, "calls": 0, "declarations": 0},
+        },
         "codes": {"unknown_tool": 1, "tool_arguments_schema": 0, "invalid_tool_declaration": 0},
     }
     assert "## Declared tools" in (out / "README.md").read_text()

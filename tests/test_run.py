@@ -247,6 +247,35 @@ def test_resume_refuses_a_different_run(tmp_path: Path) -> None:
         clean(source, tmp_path / "out", resume=True)
 
 
+def test_what_to_pass_is_said_as_the_caller_gives_it(tmp_path: Path) -> None:
+    # From Python the keyword arguments, from the command line the flags.
+    source = tmp_path / "in.parquet"
+    make_dataset(source, 20, "openai")
+    out = tmp_path / "out"
+
+    def left_unfinished() -> None:
+        (tmp_path / "out.partial").mkdir(exist_ok=True)
+        (tmp_path / "out.partial" / "run.json").write_text("{}")
+
+    left_unfinished()
+    with pytest.raises(OutputError) as left:
+        clean(source, out)
+    assert "pass resume=True to finish it, or overwrite=True to start over" in str(left.value)
+    assert "--" not in str(left.value).replace(str(tmp_path), "")
+    left_unfinished()
+    result = CliRunner().invoke(main, ["clean", str(source), str(out), "-q"])
+    assert result.exit_code == 2
+    assert "pass --resume to finish it, or --overwrite to start over" in result.output
+    left_unfinished()
+    with pytest.raises(OutputError, match="without resume=True and with overwrite=True"):
+        clean(source, out, resume=True)  # still Python's words after a command ran
+    clean(source, out, overwrite=True)
+    with pytest.raises(OutputError, match="pass overwrite=True to replace it"):
+        clean(source, out)
+    result = CliRunner().invoke(main, ["clean", str(source), str(out), "-q"])
+    assert result.exit_code == 2 and "pass --overwrite to replace it" in result.output
+
+
 def test_output_safety(tmp_path: Path) -> None:
     folder = tmp_path / "raw"
     folder.mkdir()
@@ -255,7 +284,7 @@ def test_output_safety(tmp_path: Path) -> None:
         clean(folder, folder / "clean")
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "keep.txt").write_text("mine")
-    with pytest.raises(OutputError, match="--overwrite"):
+    with pytest.raises(OutputError, match="overwrite=True"):
         clean(folder, tmp_path / "taken")
     assert (tmp_path / "taken" / "keep.txt").read_text() == "mine"
     clean(folder, tmp_path / "taken", overwrite=True)

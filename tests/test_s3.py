@@ -119,7 +119,7 @@ def test_a_full_output_is_refused_and_overwrite_replaces_it_whole(
     upload_dataset(s3_endpoint, tmp_path, bucket, 300)
     clean(f"{bucket}/in/", f"{bucket}/out", rows_per_shard=50, **options(s3_endpoint))
     assert len([n for n in bucket_digests(s3_endpoint, f"{bucket}/out") if "data/" in n]) == 6
-    with pytest.raises(OutputError, match="exists and is not empty: pass --overwrite"):
+    with pytest.raises(OutputError, match="exists and is not empty: pass overwrite=True"):
         clean(f"{bucket}/in/", f"{bucket}/out", **options(s3_endpoint))
     clean(f"{bucket}/in/", f"{bucket}/out", overwrite=True, **options(s3_endpoint))
     clean(f"{bucket}/in/", tmp_path / "local", **options(s3_endpoint))
@@ -152,7 +152,7 @@ def test_a_killed_run_is_not_complete_and_resume_finishes_it_identically(
     assert LOCK in names and SUCCESS not in names
     with pytest.raises(BaselineError, match="not complete"):
         load_baseline(f"{bucket}/out", {"endpoint_url": s3_endpoint})
-    with pytest.raises(OutputError, match="did not finish: pass --resume"):
+    with pytest.raises(OutputError, match="did not finish: pass resume=True"):
         clean(f"{bucket}/in/", f"{bucket}/out", rows_per_shard=50, **options(s3_endpoint))
 
     result = clean(

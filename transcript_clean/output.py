@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from transcript_clean.card import dataset_card
-from transcript_clean.errors import AccountingError, OutputError
+from transcript_clean.errors import AccountingError, OutputError, option
 from transcript_clean.sinks import (
     OutputFormat,
     write_table_atomic,
     write_text_atomic,
 )
 from transcript_clean.sources import Source
+from transcript_clean.sources.base import output_schema
 from transcript_clean.stats import Stats
 
 __all__ = [
@@ -106,7 +107,9 @@ def check_output(out: Path, src: Source) -> None:
 
 def check_free(out: Path, overwrite: bool) -> None:
     if not overwrite and out.is_dir() and any(out.iterdir()):
-        raise OutputError(f"OUTPUT {out} exists and is not empty: pass --overwrite to replace it")
+        raise OutputError(
+            f"OUTPUT {out} exists and is not empty: pass {option('overwrite')} to replace it"
+        )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -140,7 +143,7 @@ def output_lock(work: Path) -> Iterator[None]:
             os.close(fd)
             raise OutputError(
                 f"another run is writing OUTPUT {out} ({holder}): wait for it to end, or stop it "
-                "first; a run can then finish it with --resume"
+                f"first; a run can then finish it with {option('resume')}"
             ) from None
         # A run that just finished removes its lock file, and this may have been that file:
         # only the file that is at the path now counts.
@@ -189,14 +192,15 @@ def prepare(work: Path, identity: dict[str, Any], *, resume: bool, overwrite: bo
             if previous != identity:
                 raise OutputError(
                     f"{work} was left by a different run (other input, config or options): "
-                    "run again without --resume and with --overwrite to start over"
+                    f"run again without {option('resume')} and with {option('overwrite')} to "
+                    "start over"
                 )
         elif overwrite:
             _empty(work)
         else:
             raise OutputError(
-                f"{work} was left by a run that did not finish: pass --resume to finish it, "
-                "or --overwrite to start over"
+                f"{work} was left by a run that did not finish: pass {option('resume')} to "
+                f"finish it, or {option('overwrite')} to start over"
             )
     if not marker.exists():
         write_text_atomic(marker, json.dumps(identity, indent=2, sort_keys=True))
@@ -213,8 +217,8 @@ def _check_same_output(
     if before != now:
         raise OutputError(
             f"{work} holds {before[0]} shards ({before[1]}), and this run writes {now[0]} "
-            f"({now[1]}): resume with --output-format {before[0]} --compression {before[1]}, "
-            "or run with --overwrite to start over"
+            f"({now[1]}): resume with {option('output_format', before[0])} and "
+            f"{option('compression', before[1])}, or run with {option('overwrite')} to start over"
         )
 
 
@@ -343,8 +347,8 @@ def check_accounting(wrong: list[str], found: dict[str, int], stats: Stats, wher
     if wrong:
         raise AccountingError(
             f"row accounting from the files failed in {where}: {'; '.join(wrong)}. "
-            "Nothing was moved into OUTPUT; run the same command with --resume to clean those "
-            "blocks again"
+            f"Nothing was moved into OUTPUT; run it again with {option('resume')} to clean "
+            "those blocks again"
         )
 
 
@@ -393,7 +397,12 @@ def finalize(
         write_text_atomic(final / "summary.json", json.dumps(summary, indent=2) + "\n")
         profile = json.dumps(summary.get("profile", stats.profile.report()), indent=2)
         write_text_atomic(final / "profile.json", profile + "\n")
-        card = dataset_card(summary, stats.records(), data_files=f"data/*{output.suffix}")
+        card = dataset_card(
+            summary,
+            stats.records(),
+            f"data/*{output.suffix}",
+            output_schema(src.schema, rejects=False) if output.name == "parquet" else None,
+        )
         write_text_atomic(final / "README.md", card)
         made = os.stat(final)
         finished = {"folder": [made.st_dev, made.st_ino], "stats": stats.to_dict()}

@@ -35,10 +35,11 @@ from typing import Any
 
 from transcript_clean.card import dataset_card
 from transcript_clean.engine.local import Block, BlockJob, run_block
-from transcript_clean.errors import OutputError
+from transcript_clean.errors import OutputError, option
 from transcript_clean.output import check_accounting
 from transcript_clean.sinks import OutputFormat, write_table_atomic
 from transcript_clean.sources import Source
+from transcript_clean.sources.base import output_schema
 from transcript_clean.stats import Stats
 from transcript_clean.storage import Store
 
@@ -132,11 +133,12 @@ def check_store_free(store: Store, overwrite: bool) -> None:
         return
     if SUCCESS in found:
         raise OutputError(
-            f"OUTPUT {store.uri} exists and is not empty: pass --overwrite to replace it"
+            f"OUTPUT {store.uri} exists and is not empty: pass {option('overwrite')} to replace it"
         )
     raise OutputError(
         f"OUTPUT {store.uri} holds objects but no {SUCCESS}, so it is not a complete run "
-        "(one killed as it wrote it, or something else): pass --overwrite to replace it"
+        f"(one killed as it wrote it, or something else): pass {option('overwrite')} to "
+        "replace it"
     )
 
 
@@ -159,7 +161,8 @@ def store_lock(store: Store) -> Iterator[Callable[[], None]]:
             if holder is not None and not _stale(store, holder):
                 raise OutputError(
                     f"another run is writing OUTPUT {store.uri} ({_describe(holder)}): wait for "
-                    "it to end, or stop it first; a run can then finish it with --resume"
+                    f"it to end, or stop it first; a run can then finish it with "
+                    f"{option('resume')}"
                 )
             store.delete([LOCK])  # its run is gone: taken over
             if not store.create(LOCK, data):
@@ -248,15 +251,16 @@ def prepare_store(store: Store, identity: dict[str, Any], *, resume: bool, overw
             if previous != identity:
                 raise OutputError(
                     f"{store.url(TEMPORARY)} was left by a different run (other input, config "
-                    "or options): run again without --resume and with --overwrite to start over"
+                    f"or options): run again without {option('resume')} and with "
+                    f"{option('overwrite')} to start over"
                 )
         elif overwrite:
             store.delete(left)
             left = []
         else:
             raise OutputError(
-                f"{store.url(TEMPORARY)} was left by a run that did not finish: pass --resume "
-                "to finish it, or --overwrite to start over"
+                f"{store.url(TEMPORARY)} was left by a run that did not finish: pass "
+                f"{option('resume')} to finish it, or {option('overwrite')} to start over"
             )
     if RUN not in left:
         store.write_text(RUN, json.dumps(identity, indent=2, sort_keys=True))
@@ -355,7 +359,13 @@ def publish(
             write_table_atomic(local / "stats.parquet", stats.table())
             store.put(local / "stats.parquet", "stats.parquet")
         store.write_text("stats.csv", stats.csv())
-        store.write_text("README.md", dataset_card(summary, stats.records()))
+        card = dataset_card(
+            summary,
+            stats.records(),
+            f"data/*{output.suffix}",
+            output_schema(src.schema, rejects=False) if output.name == "parquet" else None,
+        )
+        store.write_text("README.md", card)
         store.write_text("summary.json", json.dumps(summary, indent=2) + "\n")
         still_locked()
         store.write_bytes(SUCCESS, b"")

@@ -51,9 +51,10 @@ DEFAULT_ROWS_PER_SHARD = 100_000
 log = logging.getLogger("transcript_clean")
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, repr=False)
 class RunResult:
-    """What a run wrote and counted."""
+    """What a run wrote and counted; its repr is one line of counts (the stats hold the
+    profile's arrays, which are not for reading)."""
 
     output: Path | str
     """The OUTPUT folder, or its URI on an object store."""
@@ -61,6 +62,14 @@ class RunResult:
     summary: dict[str, Any]
     already_complete: bool = False
     """True when `resume` found this run done already (killed while it tidied up)."""
+
+    def __repr__(self) -> str:
+        s = self.stats
+        done = ", already_complete=True" if self.already_complete else ""
+        return (
+            f"RunResult(output={os.fspath(self.output)!r}, rows_in={s.rows_in}, "
+            f"kept={s.rows_kept}, repaired={s.rows_repaired}, rejected={s.rows_rejected}{done})"
+        )
 
 
 def clean(

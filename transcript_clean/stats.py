@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
+from transcript_clean import markdown as md
 from transcript_clean.errors import AccountingError
 from transcript_clean.model import AssistantMessage, ToolCall
 from transcript_clean.profile import Profile, add_counts
@@ -195,7 +196,7 @@ class Stats:
         out = io.StringIO()
         writer = csv.DictWriter(out, fieldnames=STATS_SCHEMA.names, lineterminator="\n")
         writer.writeheader()
-        writer.writerows(self.records())
+        writer.writerows({k: _csv_cell(v) for k, v in r.items()} for r in self.records())
         return out.getvalue()
 
     def counts(self) -> dict[str, int]:
@@ -223,7 +224,8 @@ class Stats:
     def tools_summary(self, top: int = TOP_TOOLS) -> dict[str, Any]:
         """The tools section of summary.json and the dataset card: the rows that declare tools,
         the tools declared (rows each) and the calls per tool, each the `top` most and
-        "other", and the rows with each declared-tools code."""
+        "other"; `table`, both counts for one list of tools (`tool_table`); and the rows with
+        each declared-tools code."""
         codes: dict[str, int] = dict.fromkeys(TOOL_CODES, 0)
         for (code, _), entry in self.codes.items():
             if code in codes:
@@ -233,6 +235,7 @@ class Stats:
             "distinct_tools": len(self.tools_declared),
             "tools_declared": top_counts(self.tools_declared, top),
             "calls_per_tool": top_counts(self.tool_calls, top),
+            "table": tool_table(self.tool_calls, self.tools_declared, top),
             "codes": codes,
         }
 
@@ -253,6 +256,35 @@ def top_counts(counts: Mapping[str, int], top: int) -> dict[str, int]:
     if rest:
         out["other"] = rest
     return out
+
+
+FORMULA_STARTS = ("=", "+", "-", "@", "\t", "\r")
+"""What makes a spreadsheet read a CSV cell as a formula (OWASP's CSV injection list)."""
+
+
+def _csv_cell(value: Any) -> Any:
+    """A text cell that a spreadsheet would run as a formula, with a `'` put before it, as OWASP
+    advises: a source file named `=HYPERLINK(...).parquet` must stay text in stats.csv. Numbers
+    and stats.parquet are left as they are."""
+    if isinstance(value, str) and value.startswith(FORMULA_STARTS):
+        return "'" + value
+    return value
+
+
+def tool_table(calls: Mapping[str, int], declared: Mapping[str, int], top: int) -> dict[str, Any]:
+    """Calls and rows declaring, for one list of tools cut once: `tools`, the `top` most called
+    as `[name, calls, rows declaring it]` (ties: the most declared, then by name), and `other`,
+    the rest summed (`declarations`: each tool's rows declaring it, added up)."""
+    names = sorted({*calls, *declared}, key=lambda n: (-calls.get(n, 0), -declared.get(n, 0), n))
+    rest = names[top:]
+    return {
+        "tools": [[n, calls.get(n, 0), declared.get(n, 0)] for n in names[:top]],
+        "other": {
+            "tools": len(rest),
+            "calls": sum(calls.get(n, 0) for n in rest),
+            "declarations": sum(declared.get(n, 0) for n in rest),
+        },
+    }
 
 
 def _calls_of(message: Any) -> tuple[ToolCall, ...]:
@@ -338,11 +370,10 @@ def render_table(records: list[dict[str, Any]], *, markdown: bool = False) -> st
         ]
         for r in records
     ]
-    if markdown:
+    if markdown:  # the example is the data's file name: shown as code, never as markup
         lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-        lines += [
-            "| " + " | ".join(cell.replace("|", "\\|") for cell in row) + " |" for row in body
-        ]
+        for *cells, example in body:
+            lines.append("| " + " | ".join([*cells, md.code(example) if example else ""]) + " |")
         return "\n".join(lines)
     if not body:
         return "no violations found"

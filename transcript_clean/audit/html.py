@@ -6,12 +6,21 @@ names, codes) is text on the page, never markup. Here only the chart's geometry 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import cache
 from typing import TYPE_CHECKING
 
 from transcript_clean.audit.profile_html import histograms, history_charts, turn_bar
-from transcript_clean.audit.render import changed, pct, pp, shows_reject, transcript_text
+from transcript_clean.audit.render import (
+    changed,
+    explain_command,
+    pct,
+    pp,
+    shows_reject,
+    transcript_text,
+    trend,
+)
 from transcript_clean.audit.run import AuditResult
 from transcript_clean.stats import ACTIONS
 
@@ -75,6 +84,8 @@ def render_html(result: AuditResult) -> str:
             expected_outcome=EXPECTED_OUTCOME,
             pct=pct,
             pp=pp,
+            trend=trend,
+            explain_command=explain_command,
             changed=changed,
             shows_reject=shows_reject,
             transcript_text=transcript_text,
@@ -131,7 +142,8 @@ def chart(result: AuditResult) -> Chart | None:
         per_code.setdefault(record["code"], {})[record["action"]] = record["share"]
     if not per_code:
         return None
-    top_value = _nice_ceiling(max(sum(a.values()) for a in per_code.values()))
+    marks = ticks(max(sum(a.values()) for a in per_code.values()))
+    top_value = marks[-1]
     height = TOP + ROW_HEIGHT * len(per_code) + 24
     rows = []
     for i, (code, actions) in enumerate(per_code.items()):
@@ -155,21 +167,25 @@ def chart(result: AuditResult) -> Chart | None:
         grid_top=TOP - 6,
         bar_height=ROW_HEIGHT - 10,
         legend=[(LEFT + 95 * k, COLORS[action], action) for k, action in enumerate(ACTIONS)],
-        ticks=[(f"{LEFT + WIDTH * k / 4:.1f}", _tick(top_value * k / 4)) for k in range(5)],
+        ticks=[(f"{LEFT + WIDTH * m / top_value:.1f}", _tick(m)) for m in marks],
         rows=rows,
     )
 
 
-def _nice_ceiling(value: float) -> float:
-    """The smallest of 1, 2, 2.5, 5 × 10^k at or above `value` (at most 1: a share)."""
-    for exponent in range(-4, 1):
-        for step in (1.0, 2.0, 2.5, 5.0):
-            top = step * 10.0**exponent
-            if value <= top + 1e-12:
-                return min(top, 1.0)
-    return 1.0
+def ticks(top: float) -> list[float]:
+    """The grid of a share axis that reaches `top`: 0 and 2 to 5 more marks, each a multiple
+    of one step of 1, 2 or 5 × 10^k (never 0.625%), the last at or above `top` and at most 1."""
+    top = min(max(top, 1e-6), 1.0)
+    for exponent in range(-6, 1):
+        for unit in (1, 2, 5):
+            step = unit * 10.0**exponent
+            count = math.ceil(top / step - 1e-9)
+            if count <= 5:
+                # k * step, rounded to the step's digits: 3 * 0.1 is 0.30000000000000004
+                return [round(k * step, 8 - exponent) for k in range(count + 1)]
+    return [0.0, 0.2, 0.4, 0.6, 0.8, 1.0]
 
 
 def _tick(value: float) -> str:
-    text = f"{100 * value:.3f}".rstrip("0").rstrip(".")
+    text = f"{100 * value:.6f}".rstrip("0").rstrip(".")
     return f"{text}%"

@@ -173,6 +173,18 @@ def _show(name: str, value: float) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.3g}"
 
 
+def axis(low: float, high: float) -> tuple[float, float]:
+    """The range a history chart's axis spans for values from `low` to `high`: theirs, or,
+    for a flat line at v, v ± 10% (0 to 1 for a line at 0), so that the line sits in the
+    middle of the chart, not on its floor under an axis from v to 2v."""
+    if high > low:
+        return low, high
+    if low == 0:
+        return 0.0, 1.0
+    pad = abs(low) / 10
+    return low - pad, high + pad
+
+
 def history_charts(result: AuditResult) -> list[History]:
     """A chart per headline figure across the earlier nights and tonight: the error rate, the
     rows, the turn classes seen in any night, and the lengths."""
@@ -190,10 +202,9 @@ def history_charts(result: AuditResult) -> list[History]:
         series = [(label, figures.get(name)) for label, figures in nights]
         values = [v for _, v in series if v is not None]
         limits = _limits(result, name)
-        low = min([*values, *(v for v, _ in limits)])
-        high = max([*values, *(v for v, _ in limits)])
-        if high == low:
-            high = low + (abs(low) or 1.0)
+        low, high = axis(
+            min([*values, *(v for v, _ in limits)]), max([*values, *(v for v, _ in limits)])
+        )
 
         def y(value: float, low: float = low, high: float = high) -> float:
             return bottom - (bottom - top) * (value - low) / (high - low)

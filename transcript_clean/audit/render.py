@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+import shlex
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from transcript_clean import markdown as md
 from transcript_clean.audit.baseline import Drift
 from transcript_clean.audit.measure import Gate
 from transcript_clean.audit.profile_drift import ProfileDrift
@@ -36,7 +38,27 @@ def pct(value: float) -> str:
 
 
 def pp(value: float) -> str:
-    return f"{100 * value:+.2f} pp"
+    # Rounded first, so that a change too small to show is "+0.00 pp", never "-0.00 pp".
+    return f"{round(100 * value, 2) + 0.0:+.2f} pp"
+
+
+def trend(change: float) -> str:
+    """`up`, `down`, or "" for a change of a share that shows as none (`pp`'s 0.00): the class
+    that colours it, so that nothing unchanged is drawn as a rise or a fall."""
+    shown = round(100 * change, 2)
+    return "up" if shown > 0 else "down" if shown < 0 else ""
+
+
+def explain_command(sample: Sample, summary: Mapping[str, Any]) -> str:
+    """The command that explains a sample's row, to copy into a shell: its file and row, the
+    format, and the config when it is a built-in one (a file's is known only by its name)."""
+    from transcript_clean.policy import builtin_configs
+
+    args = ["transcript-clean", "explain", sample.source, "--row", str(sample.row)]
+    args += ["--format", summary["format"]]
+    if summary["config"]["name"] in builtin_configs():
+        args += ["--config", summary["config"]["name"]]
+    return shlex.join(args)
 
 
 def transcript_text(messages: Sequence[Message]) -> str:
@@ -199,11 +221,11 @@ def render_gates(gates: Sequence[Gate]) -> list[str]:
 # Markdown
 
 
-def _fenced(text: str) -> str:
+def _fenced(text: str, language: str = "text") -> str:
     """A code block no backticks in `text` can close early."""
     longest = max((len(run) for run in re.findall(r"`+", text)), default=0)
     fence = "`" * max(3, longest + 1)
-    return f"{fence}text\n{text}\n{fence}"
+    return f"{fence}{language}\n{text}\n{fence}"
 
 
 def shows_reject(sample: Sample) -> bool:
@@ -231,7 +253,7 @@ def render_markdown(result: AuditResult) -> str:
     """The report as Markdown: summary, gates, stats, drift and samples."""
     s = result.summary
     out = [
-        f"# Audit of `{s['source']}`",
+        f"# Audit of {md.code(s['source'])}",
         "",
         f"Format `{s['format']}` (column `{s['column']}`), config `{s['config']['name']}`, "
         f"audited {s['audited_at']}.",
@@ -256,6 +278,7 @@ def render_markdown(result: AuditResult) -> str:
         for code, samples in result.samples.items():
             out += ["", f"### {code}"]
             for sample in samples:
-                out += ["", f"**{sample.source} row {sample.row}**: {sample.action}", ""]
+                out += ["", f"**{md.text(sample.source)} row {sample.row}**: {sample.action}", ""]
+                out += [_fenced(explain_command(sample, s), "bash"), ""]
                 out.append(_fenced(_sample_text(sample)))
     return "\n".join(out) + "\n"

@@ -35,7 +35,7 @@ from transcript_clean.audit.profile_drift import (
     profile_gates,
 )
 from transcript_clean.audit.samples import Sample, SampleCollector, merge_samples
-from transcript_clean.errors import OutputError
+from transcript_clean.errors import OutputError, option
 from transcript_clean.formats.base import Format
 from transcript_clean.options import (
     Engine,
@@ -302,8 +302,8 @@ def _check_stats_out(folder: Path, src: Source, overwrite: bool) -> None:
     present = [name for name in STATS_FILES if (folder / name).exists()]
     if present and not overwrite:
         raise OutputError(
-            f"--stats-out {folder} already holds {', '.join(present)}: pass --overwrite to "
-            "replace them"
+            f"--stats-out {folder} already holds {', '.join(present)}: pass "
+            f"{option('overwrite')} to replace them"
         )
 
 
@@ -316,8 +316,8 @@ def _check_stats_store(uri: str, options: Mapping[str, Any], overwrite: bool) ->
         raise OutputError(f"--stats-out {uri}: {err}") from None
     if present and not overwrite:
         raise OutputError(
-            f"--stats-out {uri} already holds {', '.join(present)}: pass --overwrite to "
-            "replace them"
+            f"--stats-out {uri} already holds {', '.join(present)}: pass "
+            f"{option('overwrite')} to replace them"
         )
     return store
 
@@ -344,7 +344,7 @@ def write_stats(
     out = Path(folder)
     present = [name for name in STATS_FILES if (out / name).exists()]
     if present and not overwrite:
-        raise OutputError(f"{out} already holds {', '.join(present)}: pass --overwrite")
+        raise OutputError(f"{out} already holds {', '.join(present)}: pass {option('overwrite')}")
     try:
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:

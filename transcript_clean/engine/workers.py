@@ -10,15 +10,23 @@ worker that took it would print its own KeyboardInterrupt traceback (mid-block, 
 for one, or while still starting). So the workers start with SIGINT blocked, and when
 this process stops by an exception, Ctrl-C included, it ends them instead of waiting for their
 blocks; a block a worker did not finish is not marked done, and `--resume` cleans it again.
+
+A spawned process runs the main module again before it does anything else (as `__mp_main__`),
+for the objects pickled from it. The workers run nothing of it: they take the cleaner's own
+functions and values. So they start without it, and a plain script that calls `clean(...,
+workers=2)`, no `if __name__ == "__main__":` guard, runs as written instead of having each
+worker call `clean` again.
 """
 
 from __future__ import annotations
 
 import signal
 from concurrent.futures import ProcessPoolExecutor
-from multiprocessing import get_context, resource_tracker
+from multiprocessing import get_context, popen_spawn_posix, resource_tracker, spawn
+from multiprocessing.context import SpawnContext, SpawnProcess
 from threading import Thread
-from types import TracebackType
+from types import FunctionType, SimpleNamespace, TracebackType
+from typing import Any
 
 __all__ = ["Workers", "start_workers"]
 
@@ -47,15 +55,15 @@ class Workers(ProcessPoolExecutor):
 def start_workers(count: int) -> Workers:
     """`count` worker processes, starting now; each imports the engine as soon as it is up.
 
-    `spawn`: a forked child would inherit Arrow's thread pools mid-flight. The caller shuts the
-    pool down (it is a context manager), after handing it to `run_blocks` as `pool`.
+    Spawned, without the main module (`_context`). The caller shuts the pool down (it is a
+    context manager), after handing it to `run_blocks` as `pool`.
     """
     # A spawned process keeps the signal mask of the thread that started it, through exec and
     # for good: started from a thread that blocks SIGINT, the workers never see it, while this
     # thread goes on taking Ctrl-C as before. Multiprocessing's resource tracker, started with
     # the first process, unblocks SIGINT in the thread that starts it: so it starts here, first.
     resource_tracker.ensure_running()
-    pool = Workers(max_workers=count, mp_context=get_context("spawn"))
+    pool = Workers(max_workers=count, mp_context=_context())
 
     def start() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # this thread's only
@@ -71,6 +79,51 @@ def start_workers(count: int) -> Workers:
         pool.stop()
         raise
     return pool
+
+
+_MAIN_KEYS = ("init_main_from_path", "init_main_from_name")
+"""What tells a spawned process to run the main module again (`multiprocessing.spawn`)."""
+
+_SPAWN_LAUNCH: Any = vars(popen_spawn_posix.Popen)["_launch"]
+
+
+def _preparation_data(name: str) -> dict[str, Any]:
+    data: dict[str, Any] = spawn.get_preparation_data(name)
+    for key in _MAIN_KEYS:
+        data.pop(key, None)
+    return data
+
+
+def _launch_without_main() -> Any:
+    """The spawn start's own `_launch`, reading `spawn` from a namespace whose preparation data
+    leave the main module out: the standard library's code, not a copy, and nothing changed
+    for any other process this program starts."""
+    launch = _SPAWN_LAUNCH
+    names = {**vars(spawn), "get_preparation_data": _preparation_data}
+    scope = {**launch.__globals__, "spawn": SimpleNamespace(**names)}
+    return FunctionType(launch.__code__, scope, launch.__name__, launch.__defaults__)
+
+
+class _Popen(popen_spawn_posix.Popen):
+    _launch = _launch_without_main()
+
+
+class _Process(SpawnProcess):
+    @staticmethod
+    def _Popen(process_obj: Any) -> _Popen:
+        return _Popen(process_obj)
+
+
+class _Context(SpawnContext):
+    Process = _Process
+
+
+def _context() -> SpawnContext:
+    """Spawn (a forked child would inherit Arrow's thread pools mid-flight), without the main
+    module; the plain spawn start where this Python's `_launch` is not the one expected."""
+    if "spawn" not in _SPAWN_LAUNCH.__code__.co_names:
+        return get_context("spawn")
+    return _Context()
 
 
 def _import_engine() -> None:
