@@ -252,3 +252,22 @@ def test_cli_audit_with_workers_prints_what_one_process_prints(
     )
     assert second == first
     assert first["rows_in"] == 1200 and first["samples"]
+
+
+def test_json_lines_mixing_rows_with_and_without_tools_are_audited(tmp_path: Path) -> None:
+    """Issue 27, finding 16: a batch of the rows without tools holds their tool schemas (typed
+    `pa.json_()`) null in every row; the per-row path once crashed on such a batch."""
+    from click.testing import CliRunner
+    from test_cli import CHAT, WEATHER
+
+    from transcript_clean.cli import main
+
+    twice = {"messages": [*CHAT, {"role": "assistant", "content": "again"}]}
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(twice) + "\n" + json.dumps(WEATHER) + "\n")
+    cleaned = clean(str(source), tmp_path / "out")
+    for fmt in ("auto", "openai"):
+        result = CliRunner().invoke(main, ["audit", str(source), "--format", fmt])
+        assert result.exit_code == 0, result.output
+        assert "consecutive_assistant" in result.output
+        assert audit(str(source), format=fmt).stats.records() == cleaned.stats.records()

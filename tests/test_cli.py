@@ -497,3 +497,88 @@ def test_every_command_takes_a_log_level(tmp_path: Path, command: str) -> None:
     debug = CliRunner().invoke(main, [*args, "--log-level", "debug"])
     assert debug.exit_code == 0, debug.output
     assert "transcript-clean: debug:" in debug.stderr
+
+
+# ---------------------------------------------------------------------------------------------
+# fields typed `pa.json_()` (issue 27, findings 1 and 8)
+
+CHAT = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "hello"}]
+WEATHER = {
+    "messages": [
+        {"role": "user", "content": "weather?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "c1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "c1", "content": "sunny"},
+        {"role": "assistant", "content": "It is sunny."},
+    ],
+    "tools": [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {"type": "object", "properties": {"city": {"type": "string"}}},
+            },
+        }
+    ],
+}
+
+
+def write_lines(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    return path
+
+
+def every_command(source: Path | str, out: Path, rows: int) -> None:
+    """`clean` to Parquet and to JSON Lines, `audit` and `explain` of each row, with `--format
+    auto` and `openai`, all run to the end: no traceback, every row accounted for."""
+    for fmt in ("auto", "openai"):
+        for output in (out / f"{fmt}-parquet", out / f"{fmt}.jsonl"):
+            result = CliRunner().invoke(main, ["clean", str(source), str(output), "--format", fmt])
+            assert result.exit_code == 0, result.output
+            assert f"rows in {rows} = kept {rows} (repaired 0) + rejected 0" in result.output
+        result = CliRunner().invoke(main, ["audit", str(source), "--format", fmt])
+        assert result.exit_code == 0, result.output
+        assert f"rows in {rows} = kept {rows}" in result.output
+    for row in range(rows):
+        result = CliRunner().invoke(main, ["explain", str(source), "--row", str(row)])
+        assert result.exit_code == 0, result.output
+        assert "Outcome: kept unchanged" in result.output
+
+
+@pytest.mark.parametrize(
+    ("before", "values"),
+    [
+        (0, [{"a": {"b": 1}}, {"a": [1]}]),  # as the issue has it
+        (20, [[{"a": {"b": 1}}], [{"a": [1]}]]),
+    ],
+    ids=["struct", "list-after-the-sample"],
+)
+def test_an_extra_column_whose_values_differ_in_type_runs(
+    tmp_path: Path, before: int, values: list[Any]
+) -> None:
+    """Finding 1: a metadata column (BFCL's `initial_config`) whose values differ in type is
+    typed `pa.json_()` where they differ; the run, its detection and `explain` read it, also
+    where the first rows lack it, so that what detection samples holds a list of such structs
+    null in every row."""
+    rows = [{"messages": CHAT} for _ in range(before)]
+    rows += [{"messages": CHAT, "initial_config": value} for value in values]
+    every_command(write_lines(tmp_path / "in.jsonl", rows), tmp_path, len(rows))
+
+
+def test_a_glob_of_json_lines_files_whose_fields_differ_runs(tmp_path: Path) -> None:
+    """Finding 8: a plain chat file and a file whose row declares tools (their schemas stored
+    as `pa.json_()`): the first file's rows, read in the schema of both, hold no tools."""
+    folder = tmp_path / "g"
+    folder.mkdir()
+    write_lines(folder / "a.jsonl", [{"messages": CHAT}])
+    write_lines(folder / "b.jsonl", [WEATHER])
+    every_command(f"{folder}/*.jsonl", tmp_path, 2)

@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from click.testing import CliRunner
+from test_cli import CHAT, WEATHER
 
 from transcript_clean.cli import main
 
@@ -47,3 +48,19 @@ def test_every_candidate_of_a_preference_row_is_shown(tmp_path: Path) -> None:
     assert "Canonical transcript (the prompt and `rejected`):" in result.output
     shown = result.output.split("`rejected`):")[1].split("Violations:")[0]
     assert '"go"' in shown and '"away"' in shown
+
+
+def test_a_row_without_tools_among_rows_with_them_is_explained(tmp_path: Path) -> None:
+    """Issue 27, finding 16: read alone, a JSON Lines row that declares no tools holds a list
+    of tools (their schemas typed `pa.json_()`) null; explaining its repair once crashed."""
+    twice = {"messages": [*CHAT, {"role": "assistant", "content": "again"}]}
+    source = tmp_path / "in.jsonl"
+    source.write_text(json.dumps(twice) + "\n" + json.dumps(WEATHER) + "\n")
+    for fmt in ("auto", "openai"):
+        result = CliRunner().invoke(main, ["explain", str(source), "--row", "0", "--format", fmt])
+        assert result.exit_code == 0, result.output
+        assert "consecutive_assistant" in result.output
+        assert "Outcome: kept, repaired" in result.output
+    result = CliRunner().invoke(main, ["explain", str(source), "--row", "1"])
+    assert result.exit_code == 0, result.output
+    assert "get_weather" in result.output and "Outcome: kept unchanged" in result.output

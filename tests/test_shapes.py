@@ -581,3 +581,32 @@ def test_a_prompt_defect_is_repaired_once_in_arrow_as_per_row() -> None:
     ]
     assert_fast_and_slow_agree(table, DEFAULT, fmt)
     assert_fast_and_slow_agree(table, STRICT, fmt)
+
+
+def test_a_preference_set_with_json_typed_messages_runs_in_batches_of_one(tmp_path: Path) -> None:
+    """Issue 27 (the family of findings 1, 8 and 16): a prompt whose `content` is text in one
+    row and parts in another is typed `pa.json_()`; a batch of the row without a prompt holds
+    that list null in every row, which Arrow could not flatten (the edges of the fast path,
+    the profile's measures). Each batch size gives the same outputs."""
+    text = [{"role": "user", "content": "hi"}]
+    parts = [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]
+    said = [{"role": "assistant", "content": "a"}]
+    said_in_parts = [{"role": "assistant", "content": [{"type": "text", "text": "a"}]}]
+    rows = [
+        {"chosen": said, "rejected": said},
+        {"prompt": text, "chosen": said_in_parts, "rejected": said},
+        {"prompt": parts, "chosen": said, "rejected": said_in_parts},
+    ]
+    source = tmp_path / "in.jsonl"
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    outputs = []
+    for size in ("1", "100"):
+        out = tmp_path / f"out-{size}"
+        args = ["clean", str(source), str(out), "--batch-size", size]
+        result = CliRunner().invoke(main, args)
+        assert result.exit_code == 0, result.output
+        assert "rows in 3 = kept 2 (repaired 0) + rejected 1" in result.output
+        outputs.append([(out / name).read_bytes() for name in ("stats.csv", "profile.json")])
+        result = CliRunner().invoke(main, ["audit", str(source), "--batch-size", size])
+        assert result.exit_code == 0, result.output
+    assert outputs[0] == outputs[1]

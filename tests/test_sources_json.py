@@ -25,7 +25,7 @@ from transcript_clean.sources import (
     open_source,
     rows_to_table,
 )
-from transcript_clean.sources.jsontypes import JSON, has_json
+from transcript_clean.sources.jsontypes import JSON, as_storage, has_json
 from transcript_clean.utf8 import invalid_text, python_rows
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -340,3 +340,23 @@ def test_a_file_that_is_a_list_of_messages_is_one_conversation(tmp_path: Path) -
     rows = [{"role": "agent", "messages": messages}]
     path.write_text(json.dumps(rows), encoding="utf-8")
     assert open_source(str(path)).note is None
+
+
+def test_as_storage_views_json_fields_as_their_text_without_a_copy() -> None:
+    """What compute kernels are given (issue 27): Arrow 26 cannot flatten a list of
+    `pa.json_()` structs that is null in every row, and can once the same buffers are seen as
+    text."""
+    import pyarrow.compute as pc
+
+    text = pa.list_(pa.field("element", pa.struct([("schema", pa.string())])))
+    typed = pa.list_(pa.field("element", pa.struct([("schema", JSON)])))
+    nulls = pa.array([None, None], text).cast(typed)
+    assert pc.list_flatten(as_storage(nulls)).type == text.value_type
+    some = pa.array([None, [{"schema": '{"a": [1]}'}]], text).cast(typed).slice(1)
+    seen = as_storage(some)
+    assert seen.type == text and seen.to_pylist() == [[{"schema": '{"a": [1]}'}]]
+    assert seen.buffers()[1].address == some.buffers()[1].address  # the same offsets
+    chunked = as_storage(pa.chunked_array([nulls, some]))
+    assert chunked.type == text and chunked.num_chunks == 2
+    plain = pa.array([1, 2])
+    assert as_storage(plain) is plain

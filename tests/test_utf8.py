@@ -73,3 +73,19 @@ def test_ascii_text_is_valid_and_only_the_bytes_a_slice_uses_are_looked_at() -> 
     assert invalid_text(table.slice(2)) == {}  # UTF-8 past ASCII, and the bad value left out
     assert invalid_text(table.slice(0, 1)) == {}  # ASCII alone
     assert invalid_text(pa.table({"text": pa.array(["only", "ascii", None])})) == {}
+
+
+def test_a_batch_whose_json_typed_lists_are_all_null_is_read() -> None:
+    """A JSON source types a field whose values differ in type as `pa.json_()`; a batch whose
+    list of such structs is null in every row (no row declares tools) once made Arrow build an
+    empty array of the extension type, which it cannot (issue 27, findings 1, 8 and 16)."""
+    storage = pa.list_(pa.struct([("name", pa.string()), ("parameters", pa.string())]))
+    typed = pa.list_(pa.struct([("name", pa.string()), ("parameters", pa.json_())]))
+    table = pa.table(
+        {
+            "tools": pa.array([None, None], storage).cast(typed),
+            "id": text(b"a", b"b\xff"),
+        }
+    )
+    assert invalid_text(table) == {1: "id: not UTF-8 at byte 1"}
+    assert python_rows(table) == [{"tools": None, "id": "a"}, {"tools": None, "id": "b\ufffd"}]

@@ -35,6 +35,7 @@ from transcript_clean.model import (
     ToolResult,
     UserMessage,
 )
+from transcript_clean.sources import jsontypes
 from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
 
 if TYPE_CHECKING:
@@ -453,12 +454,15 @@ def _first_conversation(table: pa.Table, fmt: Any) -> tuple[Format, pa.Table] | 
 
 def _first_conversation_parts(table: pa.Table, fmt: Any) -> list[pa.Array] | None:
     """A dataset type's prompt and first candidate columns, as lists of one type; None where
-    they are not (then each row is decoded)."""
+    they are not, or hold a `pa.json_()` field (then each row is decoded: in Arrow, such a
+    field is its JSON text, which the decoder reads as values)."""
     from transcript_clean.shapes.arrow import part_column
 
     found = [part_column(table, path) for path in fmt.shape.first_conversation]
     parts = [p for p in found if p is not None]
     if len(parts) < len(found) or any(p.type != parts[0].type for p in parts):
+        return None
+    if any(jsontypes.has_json(p.type) for p in parts):
         return None
     return parts
 

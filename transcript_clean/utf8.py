@@ -49,7 +49,7 @@ def invalid_text(table: pa.Table) -> dict[int, str]:
     bad = np.zeros(table.num_rows, dtype=bool)
     for column in table.columns:
         if _has_text(column.type) and not _valid(column):
-            bad |= _bad_elements(column.combine_chunks())
+            bad |= _bad_elements(jsontypes.as_storage(column.combine_chunks()))
     if not bad.any():
         return {}
     at = np.flatnonzero(bad)
@@ -116,7 +116,9 @@ def _valid(column: pa.Array | pa.ChunkedArray) -> bool:
     chunks = column.chunks if isinstance(column, pa.ChunkedArray) else [column]
     try:
         for chunk in chunks:
-            for leaf in _text_leaves(chunk):
+            # `json_` fields are read as their text: Arrow cannot flatten lists of them
+            # that are null in every row (`jsontypes.as_storage`).
+            for leaf in _text_leaves(jsontypes.as_storage(chunk)):
                 if not _ascii(leaf):  # ASCII is UTF-8: only other text is checked in full
                     leaf.validate(full=True)
     except pa.ArrowInvalid:

@@ -14,6 +14,7 @@ import pyarrow.compute as pc
 
 from transcript_clean.formats.base import strict_loads
 from transcript_clean.rules import TRAILING_TOOL_CALL, get_rule
+from transcript_clean.sources import jsontypes
 
 if TYPE_CHECKING:
     from transcript_clean.fastpath.declared import ToolCounts
@@ -443,26 +444,32 @@ def _not_finite(array: pa.Array) -> Mask | None:
 def flagged_within(array: pa.Array, flag: Callable[[pa.Array], Mask | None]) -> Mask:
     """Per element of `array`, whether any value within it (through structs, lists, maps' values
     and dictionaries) is one `flag` flags. `flag` answers for the arrays it judges, per
-    element, and with None for the rest, which are looked into."""
+    element, and with None for the rest, which are looked into. `pa.json_()` values are
+    looked at as their text (`jsontypes.as_storage`: Arrow cannot flatten lists of them that
+    are null in every row)."""
+    return _flagged_within(jsontypes.as_storage(array), flag)
+
+
+def _flagged_within(array: pa.Array, flag: Callable[[pa.Array], Mask | None]) -> Mask:
     flagged = flag(array)
     if flagged is not None:
         return flagged
     type_, n = array.type, len(array)
     if pa.types.is_dictionary(type_):
-        words = flagged_within(array.dictionary, flag)
+        words = _flagged_within(array.dictionary, flag)
         if not words.any():
             return np.zeros(n, dtype=bool)
         codes = pc.fill_null(array.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
         used: Mask = words[codes] & ~np.asarray(array.is_null(), dtype=bool)
         return used
     if pa.types.is_struct(type_):
-        return any_of((flagged_within(child, flag) for child in array.flatten()), n)
+        return any_of((_flagged_within(child, flag) for child in array.flatten()), n)
     if pa.types.is_map(type_):
         array = pa.ListArray.from_arrays(array.offsets, array.items, mask=array.is_null())
         type_ = array.type
     if pa.types.is_list(type_) or pa.types.is_large_list(type_):
         parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
-        return rows_with(flagged_within(pc.list_flatten(array), flag), parent, n)
+        return rows_with(_flagged_within(pc.list_flatten(array), flag), parent, n)
     return np.zeros(n, dtype=bool)
 
 

@@ -146,7 +146,12 @@ def _checks(view: ArrowView) -> dict[str, Mask]:
     call_row, names, arguments = view.calls
     out[UNKNOWN] = np.zeros(rows, dtype=bool)
     out[SCHEMA] = np.zeros(rows, dtype=bool)
-    checked = np.flatnonzero(has[call_row])
+    # A call without a name is the decoder's to reject (`malformed_row`, naming the field),
+    # not looked up: its row may have either code, so that only the per-row path settles it.
+    nameless = as_mask(names.is_null())
+    for code in (UNKNOWN, SCHEMA):
+        out[code][call_row[nameless & has[call_row]]] = True
+    checked = np.flatnonzero(has[call_row] & ~nameless)
     if not len(checked):
         return out
     declared = ids[call_row[checked]]

@@ -161,8 +161,10 @@ def _part(
         tools=tools,
         declared=declared,
     )
+    if verdicts is None:  # a `pa.json_()` field among them, say: Arrow cannot flatten all
+        return None
     edges = _assistant_at_edges(fmt.inner, column)
-    if verdicts is None or edges is None:
+    if edges is None:
         return None
     first, last = edges
     written = ~_null(column)

@@ -309,6 +309,19 @@ def storage_type(type_: pa.DataType) -> pa.DataType:
     return _leaves_mapped(type_, lambda leaf: pa.string() if is_json(leaf) else leaf)
 
 
+def as_storage(array: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """`array` in its `storage_type`: the same buffers, `json_` leaves seen as their text. What
+    compute kernels are given: some cannot build an array of an extension type, which they
+    may need to (`list_flatten` of lists null in every row makes an empty array of their item
+    type; `if_else`, `list_slice` and a concatenation of no chunks do too)."""
+    if not has_json(array.type):
+        return array
+    storage = storage_type(array.type)
+    if isinstance(array, pa.ChunkedArray):
+        return pa.chunked_array([chunk.view(storage) for chunk in array.chunks], storage)
+    return array.view(storage)
+
+
 def _binary(type_: pa.DataType) -> pa.DataType:
     """`type_` with binary data in place of text: Arrow takes any bytes there."""
     return _leaves_mapped(type_, lambda leaf: pa.binary() if pa.types.is_string(leaf) else leaf)
