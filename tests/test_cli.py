@@ -541,8 +541,10 @@ def every_command(source: Path | str, out: Path, rows: int) -> None:
     """`clean` to Parquet and to JSON Lines, `audit` and `explain` of each row, with `--format
     auto` and `openai`, all run to the end: no traceback, every row accounted for."""
     for fmt in ("auto", "openai"):
-        for output in (out / f"{fmt}-parquet", out / f"{fmt}.jsonl"):
-            result = CliRunner().invoke(main, ["clean", str(source), str(output), "--format", fmt])
+        for kind in ("parquet", "jsonl"):
+            output = out / f"{fmt}-{kind}"
+            args = ["clean", str(source), str(output), "--format", fmt, "--output-format", kind]
+            result = CliRunner().invoke(main, args)
             assert result.exit_code == 0, result.output
             assert f"rows in {rows} = kept {rows} (repaired 0) + rejected 0" in result.output
         result = CliRunner().invoke(main, ["audit", str(source), "--format", fmt])
