@@ -277,6 +277,28 @@ def test_stats_count_rows_and_name_the_column_in_the_example() -> None:
     ]
 
 
+def test_an_empty_turn_on_a_row_another_code_rejects_is_present_not_rejected() -> None:
+    # Issue 27, item 5: `chosen` loses an empty turn (a repair), `rejected` calls an undeclared
+    # tool; unknown_tool decides the row, the empty turn is merely present.
+    bad = {"id": "c1", "type": "function", "function": {"name": "g", "arguments": "{}"}}
+    row = {
+        "prompt": [u("q")],
+        "chosen": [a(" "), a("x")],
+        "rejected": [a(None, tool_calls=[bad]), tool("c1"), a("y")],
+        "tools": [TOOL],
+    }
+    table = pa.Table.from_pylist([row])
+    fmt = detect_format(table.column_names, [row])
+    result = clean_batch(table, DEFAULT, format=fmt)
+    assert result.rejects.column("_reject_codes").to_pylist() == [
+        ["empty_assistant_turn", "unknown_tool"]
+    ]
+    assert [(r["code"], r["action"]) for r in result.stats.records()] == [
+        ("empty_assistant_turn", "present"),
+        ("unknown_tool", "rejected"),
+    ]
+
+
 # ---------------------------------------------------------------------------------------------
 # the real files
 

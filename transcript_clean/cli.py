@@ -597,8 +597,9 @@ def explain(source: str, row_number: int, **options: Any) -> None:
     "max_codes",
     metavar="CODE=R",
     multiple=True,
-    help="Gate, repeatable: fail when CODE's share exceeds R. A code's share is the rows with "
-    "it, whatever its action, over the rows in.",
+    help="Gate, repeatable: fail when CODE's share exceeds R. A code's share is the rows it "
+    "was acted on in (repaired, dropped, kept, or rejected: it decided the row) over the rows "
+    "in; rows where it was merely present, rejected by another code, do not count.",
 )
 @click.option(
     "--baseline",

@@ -20,7 +20,9 @@ if TYPE_CHECKING:
     from transcript_clean.rows import RowResult
     from transcript_clean.shapes import Shape
 
-ACTIONS = ("dropped", "repaired", "kept", "rejected")
+ACTIONS = ("dropped", "repaired", "kept", "rejected", "present")
+"""The stats table's actions. A rejected row's codes are `rejected` where they decided its fate
+(their action is reject, or their repair failed) and `present` where they were merely there."""
 
 TOP_TOOLS = 20
 """How many tools the tools section names; the rest are summed as "other"."""
