@@ -546,6 +546,8 @@ def clean(
         click.echo(render_table(result.stats.records()))
         click.echo()
         click.echo(render_accounting(result.stats) + "  (checked)")
+        if "hint" in result.summary:
+            click.echo(f"hint: {result.summary['hint']}")
         click.echo(f"wrote {result.output}")
 
 
