@@ -28,10 +28,11 @@ SHARED = ROOT.parent / "shared" / "data"
 
 FORMATS = ("openai", "sharegpt", "anthropic", "rig")
 ROWS = 1500
-# The repair chain's other branches: R5 by error results, trailing calls repaired, empty turns kept.
+# The repair chain's other branches: R5 by error results, trailing calls repaired, empty turns
+# kept, and every orphan result dropped (R3), even one a later turn may use.
 VARIANT = {
     "actions": {"trailing_tool_call": "repair", "empty_assistant_turn": "keep"},
-    "repair": {"interrupted_call": "error_result"},
+    "repair": {"interrupted_call": "error_result", "orphan_result": "drop"},
 }
 CONFIGS = ("default", "strict", "variant")
 PREFERENCE = ("openai", "sharegpt")  # generated preference (openai) and ranking (sharegpt) rows

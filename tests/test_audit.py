@@ -271,3 +271,26 @@ def test_json_lines_mixing_rows_with_and_without_tools_are_audited(tmp_path: Pat
         assert result.exit_code == 0, result.output
         assert "consecutive_assistant" in result.output
         assert audit(str(source), format=fmt).stats.records() == cleaned.stats.records()
+
+
+def test_a_gate_counts_a_code_only_where_it_decided_or_was_handled(tmp_path: Path) -> None:
+    # Issue 27, item 5: row 1 is rejected for unknown_tool; its trailing call (action keep) is
+    # merely present and must not trip a gate on trailing_tool_call.
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {}}}]
+    call = {"id": "c1", "type": "function", "function": {"name": "launch", "arguments": "{}"}}
+    rows = [
+        {"messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "a"}]},
+        {
+            "messages": [
+                {"role": "user", "content": "q"},
+                {"role": "assistant", "content": None, "tool_calls": [call]},
+            ],
+            "tools": tools,
+        },
+    ]
+    data = tmp_path / "train.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    result = run(data, "--max", "trailing_tool_call=0", "--max", "unknown_tool=0.4")
+    assert result.exit_code == 1, result.output
+    assert "ok    gate max trailing_tool_call: 0.00% <= 0.00%" in result.stdout
+    assert "FAIL  gate max unknown_tool: 50.00% > 40.00%" in result.stdout

@@ -279,7 +279,12 @@ def test_generated_rows_exercise_every_fast_verdict() -> None:
     assert verdicts.trailing.sum() > 10
     # R2 never writes over a real result, and the generated rows' invalid calls all have one
     # (OpenAI's tool messages are never errors): those rows are the per-row path's to reject.
-    assert {fix.code for fix in verdicts.repairs} == FAST_REPAIRS - {"invalid_tool_arguments"}
+    # Their orphan results all say something, which a later turn may use (R3 rejects, or drops
+    # a repeat): the per-row path's too. The near-repair rows reach both repairs in Arrow.
+    assert {fix.code for fix in verdicts.repairs} == FAST_REPAIRS - {
+        "invalid_tool_arguments",
+        "orphan_tool_result",
+    }
     settled = [verdicts.clean, verdicts.trailing] + [fix.rows for fix in verdicts.repairs]
     assert (np.sum(settled, axis=0) <= 1).all()  # each row settled once, by one verdict
     expected: dict[str, dict[str, str]] = {}
@@ -424,7 +429,9 @@ def near_repairs(draw: st.DrawFn) -> list[dict[str, Any]]:
                 out.append({**result, "name": draw(st.sampled_from([None, "f"]))})
             if kind == "extra":
                 again = draw(st.sampled_from(["a", "b", "z", None]))
-                out.append(msg("tool", "again", call_id=again))
+                # blank, or saying something: only a blank orphan is the Arrow side's (R3)
+                said = draw(st.sampled_from(["again", "", " "]))
+                out.append(msg("tool", said, call_id=again))
             out += [msg("assistant", "done"), msg("user", "more")]
         elif kind == "unanswered":  # no results: a user message (or a system one) comes next
             ids = draw(st.sampled_from([["a"], ["a", "b"], ["c"], ["a", "a"], [None], ["", "b"]]))
@@ -434,7 +441,8 @@ def near_repairs(draw: st.DrawFn) -> list[dict[str, Any]]:
             out.append(msg("assistant", draw(maybe_text), calls))
             out += [msg(draw(st.sampled_from(["user", "user", "user", "system"])), "hello?")]
         elif kind == "orphan":
-            out.append(msg("tool", "lost", call_id=draw(st.sampled_from(["a", "z", "", None]))))
+            said = draw(st.sampled_from(["lost", "", " ", None]))
+            out.append(msg("tool", said, call_id=draw(st.sampled_from(["a", "z", "", None]))))
         elif kind == "consecutive":
             out.append(msg("assistant", "one", reasoning=draw(st.sampled_from([None, None, "r"]))))
             if draw(st.integers(0, 3)) == 0:  # an empty turn between: R1 drops it first

@@ -171,8 +171,13 @@ def near_valid(draw: st.DrawFn) -> list[dict[str, Any]]:
     for _ in range(draw(st.integers(1, 3))):
         out.append(turn(draw(st.sampled_from(["human", "human", "system"])), "q"))
         kind = draw(
-            st.sampled_from(["chat", "one", "two", "list", "split", "said", "chat", "twice"])
+            st.sampled_from(
+                ["chat", "one", "two", "list", "split", "said", "chat", "twice", "stray"]
+            )
         )
+        if kind == "stray":  # a blank result of no call, which the Arrow side drops (R3)
+            out += [turn("observation", draw(st.sampled_from(["", " "]))), turn("gpt", "a")]
+            continue
         if kind in ("chat", "twice"):
             out.append(turn("gpt", draw(st.sampled_from(["a", "a", " ", ""]))))
             if kind == "twice":
@@ -196,7 +201,10 @@ def near_valid(draw: st.DrawFn) -> list[dict[str, Any]]:
     if draw(st.integers(0, 2)) == 0:
         at = draw(st.integers(0, len(out) - 1))
         extra = draw(st.sampled_from(["human", "gpt", "observation", "function_call", "system"]))
-        out.insert(at, turn(extra, one if extra == "function_call" else "x"))
+        # Blank, as the orphan observations the Arrow side drops are (issue 27, item 4); one
+        # that says something is the per-row path's (the synthetic rows' orphans say something).
+        value = draw(st.sampled_from(["", " "])) if extra == "observation" else "x"
+        out.insert(at, turn(extra, one if extra == "function_call" else value))
     if draw(st.integers(0, 2)) == 0:
         out.pop(draw(st.integers(0, len(out) - 1)))
     return out
@@ -250,19 +258,22 @@ def test_orphan_observations_are_dropped_in_arrow() -> None:
     t = turn  # short, so that each row stays on one line
     fc = t("function_call", json.dumps(call()))
     rows = [
-        [t("human", "q"), t("observation", "x"), t("gpt", "a")],  # dropped here
-        [t("observation", "x"), t("observation", "y"), t("human", "q"), t("gpt", "a")],  # a run
-        [t("human", "q"), t("gpt", "a"), t("observation", '["x", "y"]'), t("human", "q2")],
+        [t("human", "q"), t("observation", ""), t("gpt", "a")],  # dropped here
+        [t("observation", ""), t("observation", " "), t("human", "q"), t("gpt", "a")],  # a run
+        [t("human", "q"), t("gpt", "a"), t("observation", "\n"), t("human", "q2")],
         # between two assistant turns: left merged, with a second code, by the per-row path
         [t("human", "q"), t("gpt", "look"), t("observation", "x"), fc, t("observation", "r")],
-        [t("human", "q"), fc, t("observation", "r"), t("observation", "s"), t("gpt", "a")],
+        [t("human", "q"), fc, t("observation", "r"), t("observation", ""), t("gpt", "a")],
         [t("human", "q"), t("gpt", " "), t("observation", "x"), t("human", "q"), t("gpt", "a")],
+        # an orphan that says something, which the next turn may quote: the per-row path's
+        [t("human", "q"), t("observation", "x"), t("gpt", "a")],
+        [t("human", "q"), fc, t("observation", "r"), t("observation", "r"), t("gpt", "a")],
     ]  # the fifth: one call, two results; the second, past the calls, is dropped
     table = table_of([(r, None) for r in rows])
     repair = [EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT]
     verdicts = fast_verdicts(SHAREGPT, table.column("conversations"), repair=repair)
     assert verdicts is not None
-    assert verdicts.repaired.tolist() == [True, True, True, False, True, False]
+    assert verdicts.repaired.tolist() == [True, True, True, False, True, False, False, False]
     assert verdicts.repaired_column is not None
     fixed = verdicts.repaired_column.to_pylist()
     assert fixed[1] == rows[1][2:]

@@ -51,7 +51,8 @@ def test_clean_batch_splits_rows_in_order(size: int) -> None:
 
 def test_clean_batch_keeps_unchanged_rows_value_for_value_and_repairs_others() -> None:
     good = row(user("hi"), assistant(call("c1", {"q": 1})), user(res("c1")), assistant("done"))
-    bad = row(user("hi"), user(res("r9")), assistant("y"))
+    # an orphan result after the last assistant turn: dropping it changes no turn (R3)
+    bad = row(user("hi"), assistant("y"), user(res("r9")))
     t = table([{**good, "id": 0}, {**bad, "id": 1}])
     kept, rejects, stats = clean_batch(t, DEFAULT, format=FMT)
     assert rejects.num_rows == 0
@@ -65,7 +66,7 @@ def test_clean_batch_keeps_unchanged_rows_value_for_value_and_repairs_others() -
 def test_json_text_columns_are_decoded_and_written_back_as_text() -> None:
     import json
 
-    bad = row(user("hi"), user(res("r9")), assistant("y"))
+    bad = row(user("hi"), assistant("y"), user(res("r9")))
     t = pa.table({"messages": [json.dumps(GOOD["messages"]), json.dumps(bad["messages"]), "{oops"]})
     kept, rejects, _ = clean_batch(t, DEFAULT, format=FMT)
     assert kept.column("messages")[0].as_py() == json.dumps(GOOD["messages"])

@@ -17,6 +17,8 @@ from transcript_clean.rows import clean_row
 from transcript_clean.transcript import transcript_errors
 
 ERROR = ToolResult("c1", (Text("failed"),), name="f", status="error")
+BLANK = ToolResult("r9", (Text(" "),), name="f")
+"""An empty result of no call: R3 drops it, since no later turn can have read anything in it."""
 GOOD = row(system("s"), user("hi"), assistant(call("c1")), user(res("c1")), assistant("done"))
 
 # (transcript, codes found, outcome under the default config)
@@ -37,7 +39,10 @@ CASES: list[tuple[Row, list[str], str]] = [
         ["invalid_tool_arguments"],
         "repaired",  # its result is an error already: R2 answers it
     ),
-    (row(user("hi"), user(res("r9")), assistant("y")), ["orphan_tool_result"], "repaired"),
+    (row(user("hi"), user(BLANK), assistant("y")), ["orphan_tool_result"], "repaired"),
+    # a result of no call the next turn may quote (issue 27, item 4): dropping it would leave
+    # that turn stating a result it never saw
+    (row(user("hi"), user(res("r9")), assistant("y")), ["orphan_tool_result"], "rejected"),
     (row(user("hi"), assistant("a"), assistant("b")), ["consecutive_assistant"], "repaired"),
     (
         row(user("hi"), assistant(call("c1")), assistant("b")),
@@ -90,7 +95,7 @@ def test_unchanged_rows_are_not_reencoded() -> None:
 def test_indexes_refer_to_the_decoded_transcript() -> None:
     # the empty turn at 1 is dropped; the orphan sits at 4 in the decoded transcript
     data = row(
-        user("a"), assistant(""), user("b"), assistant("c"), user(res("r9"), "t"), assistant("d")
+        user("a"), assistant(""), user("b"), assistant("c"), user(BLANK, "t"), assistant("d")
     )
     result = clean_row(data, FMT, DEFAULT, trace=True)
     assert [(v.code, v.index) for v in result.violations] == [
@@ -103,7 +108,7 @@ def test_indexes_refer_to_the_decoded_transcript() -> None:
 
 def test_a_repair_that_uncovers_a_code_counts_it() -> None:
     # dropping the orphan's message makes two assistant messages meet
-    data = row(user("a"), assistant("b"), user(res("r9")), assistant("c"))
+    data = row(user("a"), assistant("b"), user(BLANK), assistant("c"))
     result = clean_row(data, FMT, DEFAULT)
     assert result.status == "repaired"
     assert result.actions == {"orphan_tool_result": "repaired", "consecutive_assistant": "repaired"}

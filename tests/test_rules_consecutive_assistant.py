@@ -131,3 +131,54 @@ def test_zava_with_one_weight_merges_and_keeps_it() -> None:
     kept = result.kept.to_pylist()
     assert len(kept) == 55
     assert {w for ws in _weights(kept) for w in ws} == {1}
+
+
+# Issue 27, item 6: a blank text on either side of an R4 merge adds no blank line. The first
+# turn is not empty (it carries reasoning), so R1 leaves it, and R4 joins its blank text.
+_BLANK_JOINS: list[tuple[str, list[dict[str, Any]], str]] = [
+    (
+        "openai",
+        [a("", reasoning_content="think"), a("It is 4.")],
+        "It is 4.",
+    ),
+    (
+        "openai",
+        [a("It is 4."), a(" ", reasoning_content="think")],
+        "It is 4.",
+    ),
+    (
+        "sharegpt",
+        [
+            {"from": "gpt", "value": "", "reasoning_content": "think"},
+            {"from": "gpt", "value": "It is 4."},
+        ],
+        "It is 4.",
+    ),
+    (
+        "sharegpt",
+        [
+            {"from": "gpt", "value": "It is 4."},
+            {"from": "gpt", "value": "\n", "reasoning_content": "think"},
+        ],
+        "It is 4.",
+    ),
+]
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize(("name", "assistants", "merged"), _BLANK_JOINS)
+def test_a_blank_text_merged_adds_no_blank_line(
+    name: str, assistants: list[dict[str, Any]], merged: str, fast: bool
+) -> None:
+    fmt = get_format(name)
+    if name == "openai":
+        source = row(*assistants)
+        key = "content"
+    else:
+        source = {"conversations": [{"from": "human", "value": "q"}, *assistants]}
+        key = "value"
+    result = clean_batch(pa.Table.from_pylist([source]), format=fmt, fast=fast)
+    assert result.rejects.num_rows == 0
+    last = result.kept.column(fmt.column).to_pylist()[0][-1]
+    assert last[key] == merged
+    assert last["reasoning_content"] == "think"

@@ -136,6 +136,7 @@ def test_default_config_repairs_and_every_kept_row_is_valid(tmp_path: Path, fmt:
         "consecutive_assistant",
         "unanswered_tool_call",
         "invalid_tool_arguments",  # its result is a real one: R2 never writes over it
+        "orphan_tool_result",  # a later turn may use it: R3 drops it only where none can
     }
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["rows_in"] == 600 and summary["accounting_ok"] is True
@@ -389,12 +390,12 @@ def test_glaive_is_clean_but_for_one_schema_break(tmp_path: Path, shared_data: P
 def test_explain_shows_violations_and_repairs(tmp_path: Path) -> None:
     source = tmp_path / "in.parquet"
     planted = make_dataset(source, 300, "openai", seed=4)
-    row = next(i for i, codes in enumerate(planted) if codes == {"orphan_tool_result"})
+    row = next(i for i, codes in enumerate(planted) if codes == {"consecutive_assistant"})
     result = CliRunner().invoke(main, ["explain", str(source), "--row", str(row)])
     assert result.exit_code == 0, result.output
     assert "Canonical transcript:" in result.output
-    assert "orphan_tool_result" in result.output
-    assert "Repair orphan_tool_result" in result.output and "  - [" in result.output
+    assert "consecutive_assistant" in result.output
+    assert "Repair consecutive_assistant" in result.output and "  - [" in result.output
     assert "Outcome: kept, repaired" in result.output
     missing = CliRunner().invoke(main, ["explain", str(source), "--row", "300"])
     assert missing.exit_code == 2 and "no row 300" in missing.output

@@ -217,7 +217,10 @@ def test_datasets_loads_the_jsonl_output(tmp_path: Path) -> None:
 
 def test_an_empty_output_keeps_one_empty_shard(tmp_path: Path) -> None:
     source = tmp_path / "in.jsonl"
-    source.write_text('{"messages": [{"role": "user", "content": "hi"}]}\n')
+    # an empty turn, whose drop leaves no assistant turn: rejected (a set with no assistant
+    # message at all would read as prompts)
+    row = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": ""}]}
+    source.write_text(json.dumps(row) + "\n")
     clean(source, tmp_path / "out", output_format="jsonl", compression="zstd")
     assert (tmp_path / "out" / "data" / "part-00000.jsonl.zst").exists()
     assert (

@@ -277,6 +277,28 @@ def test_stats_count_rows_and_name_the_column_in_the_example() -> None:
     ]
 
 
+def test_an_empty_turn_on_a_row_another_code_rejects_is_present_not_rejected() -> None:
+    # Issue 27, item 5: `chosen` loses an empty turn (a repair), `rejected` calls an undeclared
+    # tool; unknown_tool decides the row, the empty turn is merely present.
+    bad = {"id": "c1", "type": "function", "function": {"name": "g", "arguments": "{}"}}
+    row = {
+        "prompt": [u("q")],
+        "chosen": [a(" "), a("x")],
+        "rejected": [a(None, tool_calls=[bad]), tool("c1"), a("y")],
+        "tools": [TOOL],
+    }
+    table = pa.Table.from_pylist([row])
+    fmt = detect_format(table.column_names, [row])
+    result = clean_batch(table, DEFAULT, format=fmt)
+    assert result.rejects.column("_reject_codes").to_pylist() == [
+        ["empty_assistant_turn", "unknown_tool"]
+    ]
+    assert [(r["code"], r["action"]) for r in result.stats.records()] == [
+        ("empty_assistant_turn", "present"),
+        ("unknown_tool", "rejected"),
+    ]
+
+
 # ---------------------------------------------------------------------------------------------
 # the real files
 
@@ -610,3 +632,88 @@ def test_a_preference_set_with_json_typed_messages_runs_in_batches_of_one(tmp_pa
         result = CliRunner().invoke(main, ["audit", str(source), "--batch-size", size])
         assert result.exit_code == 0, result.output
     assert outputs[0] == outputs[1]
+
+
+# ---------------------------------------------------------------------------------------------
+# prompt sets under --type auto (issue 27, item 3)
+
+_RFT_TOOL = {
+    "type": "function",
+    "function": {
+        "name": "lookup",
+        "parameters": {"type": "object", "properties": {"id": {"type": "string"}}},
+    },
+}
+
+
+def _rft_rows(n: int = 10) -> list[dict[str, Any]]:
+    """OpenAI reinforcement fine-tuning rows: `messages` ending on a user turn, `tools`, and
+    grader fields (`reference_answer`) beside them."""
+    return [
+        {
+            "messages": [
+                {"role": "developer", "content": "Answer with the order's status."},
+                u(f"Where is order {k}?"),
+            ],
+            "tools": [_RFT_TOOL],
+            "reference_answer": {"status": "shipped", "order": k},
+        }
+        for k in range(n)
+    ]
+
+
+def _jsonl(path: Path, rows: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize(
+    "rows",
+    [_rft_rows(), [{"messages": [u(f"Say {k}.")]} for k in range(3)]],
+    ids=["openai-rft", "single-prompts"],
+)
+def test_auto_reads_a_set_whose_rows_hold_no_assistant_turn_as_prompts(
+    tmp_path: Path, rows: list[dict[str, Any]]
+) -> None:
+    source = _jsonl(tmp_path / "rft.jsonl", rows)
+    result = CliRunner().invoke(main, ["clean", str(source), str(tmp_path / "out")])
+    assert result.exit_code == 0, result.output
+    assert (
+        f"reading {source} as openai prompt-only rows: prompt `messages` (no assistant turn in "
+        f"its first {len(rows)} rows: a prompt set; --type conversation reads conversations)"
+    ) in result.stderr
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text(encoding="utf-8"))
+    assert (summary["type"], summary["rows_kept"], summary["rows_rejected"]) == (
+        "prompt",
+        len(rows),
+        0,
+    )
+    kept = pq.read_table(tmp_path / "out" / "data").to_pylist()
+    assert [r["messages"] for r in kept] == [r["messages"] for r in rows]
+
+
+def test_one_assistant_turn_in_the_first_rows_makes_them_conversations() -> None:
+    rows = [*_rft_rows(3), {"messages": [u("q"), a("x")]}]
+    fmt = detect_format(["messages", "tools", "reference_answer"], rows)
+    assert not isinstance(fmt, ShapedFormat)
+    assert fmt.name == "openai"
+
+
+def test_a_forced_conversation_type_says_what_to_pass_for_a_prompt_set(tmp_path: Path) -> None:
+    source = _jsonl(tmp_path / "rft.jsonl", _rft_rows())
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["clean", str(source), str(out), "--type", "conversation"])
+    assert result.exit_code == 0, result.output
+    hint = (
+        "no row has an assistant turn: a prompt set (RL fine-tuning)? read it with --type prompt "
+        "--prompt-column messages"
+    )
+    assert f"hint: {hint}" in result.stdout
+    summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
+    assert summary["rows_rejected"] == 10 and summary["hint"] == hint
+    # and what the hint says works
+    args = ["clean", str(source), str(tmp_path / "again"), "--type", "prompt"]
+    again = CliRunner().invoke(main, [*args, "--prompt-column", "messages"])
+    assert again.exit_code == 0, again.output
+    assert "rows in 10 = kept 10 (repaired 0) + rejected 0" in again.stdout
+    assert "hint:" not in again.stdout

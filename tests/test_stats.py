@@ -3,8 +3,12 @@ from __future__ import annotations
 import csv
 import io
 
+import pyarrow as pa
 import pytest
 
+from transcript_clean.formats import get_format
+from transcript_clean.pipeline import clean_batch
+from transcript_clean.policy import STRICT
 from transcript_clean.rows import RowResult, Violation
 from transcript_clean.stats import AccountingError, Stats, render_accounting, render_table
 
@@ -147,3 +151,36 @@ def test_a_csv_cell_never_starts_a_formula(start: str) -> None:
     plain = Stats(rows_in=1, rows_rejected=1)
     plain.add_code("malformed_row", "rejected", 1, 1, "raw/in.parquet", 0)
     assert next(csv.DictReader(io.StringIO(plain.csv())))["example_source"] == "raw/in.parquet"
+
+
+# Issue 27, item 5: the code that decided a row's fate, told apart from codes merely present.
+_TOOLS = [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}]
+
+
+def _calling(name: str) -> dict[str, object]:
+    call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}
+    return {"role": "assistant", "content": None, "tool_calls": [call]}
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_code_on_a_row_rejected_for_another_is_present_not_rejected(fast: bool) -> None:
+    # The last turn calls an undeclared tool: unknown_tool rejects the row; its trailing call,
+    # whose action is keep, did not decide anything.
+    row = {"messages": [{"role": "user", "content": "q"}, _calling("launch")], "tools": _TOOLS}
+    result = clean_batch(pa.Table.from_pylist([row]), format=get_format("openai"), fast=fast)
+    assert result.rejects.column("_reject_codes").to_pylist() == [
+        ["trailing_tool_call", "unknown_tool"]
+    ]
+    assert [(r["code"], r["action"], r["rows"]) for r in result.stats.records()] == [
+        ("unknown_tool", "rejected", 1),
+        ("trailing_tool_call", "present", 1),
+    ]
+
+
+def test_every_code_whose_action_is_reject_decides() -> None:
+    row = {"messages": [{"role": "user", "content": "q"}, _calling("launch")], "tools": _TOOLS}
+    result = clean_batch(pa.Table.from_pylist([row]), STRICT, format=get_format("openai"))
+    assert [(r["code"], r["action"]) for r in result.stats.records()] == [
+        ("unknown_tool", "rejected"),
+        ("trailing_tool_call", "rejected"),
+    ]

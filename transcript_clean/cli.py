@@ -244,7 +244,9 @@ def gate_options(f: F) -> F:
                 metavar="CODE=R",
                 multiple=True,
                 help="Gate, repeatable: fail when CODE's share exceeds R. A code's share is the "
-                "rows with it, whatever its action, over the rows in.",
+                "rows it was acted on in (repaired, dropped, kept, or rejected: it decided the "
+                "row) over the rows in; rows where it was merely present, rejected by another "
+                "code, do not count.",
             ),
         ],
         f,
@@ -699,6 +701,8 @@ def clean(
             from transcript_clean.audit.render import render_gates
 
             click.echo("\ngates:\n" + "\n".join(render_gates(gates)))
+        if "hint" in result.summary:
+            click.echo(f"hint: {result.summary['hint']}")
         click.echo(f"wrote {result.output}")
     if failed:  # after everything is written and said: the data is there, and bad
         click.echo(f"clean failed: {len(failed)} gate(s) exceeded; the output is written", err=True)

@@ -187,6 +187,11 @@ def resolve_format(
         fmt = detect_format(names, sample, column=column, shaped=shaped, source=source.name)
     elif column is None and shaped and (found := _shaped(source, format)) is not None:
         fmt = found
+    elif column is None and shaped:
+        from transcript_clean.shapes.detect import prompt_set
+
+        fmt = get_format(format)
+        fmt = prompt_set(fmt, source.schema.names, _sample(source)) or fmt
     else:
         fmt = get_format(format, column=column)
     if fmt.column not in names:

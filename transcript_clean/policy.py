@@ -17,6 +17,7 @@ from transcript_clean.errors import ConfigError
 from transcript_clean.rules import Action, codes, get_rule, rules, unknown_code
 
 InterruptedCall = Literal["cut", "error_result"]
+OrphanResult = Literal["reject", "drop"]
 
 
 def allowed_actions() -> dict[str, frozenset[Action]]:
@@ -39,6 +40,9 @@ class Config:
     actions: Mapping[str, Action] = field(default_factory=default_actions)
     interrupted_call: InterruptedCall = "cut"
     """`cut` the transcript before the turn, or answer the call with an `error_result`."""
+    orphan_result: OrphanResult = "reject"
+    """R3, for an orphan result a later assistant turn may use: `reject` the row, or `drop` it
+    anyway (an empty or repeated one is always dropped)."""
     name: str = "default"
     tokenizer: str | None = None
     """A local `tokenizer.json` (`--tokenizer`): the profile counts tokens with it."""
@@ -55,7 +59,10 @@ class Config:
         return {
             "name": self.name,
             "actions": {code: self.action(code) for code in codes()},
-            "repair": {"interrupted_call": self.interrupted_call},
+            "repair": {
+                "interrupted_call": self.interrupted_call,
+                "orphan_result": self.orphan_result,
+            },
             # Only when set, so a run without them reads as it always did.
             **({"tokenizer": self.tokenizer} if self.tokenizer is not None else {}),
             **({"max_tokens": self.max_tokens} if self.max_tokens is not None else {}),
@@ -129,7 +136,7 @@ def config_from_dict(
         actions[code] = action
 
     repair = _table(data, "repair", where)
-    unknown = set(repair) - {"interrupted_call"}
+    unknown = set(repair) - {"interrupted_call", "orphan_result"}
     if unknown:
         raise ConfigError(f"{where}: unknown key repair.{sorted(unknown)[0]}")
     interrupted = repair.get("interrupted_call", "cut")
@@ -138,7 +145,12 @@ def config_from_dict(
             f"{where}: repair.interrupted_call = {interrupted!r} is not allowed "
             "(choose cut, error_result)"
         )
-    return Config(actions=actions, interrupted_call=interrupted, name=name)
+    orphan = repair.get("orphan_result", "reject")
+    if orphan != "reject" and orphan != "drop":  # narrows the type for mypy
+        raise ConfigError(
+            f"{where}: repair.orphan_result = {orphan!r} is not allowed (choose drop, reject)"
+        )
+    return Config(actions=actions, interrupted_call=interrupted, orphan_result=orphan, name=name)
 
 
 def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:

@@ -7,6 +7,7 @@ status `rejected` and its codes, never an exception.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -58,7 +59,8 @@ class RowResult:
     status: Status
     violations: list[Violation] = field(default_factory=list)
     actions: dict[str, str] = field(default_factory=dict)
-    """code -> what was done: repaired, rejected, kept or dropped (empty turns)."""
+    """code -> what was done: repaired, rejected, kept or dropped (empty turns); on a rejected
+    row, `rejected` for the codes that decided it and `present` for the others."""
     decoded: Decoded | None = None
     tools: Declared | None = None
     """The tools the row declares, where it declares any."""
@@ -86,9 +88,12 @@ class RowResult:
         return counts
 
 
-def _reject(result: RowResult, message: str | None = None) -> RowResult:
+def _reject(result: RowResult, deciding: Iterable[str], message: str | None = None) -> RowResult:
+    """Reject the row for the codes of `deciding`; every other code it has is only `present`
+    (issue 27, item 5: a trailing call the config keeps did not reject a row that calls an
+    undeclared tool, and a gate on it must not count that row)."""
     result.status = "rejected"
-    result.actions = dict.fromkeys(result.actions, "rejected")
+    result.actions = mark_rejected(result.actions, deciding)
     result.row = None
     result.messages_out = 0
     if message is not None:
@@ -163,7 +168,7 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
         result.actions[EMPTY_ASSISTANT_TURN] = "dropped"
     if "reject" in actions.values():
         rejected = next(v for v in result.violations if actions[v.code] == "reject")
-        return _reject(result, rejected.message)
+        return _reject(result, [c for c, a in actions.items() if a == "reject"], rejected.message)
 
     current = work
     if "repair" in actions.values():
@@ -172,8 +177,7 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
         try:
             current = _repair(current, config, result, trace, tools)
         except Unrepairable as err:
-            result.actions[err.code] = "rejected"
-            return _reject(result, str(err))
+            return _reject(result, [err.code], str(err))
 
     # R6: nothing invalid is ever written. A code whose repair answers it rather than removing
     # it (an invalid call keeps its arguments) never blocks; nor does any code the config keeps.
@@ -187,10 +191,9 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
         ]
     if remaining:
         for v in remaining:
-            result.actions[v.code] = "rejected"
             if v.code not in {w.code for w in result.violations}:
                 result.violations.append(v)
-        return _reject(result, remaining[0].message)
+        return _reject(result, [v.code for v in remaining], remaining[0].message)
 
     result.messages = current
     if current == original:
@@ -208,6 +211,13 @@ def _place(violation: Violation) -> int:
     return -1 if violation.index is None else violation.index
 
 
+def mark_rejected(actions: Mapping[str, str], deciding: Iterable[str]) -> dict[str, str]:
+    """The actions of a rejected row: `rejected` for the codes that rejected it, `present` for
+    every other (it was there, but the row's fate was not its doing)."""
+    decided = dict.fromkeys(deciding, "rejected")
+    return {**{code: decided.get(code, "present") for code in actions}, **decided}
+
+
 def rejected_row(code: str, message: str, messages_in: int = 0) -> RowResult:
     """A row rejected before it could be decoded."""
     return RowResult(
@@ -223,7 +233,7 @@ def unencodable(result: RowResult, message: str) -> RowResult:
     """Reject a repaired row that cannot be written back (`unencodable_row`)."""
     result.actions[UNENCODABLE_ROW] = "rejected"
     result.violations.append(Violation(UNENCODABLE_ROW, None, None, message))
-    return _reject(result, message)
+    return _reject(result, [UNENCODABLE_ROW], message)
 
 
 def _repair(

@@ -14,14 +14,16 @@ from transcript_clean import markdown as md
 from transcript_clean.errors import AccountingError
 from transcript_clean.model import AssistantMessage, ToolCall
 from transcript_clean.profile import Profile, add_counts
-from transcript_clean.rules import EMPTY_ASSISTANT_TURN, codes
+from transcript_clean.rules import EMPTY_ASSISTANT_TURN, NO_ASSISTANT_TURN, codes
 from transcript_clean.tools import calls_per_tool
 
 if TYPE_CHECKING:
     from transcript_clean.rows import RowResult
     from transcript_clean.shapes import Shape
 
-ACTIONS = ("dropped", "repaired", "kept", "rejected")
+ACTIONS = ("dropped", "repaired", "kept", "rejected", "present")
+"""The stats table's actions. A rejected row's codes are `rejected` where they decided its fate
+(their action is reject, or their repair failed) and `present` where they were merely there."""
 
 TOP_TOOLS = 20
 """How many tools the tools section names; the rest are summed as "other"."""
@@ -323,6 +325,7 @@ def run_summary(
     from transcript_clean import __version__
 
     datasets = sys.modules.get("datasets")  # loaded when the source was read through it
+    hint = prompt_set_hint(stats, column, shape)
 
     return {
         "source": source,
@@ -342,6 +345,8 @@ def run_summary(
         "stats": stats.records(),
         "tools": stats.tools_summary(),
         "profile": stats.profile.report(),
+        # only when there is one, so that other runs' summaries read as they always did
+        **({"hint": hint} if hint is not None else {}),
         **extra,
         "engine": engine,
         "workers": workers,
@@ -354,6 +359,20 @@ def run_summary(
             "python": sys.version.split()[0],
         },
     }
+
+
+def prompt_set_hint(stats: Stats, column: str, shape: Shape | None) -> str | None:
+    """What to pass when every row of one conversation column was rejected for having no
+    assistant turn (issue 27, item 3): such a set is a prompt set, read as conversations."""
+    if shape is not None or not stats.rows_in:
+        return None
+    entry = stats.codes.get((NO_ASSISTANT_TURN, "rejected"))
+    if entry is None or entry.rows != stats.rows_in:
+        return None
+    return (
+        "no row has an assistant turn: a prompt set (RL fine-tuning)? read it with --type prompt "
+        f"--prompt-column {column}"
+    )
 
 
 def render_table(records: list[dict[str, Any]], *, markdown: bool = False) -> str:

@@ -29,13 +29,20 @@ if TYPE_CHECKING:
 
 __all__ = ["render_html"]
 
-COLORS = {"dropped": "#66a61e", "repaired": "#1f78b4", "kept": "#e6ab02", "rejected": "#d95f02"}
+COLORS = {
+    "dropped": "#66a61e",
+    "repaired": "#1f78b4",
+    "kept": "#e6ab02",
+    "rejected": "#d95f02",
+    "present": "#bdbdbd",
+}
 
 EXPECTED_OUTCOME = {
     "repaired": "repaired",
     "dropped": "repaired",
     "kept": "unchanged",
     "rejected": "rejected",
+    "present": "rejected",
 }
 """The row's fate a code's action implies; a sample says when another code decided otherwise."""
 

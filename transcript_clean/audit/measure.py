@@ -21,10 +21,13 @@ __all__ = [
 
 
 def code_shares(stats: Stats) -> dict[str, float]:
-    """Each code's share of the rows in: rows with the code, whatever its action, / rows in."""
+    """Each code's share of the rows in: rows where the code was acted on (repaired, dropped,
+    kept, or rejected: it decided the row) / rows in. A code merely `present` on a row another
+    code rejected is not counted: a gate on it must fire only for what it did."""
     rows: dict[str, int] = {}
-    for (code, _action), entry in stats.codes.items():
-        rows[code] = rows.get(code, 0) + entry.rows
+    for (code, action), entry in stats.codes.items():
+        if action != "present":
+            rows[code] = rows.get(code, 0) + entry.rows
     return {code: n / stats.rows_in if stats.rows_in else 0.0 for code, n in by_code(rows)}
 
 

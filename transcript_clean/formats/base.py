@@ -130,7 +130,13 @@ TEXT_JOINER = "\n\n"
 
 
 def join_texts(texts: Iterable[str]) -> str:
-    return TEXT_JOINER.join(texts)
+    """The texts joined with a blank line, leaving out the blank ones (white space only): a
+    blank side adds nothing a reader could use, so it must not add a blank line either (a
+    reasoning turn's `""` merged with "It is 4." is "It is 4."). All blank: joined as they are,
+    so that one text is always itself."""
+    texts = list(texts)
+    said = [text for text in texts if text.strip()]
+    return TEXT_JOINER.join(said) if said else "".join(texts)
 
 
 def kind_of(value: object) -> str:

@@ -84,11 +84,13 @@ def detect_format(
     """
     sample = [_json_decoded(row) for row in rows[:SAMPLE_ROWS]]
     if column is None and shaped:
-        from transcript_clean.shapes.detect import detect_shape, shaped_format
+        from transcript_clean.shapes.detect import detect_shape, prompt_set, shaped_format
 
         shape = detect_shape(columns, sample)
         if shape is not None:
             return shaped_format(shape, columns, sample)
+        found = detect_format(columns, rows, shaped=False)
+        return prompt_set(found, columns, sample) or found
     looked = [column] if column is not None else _ordered(columns)
     seen = [s for s in (_look(c, sample) for c in looked) if s is not None]
     held = [s.column for s in seen if _candidates(s, set(columns))]

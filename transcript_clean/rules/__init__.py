@@ -212,10 +212,15 @@ _REPAIR_TABLE: Final = {
 # made it (when an assistant turn remains), or "error_result": answer it with the error result
 # "The tool call was interrupted before a result was produced."
 interrupted_call = "cut"
+# How R3 repairs an orphan result that a later assistant turn may use (it is not empty and does
+# not repeat a result already given): "reject" the row, since dropping the result would leave
+# that turn stating what it never saw, or "drop" it anyway. An empty or repeated one is dropped.
+orphan_result = "reject"
 """,
     "strict": """\
 [repair]
 interrupted_call = "cut"
+orphan_result = "reject"
 """,
 }
 

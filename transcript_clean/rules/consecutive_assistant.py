@@ -2,8 +2,9 @@
 
 `repair` drops a second message identical to the first; otherwise, when the first made no tool
 calls, appends the second's parts to it (a format whose content is one string joins the texts
-with a blank line); otherwise the row cannot be repaired. Nor can it when the two messages'
-other fields (`weight`, `loss_weight`) differ: one message cannot carry both.
+with a blank line, leaving out a blank text: `formats.base.join_texts`); otherwise the row
+cannot be repaired. Nor can it when the two messages' other fields (`weight`, `loss_weight`)
+differ: one message cannot carry both.
 """
 
 from __future__ import annotations

@@ -1,6 +1,11 @@
 """orphan_tool_result (R3): a tool result that answers no pending call (SPEC section 3).
 
-`repair` drops it, and a message left with no parts with it.
+`repair` drops it, and a message left with no parts with it, only where dropping it cannot
+change what a later assistant turn means: the result is empty, repeats a result already given,
+or no assistant turn follows it. Any other orphan carries what a later turn may have used (glaive
+writes a call as the assistant's text, then a real result the next turn quotes): dropping it
+would teach that turn to state a result it never saw, so the row cannot be repaired, unless the
+config asks to drop it anyway (`[repair] orphan_result = "drop"`).
 """
 
 from __future__ import annotations
@@ -9,8 +14,8 @@ from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING, Final
 
-from transcript_clean.model import AssistantMessage, Message, ToolResult, UserMessage
-from transcript_clean.rules.base import Rule, Violation, Walk
+from transcript_clean.model import AssistantMessage, Message, Text, ToolResult, UserMessage
+from transcript_clean.rules.base import Rule, Unrepairable, Violation, Walk
 from transcript_clean.transcript import ORPHAN_TOOL_RESULT
 
 if TYPE_CHECKING:
@@ -28,11 +33,25 @@ def find(walk: Walk) -> Iterator[Violation]:
         yield Violation(CODE, error.index, error.call_id, str(error))
 
 
-def drop_orphan_results(messages: Sequence[Message]) -> list[Message]:
-    """R3: every result that answers no pending call is dropped, and a message left empty."""
+def used_message(index: int, call_id: str | None) -> str:
+    """The words of an orphan that a later assistant turn may have used."""
+    return (
+        f"{describe(index, call_id)}, and an assistant turn after it may use what it says: "
+        "dropping it would leave that turn stating a result it never saw"
+    )
+
+
+def drop_orphan_results(messages: Sequence[Message], *, drop_used: bool = True) -> list[Message]:
+    """R3: every result that answers no pending call is dropped, and a message left empty.
+    Without `drop_used`, `Unrepairable` for the first orphan a later assistant turn may have
+    used (`may_be_used`)."""
     out: list[Message] = []
     pending: set[str] = set()
-    for msg in messages:
+    given: list[tuple[object, ...]] = []  # the content of each result that answered a call
+    last_assistant = max(
+        (i for i, m in enumerate(messages) if isinstance(m, AssistantMessage)), default=-1
+    )
+    for index, msg in enumerate(messages):
         if isinstance(msg, AssistantMessage):
             pending = {c.id for c in msg.tool_calls}
         elif isinstance(msg, UserMessage):
@@ -41,8 +60,11 @@ def drop_orphan_results(messages: Sequence[Message]) -> list[Message]:
             for part in msg.content:
                 if isinstance(part, ToolResult):
                     if part.call not in pending or part.call in answered:
+                        if not drop_used and index < last_assistant and may_be_used(part, given):
+                            raise Unrepairable(CODE, used_message(index, part.call))
                         continue
                     answered.add(part.call)
+                    given.append(part.content)
                 parts.append(part)
             pending = set()
             if len(parts) == len(msg.content):
@@ -55,8 +77,15 @@ def drop_orphan_results(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
+def may_be_used(result: ToolResult, given: Sequence[tuple[object, ...]]) -> bool:
+    """Whether an orphan `result` says something a later turn could have read from it alone:
+    it is not empty (every part a blank text) and repeats none of the results `given`."""
+    empty = all(isinstance(p, Text) and not p.text.strip() for p in result.content)
+    return not empty and result.content not in given
+
+
 def _repair(messages: list[Message], config: Config) -> list[Message]:
-    return drop_orphan_results(messages)
+    return drop_orphan_results(messages, drop_used=config.orphan_result == "drop")
 
 
 RULE = Rule(
@@ -65,7 +94,8 @@ RULE = Rule(
     summary="a result answers no pending call",
     actions_help=(
         "R3: a tool result that answers no pending call. `repair` drops it (and a message left "
-        "empty)."
+        "empty) where it is empty, repeats a result already given or no assistant turn follows; "
+        "otherwise a later turn may use it and the row is rejected: see [repair] below."
     ),
     allowed=frozenset({"repair", "reject"}),
     default="repair",

@@ -158,11 +158,15 @@ class ShapedFormat(Format):
         super().__init__(shape.columns[0])
         self.inner = inner
         self.shape = shape
+        self.why: str | None = None
+        """Why `auto` read the rows as this type, where that is not their column names (a
+        prompt set: `shapes.detect.prompt_set`); the "reading X as ..." line says it."""
         # The summary and the run's identity name the conversation format the parts are in.
         self.name = inner.name  # type: ignore[misc]
 
     def describe(self) -> str:
-        return f"{self.inner.name} {self.shape.describe()}"
+        why = "" if self.why is None else f" ({self.why})"
+        return f"{self.inner.name} {self.shape.describe()}{why}"
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         """The first candidate's conversation (prompt + candidate; a prompt-only row's prompt),

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from transcript_clean.formats.base import MISSING, Row
 from transcript_clean.policy import Config
-from transcript_clean.rows import RowResult, Violation, clean_row, rejected_row
+from transcript_clean.rows import RowResult, Violation, clean_row, mark_rejected, rejected_row
 from transcript_clean.rules import MALFORMED_ROW, NO_ASSISTANT_TURN, TRAILING_TOOL_CALL
 
 if TYPE_CHECKING:
@@ -29,7 +29,7 @@ __all__ = ["clean_shaped_row", "conversation_row", "prompt_config"]
 # What a prompt is allowed by design: no assistant turn, calls pending at its end.
 _PROMPT_CODES = (NO_ASSISTANT_TURN, TRAILING_TOOL_CALL)
 
-_ACTION_RANK = {"rejected": 3, "repaired": 2, "dropped": 1, "kept": 0}
+_ACTION_RANK = {"rejected": 3, "repaired": 2, "dropped": 1, "kept": 0, "present": 0}
 
 
 def prompt_config(config: Config) -> Config:
@@ -145,7 +145,9 @@ def clean_shaped_row(
             problem = f"its repair leaves {len(tail)} messages where the column holds one"
         if problem is not None:
             result.status = "rejected"
-            result.actions = dict.fromkeys(result.actions, "rejected")
+            # The repairs that would change the shared prompt decide it.
+            changed = [c for c, a in result.actions.items() if a in ("repaired", "dropped")]
+            result.actions = mark_rejected(result.actions, changed)
             result.reject_message = problem
             break
         set_path(out, name, tail[0] if isinstance(value, Mapping) else tail)
@@ -195,7 +197,8 @@ def _combined(
             combined.decoded, combined.messages = result.decoded, result.messages
         if result.status == "rejected":
             combined.status = "rejected"
-            combined.actions = dict.fromkeys(combined.actions, "rejected")
+            deciding = [c for c, a in result.actions.items() if a == "rejected"]
+            combined.actions = mark_rejected(combined.actions, deciding)
             combined.reject_message = f"{name}: {result.reject_message}"
             combined.messages_out = 0
             return combined

@@ -4,6 +4,10 @@ The columns decide the type (TRL's and the providers' names: `prompt`, `completi
 `rejected`, `label`, `input` + `preferred_output`); the first rows must hold conversations there
 (lists of message objects, or one message object for a candidate) or the type does not apply.
 The parts' format is then detected on the prompt followed by the first candidate.
+
+One conversation column none of whose first rows holds an assistant turn is a prompt set (RL
+fine-tuning: OpenAI's reinforcement fine-tuning files end each `messages` on a user turn and add
+grader fields such as `reference_answer`): it reads as prompt-only rows (`prompt_set`).
 """
 
 from __future__ import annotations
@@ -13,11 +17,12 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from transcript_clean.errors import FormatError
-from transcript_clean.formats.base import MISSING, Format
+from transcript_clean.formats.base import MISSING, DecodeError, Format
+from transcript_clean.model import AssistantMessage
 from transcript_clean.shapes import Shape, ShapedFormat, make_shape
 from transcript_clean.shapes.clean import get_path
 
-__all__ = ["detect_shape", "shaped_format"]
+__all__ = ["detect_shape", "prompt_set", "shaped_format"]
 
 # Columns that hold a whole conversation in the one-column case, in the order they are tried.
 _CONVERSATION_COLUMNS = ("messages", "conversations", "conversation", "chat", "dialog")
@@ -104,3 +109,30 @@ def shaped_format(
     inner: Format = copy.copy(found)
     inner.column = inner.default_column
     return ShapedFormat(inner, shape)
+
+
+def prompt_set(
+    fmt: Format, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]
+) -> ShapedFormat | None:
+    """Rows of `fmt`'s one conversation column read as prompt-only rows, when no row of the
+    sample `rows` that decodes holds an assistant message (and one does decode); else None.
+    Read as conversations, every such row would be rejected as `no_assistant_turn`."""
+    decoded = 0
+    for row in rows:
+        try:
+            messages = fmt.decode(row).messages
+        except DecodeError:
+            continue  # the cleaner rejects it, whatever the type
+        if any(isinstance(m, AssistantMessage) for m in messages):
+            return None
+        decoded += 1
+    if not decoded:
+        return None
+    inner: Format = copy.copy(fmt)
+    inner.column = inner.default_column
+    shaped = ShapedFormat(inner, make_shape("prompt", columns, prompt=fmt.column))
+    shaped.why = (
+        f"no assistant turn in its first {len(rows)} rows: a prompt set; --type conversation "
+        "reads conversations"
+    )
+    return shaped

@@ -484,6 +484,12 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     place = tool - starts[run_of_tool]
     orphan = np.zeros(n, dtype=bool)
     orphan[tool] = ~after_call[run_of_tool] | (place >= run_calls[run_of_tool])
+    # R3 drops an orphan only where that cannot change a later turn (issue 27, item 4): the
+    # view settles the empty ones, and leaves one that says something (a repeat, or a result a
+    # later turn may quote) to the per-row path, which tells them apart.
+    if orphan.any():
+        at = np.flatnonzero(orphan)
+        flag[at] |= says(content, at)[0]
 
     pending_at_end = calling & is_last  # trailing_tool_call
     next_tool = shift(is_tool[::-1])[::-1] & ~is_last

@@ -181,6 +181,12 @@ def sharegpt_view(
     orphan[obs] = orphan_run[run_of[obs]] | (
         extra_run[run_of[obs]] & (place >= answers[run_of[obs]])
     )
+    # R3 drops an orphan only where that cannot change a later turn (issue 27, item 4): the
+    # view settles the empty ones, and leaves one that says something (a repeat, or a result a
+    # later turn may quote) to the per-row path, which tells them apart.
+    if orphan.any():
+        lost = np.flatnonzero(orphan)
+        flag[lost] |= as_mask(pc.match_substring_regex(value.take(indices(lost)), NOT_SPACE))
     next_obs = np.zeros(n, dtype=bool)
     next_obs[:-1] = is_obs[1:]
     next_user = np.zeros(n, dtype=bool)
