@@ -5,6 +5,7 @@ sources read without `datasets` do it."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -63,15 +64,30 @@ def test_nothing_is_done_once_pandas_is_in() -> None:
     assert _fresh(code) == [False, 64]  # pandas objects still convert as pandas objects
 
 
-# The program, in a new interpreter. Each of its processes (its workers load this file as
-# `__mp_main__`) prints, on the way out, whether it imported pandas.
+# The program, in a new interpreter. Each of its processes prints, on the way out, whether it
+# imported pandas: the program as `__main__`, and its workers, which are spawned without the
+# main module (engine/workers.py), as `__mp_main__`, from a `sitecustomize` every new
+# interpreter imports. (The resource tracker is a process of its own, and says nothing.)
 _PROGRAM = """
-import atexit, json, sys
-atexit.register(lambda: print(json.dumps([__name__, "pandas" in sys.modules])))
-if __name__ == "__main__":
-    from transcript_clean.cli import entry
-    sys.argv = ["transcript-clean", *sys.argv[1:]]
-    entry()
+import sys
+from transcript_clean.cli import entry
+sys.argv = ["transcript-clean", *sys.argv[1:]]
+entry()
+"""
+
+_SITECUSTOMIZE = """
+import atexit, json, multiprocessing, os, sys
+
+def _said():
+    if multiprocessing.parent_process() is not None:
+        name = "__mp_main__"
+    elif os.path.basename(getattr(sys.modules["__main__"], "__file__", "")) == "program.py":
+        name = "__main__"
+    else:
+        return
+    print(json.dumps([name, "pandas" in sys.modules]), flush=True)
+
+atexit.register(_said)
 """
 
 
@@ -79,8 +95,16 @@ def _program(tmp_path: Path, *args: str) -> dict[str, list[bool]]:
     """Per process name, whether each process of that name imported pandas."""
     script = tmp_path / "program.py"
     script.write_text(_PROGRAM, encoding="utf-8")
+    probe = tmp_path / "probe"
+    probe.mkdir(exist_ok=True)
+    (probe / "sitecustomize.py").write_text(_SITECUSTOMIZE, encoding="utf-8")
+    path = os.pathsep.join(p for p in (str(probe), os.environ.get("PYTHONPATH")) if p)
     out = subprocess.run(
-        [sys.executable, str(script), *args], capture_output=True, text=True, check=True
+        [sys.executable, str(script), *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        env={**os.environ, "PYTHONPATH": path},
     )
     imported: dict[str, list[bool]] = {}
     for line in out.stdout.splitlines():
