@@ -436,3 +436,34 @@ def test_ctrl_c_says_how_to_resume(tmp_path: Path) -> None:
         main, ["clean", str(source), str(out), "--rows-per-shard", "50", "--resume"]
     )
     assert resumed.exit_code == 0, resumed.output
+
+
+@pytest.mark.parametrize("output_format", ["parquet", "jsonl"])
+def test_recleaning_its_own_rejects_keeps_their_verdict_under_prev(
+    tmp_path: Path, output_format: str
+) -> None:
+    source = tmp_path / "in.parquet"
+    make_dataset(source, 60, "openai", seed=3)
+    first = clean(source, tmp_path / "first", config="strict")
+    assert first.stats.rows_rejected > 0
+    old = read_folder(tmp_path / "first" / "rejects")
+    result = CliRunner().invoke(
+        main,
+        [
+            "clean", str(tmp_path / "first" / "rejects"), str(tmp_path / "again"),
+            "--config", "strict", "--output-format", output_format,
+        ],
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    assert "Traceback" not in result.output
+    if output_format == "parquet":
+        again = pq.read_table(tmp_path / "again" / "rejects")  # opens: no column twice
+        rows = again.to_pylist()
+    else:
+        files = sorted((tmp_path / "again" / "rejects").glob("*.jsonl"))
+        rows = [json.loads(line) for f in files for line in f.read_text().splitlines()]
+    assert len(rows) == old.num_rows  # strict rejects them all again
+    assert [row["_prev_source_row"] for row in rows] == old.column("_source_row").to_pylist()
+    assert [row["_prev_reject_codes"] for row in rows] == old.column("_reject_codes").to_pylist()
+    assert all(row["_source"].startswith(str(tmp_path / "first" / "rejects")) for row in rows)
+    assert [row["_source_row"] for row in rows] == list(range(len(rows)))

@@ -246,7 +246,7 @@ def finished_run(
 def check_files(
     work: Path, shards: list[str], stats: Stats, output: OutputFormat | None = None
 ) -> None:
-    """Count the rows in the shards written, from their footers (or a JSON Lines file's lines),
+    """Count the rows in the shards written, read back as a reader reads them (`OutputFormat.rows`),
     against the rows counted.
 
     A shard that disagrees with its block's stats, or cannot be read, has its block's marker

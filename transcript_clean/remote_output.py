@@ -283,9 +283,10 @@ def finished_store_run(
 def check_store_files(
     store: Store, shards: list[str], stats: Stats, output: OutputFormat
 ) -> dict[str, int]:
-    """`output.check_files` on the store: the rows in each shard, from its footer, against its
-    block's record; a block whose shards disagree loses its record, for `--resume` to clean it
-    again. Returns the rows of each shard, by its name under `_temporary/`."""
+    """`output.check_files` on the store: the rows in each shard, read back
+    (`OutputFormat.rows`), against its block's record; a block whose shards disagree loses its
+    record, for `--resume` to clean it again.
+    Returns the rows of each shard, by its name under `_temporary/`."""
     rows: dict[str, int] = {}
     wrong: list[str] = []
     found = {"data": 0, "rejects": 0}
