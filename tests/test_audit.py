@@ -252,3 +252,58 @@ def test_cli_audit_with_workers_prints_what_one_process_prints(
     )
     assert second == first
     assert first["rows_in"] == 1200 and first["samples"]
+
+
+def test_stats_out_inside_the_source_by_dotdot_or_a_link_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "raw"
+    folder.mkdir()
+    clean(str(write_jsonl(tmp_path / "x.jsonl", ROWS)), tmp_path / "out")
+    (tmp_path / "out" / "data" / "part-00000.parquet").rename(folder / "part.parquet")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "link").symlink_to(folder)
+    for stats_out in (tmp_path / "other" / ".." / "raw" / "st", tmp_path / "link" / "st"):
+        result = run(folder, "--stats-out", stats_out)
+        assert result.exit_code == 2, result.output
+        assert "is inside the source" in result.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["part.parquet"]
+
+
+def test_report_never_replaces_the_source_nor_a_file_without_overwrite(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "data.md", ROWS)  # JSON Lines, whatever its name says
+    before = source.read_bytes()
+    for extra, said in (([], "exists: pass --overwrite"), (["--overwrite"], "is the source")):
+        result = run(source, "--report", source, *extra)
+        assert result.exit_code == 2, result.output
+        assert f"report {source} {said}" in result.stderr
+        assert source.read_bytes() == before
+    report = tmp_path / "audit.md"
+    report.write_text("my notes\n")
+    refused = run(source, "--report", report)
+    assert refused.exit_code == 2
+    assert f"report {report} exists: pass --overwrite to replace it" in refused.stderr
+    assert report.read_text() == "my notes\n"
+    assert run(source, "--report", report, "--overwrite").exit_code == 0
+    assert report.read_text().startswith("#")
+
+
+def test_stats_out_takes_the_lock_a_clean_of_that_folder_takes(data: Path, tmp_path: Path) -> None:
+    from transcript_clean.output import output_lock, partial_folder
+
+    out = tmp_path / "out"
+    with output_lock(partial_folder(out)):  # a clean run writing `out`
+        held = run(data, "--stats-out", out)
+    assert held.exit_code == 2
+    assert f"another run is writing OUTPUT {out}" in held.stderr
+    assert not out.exists()
+
+    refused: list[str] = []
+
+    def clean_meanwhile(*_: Any) -> None:  # a clean started while the audit runs
+        with pytest.raises(OutputError, match="another run is writing") as err:
+            clean(data, out)
+        refused.append(str(err.value))
+
+    audit(data, stats_out=out, on_start=clean_meanwhile)
+    assert refused
+    assert sorted(p.name for p in out.iterdir()) == sorted(STATS_FILES)
+    assert not partial_folder(out).exists()

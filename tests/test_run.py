@@ -258,9 +258,12 @@ def test_output_safety(tmp_path: Path) -> None:
     with pytest.raises(OutputError, match="--overwrite"):
         clean(folder, tmp_path / "taken")
     assert (tmp_path / "taken" / "keep.txt").read_text() == "mine"
-    clean(folder, tmp_path / "taken", overwrite=True)
-    assert not (tmp_path / "taken" / "keep.txt").exists()
-    assert (tmp_path / "taken" / "summary.json").exists()
+    with pytest.raises(OutputError, match="does not look like the OUTPUT of an earlier run"):
+        clean(folder, tmp_path / "taken", overwrite=True)  # it never held one
+    assert (tmp_path / "taken" / "keep.txt").read_text() == "mine"
+    clean(folder, tmp_path / "done")
+    clean(folder, tmp_path / "done", overwrite=True)  # an earlier run's: replaced
+    assert (tmp_path / "done" / "summary.json").exists()
 
 
 def test_missing_column_lists_the_columns(tmp_path: Path) -> None:

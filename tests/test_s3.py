@@ -256,3 +256,18 @@ def test_worker_processes_upload_their_own_blocks(
     written = bucket_digests(s3_endpoint, f"{bucket}/two")
     assert comparable(written) == comparable(folder_digests(tmp_path / "one"))
     assert len([name for name in written if name.startswith("data/")]) == 8
+
+
+def test_overwrite_replaces_only_an_earlier_runs_output_in_a_bucket(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 30)
+    fs = s3(s3_endpoint)
+    theirs = f"{bucket.removeprefix('s3://')}/mine/thesis.tex"
+    fs.pipe_file(theirs, b"years of work")  # type: ignore[attr-defined]
+    with pytest.raises(OutputError, match="does not look like the OUTPUT of an earlier run"):
+        clean(f"{bucket}/in/", f"{bucket}/mine", overwrite=True, **options(s3_endpoint))
+    assert fs.cat_file(theirs) == b"years of work"  # type: ignore[attr-defined]
+    assert bucket_digests(s3_endpoint, f"{bucket}/mine") == {
+        "thesis.tex": bucket_digests(s3_endpoint, f"{bucket}/mine")["thesis.tex"]
+    }

@@ -583,7 +583,9 @@ def explain(source: str, row_number: int, **options: Any) -> None:
     help="Write stats.parquet, stats.csv and summary.json into DIR, as a clean run does.",
 )
 @click.option(
-    "--overwrite", is_flag=True, help="Replace the stats files already in --stats-out DIR."
+    "--overwrite",
+    is_flag=True,
+    help="Replace the stats files already in --stats-out DIR, and the --report FILE.",
 )
 @click.option(
     "--max-error-rate",
@@ -705,7 +707,7 @@ def audit(
     if report is not None:
         from transcript_clean.audit.report import check_report
 
-        check_report(report)  # before the run, as every other output
+        check_report(report, overwrite=overwrite)  # before the run, as every other output
 
     with ExitStack() as stack:
         pool = stack.enter_context(_workers(engine))  # first: they import as this process does
@@ -715,6 +717,12 @@ def audit(
 
         progress = stack.enter_context(Progress(quiet or as_json))
         _without_pandas(read, engine)
+
+        def started(src: Any, fmt: Any, rows: int | None) -> None:
+            if report is not None:  # the source's files are known now: never one of them
+                check_report(report, overwrite=overwrite, roots=src.local_roots())
+            progress.start(src, fmt, rows)
+
         result = run_audit(
             read,
             config=config,
@@ -729,11 +737,11 @@ def audit(
             stats_out=stats_out,
             overwrite=overwrite,
             progress=progress.update,
-            on_start=progress.start,
+            on_start=started,
             pool=pool,
         )
     if report is not None:
-        write_report(result, report)
+        write_report(result, report, overwrite=overwrite)
     failed = [gate.describe() for gate in result.failed]
     if as_json:
         click.echo(json.dumps(render_json(result), indent=2))

@@ -125,10 +125,25 @@ def check_store_output(store: Store, src: Source) -> None:
 
 
 def check_store_free(store: Store, overwrite: bool) -> None:
-    if overwrite:
-        return
+    """Refuse an OUTPUT that holds objects, but with `overwrite` one that holds only what a run
+    writes (`output.RUN_FILES`, `_SUCCESS`, `_temporary/`), complete or not: `--overwrite`
+    deletes OUTPUT whole, so a prefix that never held an output is never emptied."""
+    from transcript_clean.output import RUN_FILES
+
     found = [name for name in store.files() if not name.startswith(f"{TEMPORARY}/")]
     if not found:
+        return
+    if overwrite:
+        foreign = sorted(
+            name for name in found if name.split("/", 1)[0] not in RUN_FILES | {SUCCESS}
+        )
+        if foreign:
+            more = f" and {len(foreign) - 3} more" if foreign[3:] else ""
+            raise OutputError(
+                f"OUTPUT {store.uri} does not look like the OUTPUT of an earlier run (it holds "
+                f"{', '.join(foreign[:3])}{more}): --overwrite replaces only that; choose "
+                "another place"
+            )
         return
     if SUCCESS in found:
         raise OutputError(
