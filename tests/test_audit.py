@@ -307,3 +307,27 @@ def test_stats_out_takes_the_lock_a_clean_of_that_folder_takes(data: Path, tmp_p
     assert refused
     assert sorted(p.name for p in out.iterdir()) == sorted(STATS_FILES)
     assert not partial_folder(out).exists()
+
+
+def test_a_kill_while_overwriting_stats_out_leaves_no_summary_of_another_night(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from transcript_clean.audit import run as audit_run
+    from transcript_clean.audit.baseline import load_baseline
+
+    out = tmp_path / "stats"
+    yesterday = audit(str(write_jsonl(tmp_path / "a.jsonl", ROWS)), stats_out=out)
+    tonight = write_jsonl(tmp_path / "b.jsonl", [CLEAN] * 4)
+    real = audit_run.write_text_atomic
+
+    def killed_at_summary(path: Path, text: str) -> None:
+        if path.name == "summary.json":
+            raise KeyboardInterrupt  # the process stopped here
+        real(path, text)
+
+    monkeypatch.setattr(audit_run, "write_text_atomic", killed_at_summary)
+    with pytest.raises(KeyboardInterrupt):
+        audit(str(tonight), stats_out=out, overwrite=True)
+    # What a baseline reads there now is tonight's stats, never yesterday's summary beside them.
+    assert load_baseline(out).shares != yesterday.shares
+    assert load_baseline(out).shares == {}

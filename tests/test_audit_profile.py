@@ -154,3 +154,15 @@ def test_the_profile_is_the_same_for_any_workers(
     assert json.loads((tmp_path / "out" / "profile.json").read_text()) == one
     assert result.summary["profile"] == one
     assert one["rows"] == NIGHT_ROWS
+
+
+def test_history_does_not_count_a_set_aside_output_as_a_night(
+    nights: dict[str, Path], tmp_path: Path
+) -> None:
+    summary = (nights["stats"] / "night1" / "summary.json").read_text()
+    for name in ("2026-11-28", "2026-11-29", "2026-11-29.old"):  # a rerun with --overwrite
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(summary)
+    assert len(load_history(tmp_path)) == 2
+    (tmp_path / "2026-11-29").rename(tmp_path / "2026-11-30")  # no longer set aside: counted
+    assert len(load_history(tmp_path)) == 3

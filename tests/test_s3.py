@@ -271,3 +271,14 @@ def test_overwrite_replaces_only_an_earlier_runs_output_in_a_bucket(
     assert bucket_digests(s3_endpoint, f"{bucket}/mine") == {
         "thesis.tex": bucket_digests(s3_endpoint, f"{bucket}/mine")["thesis.tex"]
     }
+
+
+def test_resume_on_a_complete_output_leaves_nothing_behind(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 30)
+    clean(f"{bucket}/in/", f"{bucket}/out", **options(s3_endpoint))
+    before = bucket_digests(s3_endpoint, f"{bucket}/out")
+    with pytest.raises(OutputError, match="exists and is not empty"):
+        clean(f"{bucket}/in/", f"{bucket}/out", resume=True, **options(s3_endpoint))
+    assert bucket_digests(s3_endpoint, f"{bucket}/out") == before  # no _temporary/run.json

@@ -48,6 +48,15 @@ def figures_of(summary: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _set_aside(summary: Path) -> bool:
+    """Whether `summary` is in `NAME.old/`, an OUTPUT that `--overwrite` set aside for the
+    `NAME/` beside it: the same night run again, not one more night."""
+    folder = summary.parent
+    return folder.name.endswith(".old") and (
+        folder.with_name(folder.name.removesuffix(".old")) / "summary.json"
+    ).is_file()
+
+
 def load_history(folder: str | os.PathLike[str]) -> list[Night]:
     """The nights in `folder`, oldest first. Raises `BaselineError` for a folder that is not
     there or holds none; a file that is not a summary is skipped."""
@@ -55,7 +64,7 @@ def load_history(folder: str | os.PathLike[str]) -> list[Night]:
     if not root.is_dir():
         raise BaselineError(f"history {folder}: no such folder")
     candidates = [root / "summary.json", *sorted(root.glob("*.json"))]
-    candidates += sorted(root.glob("*/summary.json"))
+    candidates += sorted(path for path in root.glob("*/summary.json") if not _set_aside(path))
     nights: list[tuple[str, str, Night]] = []
     seen: set[Path] = set()
     for path in candidates:

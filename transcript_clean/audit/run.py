@@ -362,6 +362,8 @@ def write_stats(
         with tempfile.TemporaryDirectory(prefix="transcript-clean-stats-") as local:
             write_stats(result, local)
             try:
+                if store.exists("summary.json"):  # gone first, as below
+                    store.delete(["summary.json"])
                 for name in STATS_FILES:  # summary.json, the one a baseline reads first, last
                     store.put(Path(local) / name, name)
             except OSError as err:
@@ -375,6 +377,9 @@ def write_stats(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OutputError(f"cannot create {out}: {err}") from err
+    # The old summary.json goes first, the new one comes last: a run killed between them leaves
+    # no summary.json beside another night's stats, for a baseline to read as tonight's.
+    (out / "summary.json").unlink(missing_ok=True)
     write_table_atomic(out / "stats.parquet", result.stats.table())
     write_text_atomic(out / "stats.csv", result.stats.csv())
     write_text_atomic(out / "summary.json", json.dumps(result.summary, indent=2) + "\n")
