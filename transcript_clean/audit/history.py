@@ -52,9 +52,10 @@ def _set_aside(summary: Path) -> bool:
     """Whether `summary` is in `NAME.old/`, an OUTPUT that `--overwrite` set aside for the
     `NAME/` beside it: the same night run again, not one more night."""
     folder = summary.parent
-    return folder.name.endswith(".old") and (
-        folder.with_name(folder.name.removesuffix(".old")) / "summary.json"
-    ).is_file()
+    return (
+        folder.name.endswith(".old")
+        and (folder.with_name(folder.name.removesuffix(".old")) / "summary.json").is_file()
+    )
 
 
 def load_history(folder: str | os.PathLike[str]) -> list[Night]:
