@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transcript_clean.audit.baseline import BaselineError
+from transcript_clean.audit.baseline import DAMAGED, BaselineError
 from transcript_clean.audit.profile_drift import headline_figures
 
 __all__ = ["Night", "figures_of", "load_history"]
@@ -81,7 +81,13 @@ def load_history(folder: str | os.PathLike[str]) -> list[Night]:
         name = path.parent.name if path.name == "summary.json" else path.stem
         when = data.get("audited_at")
         label = when[:10] if isinstance(when, str) else name
-        nights.append((when if isinstance(when, str) else "", name, Night(label, figures_of(data))))
+        try:
+            figures = figures_of(data)
+        except DAMAGED as err:  # a summary, by its stats, with parts not of their kinds
+            raise BaselineError(
+                f"history {path}: a damaged summary.json, not as a run writes it ({err!r})"
+            ) from None
+        nights.append((when if isinstance(when, str) else "", name, Night(label, figures)))
     if not nights:
         raise BaselineError(f"history {folder}: no summary.json files in it")
     return [night for _, _, night in sorted(nights, key=lambda n: (n[0], n[1]))]
