@@ -282,3 +282,19 @@ def test_resume_on_a_complete_output_leaves_nothing_behind(
     with pytest.raises(OutputError, match="exists and is not empty"):
         clean(f"{bucket}/in/", f"{bucket}/out", resume=True, **options(s3_endpoint))
     assert bucket_digests(s3_endpoint, f"{bucket}/out") == before  # no _temporary/run.json
+
+
+@pytest.mark.parametrize("pid", [10**30, -1, 0, True])
+def test_a_lock_with_a_pid_no_process_has_is_held_not_a_traceback(
+    s3_endpoint: str, bucket: str, tmp_path: Path, pid: object
+) -> None:
+    import socket
+
+    upload_dataset(s3_endpoint, tmp_path, bucket, 10)
+    lock = {"pid": pid, "host": socket.gethostname(), "started": "2026-12-01T03:00:00Z"}
+    fs = s3(s3_endpoint)
+    fs.pipe_file(f"{bucket.removeprefix('s3://')}/out/{LOCK}", json.dumps(lock).encode())  # type: ignore[attr-defined]
+    # Fresh, and not a process's of this machine: held (until it is 5 minutes old), not
+    # OverflowError, nor taken for this process group's (0, -1) or for pid 1 (True).
+    with pytest.raises(OutputError, match="another run is writing OUTPUT"):
+        clean(f"{bucket}/in/", f"{bucket}/out", **options(s3_endpoint))

@@ -54,6 +54,13 @@ class Group(click.Group):
             raise InputError(str(err)) from err
         except KeyboardInterrupt:
             _interrupted()
+        except Exception as err:  # a store's or the network's, where no call of ours caught it
+            from transcript_clean.storage import failure
+
+            said = failure(err)
+            if said is None:
+                raise
+            raise InputError(said) from err
 
 
 class Interrupted(SystemExit):
@@ -235,7 +242,8 @@ def source_options(f: F) -> F:
                 metavar="KEY=VALUE",
                 callback=_storage_options,
                 help="A URI's filesystem option (s3fs, gcsfs...), for SOURCE, OUTPUT and "
-                "--baseline: endpoint_url=http://host:9000, region=eu-west-1, anon=true. "
+                "--baseline: endpoint_url=http://host:9000, region=eu-west-1, anon=true, "
+                "timeout=SECONDS (a bucket call's wait, 20 by default). "
                 "Repeatable; credentials come from the environment, not from here.",
             ),
         ],

@@ -235,10 +235,12 @@ def _describe(holder: dict[str, Any]) -> str:
 
 def _stale(store: Store, holder: dict[str, Any]) -> bool:
     """A lock whose run is a process of this machine that is gone, or that its run has not
-    rewritten for `LOCK_STALE` seconds."""
-    if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
+    rewritten for `LOCK_STALE` seconds. A pid no process can have (0 and below name process
+    groups to `kill`, one past `pid_t` overflows it) is judged by the time alone."""
+    pid = holder.get("pid")
+    if holder.get("host") == socket.gethostname() and isinstance(pid, int) and 0 < pid < 2**31:
         try:
-            os.kill(holder["pid"], 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
             return True
         except PermissionError:
