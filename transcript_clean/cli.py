@@ -496,7 +496,11 @@ def _resumable(output: str) -> Iterator[None]:
     help="Compress the shards: for parquet none, snappy, gzip, brotli, lz4 or zstd (default "
     "zstd); for jsonl none, gzip or zstd (default none).",
 )
-@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace OUTPUT if an earlier run wrote it (never a folder of other files).",
+)
 @click.option("--resume", is_flag=True, help="Finish a run that was killed (same options).")
 @run_options
 @token_options
