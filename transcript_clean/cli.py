@@ -243,7 +243,7 @@ def source_options(f: F) -> F:
                 callback=_storage_options,
                 help="A URI's filesystem option (s3fs, gcsfs...), for SOURCE, OUTPUT and "
                 "--baseline: endpoint_url=http://host:9000, region=eu-west-1, anon=true, "
-                "timeout=SECONDS (a bucket call's wait, 20 by default). "
+                "timeout=SECONDS (a bucket call's wait, 10 by default). "
                 "Repeatable; credentials come from the environment, not from here.",
             ),
         ],

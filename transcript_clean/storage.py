@@ -54,10 +54,11 @@ class Unreachable(StorageError, OSError):
     (`except OSError`) tolerates it; the CLI says it in one line, exit status 2."""
 
 
-STORAGE_TIMEOUT = 20.0
+STORAGE_TIMEOUT = 10.0
 """Seconds a bucket call waits to connect, or for an answer, before it is tried again (three
-tries in all): `--storage-option timeout=SECONDS`. Without one, botocore waits 60 s a try over
-five tries, and an endpoint that never answers held a run for minutes."""
+tries in all): `--storage-option timeout=SECONDS`. Without one, botocore waits 60 s a try, and
+s3fs tries five times, botocore's tries each: an endpoint that never answered held a run past
+300 s (docs/ray.md)."""
 ATTEMPTS = 3
 
 # The packages whose exceptions are a store's or the network's failures, not this program's.
@@ -301,10 +302,14 @@ def _filesystem(uri: str, options: Mapping[str, Any]) -> tuple[Any, str]:
         config = dict(options.get("config_kwargs") or {})
         config.setdefault("connect_timeout", timeout)
         config.setdefault("read_timeout", timeout)
-        config.setdefault("retries", {"max_attempts": ATTEMPTS, "mode": "standard"})
+        # s3fs tries a call again itself (five times by default, on top of botocore's own
+        # tries): one botocore try each, and `ATTEMPTS` of s3fs's, bound the wait.
+        config.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
         options = {**options, "config_kwargs": config}
     try:
         fs, path = fsspec.core.url_to_fs(uri, **options)
+        if scheme(uri) in ("s3", "s3a"):
+            fs.retries = ATTEMPTS
     except ImportError as exc:
         raise StorageError(f"{uri}: its filesystem is not installed ({exc})") from exc
     except (TypeError, ValueError, OSError) as exc:
