@@ -294,3 +294,82 @@ def test_a_gate_counts_a_code_only_where_it_decided_or_was_handled(tmp_path: Pat
     assert result.exit_code == 1, result.output
     assert "ok    gate max trailing_tool_call: 0.00% <= 0.00%" in result.stdout
     assert "FAIL  gate max unknown_tool: 50.00% > 40.00%" in result.stdout
+
+
+def test_stats_out_inside_the_source_by_dotdot_or_a_link_is_refused(tmp_path: Path) -> None:
+    folder = tmp_path / "raw"
+    folder.mkdir()
+    clean(str(write_jsonl(tmp_path / "x.jsonl", ROWS)), tmp_path / "out")
+    (tmp_path / "out" / "data" / "part-00000.parquet").rename(folder / "part.parquet")
+    (tmp_path / "other").mkdir()
+    (tmp_path / "link").symlink_to(folder)
+    for stats_out in (tmp_path / "other" / ".." / "raw" / "st", tmp_path / "link" / "st"):
+        result = run(folder, "--stats-out", stats_out)
+        assert result.exit_code == 2, result.output
+        assert "is inside the source" in result.stderr
+    assert sorted(p.name for p in folder.iterdir()) == ["part.parquet"]
+
+
+def test_report_never_replaces_the_source_nor_a_file_without_overwrite(tmp_path: Path) -> None:
+    source = write_jsonl(tmp_path / "data.md", ROWS)  # JSON Lines, whatever its name says
+    before = source.read_bytes()
+    for extra, said in (([], "exists: pass --overwrite"), (["--overwrite"], "is the source")):
+        result = run(source, "--report", source, *extra)
+        assert result.exit_code == 2, result.output
+        assert f"report {source} {said}" in result.stderr
+        assert source.read_bytes() == before
+    report = tmp_path / "audit.md"
+    report.write_text("my notes\n")
+    refused = run(source, "--report", report)
+    assert refused.exit_code == 2
+    assert f"report {report} exists: pass --overwrite to replace it" in refused.stderr
+    assert report.read_text() == "my notes\n"
+    assert run(source, "--report", report, "--overwrite").exit_code == 0
+    assert report.read_text().startswith("#")
+
+
+def test_stats_out_takes_the_lock_a_clean_of_that_folder_takes(data: Path, tmp_path: Path) -> None:
+    from transcript_clean.output import output_lock, partial_folder
+
+    out = tmp_path / "out"
+    with output_lock(partial_folder(out)):  # a clean run writing `out`
+        held = run(data, "--stats-out", out)
+    assert held.exit_code == 2
+    assert f"another run is writing OUTPUT {out}" in held.stderr
+    assert not out.exists()
+
+    refused: list[str] = []
+
+    def clean_meanwhile(*_: Any) -> None:  # a clean started while the audit runs
+        with pytest.raises(OutputError, match="another run is writing") as err:
+            clean(data, out)
+        refused.append(str(err.value))
+
+    audit(data, stats_out=out, on_start=clean_meanwhile)
+    assert refused
+    assert sorted(p.name for p in out.iterdir()) == sorted(STATS_FILES)
+    assert not partial_folder(out).exists()
+
+
+def test_a_kill_while_overwriting_stats_out_leaves_no_summary_of_another_night(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from transcript_clean.audit import run as audit_run
+    from transcript_clean.audit.baseline import load_baseline
+
+    out = tmp_path / "stats"
+    yesterday = audit(str(write_jsonl(tmp_path / "a.jsonl", ROWS)), stats_out=out)
+    tonight = write_jsonl(tmp_path / "b.jsonl", [CLEAN] * 4)
+    real = audit_run.write_text_atomic
+
+    def killed_at_summary(path: Path, text: str) -> None:
+        if path.name == "summary.json":
+            raise KeyboardInterrupt  # the process stopped here
+        real(path, text)
+
+    monkeypatch.setattr(audit_run, "write_text_atomic", killed_at_summary)
+    with pytest.raises(KeyboardInterrupt):
+        audit(str(tonight), stats_out=out, overwrite=True)
+    # What a baseline reads there now is tonight's stats, never yesterday's summary beside them.
+    assert load_baseline(out).shares != yesterday.shares
+    assert load_baseline(out).shares == {}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from audit_rows import CLEAN, ROWS, SHARES, run, write_jsonl, write_summary
@@ -96,3 +97,30 @@ def test_max_drift_with_no_codes_anywhere(tmp_path: Path) -> None:
     assert (
         result.gates[0].describe() == "gate max-drift: 0.00 pp <= 0.00 pp (no codes in either run)"
     )
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda s: s["profile"].update(turn_shares="oops"),  # a string where a mapping belongs
+        lambda s: s["profile"].update(per_row={"chars": "oops"}),
+        lambda s: s["profile"].update(per_assistant_turn=None),
+        lambda s: s.update(stats=[{"code": "orphan_tool_result", "action": "repaired"}]),
+    ],
+    ids=["turn-shares", "per-row", "per-turn", "missing-stat"],
+)
+@pytest.mark.parametrize("gate", [[], ["--max-drift", "chars.p95=1.25x"]])
+def test_a_damaged_baseline_is_exit_2_naming_it(
+    data: Path, tmp_path: Path, damage: Any, gate: list[str]
+) -> None:
+    import json
+
+    audit(data, stats_out=tmp_path / "night")
+    summary = json.loads((tmp_path / "night" / "summary.json").read_text())
+    damage(summary)
+    baseline = tmp_path / "damaged.json"
+    baseline.write_text(json.dumps(summary))
+    result = run(data, "--baseline", baseline, *gate)
+    assert result.exit_code == 2, result.output  # not 1, which says "a gate was exceeded"
+    assert f"baseline {baseline}" in result.stderr
+    assert "Traceback" not in result.output

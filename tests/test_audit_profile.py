@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 from audit_rows import NIGHT_ROWS, generated_rows, plant_reasoning_only, write_rows
@@ -154,3 +155,40 @@ def test_the_profile_is_the_same_for_any_workers(
     assert json.loads((tmp_path / "out" / "profile.json").read_text()) == one
     assert result.summary["profile"] == one
     assert one["rows"] == NIGHT_ROWS
+
+
+def test_history_does_not_count_a_set_aside_output_as_a_night(
+    nights: dict[str, Path], tmp_path: Path
+) -> None:
+    summary = (nights["stats"] / "night1" / "summary.json").read_text()
+    for name in ("2026-11-28", "2026-11-29", "2026-11-29.old"):  # a rerun with --overwrite
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "summary.json").write_text(summary)
+    assert len(load_history(tmp_path)) == 2
+    (tmp_path / "2026-11-29").rename(tmp_path / "2026-11-30")  # no longer set aside: counted
+    assert len(load_history(tmp_path)) == 3
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda s: s.update(counts="oops", error_rate=None),
+        lambda s: s["profile"].update(turn_shares="oops"),
+        lambda s: s["profile"].update(per_row=[]),
+    ],
+    ids=["counts", "turn-shares", "per-row"],
+)
+def test_a_damaged_night_in_the_history_is_exit_2_naming_it(
+    nights: dict[str, Path], tmp_path: Path, damage: Any
+) -> None:
+    summary = json.loads((nights["stats"] / "night1" / "summary.json").read_text())
+    damage(summary)
+    night = tmp_path / "history" / "2026-11-29.json"
+    night.parent.mkdir()
+    night.write_text(json.dumps(summary))
+    result = CliRunner().invoke(
+        main, ["audit", str(nights["first"]), "--history", str(night.parent), "--quiet"]
+    )
+    assert result.exit_code == 2, result.output
+    assert f"history {night}" in result.output
+    assert "Traceback" not in result.output

@@ -234,14 +234,14 @@ def test_an_unreadable_config_file_is_a_one_line_error(
     """Root reads a file whatever its mode bits: the read itself is made to fail."""
     config = tmp_path / "secret.toml"
     config.write_text("")
-    read_bytes = Path.read_bytes
+    opened = Path.open
 
-    def denied(self: Path) -> bytes:
+    def denied(self: Path, *args: Any, **kwargs: Any) -> Any:
         if self == config:
             raise PermissionError(13, "Permission denied", str(self))
-        return read_bytes(self)
+        return opened(self, *args, **kwargs)
 
-    monkeypatch.setattr(Path, "read_bytes", denied)
+    monkeypatch.setattr(Path, "open", denied)
     result = CliRunner().invoke(main, ["clean", "missing.parquet", "out", "--config", str(config)])
     _one_line_error(result, "secret.toml", "Permission denied")
 

@@ -1,11 +1,14 @@
 """The worker processes of `--workers N`: started from a plain script, they run the cleaner
-alone, never the script again."""
+alone, never the script again; they end with the process that started them, however it ends
+(SIGKILL included), and take the resource tracker with them."""
 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -42,3 +45,49 @@ def test_the_readme_example_runs_as_written_in_a_script(tmp_path: Path) -> None:
     assert "rows_in=120" in done.stdout
     assert not (tmp_path / "clean.partial").exists()
     assert len(list((tmp_path / "clean" / "data").glob("*.parquet"))) == 3
+
+
+# A process that starts two workers, says their pids and the resource tracker's, and waits.
+STARTS_WORKERS = """
+import os, sys, time
+from multiprocessing import resource_tracker
+from transcript_clean.engine.workers import start_workers
+pool = start_workers(2)
+pool.submit(os.getpid).result()
+pool.submit(os.getpid).result()
+pids = [*pool._processes, resource_tracker._resource_tracker._pid]
+print(" ".join(map(str, pids)), flush=True)
+time.sleep(120)
+"""
+
+
+def alive(pid: int) -> bool:
+    """Whether `pid` runs: a zombie (gone, not yet reaped by whoever adopted it) does not."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+def test_workers_and_the_resource_tracker_end_when_their_parent_is_killed() -> None:
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    parent = subprocess.Popen(
+        [sys.executable, "-c", STARTS_WORKERS], stdout=subprocess.PIPE, text=True, env=env
+    )
+    pids: list[int] = []
+    try:
+        assert parent.stdout is not None
+        pids += [int(pid) for pid in parent.stdout.readline().split()]
+        assert len(pids) == 3 and all(alive(pid) for pid in pids)
+        parent.send_signal(signal.SIGKILL)
+        parent.wait(timeout=10)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and any(alive(pid) for pid in pids):
+            time.sleep(0.05)
+        assert [pid for pid in pids if alive(pid)] == []
+    finally:
+        parent.kill()
+        for pid in pids:  # what the test found alive: not left behind by it either
+            if alive(pid):
+                os.kill(pid, signal.SIGKILL)

@@ -150,8 +150,8 @@ def test_a_reject_of_an_empty_object_or_with_a_field_of_ours() -> None:
     out = reject_lines(with_reject_fields(table, [["a"], ["b"]])).decode().splitlines()
     assert json.loads(out[0])["_reject_codes"] == ["a"]
     assert json.loads(out[1]) == {
-        "_source": "in.jsonl", "id": 1, "_reject_codes": ["b"], "_reject_message": "why",
-        "_source_row": 1,
+        "_prev_source": "mine", "id": 1, "_reject_codes": ["b"], "_reject_message": "why",
+        "_source": "in.jsonl", "_source_row": 1,
     }  # fmt: skip
 
 

@@ -75,6 +75,7 @@ def test_output_that_is_a_symlink_is_refused_and_nothing_is_left(
     assert "symbolic link" in result.output and str(real) in result.output
     assert (real / "keep.txt").read_text() == "mine"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet", "link", "real"]
+    (real / "keep.txt").unlink()  # the folder itself takes a run (a file of mine: see below)
     assert run_cli(str(source), str(real), "--overwrite").exit_code == 0
 
 
@@ -181,3 +182,44 @@ def test_resume_after_a_kill_between_setting_aside_and_the_rename(
     assert result.exit_code == 0, result.output
     assert json.loads((out / "summary.json").read_text())["rows_in"] == 60
     assert not aside.exists() and not (tmp_path / "out.partial").exists()
+
+
+def test_a_link_planted_as_the_lock_file_is_refused_and_its_target_untouched(
+    tmp_path: Path, source: Path
+) -> None:
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    work = tmp_path / "out.partial"
+    work.mkdir()
+    (work / "lock").symlink_to(victim)
+    result = run_cli(str(source), str(tmp_path / "out"))
+    assert result.exit_code == 2
+    assert "lock" in result.output and "symbolic link" in result.output
+    assert victim.read_text() == "keep me"
+    assert not (tmp_path / "out").exists()
+
+
+def test_overwrite_replaces_only_an_earlier_runs_output(tmp_path: Path, source: Path) -> None:
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    refused = run_cli(str(source), str(mine), "--overwrite")
+    assert refused.exit_code == 2
+    assert f"OUTPUT {mine} does not look like the OUTPUT of an earlier run" in refused.output
+    assert "thesis.tex" in refused.output
+    assert (mine / "thesis.tex").read_text() == "years of work"
+    assert not (tmp_path / "mine.partial").exists()
+
+    out = tmp_path / "out"
+    assert run_cli(str(source), str(out)).exit_code == 0
+    assert run_cli(str(source), str(out), "--overwrite").exit_code == 0
+    (out / "notes.txt").write_text("mine too")  # a file no run writes: not replaced either
+    again = run_cli(str(source), str(out), "--overwrite")
+    assert again.exit_code == 2 and "notes.txt" in again.output
+    assert (out / "notes.txt").exists()
+
+
+def test_output_the_root_folder_is_a_clear_error(source: Path) -> None:
+    result = run_cli(str(source), "/")
+    assert result.exit_code == 2
+    assert "OUTPUT / " in result.output

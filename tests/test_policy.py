@@ -1,6 +1,9 @@
 from __future__ import annotations
 
+import os
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -87,3 +90,44 @@ def test_a_mistyped_code_in_a_config_gets_a_did_you_mean(tmp_path: Path) -> None
     path.write_text('[actions]\norphan_tool_results = "reject"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match="did you mean 'orphan_tool_result'"):
         load_config(path)
+
+
+def _load_in_a_process(spec: str, tmp_path: Path) -> subprocess.CompletedProcess[str]:
+    """`load_config(spec)` in a process of its own, bounded in time and memory (a config that
+    is a FIFO or /dev/zero would hang or fill memory before the fix)."""
+    import resource
+
+    def bounded() -> None:
+        resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+
+    code = (
+        "import sys\nfrom transcript_clean.errors import ConfigError\n"
+        "from transcript_clean.policy import load_config\n"
+        "try:\n    load_config(sys.argv[1])\nexcept ConfigError as err:\n"
+        "    print(err); sys.exit(2)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    return subprocess.run(
+        [sys.executable, "-c", code, spec], capture_output=True, text=True, timeout=15,
+        env=env, preexec_fn=bounded, cwd=tmp_path,
+    )  # fmt: skip
+
+
+def test_a_config_that_is_a_fifo_or_a_device_is_refused_at_once(tmp_path: Path) -> None:
+    fifo = tmp_path / "fifo.toml"
+    os.mkfifo(fifo)
+    for spec, said in ((str(fifo), "a FIFO"), ("/dev/zero", "a character device")):
+        done = _load_in_a_process(spec, tmp_path)
+        assert done.returncode == 2, done.stderr[-300:]
+        assert done.stdout == f"{spec}: {said}, not a config file\n"
+
+
+def test_a_config_nested_too_deep_or_too_large_is_a_config_error(tmp_path: Path) -> None:
+    deep = tmp_path / "deep.toml"
+    deep.write_text("a = " + "[" * 100_000 + "]" * 100_000 + "\n")
+    with pytest.raises(ConfigError, match=r"deep\.toml: not valid TOML: nested too deep"):
+        load_config(deep)
+    large = tmp_path / "large.toml"
+    large.write_text("# " + "x" * (2 << 20) + "\n")
+    with pytest.raises(ConfigError, match=r"large\.toml: larger than 1 MiB"):
+        load_config(large)

@@ -256,3 +256,45 @@ def test_worker_processes_upload_their_own_blocks(
     written = bucket_digests(s3_endpoint, f"{bucket}/two")
     assert comparable(written) == comparable(folder_digests(tmp_path / "one"))
     assert len([name for name in written if name.startswith("data/")]) == 8
+
+
+def test_overwrite_replaces_only_an_earlier_runs_output_in_a_bucket(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 30)
+    fs = s3(s3_endpoint)
+    theirs = f"{bucket.removeprefix('s3://')}/mine/thesis.tex"
+    fs.pipe_file(theirs, b"years of work")  # type: ignore[attr-defined]
+    with pytest.raises(OutputError, match="does not look like the OUTPUT of an earlier run"):
+        clean(f"{bucket}/in/", f"{bucket}/mine", overwrite=True, **options(s3_endpoint))
+    assert fs.cat_file(theirs) == b"years of work"  # type: ignore[attr-defined]
+    assert bucket_digests(s3_endpoint, f"{bucket}/mine") == {
+        "thesis.tex": bucket_digests(s3_endpoint, f"{bucket}/mine")["thesis.tex"]
+    }
+
+
+def test_resume_on_a_complete_output_leaves_nothing_behind(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 30)
+    clean(f"{bucket}/in/", f"{bucket}/out", **options(s3_endpoint))
+    before = bucket_digests(s3_endpoint, f"{bucket}/out")
+    with pytest.raises(OutputError, match="exists and is not empty"):
+        clean(f"{bucket}/in/", f"{bucket}/out", resume=True, **options(s3_endpoint))
+    assert bucket_digests(s3_endpoint, f"{bucket}/out") == before  # no _temporary/run.json
+
+
+@pytest.mark.parametrize("pid", [10**30, -1, 0, True])
+def test_a_lock_with_a_pid_no_process_has_is_held_not_a_traceback(
+    s3_endpoint: str, bucket: str, tmp_path: Path, pid: object
+) -> None:
+    import socket
+
+    upload_dataset(s3_endpoint, tmp_path, bucket, 10)
+    lock = {"pid": pid, "host": socket.gethostname(), "started": "2026-12-01T03:00:00Z"}
+    fs = s3(s3_endpoint)
+    fs.pipe_file(f"{bucket.removeprefix('s3://')}/out/{LOCK}", json.dumps(lock).encode())  # type: ignore[attr-defined]
+    # Fresh, and not a process's of this machine: held (until it is 5 minutes old), not
+    # OverflowError, nor taken for this process group's (0, -1) or for pid 1 (True).
+    with pytest.raises(OutputError, match="another run is writing OUTPUT"):
+        clean(f"{bucket}/in/", f"{bucket}/out", **options(s3_endpoint))

@@ -246,3 +246,15 @@ def test_a_row_larger_than_a_row_group_is_one_alone(tmp_path: Path) -> None:
 def test_row_group_bytes_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="row_group_bytes"):
         ParquetShard(tmp_path / shard_name(0), SCHEMA, row_group_bytes=0)
+
+
+def test_rows_opens_the_shard_and_refuses_a_column_written_twice(tmp_path: Path) -> None:
+    from transcript_clean.sinks import OutputFormat
+
+    path = tmp_path / shard_name(0)
+    twice = pa.Table.from_arrays([pa.array([1, 2]), pa.array([3, 4])], names=["id", "id"])
+    pq.write_table(twice, path)  # pyarrow writes it; no reader can open it
+    with pytest.raises(ValueError, match="id"):
+        OutputFormat().rows(path)
+    write_table_atomic(tmp_path / "good.parquet", table(3))
+    assert OutputFormat().rows(tmp_path / "good.parquet") == 3

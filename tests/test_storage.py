@@ -5,8 +5,15 @@ the Ray engine says of a local OUTPUT on a cluster."""
 from __future__ import annotations
 
 import logging
+import os
 import pickle
+import socket
+import subprocess
 import sys
+import threading
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -124,3 +131,103 @@ def test_a_file_uri_output_is_a_local_folder(tmp_path: Path) -> None:
     assert result.output == tmp_path / "out"
     assert (tmp_path / "out" / "summary.json").is_file()
     assert not (tmp_path / "out" / "_SUCCESS").exists()  # a local OUTPUT commits by a rename
+
+
+@contextmanager
+def endpoint(kind: str) -> Iterator[str]:
+    """An S3 endpoint on 127.0.0.1 that refuses connections, answers 503 to every request, or
+    accepts and never answers; it stops with the block."""
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    if kind == "refuses":
+        server.close()
+        yield f"http://127.0.0.1:{port}"
+        return
+    server.listen(64)
+    server.settimeout(0.2)
+    stop = threading.Event()
+    held: list[socket.socket] = []
+
+    def serve() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:  # the accept's timeout: look at `stop` again
+                continue
+            if kind == "503":
+                conn.settimeout(5)
+                with suppress(OSError):
+                    conn.recv(65536)
+                    conn.sendall(
+                        b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n"
+                        b"Connection: close\r\n\r\n"
+                    )
+                conn.close()
+            else:
+                held.append(conn)  # never answered
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        stop.set()
+        thread.join()
+        for conn in held:
+            conn.close()
+        server.close()
+
+
+@pytest.mark.parametrize("kind", ["refuses", "503", "never-answers"])
+def test_a_bucket_that_cannot_be_reached_is_one_line_and_soon(tmp_path: Path, kind: str) -> None:
+    source = tmp_path / "in.parquet"
+    make_dataset(source, 5, "openai")
+    env = {
+        **os.environ, "PYTHONPATH": os.pathsep.join(sys.path), "AWS_ACCESS_KEY_ID": "x",
+        "AWS_SECRET_ACCESS_KEY": "x", "AWS_DEFAULT_REGION": "us-east-1",
+    }  # fmt: skip
+    with endpoint(kind) as url:
+        given = ["--storage-option", f"endpoint_url={url}", "--storage-option", "timeout=1"]
+        for args, named in (
+            (["clean", str(source), "s3://bucket/out"], "s3://bucket/out"),
+            (["audit", "s3://bucket/in.parquet"], "s3://bucket/in.parquet"),
+        ):
+            started = time.monotonic()
+            done = subprocess.run(
+                [sys.executable, "-m", "transcript_clean", *args, *given, "--quiet"],
+                capture_output=True, text=True, timeout=90, env=env, cwd=tmp_path,
+            )  # fmt: skip
+            assert done.returncode == 2, done.stderr[-500:]
+            assert "Traceback" not in done.stderr
+            assert named in done.stderr and len(done.stderr.strip().splitlines()) == 1
+            assert time.monotonic() - started < 60
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.parquet"]
+
+
+def test_gs_without_gcsfs_fails_at_once_naming_the_extra(tmp_path: Path) -> None:
+    blocked = "import sys; sys.modules['gcsfs'] = None\nfrom transcript_clean.cli import entry\n"
+    code = blocked + "sys.argv = ['transcript-clean', 'audit', 'gs://bucket/x.parquet']\nentry()\n"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    started = time.monotonic()
+    done = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=30, env=env
+    )
+    assert done.returncode == 2, done.stderr[-500:]
+    assert "pip install 'transcript-clean[gcs]'" in done.stderr
+    assert time.monotonic() - started < 20
+
+
+def test_an_output_on_the_hub_offline_is_one_line(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from click.testing import CliRunner
+
+    from transcript_clean.cli import main
+
+    go_offline(monkeypatch, tmp_path)
+    source = tmp_path / "in.parquet"
+    make_dataset(source, 5, "openai")
+    result = CliRunner().invoke(main, ["clean", str(source), "hf://datasets/owner/name/out"])
+    assert result.exit_code == 2, result.output
+    assert "hf://datasets/owner/name/out" in result.output and "offline" in result.output

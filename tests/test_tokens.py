@@ -117,3 +117,23 @@ def test_without_the_package_the_error_names_the_extra(
             load_tokenizer(tokenizer + ".other")
     finally:
         load_tokenizer.cache_clear()
+
+
+def test_a_tokenizer_whose_vocabulary_lacks_its_unknown_token_is_refused_first(
+    tmp_path: Path,
+) -> None:
+    import pyarrow.parquet as pq
+    from tokenizers import Tokenizer, models, pre_tokenizers, trainers
+
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))  # [UNK] is never trained into it
+    tok.pre_tokenizer = pre_tokenizers.Whitespace()
+    tok.train_from_iterator(["Hello there"], trainers.WordLevelTrainer(special_tokens=[]))
+    path = tmp_path / "tokenizer.json"
+    tok.save(str(path))
+    pq.write_table(_table(ROWS), tmp_path / "in.parquet")
+    args = ["clean", str(tmp_path / "in.parquet"), str(tmp_path / "out"), "--quiet"]
+    result = CliRunner().invoke(main, [*args, "--tokenizer", str(path)])
+    assert result.exit_code == 2, result.output
+    assert f"--tokenizer {path}: it cannot encode text it does not know" in result.output
+    assert "[UNK]" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists() and not (tmp_path / "out.partial").exists()

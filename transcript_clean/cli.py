@@ -58,6 +58,13 @@ class Group(click.Group):
             raise InputError(str(err)) from err
         except KeyboardInterrupt:
             _interrupted()
+        except Exception as err:  # a store's or the network's, where no call of ours caught it
+            from transcript_clean.storage import failure
+
+            said = failure(err)
+            if said is None:
+                raise
+            raise InputError(said) from err
 
 
 class Interrupted(SystemExit):
@@ -343,7 +350,8 @@ def source_options(f: F) -> F:
                 metavar="KEY=VALUE",
                 callback=_storage_options,
                 help="A URI's filesystem option (s3fs, gcsfs...), for SOURCE, OUTPUT and "
-                "--baseline: endpoint_url=http://host:9000, region=eu-west-1, anon=true. "
+                "--baseline: endpoint_url=http://host:9000, region=eu-west-1, anon=true, "
+                "timeout=SECONDS (a bucket call's wait, 10 by default). "
                 "Repeatable; credentials come from the environment, not from here.",
             ),
         ],
@@ -597,7 +605,11 @@ def _resumable(output: str) -> Iterator[None]:
     help="Compress the shards: for parquet none, snappy, gzip, brotli, lz4 or zstd (default "
     "zstd); for jsonl none, gzip or zstd (default none).",
 )
-@click.option("--overwrite", is_flag=True, help="Replace OUTPUT if it exists.")
+@click.option(
+    "--overwrite",
+    is_flag=True,
+    help="Replace OUTPUT if an earlier run wrote it (never a folder of other files).",
+)
 @click.option("--resume", is_flag=True, help="Finish a run that was killed (same options).")
 @run_options
 @token_options
@@ -744,7 +756,9 @@ def explain(source: str, row_number: int, **options: Any) -> None:
     help="Write stats.parquet, stats.csv and summary.json into DIR, as a clean run does.",
 )
 @click.option(
-    "--overwrite", is_flag=True, help="Replace the stats files already in --stats-out DIR."
+    "--overwrite",
+    is_flag=True,
+    help="Replace the stats files already in --stats-out DIR, and the --report FILE.",
 )
 @gate_options
 @click.option(
@@ -837,7 +851,7 @@ def audit(
     if report is not None:
         from transcript_clean.audit.report import check_report
 
-        check_report(report)  # before the run, as every other output
+        check_report(report, overwrite=overwrite)  # before the run, as every other output
 
     with ExitStack() as stack:
         pool = stack.enter_context(_workers(engine))  # first: they import as this process does
@@ -847,6 +861,12 @@ def audit(
 
         progress = stack.enter_context(Progress(quiet or as_json))
         _without_pandas(read, engine)
+
+        def started(src: Any, fmt: Any, rows: int | None) -> None:
+            if report is not None:  # the source's files are known now: never one of them
+                check_report(report, overwrite=overwrite, roots=src.local_roots())
+            progress.start(src, fmt, rows)
+
         result = run_audit(
             read,
             config=config,
@@ -861,11 +881,11 @@ def audit(
             stats_out=stats_out,
             overwrite=overwrite,
             progress=progress.update,
-            on_start=progress.start,
+            on_start=started,
             pool=pool,
         )
     if report is not None:
-        write_report(result, report)
+        write_report(result, report, overwrite=overwrite)
     failed = [gate.describe() for gate in result.failed]
     if as_json:
         click.echo(json.dumps(render_json(result), indent=2))

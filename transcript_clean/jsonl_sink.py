@@ -6,7 +6,9 @@ absent. A row without one (read from Parquet or the Hub) is encoded from its typ
 column and struct field in the schema's order, nulls as `null` (Parquet cannot tell an absent key
 from a null one), JSON-typed values (`pa.json_()`, or a column of JSON text) as the JSON they hold,
 binary values as base64 text. A reject line is the row's object with the four `_reject_*` /
-`_source*` fields added; a line that was not a JSON object is kept whole under `_raw_line`.
+`_source*` fields added (a key of the row's named as one of them moved to `_prev_<name>`,
+as `pipeline.previous_names` says); a line that was not a JSON object is kept whole under
+`_raw_line`.
 """
 
 from __future__ import annotations
@@ -175,7 +177,11 @@ def _with_fields(raw: str, extra: dict[str, Any]) -> bytes:
         row = None
     if not isinstance(row, dict):  # cannot happen for a line read as a row; kept whole then
         return orjson.dumps({RAW_LINE: raw, **extra})
-    if any(name in row for name in extra):  # the row has one of them: ours win
+    if any(name in row for name in extra):  # the row has one of them: kept under `_prev`
+        from transcript_clean.pipeline import previous_names
+
+        renames = previous_names(list(row))
+        row = {renames.get(name, name): value for name, value in row.items()}
         return orjson.dumps({**row, **extra}, default=_default, option=_DUMPS)
     body = raw.rstrip(" \t\r\n")  # JSON's whitespace: a line's end is its object's `}`
     head = body[:-1].rstrip(" \t\r\n")

@@ -9,11 +9,13 @@ of a kill leaves behind, and what the next run does with it.
 
 from __future__ import annotations
 
+import errno
 import fcntl
 import json
 import os
 import shutil
 import socket
+import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -34,6 +36,7 @@ from transcript_clean.stats import Stats
 
 __all__ = [
     "LOCK",
+    "RUN_FILES",
     "blocks_done",
     "check_accounting",
     "check_files",
@@ -87,7 +90,13 @@ def check_output_name(output: str) -> None:
 
 def check_output(out: Path, src: Source) -> None:
     """Refuse, before anything is made, an OUTPUT this run must not write: one inside the
-    source, or holding it (symbolic links followed), a file, or a symbolic link."""
+    source, or holding it (symbolic links followed), a file, a symbolic link, or a path without
+    a folder's name of its own (`/`, `..`), beside which no partial folder can be made."""
+    if out.name in ("", ".", ".."):
+        raise OutputError(
+            f"OUTPUT {out} has no name of its own (the root, or ..): a run replaces OUTPUT as a "
+            "whole, from a folder beside it; give the path of a folder for the output"
+        )
     for path in (out, partial_folder(out), _aside(out)):
         if path.is_symlink():
             raise OutputError(
@@ -105,10 +114,33 @@ def check_output(out: Path, src: Source) -> None:
         raise OutputError(f"OUTPUT {out} exists and is a file")
 
 
+RUN_FILES = frozenset(
+    ("data", "rejects", "stats.parquet", "stats.csv", "summary.json", "profile.json", "README.md")
+)
+"""What a run's OUTPUT holds (an `audit --stats-out` folder holds three of them)."""
+
+
 def check_free(out: Path, overwrite: bool) -> None:
-    if not overwrite and out.is_dir() and any(out.iterdir()):
+    """Refuse an OUTPUT that holds anything, but with `overwrite` an earlier run's OUTPUT: one
+    with its `summary.json` and nothing a run does not write. `--overwrite` replaces OUTPUT as
+    a whole, so a folder that never held an output (a typo, a home folder) is never emptied."""
+    if not out.is_dir():
+        return
+    names = sorted(path.name for path in out.iterdir())
+    if not names:
+        return
+    if not overwrite:
         raise OutputError(
             f"OUTPUT {out} exists and is not empty: pass {option('overwrite')} to replace it"
+        )
+    foreign = [name for name in names if name not in RUN_FILES]
+    if foreign or "summary.json" not in names:
+        held = ", ".join(foreign[:3]) + (f" and {len(foreign) - 3} more" if foreign[3:] else "")
+        why = f"it holds {held}" if foreign else "it has no summary.json"
+        raise OutputError(
+            f"OUTPUT {out} does not look like the OUTPUT of an earlier run ({why}): "
+            f"{option('overwrite')} replaces only that; choose another folder, or empty this one "
+            "yourself"
         )
 
 
@@ -130,12 +162,7 @@ def output_lock(work: Path) -> Iterator[None]:
     """
     out = work.with_name(work.name.removesuffix(".partial"))
     while True:
-        try:
-            work.mkdir(parents=True, exist_ok=True)
-            fd = os.open(work / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as err:
-            reason = err.strerror or err
-            raise OutputError(f"cannot write OUTPUT {out}: {reason} ({work})") from None
+        fd = _open_lock(work, out)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -163,6 +190,36 @@ def output_lock(work: Path) -> Iterator[None]:
         yield
     finally:
         os.close(fd)  # lets go of the lock
+
+
+def _open_lock(work: Path, out: Path) -> int:
+    """The lock file, opened (made if need be) and never through a link: a symbolic link
+    planted at its path would have the run write into the link's target, and a hard link
+    (or anything but a plain file) is refused for the same reason."""
+    if work.is_symlink():
+        raise OutputError(
+            f"{work} is a symbolic link (to {work.readlink()}): a run works only in a folder of "
+            "its own; remove the link"
+        )
+    try:
+        work.mkdir(parents=True, exist_ok=True)
+        fd = os.open(work / LOCK, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW, 0o644)
+    except OSError as err:
+        if err.errno == errno.ELOOP:
+            raise OutputError(
+                f"the lock file {work / LOCK} is a symbolic link: a run writes its lock only "
+                "into a file of its own; remove the link"
+            ) from None
+        reason = err.strerror or err
+        raise OutputError(f"cannot write OUTPUT {out}: {reason} ({work})") from None
+    made = os.fstat(fd)
+    if not stat.S_ISREG(made.st_mode) or made.st_nlink > 1:
+        os.close(fd)
+        raise OutputError(
+            f"the lock file {work / LOCK} is not a plain file of its own (a hard link, or a "
+            "device): a run writes its lock only into a file of its own; remove it"
+        )
+    return fd
 
 
 def _holder(fd: int) -> str:
@@ -303,7 +360,7 @@ def finished_run(
 def check_files(
     work: Path, shards: list[str], stats: Stats, output: OutputFormat | None = None
 ) -> None:
-    """Count the rows in the shards written, from their footers (or a JSON Lines file's lines),
+    """Count the rows in the shards written, read back as a reader reads them (`OutputFormat.rows`),
     against the rows counted.
 
     A shard that disagrees with its block's stats, or cannot be read, has its block's marker
@@ -412,6 +469,7 @@ def finalize(
         if out.exists():
             if not overwrite and any(out.iterdir()):
                 raise OutputError(f"OUTPUT {out} appeared while the run went on: not replacing it")
+            check_free(out, overwrite)  # what appeared meanwhile must be a run's, too
             if aside.exists():
                 shutil.rmtree(aside)
             out.rename(aside)

@@ -11,6 +11,7 @@ import gc
 import json
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
+from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
@@ -77,6 +78,7 @@ __all__ = [
     "holds_json_text",
     "line_errors",
     "not_utf8",
+    "previous_names",
     "reject_schema",
 ]
 
@@ -125,9 +127,37 @@ def holds_json_text(schema: pa.Schema, column: str) -> bool:
     return column in json_columns(schema) or pa.types.is_string(schema.field(column).type)
 
 
+PREVIOUS = "_prev"
+"""What an input column named as a reject column is renamed to in rejects/, by the front: the
+rows of an earlier run's rejects/ cleaned again keep that run's verdict as `_prev_reject_codes`,
+`_prev_source_row` ..., and the one before it as `_prev_prev_...`."""
+
+
+def previous_names(names: list[str]) -> dict[str, str]:
+    """The input columns that the four reject columns would meet again, each with its new name.
+
+    Each chain `_x`, `_prev_x`, `_prev_prev_x` ... the input holds is moved one `_prev` down, so
+    that no name is written twice (no reader opens a Parquet file that has one twice) and no
+    value is lost; a column whose name is not taken keeps it.
+    """
+    held = set(names)
+    renames: dict[str, str] = {}
+    for f in REJECT_FIELDS:
+        chain = [f.name]
+        while chain[-1] in held:
+            chain.append(PREVIOUS + chain[-1])
+        renames.update(pairwise(chain))
+    return renames
+
+
 def reject_schema(schema: pa.Schema) -> pa.Schema:
-    """The rejects' schema: the input's columns and the four reject columns."""
+    """The rejects' schema: the input's columns (those named as ours renamed, `previous_names`)
+    and the four reject columns."""
+    renames = previous_names(schema.names)
     out = schema
+    for i, f in enumerate(schema):
+        if f.name in renames:
+            out = out.set(i, f.with_name(renames[f.name]))
     for f in REJECT_FIELDS:
         out = out.append(f)
     return out
@@ -784,6 +814,9 @@ def _assemble_rejects(
     rejected = sorted(rejected, key=lambda r: r.position)  # the fast path's come first
     positions = [r.position for r in rejected]
     out = table.take(pa.array(positions, pa.int64()))
+    renames = previous_names(out.schema.names)
+    if renames:
+        out = out.rename_columns([renames.get(name, name) for name in out.schema.names])
     columns = [
         [r.codes for r in rejected],
         [r.message for r in rejected],

@@ -7,6 +7,7 @@ registry (`transcript_clean.rules`).
 from __future__ import annotations
 
 import os
+import stat
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -91,7 +92,7 @@ def load_config(spec: str | os.PathLike[str] | None = None) -> Config:
             )
         path = builtin
     try:
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+        data = tomllib.loads(_read_config(path).decode("utf-8"))
     except FileNotFoundError:
         raise ConfigError(f"{path}: no such config file") from None
     except IsADirectoryError:
@@ -105,7 +106,36 @@ def load_config(spec: str | os.PathLike[str] | None = None) -> Config:
         ) from None
     except tomllib.TOMLDecodeError as err:
         raise ConfigError(f"{path}: not valid TOML: {err}") from None
+    except RecursionError:  # tomllib parses nested arrays and tables by recursion
+        raise ConfigError(f"{path}: not valid TOML: nested too deep") from None
     return config_from_dict(data, name=path.stem, where=str(path))
+
+
+MAX_CONFIG_BYTES = 1 << 20
+"""A config is a few hundred bytes; one larger than this is not one (and is not read whole)."""
+
+_NOT_FILES = (
+    (stat.S_ISFIFO, "a FIFO"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISSOCK, "a socket"),
+)
+
+
+def _read_config(path: Path) -> bytes:
+    """The bytes of the config file `path`: only a plain file's, and at most
+    `MAX_CONFIG_BYTES` (a FIFO would wait for a writer, /dev/zero never end)."""
+    mode = path.stat().st_mode  # follows a link: what would be read; stat never blocks
+    for kind, name in _NOT_FILES:
+        if kind(mode):
+            raise ConfigError(f"{path}: {name}, not a config file")
+    if stat.S_ISDIR(mode):
+        raise IsADirectoryError(path)
+    with path.open("rb") as file:
+        data = file.read(MAX_CONFIG_BYTES + 1)
+    if len(data) > MAX_CONFIG_BYTES:
+        raise ConfigError(f"{path}: larger than 1 MiB, which no config is")
+    return data
 
 
 def config_from_dict(

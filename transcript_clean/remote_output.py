@@ -126,10 +126,25 @@ def check_store_output(store: Store, src: Source) -> None:
 
 
 def check_store_free(store: Store, overwrite: bool) -> None:
-    if overwrite:
-        return
+    """Refuse an OUTPUT that holds objects, but with `overwrite` one that holds only what a run
+    writes (`output.RUN_FILES`, `_SUCCESS`, `_temporary/`), complete or not: `--overwrite`
+    deletes OUTPUT whole, so a prefix that never held an output is never emptied."""
+    from transcript_clean.output import RUN_FILES
+
     found = [name for name in store.files() if not name.startswith(f"{TEMPORARY}/")]
     if not found:
+        return
+    if overwrite:
+        foreign = sorted(
+            name for name in found if name.split("/", 1)[0] not in RUN_FILES | {SUCCESS}
+        )
+        if foreign:
+            more = f" and {len(foreign) - 3} more" if foreign[3:] else ""
+            raise OutputError(
+                f"OUTPUT {store.uri} does not look like the OUTPUT of an earlier run (it holds "
+                f"{', '.join(foreign[:3])}{more}): {option('overwrite')} replaces only that; "
+                "choose another place"
+            )
         return
     if SUCCESS in found:
         raise OutputError(
@@ -223,10 +238,12 @@ def _describe(holder: dict[str, Any]) -> str:
 
 def _stale(store: Store, holder: dict[str, Any]) -> bool:
     """A lock whose run is a process of this machine that is gone, or that its run has not
-    rewritten for `LOCK_STALE` seconds."""
-    if holder.get("host") == socket.gethostname() and isinstance(holder.get("pid"), int):
+    rewritten for `LOCK_STALE` seconds. A pid no process can have (0 and below name process
+    groups to `kill`, one past `pid_t` overflows it) is judged by the time alone."""
+    pid = holder.get("pid")
+    if holder.get("host") == socket.gethostname() and isinstance(pid, int) and 0 < pid < 2**31:
         try:
-            os.kill(holder["pid"], 0)
+            os.kill(pid, 0)
         except ProcessLookupError:
             return True
         except PermissionError:
@@ -287,9 +304,10 @@ def finished_store_run(
 def check_store_files(
     store: Store, shards: list[str], stats: Stats, output: OutputFormat
 ) -> dict[str, int]:
-    """`output.check_files` on the store: the rows in each shard, from its footer, against its
-    block's record; a block whose shards disagree loses its record, for `--resume` to clean it
-    again. Returns the rows of each shard, by its name under `_temporary/`."""
+    """`output.check_files` on the store: the rows in each shard, read back
+    (`OutputFormat.rows`), against its block's record; a block whose shards disagree loses its
+    record, for `--resume` to clean it again.
+    Returns the rows of each shard, by its name under `_temporary/`."""
     rows: dict[str, int] = {}
     wrong: list[str] = []
     found = {"data": 0, "rejects": 0}

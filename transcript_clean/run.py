@@ -263,9 +263,10 @@ def _clean_store(
         if finished is not None:  # a run killed after _SUCCESS: only tidy up
             remote.remove_temporary(store)
             return RunResult(store.uri, *finished, already_complete=True)
-        remote.prepare_store(store, identity, resume=resume, overwrite=overwrite)
+        # Checked before `_temporary/` is made ready: a refused run writes nothing there.
         if not (resume and store.exists(remote.FINISHED)):  # not our own half-published OUTPUT
             remote.check_store_free(store, overwrite)
+        remote.prepare_store(store, identity, resume=resume, overwrite=overwrite)
         task = remote.StoredBlockJob(job, store)
         done = remote.store_blocks_done(store, blocks)
         if progress is not None:

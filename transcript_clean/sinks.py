@@ -292,11 +292,11 @@ class OutputFormat:
         return JsonlShard(path, schema, compression=self.codec, rejects=rejects)
 
     def rows(self, path: Path | BinaryIO) -> int:
-        """The rows a shard holds, read back from the file (a path, or one open for reading): a
-        Parquet footer's count, or the JSON Lines file's lines (all of it read: a file cut short
-        fails)."""
+        """The rows a shard holds, read back from the file (a path, or one open for reading):
+        the Parquet file opened and read as a reader would (`parquet_rows`), or the JSON Lines
+        file's lines (all of it read: a file cut short fails)."""
         if self.name == "parquet":
-            return int(pq.read_metadata(path).num_rows)
+            return parquet_rows(path)
         from transcript_clean.jsonl_sink import count_lines
 
         return count_lines(path, self.codec)
@@ -308,6 +308,20 @@ class OutputFormat:
         from transcript_clean.jsonl_sink import is_empty
 
         return is_empty(path, self.codec)
+
+
+def parquet_rows(path: Path | BinaryIO) -> int:
+    """The rows of a Parquet file as a reader finds them, not as its footer says: a column
+    written twice, which `pq.read_table` and `datasets` refuse, is a `ValueError`, and every
+    row group is read (one at a time: a row group is bounded in bytes) and its rows counted."""
+    file = pq.ParquetFile(path)
+    names = file.schema_arrow.names
+    twice = sorted({name for name in names if names.count(name) > 1})
+    if twice:
+        raise ValueError(
+            f"it has the column(s) {', '.join(twice)} twice, which no Parquet reader opens"
+        )
+    return sum(file.read_row_group(i).num_rows for i in range(file.num_row_groups))
 
 
 def write_table_atomic(path: Path, table: pa.Table, **kw: Any) -> None:

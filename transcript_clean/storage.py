@@ -11,19 +11,23 @@ pass the rest through to the filesystem (an endpoint URL, a region, anonymous ac
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar, cast
 
 from transcript_clean.errors import TranscriptCleanError
 
 __all__ = [
     "EXTRAS",
+    "STORAGE_TIMEOUT",
     "StorageError",
     "Store",
+    "Unreachable",
+    "failure",
     "is_remote",
     "is_uri",
     "local_path",
@@ -42,6 +46,50 @@ _PACKAGES = {"s3": "s3fs", "gcs": "gcsfs"}
 
 class StorageError(TranscriptCleanError):
     """A URI whose store cannot be reached: its filesystem is not installed, or it refused."""
+
+
+class Unreachable(StorageError, OSError):
+    """A store call that failed on the way: the endpoint down, answering errors, silent past
+    the timeout, or offline. An `OSError` too, so that code tolerating a store's failures
+    (`except OSError`) tolerates it; the CLI says it in one line, exit status 2."""
+
+
+STORAGE_TIMEOUT = 10.0
+"""Seconds a bucket call waits to connect, or for an answer, before it is tried again (three
+tries in all): `--storage-option timeout=SECONDS`. Without one, botocore waits 60 s a try, and
+s3fs tries five times, botocore's tries each: an endpoint that never answered held a run past
+300 s (docs/ray.md)."""
+ATTEMPTS = 3
+
+# The packages whose exceptions are a store's or the network's failures, not this program's.
+_NETWORK_PACKAGES = (
+    "botocore", "aiobotocore", "aiohttp", "urllib3", "requests", "httpx", "s3fs", "gcsfs",
+    "google", "huggingface_hub", "fsspec",
+)  # fmt: skip
+
+
+def failure(err: BaseException) -> str | None:
+    """`err` in one line when it is a store's or the network's failure (its package one of
+    theirs, or an `OSError` raised from one of them); None for anything else."""
+    modules = [cls.__module__.split(".")[0] for cls in type(err).__mro__]
+    if not any(module in _NETWORK_PACKAGES for module in modules):
+        return None
+    text = " ".join(str(err).split()) or type(err).__name__
+    return f"{type(err).__name__}: {text}"
+
+
+def split_timeout(options: Mapping[str, Any]) -> tuple[float, dict[str, Any]]:
+    """The `timeout` option (ours, in seconds; `STORAGE_TIMEOUT` when not given) and the
+    options left for the filesystem."""
+    rest = dict(options)
+    given = rest.pop("timeout", STORAGE_TIMEOUT)
+    try:
+        timeout = float(given)
+    except (TypeError, ValueError):
+        timeout = -1.0
+    if not timeout > 0:
+        raise StorageError(f"--storage-option timeout={given}: give a number of seconds above 0")
+    return timeout, rest
 
 
 def is_uri(spec: str | Path) -> bool:
@@ -93,6 +141,28 @@ def missing_extra(spec: str) -> str | None:
     return None
 
 
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _reaching(method: F) -> F:
+    """A `Store` method whose failures on the way to the store (`failure`, or any `OSError`
+    but a missing object's) are an `Unreachable` naming the store's URI, in one line."""
+
+    @functools.wraps(method)
+    def call(self: Store, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except (FileNotFoundError, FileExistsError, StorageError):
+            raise
+        except Exception as err:
+            said = failure(err)
+            if said is None and not isinstance(err, OSError):
+                raise
+            raise Unreachable(f"cannot reach {self.uri}: {said or err}") from None
+
+    return cast(F, call)
+
+
 class Store:
     """A folder on a filesystem: `uri` as given (no trailing `/`), `path` on the filesystem.
     Names passed to its methods are `/`-separated and relative to that folder."""
@@ -133,16 +203,19 @@ class Store:
         """`name` as a URI, for messages."""
         return f"{self.uri}/{name}" if name else self.uri
 
+    @_reaching
     def exists(self, name: str) -> bool:
         self.fs.invalidate_cache(self.full(name))  # another process may have written it
         return bool(self.fs.exists(self.full(name)))
 
+    @_reaching
     def read_bytes(self, name: str) -> bytes:
         return bytes(self.fs.cat_file(self.full(name)))
 
     def read_text(self, name: str) -> str:
         return self.read_bytes(name).decode("utf-8")
 
+    @_reaching
     def write_bytes(self, name: str, data: bytes) -> None:
         """Write an object whole: on an object store it appears complete, or not at all."""
         self.fs.pipe_file(self.full(name), data)
@@ -150,6 +223,7 @@ class Store:
     def write_text(self, name: str, text: str) -> None:
         self.write_bytes(name, text.encode("utf-8"))
 
+    @_reaching
     def create(self, name: str, data: bytes) -> bool:
         """Write `name` only if it does not exist (`If-None-Match: *` on S3, a generation
         precondition on GCS, `O_EXCL` locally): False when it did."""
@@ -169,14 +243,17 @@ class Store:
             self.write_bytes(name, data)
         return True
 
+    @_reaching
     def put(self, local: Path, name: str) -> None:
         """Upload the local file `local` as `name`."""
         self.fs.put_file(str(local), self.full(name))
 
+    @_reaching
     def copy(self, name: str, to: str) -> None:
         """Copy `name` to `to`, on the server where it can."""
         self.fs.copy(self.full(name), self.full(to))
 
+    @_reaching
     def files(self, prefix: str = "") -> list[str]:
         """The names of every object under `prefix`, sorted."""
         root = self.full(prefix)
@@ -188,12 +265,14 @@ class Store:
         base = self.path + "/"
         return sorted(path[len(base) :] for path in found if path.startswith(base))
 
+    @_reaching
     def delete(self, names: Iterable[str]) -> None:
         paths = [self.full(name) for name in names]
         if paths:
             self.fs.rm(paths)
             self.fs.invalidate_cache(self.path)
 
+    @_reaching
     def modified(self, name: str) -> float | None:
         """When `name` was last written, as a POSIX time; None where the store does not say."""
         try:
@@ -216,10 +295,21 @@ def _filesystem(uri: str, options: Mapping[str, Any]) -> tuple[Any, str]:
         raise StorageError(f"{uri}: reading and writing {scheme(uri)}:// needs {hint}")
     import fsspec  # type: ignore[import-untyped]
 
+    timeout, options = split_timeout(options)
     if scheme(uri) in ("file", "local"):  # folders are made as on an object store: implied
         options = {"auto_mkdir": True, **options}
+    if scheme(uri) in ("s3", "s3a"):
+        config = dict(options.get("config_kwargs") or {})
+        config.setdefault("connect_timeout", timeout)
+        config.setdefault("read_timeout", timeout)
+        # s3fs tries a call again itself (five times by default, on top of botocore's own
+        # tries): one botocore try each, and `ATTEMPTS` of s3fs's, bound the wait.
+        config.setdefault("retries", {"max_attempts": 1, "mode": "standard"})
+        options = {**options, "config_kwargs": config}
     try:
         fs, path = fsspec.core.url_to_fs(uri, **options)
+        if scheme(uri) in ("s3", "s3a"):
+            fs.retries = ATTEMPTS
     except ImportError as exc:
         raise StorageError(f"{uri}: its filesystem is not installed ({exc})") from exc
     except (TypeError, ValueError, OSError) as exc:
@@ -238,10 +328,12 @@ def arrow_filesystem(uri: str, options: Mapping[str, Any]) -> tuple[Any, str] | 
 
     if scheme(uri) not in ("s3", "s3a"):
         return None
-    if not options:
-        filesystem, path = pafs.FileSystem.from_uri(uri)  # finds the bucket's region itself
-        return filesystem, str(path)
-    settings: dict[str, Any] = {}
+    timeout, options = split_timeout(options)
+    settings: dict[str, Any] = {
+        "connect_timeout": timeout,
+        "request_timeout": timeout,
+        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=ATTEMPTS),
+    }
     for key, value in options.items():
         if key == "endpoint_url":
             endpoint = str(value)

@@ -31,9 +31,23 @@ def load_tokenizer(path: str) -> Tokenizer:
     if not Path(path).is_file():
         raise ConfigError(f"--tokenizer {path}: no such file (give a tokenizer.json)")
     try:
-        return Tokenizer.from_file(path)
+        tokenizer = Tokenizer.from_file(path)
     except Exception as err:  # the Rust side raises plain Exceptions for a bad file
         raise ConfigError(f"--tokenizer {path}: not a tokenizer.json ({err})") from None
+    try:
+        # Text of every kind a row may hold, none of it in a small vocabulary: a tokenizer that
+        # cannot encode what it does not know (its unknown token missing from its vocabulary)
+        # fails here, before the run, not on the first such row.
+        tokenizer.encode_batch([_STRANGER, ""], add_special_tokens=False)
+    except Exception as err:  # the Rust side's plain Exception, again
+        raise ConfigError(
+            f"--tokenizer {path}: it cannot encode text it does not know ({err}); give a "
+            "tokenizer whose vocabulary holds its unknown token, or a byte-level one"
+        ) from None
+    return tokenizer
+
+
+_STRANGER = "zqxjv Qwpfk 0x7f3a ⟦∮⟧ 𝔷 🦄 ¿ñ? 中文"
 
 
 def check_tokenizer(path: str) -> None:
@@ -45,7 +59,10 @@ def token_counts(path: str, texts: Sequence[str]) -> npt.NDArray[np.int64]:
     """Each text's tokens, without special tokens (a text is a piece of a transcript)."""
     if not texts:
         return np.zeros(0, dtype=np.int64)
-    encoded = load_tokenizer(path).encode_batch(list(texts), add_special_tokens=False)
+    try:
+        encoded = load_tokenizer(path).encode_batch(list(texts), add_special_tokens=False)
+    except Exception as err:  # what the check at load did not foresee: the Rust side's
+        raise ConfigError(f"--tokenizer {path}: cannot encode a row's text ({err})") from None
     return np.array([len(e.ids) for e in encoded], dtype=np.int64)
 
 

@@ -16,7 +16,15 @@ from transcript_clean.audit.measure import Gate, by_code, code_rank
 from transcript_clean.errors import TranscriptCleanError
 from transcript_clean.storage import StorageError, Store, is_remote, open_store
 
-__all__ = ["Baseline", "BaselineError", "Drift", "compute_drift", "drift_gate", "load_baseline"]
+__all__ = [
+    "DAMAGED",
+    "Baseline",
+    "BaselineError",
+    "Drift",
+    "compute_drift",
+    "drift_gate",
+    "load_baseline",
+]
 
 
 class BaselineError(TranscriptCleanError):
@@ -127,14 +135,36 @@ def _baseline_from_summary(path: Path) -> Baseline:
     rows_in = data.get("rows_in")
     rows_in = rows_in if isinstance(rows_in, int) and not isinstance(rows_in, bool) else None
     config = data.get("config")
+    profile = data.get("profile") if isinstance(data.get("profile"), dict) else None
+    if profile is not None:
+        _check_profile(path, profile)
     return Baseline(
         str(path),
         _shares_of(path, data["stats"], rows_in),
         rows_in,
         config.get("name") if isinstance(config, dict) else None,
         data.get("format") if isinstance(data.get("format"), str) else None,
-        data.get("profile") if isinstance(data.get("profile"), dict) else None,
+        profile,
     )
+
+
+DAMAGED = (AttributeError, KeyError, IndexError, TypeError, ValueError)
+"""What reading a summary.json whose parts are not of their kinds raises (a string where a
+mapping belongs, a figure missing): a damaged file, the input's fault, not a gate's."""
+
+
+def _check_profile(path: Path, profile: Mapping[str, Any]) -> None:
+    """Read `profile` as the drift and the report will, now, before the audit runs: a damaged
+    one is a `BaselineError` naming the file (exit 2), never a traceback after the run."""
+    from transcript_clean.audit.profile_drift import compute_profile_drift, headline_figures
+
+    try:
+        compute_profile_drift(profile, profile)
+        headline_figures(profile)
+    except DAMAGED as err:
+        raise BaselineError(
+            f"baseline {path}: its profile is damaged, not as a run writes it ({err!r})"
+        ) from None
 
 
 def _baseline_from_parquet(path: Path) -> Baseline:

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from transcript_clean.audit.baseline import BaselineError
+from transcript_clean.audit.baseline import DAMAGED, BaselineError
 from transcript_clean.audit.profile_drift import headline_figures
 
 __all__ = ["Night", "figures_of", "load_history"]
@@ -48,6 +48,16 @@ def figures_of(summary: dict[str, Any]) -> dict[str, float]:
     return out
 
 
+def _set_aside(summary: Path) -> bool:
+    """Whether `summary` is in `NAME.old/`, an OUTPUT that `--overwrite` set aside for the
+    `NAME/` beside it: the same night run again, not one more night."""
+    folder = summary.parent
+    return (
+        folder.name.endswith(".old")
+        and (folder.with_name(folder.name.removesuffix(".old")) / "summary.json").is_file()
+    )
+
+
 def load_history(folder: str | os.PathLike[str]) -> list[Night]:
     """The nights in `folder`, oldest first. Raises `BaselineError` for a folder that is not
     there or holds none; a file that is not a summary is skipped."""
@@ -55,7 +65,7 @@ def load_history(folder: str | os.PathLike[str]) -> list[Night]:
     if not root.is_dir():
         raise BaselineError(f"history {folder}: no such folder")
     candidates = [root / "summary.json", *sorted(root.glob("*.json"))]
-    candidates += sorted(root.glob("*/summary.json"))
+    candidates += sorted(path for path in root.glob("*/summary.json") if not _set_aside(path))
     nights: list[tuple[str, str, Night]] = []
     seen: set[Path] = set()
     for path in candidates:
@@ -71,7 +81,13 @@ def load_history(folder: str | os.PathLike[str]) -> list[Night]:
         name = path.parent.name if path.name == "summary.json" else path.stem
         when = data.get("audited_at")
         label = when[:10] if isinstance(when, str) else name
-        nights.append((when if isinstance(when, str) else "", name, Night(label, figures_of(data))))
+        try:
+            figures = figures_of(data)
+        except DAMAGED as err:  # a summary, by its stats, with parts not of their kinds
+            raise BaselineError(
+                f"history {path}: a damaged summary.json, not as a run writes it ({err!r})"
+            ) from None
+        nights.append((when if isinstance(when, str) else "", name, Night(label, figures)))
     if not nights:
         raise BaselineError(f"history {folder}: no summary.json files in it")
     return [night for _, _, night in sorted(nights, key=lambda n: (n[0], n[1]))]

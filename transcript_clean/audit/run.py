@@ -8,6 +8,7 @@ exactly the stats `clean` would, and the same samples, whatever ran it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -196,39 +197,64 @@ def audit(
         )
     nights = load_history(history) if history is not None else []
     src = read.open()
-    if stats_out is not None:
-        if is_remote(os.fspath(stats_out)):
-            _check_stats_store(os.fspath(stats_out), read.storage_options, overwrite)
-        else:
-            _check_stats_out(Path(stats_out), src, overwrite)
-    fmt = read.format_of(src)
-    if on_start is not None:
-        on_start(src, fmt, read.rows_total(src))
+    with contextlib.ExitStack() as held:  # the stats folder's lock, when it is a local one
+        if stats_out is not None:
+            if is_remote(os.fspath(stats_out)):
+                _check_stats_store(os.fspath(stats_out), read.storage_options, overwrite)
+            else:
+                _check_stats_out(Path(stats_out), src, overwrite)
+                held.enter_context(_stats_lock(Path(stats_out)))
+                _check_stats_out(Path(stats_out), src, overwrite)  # under the lock: still free
+        fmt = read.format_of(src)
+        if on_start is not None:
+            on_start(src, fmt, read.rows_total(src))
 
-    blocks = plan_blocks(
-        src, DEFAULT_ROWS_PER_SHARD if rows_per_block is None else rows_per_block, read.limit
-    )
-    task = AuditBlocks(src, fmt, cfg, read.batch_size, samples, read.batch_bytes)
-    stats = Stats()
-    audited = list(_run(task, blocks, run, progress, pool))
-    for block in audited:
-        stats.merge(block.stats)
-    stats.check()
+        blocks = plan_blocks(
+            src, DEFAULT_ROWS_PER_SHARD if rows_per_block is None else rows_per_block, read.limit
+        )
+        task = AuditBlocks(src, fmt, cfg, read.batch_size, samples, read.batch_bytes)
+        stats = Stats()
+        audited = list(_run(task, blocks, run, progress, pool))
+        for block in audited:
+            stats.merge(block.stats)
+        stats.check()
 
-    drift = compute_drift(base.shares, code_shares(stats)) if base is not None else None
-    gates = share_gates(stats, max_error_rate, max_share or {})
-    if max_drift is not None and drift is not None:
-        gates.append(drift_gate(drift, max_drift))
-    summary = _summary(src, fmt, cfg, stats, read.limit, time.perf_counter() - started)
-    moved = None
-    if base is not None and base.profile is not None:
-        moved = compute_profile_drift(base.profile, summary["profile"])
-        gates += profile_gates(moved, max_profile_drift)
-    picked = merge_samples((block.samples for block in audited), samples)
-    result = AuditResult(summary, stats, picked, base, drift, gates, moved, nights)
-    if stats_out is not None:
-        write_stats(result, stats_out, overwrite=True, storage_options=read.storage_options)
-    return result
+        drift = compute_drift(base.shares, code_shares(stats)) if base is not None else None
+        gates = share_gates(stats, max_error_rate, max_share or {})
+        if max_drift is not None and drift is not None:
+            gates.append(drift_gate(drift, max_drift))
+        summary = _summary(src, fmt, cfg, stats, read.limit, time.perf_counter() - started)
+        moved = None
+        if base is not None and base.profile is not None:
+            moved = compute_profile_drift(base.profile, summary["profile"])
+            gates += profile_gates(moved, max_profile_drift)
+        picked = merge_samples((block.samples for block in audited), samples)
+        result = AuditResult(summary, stats, picked, base, drift, gates, moved, nights)
+        if stats_out is not None:
+            # Under the lock nothing else has written there since the check: `overwrite` as given.
+            stored = read.storage_options
+            write_stats(result, stats_out, overwrite=overwrite, storage_options=stored)
+        return result
+
+
+@contextlib.contextmanager
+def _stats_lock(folder: Path) -> Iterator[None]:
+    """The lock a `clean` into `folder` takes (`output.output_lock`), held from the check of the
+    stats folder to its last file: a clean of that folder and this audit never both write it.
+    The partial folder it makes is removed after, unless a run's leftovers are in it."""
+    from transcript_clean.output import LOCK, output_lock, partial_folder
+
+    if folder.absolute().name in ("", ".."):  # `/`: no folder can be made beside it
+        raise OutputError(f"--stats-out {folder} has no name of its own: give a folder's path")
+    work = partial_folder(folder.absolute())
+    with output_lock(work):
+        try:
+            yield
+        finally:
+            if [path.name for path in work.iterdir()] == [LOCK]:
+                with contextlib.suppress(OSError):  # only tidying: a later run takes it as new
+                    (work / LOCK).unlink()
+                    work.rmdir()
 
 
 def _run(
@@ -292,9 +318,9 @@ def _check_stats_out(folder: Path, src: Source, overwrite: bool) -> None:
     """Refuse a folder inside the source (its stats.parquet would be read as data next time), a
     file, or a folder whose stats files `overwrite` does not allow replacing. Other files in the
     folder are left alone."""
-    out = folder.absolute()
+    out = folder.resolve()  # `..` and links resolved on both sides: where it really lands
     for root in src.local_roots():
-        root = root.absolute()
+        root = root.resolve()
         if out == root or out.is_relative_to(root):
             raise OutputError(f"--stats-out {folder} is inside the source {root}: choose another")
     if folder.exists() and not folder.is_dir():
@@ -336,6 +362,8 @@ def write_stats(
         with tempfile.TemporaryDirectory(prefix="transcript-clean-stats-") as local:
             write_stats(result, local)
             try:
+                if store.exists("summary.json"):  # gone first, as below
+                    store.delete(["summary.json"])
                 for name in STATS_FILES:  # summary.json, the one a baseline reads first, last
                     store.put(Path(local) / name, name)
             except OSError as err:
@@ -349,6 +377,9 @@ def write_stats(
         out.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise OutputError(f"cannot create {out}: {err}") from err
+    # The old summary.json goes first, the new one comes last: a run killed between them leaves
+    # no summary.json beside another night's stats, for a baseline to read as tonight's.
+    (out / "summary.json").unlink(missing_ok=True)
     write_table_atomic(out / "stats.parquet", result.stats.table())
     write_text_atomic(out / "stats.csv", result.stats.csv())
     write_text_atomic(out / "summary.json", json.dumps(result.summary, indent=2) + "\n")

@@ -16,10 +16,17 @@ for the objects pickled from it. The workers run nothing of it: they take the cl
 functions and values. So they start without it, and a plain script that calls `clean(...,
 workers=2)`, no `if __name__ == "__main__":` guard, runs as written instead of having each
 worker call `clean` again.
+
+A process killed outright (SIGKILL) ends nothing. A worker waits for its next block on a pipe
+whose writing end it holds itself, so it would wait for good, and multiprocessing's resource
+tracker with it (it ends when the last process holding its pipe does). So each worker watches
+the pipe its parent keeps open for it (multiprocessing's parent sentinel): when it reads end
+of file, the parent is gone, and the worker ends at once.
 """
 
 from __future__ import annotations
 
+import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
 from multiprocessing import get_context, popen_spawn_posix, resource_tracker, spawn
@@ -63,7 +70,7 @@ def start_workers(count: int) -> Workers:
     # thread goes on taking Ctrl-C as before. Multiprocessing's resource tracker, started with
     # the first process, unblocks SIGINT in the thread that starts it: so it starts here, first.
     resource_tracker.ensure_running()
-    pool = Workers(max_workers=count, mp_context=_context())
+    pool = Workers(max_workers=count, mp_context=_context(), initializer=_watch_parent)
 
     def start() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # this thread's only
@@ -124,6 +131,27 @@ def _context() -> SpawnContext:
     if "spawn" not in _SPAWN_LAUNCH.__code__.co_names:
         return get_context("spawn")
     return _Context()
+
+
+def _watch_parent() -> None:
+    """In a worker, as it starts: end it as soon as the process that started it is gone."""
+    from multiprocessing import parent_process
+
+    parent = parent_process()
+    if parent is not None and parent.sentinel is not None:
+        watcher = Thread(
+            target=_end_with, args=(parent.sentinel,), name="transcript-clean-parent", daemon=True
+        )
+        watcher.start()
+
+
+def _end_with(sentinel: int) -> None:
+    """Wait for end of file on `sentinel`, the read end of a pipe only the parent writes to,
+    which the kernel closes when the parent ends, however it ends; then end this process."""
+    from multiprocessing.connection import wait
+
+    wait([sentinel])
+    os._exit(1)  # nothing to tidy: an unfinished block is simply not done
 
 
 def _import_engine() -> None:

@@ -33,7 +33,7 @@ from transcript_clean.sources.base import (
     label,
     row_range,
 )
-from transcript_clean.storage import StorageError, Store, arrow_filesystem
+from transcript_clean.storage import StorageError, Store, arrow_filesystem, scheme
 
 
 class ParquetSource(FileSource):
@@ -221,12 +221,16 @@ def _uri_filesystem(
     `options` (it reads Parquet faster: `storage.arrow_filesystem`), else fsspec's."""
     options = options or {}
     try:
-        try:
-            found = pafs.FileSystem.from_uri(uri) if not options else arrow_filesystem(uri, options)
-        except pa.ArrowInvalid as exc:
-            if "Unrecognized filesystem type" not in str(exc):
-                raise
-            found = None
+        found = arrow_filesystem(uri, options)  # s3://, with its timeouts
+        # pyarrow's own GCS filesystem waits for a metadata server that is not there offline,
+        # for minutes: gs:// goes through gcsfs (or says which extra it needs) instead.
+        if found is None and not options and scheme(uri) not in ("gs", "gcs"):
+            try:
+                found = pafs.FileSystem.from_uri(uri)
+            except pa.ArrowInvalid as exc:
+                if "Unrecognized filesystem type" not in str(exc):
+                    raise
+                found = None
         if found is None:  # memory://, hf://, options only fsspec knows, ...
             store = Store(uri, options)
             found = pafs.PyFileSystem(pafs.FSSpecHandler(store.fs)), store.path
