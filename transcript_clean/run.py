@@ -11,7 +11,7 @@ import contextlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -97,6 +97,7 @@ def clean(
     if rows_per_shard < 1:
         raise ValueError("rows_per_shard must be at least 1")
     cfg = config if isinstance(config, Config) else load_config(config)
+    cfg = replace(cfg, max_row_bytes=read.max_row_bytes)
     src, fmt = read.resolve()
     store = _output_store(output, src, read, overwrite=overwrite, resume=resume)
     out = local_path(os.fspath(output)).absolute()
