@@ -246,3 +246,21 @@ def test_a_row_larger_than_a_row_group_is_one_alone(tmp_path: Path) -> None:
 def test_row_group_bytes_must_be_positive(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="row_group_bytes"):
         ParquetShard(tmp_path / shard_name(0), SCHEMA, row_group_bytes=0)
+
+
+def test_a_row_group_is_encoded_the_same_however_its_rows_came(tmp_path: Path) -> None:
+    # Issue 27, finding 2: Parquet's writer checks its dictionary's size as each chunk comes,
+    # so the same rows in other batches fell back to plain encoding elsewhere: other bytes.
+    texts = [f"{i:05d} " + "lorem ipsum " * 80 for i in range(3000)]  # a 3 MB dictionary
+    table = pa.table({"text": texts[:1500] * 2})
+    written = []
+    for cut in ([3000], [1000, 2000], [7, 1493, 1500]):
+        path = tmp_path / f"{len(cut)}.parquet"
+        with ParquetShard(path, table.schema) as shard:
+            start = 0
+            for rows in cut:
+                shard.write(table.slice(start, rows).combine_chunks())
+                start += rows
+        written.append(path.read_bytes())
+    assert pq.read_table(tmp_path / "2.parquet").equals(table)
+    assert written[1] == written[0] and written[2] == written[0]
