@@ -32,7 +32,7 @@ from transcript_clean.output import (
 )
 from transcript_clean.policy import Config, load_config
 from transcript_clean.sinks import OutputFormat
-from transcript_clean.sources import Source
+from transcript_clean.sources import DEFAULT_MAX_ROW_BYTES, Source
 from transcript_clean.stats import Stats, run_summary
 from transcript_clean.storage import StorageError, Store, is_remote, local_path, open_store
 
@@ -123,6 +123,12 @@ def clean(
         "output": [written.name, written.codec],
         # only when given, so that a run started without it resumes as before
         **({"tools_column": fmt.tools_column} if fmt.tools_column else {}),
+        # a limit other than the default rejects other rows
+        **(
+            {"max_row_bytes": read.max_row_bytes}
+            if read.max_row_bytes != DEFAULT_MAX_ROW_BYTES
+            else {}
+        ),
     }
 
     def summarize(stats: Stats) -> dict[str, Any]:
