@@ -25,6 +25,9 @@ import pyarrow.parquet as pq
 ROUNDS = 38
 TEXTS = 48
 """Distinct texts of each kind: they fit the 1 MB a Parquet dictionary page holds."""
+TARGET_MB = 1500
+"""Issue 27's target: peak RSS under this at every count (and flat: the bench prints the
+largest peak over the smallest)."""
 ROW_GROUP_ROWS = 500
 """The input's row groups: about 100 MB, as the Hub's Parquet files have them."""
 
@@ -127,6 +130,13 @@ def bench_long_rows(
             f"{rows:>8,} {r['input_mb']:>9.0f} MiB {r['seconds']:>9.1f} "
             f"{rows / r['seconds']:>8.0f} {r['peak_rss_mb']:>7.0f} MB"
         )
+
+    peaks = [r["peak_rss_mb"] for r in results.values()]
+    print(
+        f"\ntarget (issue 27, finding 2): peak RSS under {TARGET_MB:,} MB at every count: "
+        f"{'met' if max(peaks) < TARGET_MB else 'NOT met'}; largest peak / smallest: "
+        f"{max(peaks) / min(peaks):.2f}"
+    )
 
     largest = folder / f"long-clean-{max(counts)}" / "data"
     shards = sorted(largest.glob("*.parquet"))
