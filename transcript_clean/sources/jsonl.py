@@ -189,8 +189,13 @@ def is_json_lines(path: Path) -> bool:
         return False
 
 
+HEAD_LINE: Final = 64 * 2**20
+"""Bytes of a first line the name-less check (`is_json_lines`) reads at most: past them it is
+no row it can read, and the file is read as a whole JSON document (with its own limit)."""
+
+
 def _head(path: Path, size: int) -> bytes:
-    for _, block in _blocks(path, compression_of(path), 0, size):
+    for _, block in _blocks(path, compression_of(path), 0, size, max_line=HEAD_LINE):
         return bytes(block)
     return b""
 
