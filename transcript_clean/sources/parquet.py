@@ -335,10 +335,11 @@ def _read_window(
     """The rows of [start, stop) in `window`, a run of row groups whose first row is `first`,
     read in batches of about `batch_bytes` by the sizes the rows turn out to have.
 
-    The first batch of a file is a probe of at most `PROBE_ROWS`; after it, and whenever a
-    batch holds more than twice `batch_bytes`, the rest of the window is read again from the
-    next row, with a step fitted to the bytes per row seen: what is decoded at once stays near
-    `batch_bytes` even where the footer's sizes are far below the rows'."""
+    The first batch of a file is a probe of at most `PROBE_ROWS`, then read again with the step
+    its bytes per row ask; and whenever a batch holds more than twice `batch_bytes`, the rest
+    of the window is read again from the next row, with a step fitted to the bytes per row
+    seen: what is decoded at once stays near `batch_bytes` even where the footer's sizes are
+    far below the rows'."""
     metadata = parquet.metadata
     starts = [first]
     for group in window:
@@ -353,16 +354,21 @@ def _read_window(
         position, again = starts[k], False
         for batch in parquet.iter_batches(batch_size=step, row_groups=window[k:]):
             low, high = max(at - position, 0), min(end - position, batch.num_rows)
+            if batch.num_rows:
+                density.measured = batch.nbytes / batch.num_rows
+            fitted = _rows_within(metadata, window, batch_size, batch_bytes, density.measured)
+            if probe and fitted > step and position + high < end:
+                # Only measured: its rows are read again in the first batch of the step
+                # fitted, so that the window's batches (and a verdict group) are one chunk.
+                probing, again = False, True
+                break
             if high > low:
                 yield batch.slice(low, high - low)
                 at = position + high
             position += batch.num_rows
             if at >= end:
                 return
-            if batch.num_rows:
-                density.measured = batch.nbytes / batch.num_rows
-            fitted = _rows_within(metadata, window, batch_size, batch_bytes, density.measured)
-            again = (step > 1 and batch.nbytes > 2 * batch_bytes) or (probe and fitted > step)
+            again = step > 1 and batch.nbytes > 2 * batch_bytes
             probing = probe = False
             if again:
                 break  # a new reader from row `at`, with a step fitted to the rows
