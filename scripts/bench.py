@@ -17,8 +17,9 @@ to the floor and the largest peak RSS, and written to a JSON file.
     .venv/bin/python scripts/bench.py --rows 200000 --type preference --rate candidate_empty=0
 
 `--long-rows` measures instead `clean` with default options over agent traces of about 200 KB
-a row (`long_rows.py`), for each row count of `--long-rows-counts`, and checks that the largest
-output loads whole with `pq.read_table` and `datasets.load_dataset`:
+a row (`long_rows.py`), for each row count of `--long-rows-counts`, says whether peak RSS meets
+issue 27's target (under 1.5 GB, and flat), and checks that the largest output loads whole with
+`pq.read_table` and `datasets.load_dataset`:
 
     .venv/bin/python scripts/bench.py --long-rows
 
@@ -403,7 +404,7 @@ def ensure_dataset(
 )
 @click.option(
     "--long-rows-counts",
-    default="5000,20000",
+    default="2000,6000,12000,20000",
     show_default=True,
     help="With --long-rows: the row counts to measure.",
 )

@@ -1,9 +1,13 @@
 """Long OpenAI rows for `bench.py --long-rows`: agent traces of about 200 KB each.
 
 Each row is a question, then 38 rounds of an assistant tool call (with a thought), its tool
-result, the assistant's answer and the user's next step: about 195 KB, the rows of issue 14's
-finding 2. A few hundred distinct rows are made and repeated, so generating 20,000 takes
-seconds; words are drawn at random, so the text compresses as prose does, not as a repeat.
+result and the assistant's answer (so each answer and the next call are two assistant turns in
+a row, which R4 merges): about 190 KB, the rows of issue 27's finding 2. Every row is its own
+(its call ids), but its texts are drawn from a few dozen of each kind, as an agent's traces
+repeat their prompts and tool outputs: Parquet dictionary-encodes them, and its footer then
+says a row group of 500 rows holds 2 MB where it decodes to 95 MB (which is what a reader
+sized from the footer alone got wrong). Words are drawn at random, so a text compresses as
+prose does.
 """
 
 from __future__ import annotations
@@ -19,7 +23,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 ROUNDS = 38
-DISTINCT = 200
+TEXTS = 48
+"""Distinct texts of each kind: they fit the 1 MB a Parquet dictionary page holds."""
+TARGET_MB = 1500
+"""Issue 27's target: peak RSS under this at every count (and flat: the bench prints the
+largest peak over the smallest)."""
 ROW_GROUP_ROWS = 500
 """The input's row groups: about 100 MB, as the Hub's Parquet files have them."""
 
@@ -42,16 +50,16 @@ def _text(rng: random.Random, size: int) -> str:
     return " ".join(words)
 
 
-def long_row(rng: random.Random, index: int) -> dict[str, Any]:
-    """One agent trace of about 195 KB."""
-    messages: list[dict[str, Any]] = [{"role": "user", "content": _text(rng, 400)}]
+def long_row(rng: random.Random, index: int, texts: dict[int, list[str]]) -> dict[str, Any]:
+    """One agent trace of about 190 KB, its texts drawn from `texts` (by size)."""
+    messages: list[dict[str, Any]] = [{"role": "user", "content": rng.choice(texts[400])}]
     for round_ in range(ROUNDS):
         call = f"call_{index}_{round_}"
-        arguments = {"path": f"src/module_{round_}.py", "query": _text(rng, 200)}
+        arguments = {"path": f"src/module_{round_}.py", "query": rng.choice(texts[200])}
         messages.append(
             {
                 "role": "assistant",
-                "content": _text(rng, 700),
+                "content": rng.choice(texts[700]),
                 "tool_calls": [
                     {
                         "id": call,
@@ -61,21 +69,29 @@ def long_row(rng: random.Random, index: int) -> dict[str, Any]:
                 ],
             }
         )
-        messages.append({"role": "tool", "tool_call_id": call, "content": _text(rng, 3000)})
-        messages.append({"role": "assistant", "content": _text(rng, 900)})
-        messages.append({"role": "user", "content": _text(rng, 150)})
+        messages.append({"role": "tool", "tool_call_id": call, "content": rng.choice(texts[3000])})
+        messages.append({"role": "assistant", "content": rng.choice(texts[900])})
     return {"id": index, "messages": messages}
 
 
 def write_long_rows(path: Path, rows: int, seed: int = 0) -> None:
     """`rows` long rows into the Parquet file `path`, in row groups of `ROW_GROUP_ROWS`."""
     rng = random.Random(seed)
-    distinct = pa.Table.from_pylist([long_row(rng, i) for i in range(min(rows, DISTINCT))])
+    texts = {size: [_text(rng, size) for _ in range(TEXTS)] for size in (200, 400, 700, 900, 3000)}
     path.parent.mkdir(parents=True, exist_ok=True)
-    with pq.ParquetWriter(path, distinct.schema, compression="zstd") as writer:
+    writer: pq.ParquetWriter | None = None
+    try:
         for start in range(0, rows, ROW_GROUP_ROWS):
-            picks = [i % distinct.num_rows for i in range(start, min(start + ROW_GROUP_ROWS, rows))]
-            writer.write_table(distinct.take(picks), row_group_size=ROW_GROUP_ROWS)
+            group = [
+                long_row(rng, i, texts) for i in range(start, min(start + ROW_GROUP_ROWS, rows))
+            ]
+            table = pa.Table.from_pylist(group)
+            if writer is None:
+                writer = pq.ParquetWriter(path, table.schema, compression="zstd")
+            writer.write_table(table, row_group_size=ROW_GROUP_ROWS)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def bench_long_rows(
@@ -114,6 +130,13 @@ def bench_long_rows(
             f"{rows:>8,} {r['input_mb']:>9.0f} MiB {r['seconds']:>9.1f} "
             f"{rows / r['seconds']:>8.0f} {r['peak_rss_mb']:>7.0f} MB"
         )
+
+    peaks = [r["peak_rss_mb"] for r in results.values()]
+    print(
+        f"\ntarget (issue 27, finding 2): peak RSS under {TARGET_MB:,} MB at every count: "
+        f"{'met' if max(peaks) < TARGET_MB else 'NOT met'}; largest peak / smallest: "
+        f"{max(peaks) / min(peaks):.2f}"
+    )
 
     largest = folder / f"long-clean-{max(counts)}" / "data"
     shards = sorted(largest.glob("*.parquet"))

@@ -695,3 +695,45 @@ def test_a_reasoning_field_of_another_type_is_malformed() -> None:
     row = {"messages": [{"role": "assistant", "content": "", "thinking": 3}]}
     with pytest.raises(DecodeError, match=r"messages\[0\]\.thinking: expected a string or null"):
         FMT.decode(row)
+
+
+class _CountedId(str):
+    """A call id that counts the comparisons made with it."""
+
+    compared = 0
+
+    def __eq__(self, other: object) -> bool:
+        _CountedId.compared += 1
+        return str.__eq__(self, other)
+
+    __hash__ = str.__hash__
+
+
+def test_results_find_their_calls_without_a_search_per_call() -> None:
+    # Issue 27, finding 19: each result was matched to its call by a linear search, so a turn
+    # of 40,000 parallel calls took 10 s; the lookup is by id now, about one comparison each.
+    n = 2000
+    calls = [
+        {"id": f"c{k}", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+        for k in range(n)
+    ]
+    results = [
+        {"role": "tool", "tool_call_id": _CountedId(f"c{k}"), "content": "ok"} for k in range(n)
+    ]
+    row = {
+        "messages": [
+            {"role": "user", "content": "go"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [*calls, dict(calls[0], function={"name": "g", "arguments": "{}"})],
+            },
+            *results,
+        ]
+    }
+    _CountedId.compared = 0
+    decoded = OpenAIFormat().decode(row)
+    assert _CountedId.compared <= 3 * n
+    answers = decoded.messages[2].content
+    assert [part.call for part in answers] == [f"c{k}" for k in range(n)]
+    assert {part.name for part in answers} == {"f"}  # c0's first call, not its repeat

@@ -1,5 +1,7 @@
 from __future__ import annotations
 
+import json
+from dataclasses import replace
 from pathlib import Path
 
 import pyarrow as pa
@@ -249,3 +251,48 @@ def test_a_json_text_conversation_nested_too_deep_is_a_malformed_row(tmp_path: P
     audit = runner.invoke(main, ["audit", str(lines)])
     assert audit.exit_code == 0, audit.output
     assert "malformed_row" in audit.output
+
+
+def _chats(texts: list[str]) -> pa.Table:
+    return pa.table(
+        {
+            "id": list(range(len(texts))),
+            "messages": [
+                [{"role": "user", "content": "q"}, {"role": "assistant", "content": text}]
+                for text in texts
+            ],
+        }
+    )
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_a_row_over_max_row_bytes_is_a_reject_saying_so(fast: bool) -> None:
+    # Issue 27, finding 19: a row too large is a reject, and never made Python objects.
+    table = _chats(["short", "x" * 2_000_000, "short too"])
+    config = replace(DEFAULT, max_row_bytes=2**20)
+    kept, rejects, stats = clean_batch(table, config, format="openai", fast=fast)
+    assert kept.column("id").to_pylist() == [0, 2]
+    assert rejects.column("id").to_pylist() == [1]
+    assert rejects.column("_reject_codes").to_pylist() == [["malformed_row"]]
+    [message] = rejects.column("_reject_message").to_pylist()
+    assert message.startswith("row of 2,000,")
+    assert message.endswith(" bytes, over --max-row-bytes (1,048,576): not read")
+    assert (stats.rows_in, stats.rows_rejected) == (3, 1)
+    # Without the limit, the same row is clean.
+    kept, rejects, _ = clean_batch(table, DEFAULT, format="openai", fast=fast)
+    assert kept.num_rows == 3 and rejects.num_rows == 0
+
+
+def test_clean_and_audit_reject_parquet_rows_over_max_row_bytes(tmp_path: Path) -> None:
+    source = tmp_path / "in.parquet"
+    pq.write_table(_chats(["short", "x" * 2_000_000]), source)
+    out = tmp_path / "out"
+    args = ["--max-row-bytes", "1MiB", "--format", "openai"]
+    result = CliRunner().invoke(main, ["clean", str(source), str(out), *args])
+    assert result.exit_code == 0, result.output
+    assert pq.read_table(out / "data").column("id").to_pylist() == [0]
+    assert pq.read_table(out / "rejects").column("id").to_pylist() == [1]
+    result = CliRunner().invoke(main, ["audit", str(source), *args, "--json"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)
+    assert (report["rows_in"], report["rows_rejected"]) == (2, 1), report

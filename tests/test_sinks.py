@@ -258,3 +258,21 @@ def test_rows_opens_the_shard_and_refuses_a_column_written_twice(tmp_path: Path)
         OutputFormat().rows(path)
     write_table_atomic(tmp_path / "good.parquet", table(3))
     assert OutputFormat().rows(tmp_path / "good.parquet") == 3
+
+
+def test_a_row_group_is_encoded_the_same_however_its_rows_came(tmp_path: Path) -> None:
+    # Issue 27, finding 2: Parquet's writer checks its dictionary's size as each chunk comes,
+    # so the same rows in other batches fell back to plain encoding elsewhere: other bytes.
+    texts = [f"{i:05d} " + "lorem ipsum " * 80 for i in range(3000)]  # a 3 MB dictionary
+    table = pa.table({"text": texts[:1500] * 2})
+    written = []
+    for cut in ([3000], [1000, 2000], [7, 1493, 1500]):
+        path = tmp_path / f"{len(cut)}.parquet"
+        with ParquetShard(path, table.schema) as shard:
+            start = 0
+            for rows in cut:
+                shard.write(table.slice(start, rows).combine_chunks())
+                start += rows
+        written.append(path.read_bytes())
+    assert pq.read_table(tmp_path / "2.parquet").equals(table)
+    assert written[1] == written[0] and written[2] == written[0]

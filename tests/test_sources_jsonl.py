@@ -5,6 +5,8 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -553,3 +555,62 @@ def test_a_file_that_cannot_be_mapped_is_read(tmp_path: Path) -> None:
     fifo = tmp_path / "rows.jsonl"
     os.mkfifo(fifo)
     assert jsonl._mapped_blocks(fifo, 0, 64) is None
+
+
+def _long_line(size: int) -> str:
+    """A JSON object line of `size` bytes."""
+    head = '{"id": 1, "messages": "'
+    return head + "x" * (size - len(head) - 2) + '"}'
+
+
+@pytest.mark.parametrize("name", ["rows.jsonl", "rows.jsonl.gz"])
+@pytest.mark.parametrize("size", [2 * 2**20, 20 * 2**20])  # within a block, longer than one
+def test_a_line_over_max_row_bytes_is_a_reject_saying_so(
+    tmp_path: Path, name: str, size: int
+) -> None:
+    # Issue 27, finding 19: a 1 MB .jsonl.gz held a line of a GiB, read whole (6.5 GB RSS).
+    lines = [json.dumps(_chat(0)), _long_line(size), json.dumps(_chat(2)), _long_line(size)]
+    path = _write_lines(tmp_path / name, lines)
+    out = tmp_path / "out"
+    args = ["clean", str(path), str(out), "--max-row-bytes", "1MiB", "--format", "openai"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert pq.read_table(out / "data").column("id").to_pylist() == [0, 2]
+    rejects = pq.read_table(out / "rejects").to_pylist()
+    assert [r["_source_row"] for r in rejects] == [1, 3]
+    assert [r["_reject_codes"] for r in rejects] == [["malformed_row"]] * 2
+    assert rejects[0]["_reject_message"] == (
+        f"line 1: {size:,} bytes, over --max-row-bytes (1,048,576): not read"
+    )
+    assert all(len(r[RAW_LINE]) < 100 for r in rejects)  # none of the line is kept
+    summary = json.loads((out / "summary.json").read_text())
+    assert (summary["rows_in"], summary["rows_rejected"]) == (4, 2)
+
+
+_UNDER_A_CAP = """
+import json, resource, sys
+from transcript_clean.sources import open_source
+
+def read_all(path):
+    source = open_source(path, max_row_bytes=2**20)
+    return [r for p in source.parts() for b in source.read(p) for r in b.to_pylist()]
+
+read_all(sys.argv[1])  # the threads and arenas a read makes, made before the cap
+size = int(open("/proc/self/status").read().split("VmPeak:")[1].split()[0]) * 1024
+resource.setrlimit(resource.RLIMIT_AS, (size + 120 * 2**20, resource.RLIM_INFINITY))
+rows = read_all(sys.argv[2])
+print(json.dumps([r["_line_error"] for r in rows]))
+"""
+
+
+@pytest.mark.parametrize("name", ["big.jsonl", "big.jsonl.gz"])
+def test_a_line_over_max_row_bytes_is_never_held_whole(tmp_path: Path, name: str) -> None:
+    small = _write_lines(tmp_path / ("small" + name[3:]), [json.dumps(_chat(0))])
+    big = _write_lines(tmp_path / name, [json.dumps(_chat(0)), _long_line(300 * 2**20)])
+    env = {**os.environ, "ARROW_DEFAULT_MEMORY_POOL": "system"}
+    command = [sys.executable, "-c", _UNDER_A_CAP, str(small), str(big)]
+    done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    errors = json.loads(done.stdout)
+    assert errors[0] is None
+    assert errors[1] == f"line 1: {300 * 2**20:,} bytes, over --max-row-bytes (1,048,576): not read"

@@ -329,3 +329,45 @@ def test_read_rejects_a_batch_of_no_bytes(tmp_path: Path) -> None:
     source = open_source(str(write_parquet(tmp_path / "t.parquet", conversations(0, 5))))
     with pytest.raises(ValueError, match="batch_bytes"):
         list(source.read(source.parts()[0], batch_bytes=0))
+
+
+def repeated_long_texts(count: int) -> pa.Table:
+    """Rows of about 20 KB made of four texts repeated: dictionary-encoded in the file, so the
+    footer's sizes are a few hundredths of what the rows decode to."""
+    texts = [chr(ord("a") + k) * 2000 for k in range(4)]
+    return pa.table(
+        {
+            "id": list(range(count)),
+            "messages": [
+                [{"content": texts[(i + j) % 4]} for j in range(10)] for i in range(count)
+            ],
+        }
+    )
+
+
+@pytest.mark.parametrize("row_group_size", [50, 250, 1000])
+def test_rows_the_footer_undersizes_are_read_within_batch_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, row_group_size: int
+) -> None:
+    # Finding 2 of issue 27: a footer gives encoded sizes, so dictionary-encoded long texts
+    # looked 50 times smaller than they are, and a block was decoded in one batch of GBs.
+    table = repeated_long_texts(1000)
+    path = write_parquet(tmp_path / "t.parquet", table, row_group_size=row_group_size)
+    footer = pq.ParquetFile(path).metadata
+    encoded = sum(footer.row_group(g).total_byte_size for g in range(footer.num_row_groups))
+    assert encoded * 20 < table.nbytes  # the case: the footer says far less than the rows hold
+    read: list[int] = []
+    iter_batches = pq.ParquetFile.iter_batches
+
+    def recording(self: pq.ParquetFile, **kw: Any) -> Iterator[pa.RecordBatch]:
+        for batch in iter_batches(self, **kw):
+            read.append(batch.nbytes)
+            yield batch
+
+    monkeypatch.setattr(pq.ParquetFile, "iter_batches", recording)
+    source = open_source(str(path))
+    budget = 2 * 2**20
+    batches = list(source.read(source.parts()[0], 3, 990, batch_size=16_384, batch_bytes=budget))
+    assert pa.Table.from_batches(batches).equals(table.slice(3, 987))
+    # What is decoded at once stays near the budget: no batch of every row (20 MB).
+    assert max(read) <= 2 * budget

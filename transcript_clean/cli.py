@@ -448,6 +448,15 @@ def run_options(f: F) -> F:
                 "long row may hold more): 64MiB, 512KiB, 1GiB or a number of bytes.",
             ),
             click.option(
+                "--max-row-bytes",
+                metavar="SIZE",
+                callback=byte_size,
+                default="64MiB",
+                show_default=True,
+                help="A JSON Lines line longer than this is a malformed_row reject, skipped as it "
+                "is read, never held whole (a small .jsonl.gz can hold a line of a GiB).",
+            ),
+            click.option(
                 "--workers",
                 type=click.IntRange(min=1),
                 default=1,
@@ -486,7 +495,7 @@ def _options(
     )
     names = (
         "format", "column", "tools_column", "split", "subset", "revision", "streaming",
-        "batch_size", "batch_bytes", "limit", "storage_options",
+        "batch_size", "batch_bytes", "limit", "storage_options", "max_row_bytes",
     )  # fmt: skip
     read = SourceOptions(source, **{name: given.pop(name) for name in names if name in given})
     candidates = given.pop("candidates", None)

@@ -22,6 +22,7 @@ from transcript_clean.formats.base import Format
 from transcript_clean.sources import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_ROW_BYTES,
     Source,
     hidden_columns,
     json_columns,
@@ -64,12 +65,17 @@ class SourceOptions:
     candidates: tuple[str, ...] | None = None
     """With `dataset_type`: the prompt's column (or path) and the candidates', if not the
     type's usual ones."""
+    max_row_bytes: int = DEFAULT_MAX_ROW_BYTES
+    """A JSON Lines line longer than this is a `malformed_row` reject, skipped as it is read:
+    never held whole (`--max-row-bytes`)."""
 
     def __post_init__(self) -> None:
         if self.batch_size < 1:
             raise ValueError("batch_size must be at least 1")
         if self.batch_bytes < 1:
             raise ValueError("batch_bytes must be at least 1")
+        if self.max_row_bytes < 1:
+            raise ValueError("max_row_bytes must be at least 1")
 
     def open(self) -> Source:
         """The source `spec` names (itself when it is one already)."""
@@ -82,6 +88,7 @@ class SourceOptions:
             revision=self.revision,
             streaming=self.streaming,
             storage_options=self.storage_options,
+            max_row_bytes=self.max_row_bytes,
         )
 
     def resolve(self) -> tuple[Source, Format]:

@@ -59,6 +59,7 @@ from transcript_clean.shapes.arrow import (
     shaped_verdicts,
     with_parts,
 )
+from transcript_clean.sizes import row_sizes
 from transcript_clean.sources import LINE_ERROR, RAW_LINE, hidden_columns, json_columns, jsontypes
 from transcript_clean.stats import Stats
 from transcript_clean.utf8 import invalid_text, mend, python_rows, reject_message
@@ -194,7 +195,11 @@ def batch_verdicts(
     enabled = [rule for rule in rules() if rule.enabled(config)]
     # Rows with text that is not UTF-8, and lines that are not rows: unread here, rejected by
     # the per-row path.
-    unread = sorted(set(invalid_text(table)) | set(line_errors(table)))
+    unread = sorted(
+        set(invalid_text(table))
+        | set(line_errors(table))
+        | set(oversized(table, config.max_row_bytes))
+    )
     # A repaired JSON Lines row written as JSON Lines is its line re-encoded, which an Arrow
     # repair would leave stale: it takes the per-row path, or with `reencode` has its line
     # re-encoded by it once the Arrow side has settled it.
@@ -246,6 +251,18 @@ def line_errors(table: pa.Table) -> dict[int, str]:
         return {}
     at = np.flatnonzero(errors.is_valid().to_numpy(zero_copy_only=False))
     return dict(zip(at.tolist(), errors.take(pa.array(at)).to_pylist(), strict=True))
+
+
+def oversized(table: pa.Table, limit: int | None) -> dict[int, str]:
+    """The rows of `table` holding more than `limit` bytes in Arrow (`--max-row-bytes`), with
+    why. Not a JSON Lines source's: its reader skips such lines itself, by their length."""
+    if limit is None or RAW_LINE in table.schema.names or table.nbytes <= limit:
+        return {}
+    sizes = row_sizes(table)
+    return {
+        int(k): f"row of {int(sizes[k]):,} bytes, over --max-row-bytes ({limit:,}): not read"
+        for k in np.flatnonzero(sizes > limit)
+    }
 
 
 def declaring_columns(table: pa.Table, fmt: Format) -> list[pa.Array]:
@@ -407,7 +424,9 @@ def _clean_rows(
         picked = mend(picked, bad)
         table = mend(table, [positions[k] for k in bad])
     unreadable = line_errors(picked)
-    rows = _row_values(picked, set(bad) | set(unreadable), unreadable)
+    big = oversized(picked, config.max_row_bytes)
+    unreadable.update(big)
+    rows = _values_but(picked, big, set(bad) | set(unreadable), unreadable)
     results = [
         rejected_row(MALFORMED_ROW, unreadable[k])
         if k in unreadable
@@ -431,6 +450,26 @@ def _clean_rows(
         if on_row is not None:
             on_row(first_row + i, row, result)
     return kept, _assemble_rejects(table, rejected, source, first_row), fitted
+
+
+def _values_but(
+    picked: pa.Table, big: dict[int, str], from_arrow: set[int], unreadable: dict[int, str]
+) -> list[Row]:
+    """`_row_values`, but the rows at `big` are left empty: never made Python objects."""
+    if not big:
+        return _row_values(picked, from_arrow, unreadable)
+    small = [k for k in range(picked.num_rows) if k not in big]
+    errors = {i: unreadable[k] for i, k in enumerate(small) if k in unreadable}
+    values = _row_values(
+        picked.take(pa.array(small, pa.int64())),
+        {i for i, k in enumerate(small) if k in from_arrow},
+        errors,
+    )
+    unreadable.update((small[i], error) for i, error in errors.items())
+    rows: list[Row] = [{} for _ in range(picked.num_rows)]
+    for k, row in zip(small, values, strict=True):
+        rows[k] = row
+    return rows
 
 
 def _row_values(picked: pa.Table, from_arrow: set[int], unreadable: dict[int, str]) -> list[Row]:

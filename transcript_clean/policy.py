@@ -49,6 +49,9 @@ class Config:
     """A local `tokenizer.json` (`--tokenizer`): the profile counts tokens with it."""
     max_tokens: int | None = None
     """`--max-tokens`: rows over it have `too_long` (looked for only when it is set)."""
+    max_row_bytes: int | None = None
+    """`--max-row-bytes`: a row holding more bytes in Arrow is a `malformed_row` reject, never
+    made Python objects (None: no limit; `clean` and `audit` set their source options')."""
 
     def action(self, code: str) -> Action:
         """The code's action: as the config says, or, for a code it does not name (a rule added

@@ -12,7 +12,7 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +35,7 @@ from transcript_clean.output import (
 )
 from transcript_clean.policy import Config, load_config
 from transcript_clean.sinks import OutputFormat
-from transcript_clean.sources import Source
+from transcript_clean.sources import DEFAULT_MAX_ROW_BYTES, Source
 from transcript_clean.stats import Stats, run_summary
 from transcript_clean.storage import StorageError, Store, is_remote, local_path, open_store
 
@@ -116,6 +116,7 @@ def clean(
     if rows_per_shard < 1:
         raise ValueError("rows_per_shard must be at least 1")
     cfg = config if isinstance(config, Config) else load_config(config)
+    cfg = replace(cfg, max_row_bytes=read.max_row_bytes)
     src, fmt = read.resolve()
     store = _output_store(output, src, read, overwrite=overwrite, resume=resume)
     out = local_path(os.fspath(output)).absolute()
@@ -141,6 +142,12 @@ def clean(
         "output": [written.name, written.codec],
         # only when given, so that a run started without it resumes as before
         **({"tools_column": fmt.tools_column} if fmt.tools_column else {}),
+        # a limit other than the default rejects other rows
+        **(
+            {"max_row_bytes": read.max_row_bytes}
+            if read.max_row_bytes != DEFAULT_MAX_ROW_BYTES
+            else {}
+        ),
     }
 
     def summarize(stats: Stats) -> dict[str, Any]:

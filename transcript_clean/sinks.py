@@ -183,8 +183,13 @@ class ParquetShard(AtomicFile):
     def _flush(self, rows: int) -> None:
         """Write the first `rows` pending rows as one row group."""
         pending = pa.Table.from_batches(self._pending, schema=self.schema)
+        group = pending.slice(0, rows)
+        if any(column.num_chunks > 1 for column in group.columns):
+            # One chunk: Parquet's writer checks a dictionary's size (and falls back to plain
+            # encoding) as each chunk comes, so the bytes would depend on the batches.
+            group = group.combine_chunks()
         try:
-            self._writer.write_table(pending.slice(0, rows), row_group_size=rows)
+            self._writer.write_table(group, row_group_size=rows)
         except (pa.ArrowException, OSError) as exc:
             raise OutputError(f"cannot write {self.path}: {exc}") from exc
         rest = pending.slice(rows)

@@ -14,7 +14,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -185,6 +185,7 @@ def audit(
     if samples < 0:
         raise ValueError("samples must be at least 0")
     cfg = config if isinstance(config, Config) else load_config(config)
+    cfg = replace(cfg, max_row_bytes=read.max_row_bytes)
     base = (
         baseline
         if baseline is None or isinstance(baseline, Baseline)

@@ -25,6 +25,7 @@ from transcript_clean.errors import SourceError
 from transcript_clean.sources.base import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_ROW_BYTES,
     GLOB_CHARS,
     JSON_COLUMNS_KEY,
     LINE_ERROR,
@@ -52,6 +53,7 @@ from transcript_clean.sources.parquet import ParquetSource, UriParquetSource, op
 __all__ = [
     "DEFAULT_BATCH_BYTES",
     "DEFAULT_BATCH_SIZE",
+    "DEFAULT_MAX_ROW_BYTES",
     "JSON_COLUMNS_KEY",
     "LINE_ERROR",
     "RAW_LINE",
@@ -86,6 +88,7 @@ def open_source(
     streaming: bool = False,
     data_files: DataFiles | None = None,
     storage_options: Mapping[str, Any] | None = None,
+    max_row_bytes: int | None = DEFAULT_MAX_ROW_BYTES,
 ) -> Source:
     """Open what `spec` names, checked in this order:
 
@@ -103,8 +106,9 @@ def open_source(
     - a Hub id (`owner/name` or `name`): `load_hub`.
 
     `split`, `subset`, `revision` and `streaming` apply to the Hub; `split` also picks the split of
-    a `DatasetDict` folder; `storage_options` to the filesystem of a URI. Raises `SourceError`
-    for anything it cannot open.
+    a `DatasetDict` folder; `storage_options` to the filesystem of a URI; `max_row_bytes` to JSON
+    Lines files (a longer line is a reject, never read whole). Raises `SourceError` for anything
+    it cannot open.
     """
     if data_files is not None:
         return load_hub(
@@ -115,7 +119,7 @@ def open_source(
         return open_uri(spec, storage_options)
     path = Path(os.path.expanduser(spec))
     if path.is_file():
-        return _open_files(spec, [path], path)
+        return _open_files(spec, [path], path, max_row_bytes)
     if path.is_dir():
         if _saved_by_datasets(path):
             return open_datasets_folder(spec, path, split)
@@ -125,13 +129,13 @@ def open_source(
         files = files or _folder_files(path, "*", is_json_name)
         if not files:
             raise SourceError(f"no Parquet files in folder {spec}, nor JSON or JSON Lines files")
-        return _open_files(spec, files, path)
+        return _open_files(spec, files, path, max_row_bytes)
     if GLOB_CHARS.search(spec):
         matches = glob.glob(os.path.expanduser(spec), recursive=True)
         files = sorted(Path(match) for match in matches if os.path.isfile(match))
         if not files:
             raise SourceError(f"no files match {spec}")
-        return _open_files(spec, files, _glob_root(path))
+        return _open_files(spec, files, _glob_root(path), max_row_bytes)
     if _HUB_ID.fullmatch(spec) and not is_json_name(spec) and not spec.endswith(".parquet"):
         return _open_hub_id(
             spec, subset=subset, split=split, revision=revision, streaming=streaming
@@ -233,12 +237,14 @@ def _glob_root(pattern: Path) -> Path:
     return root
 
 
-def _open_files(spec: str, files: list[Path], root: Path) -> Source:
+def _open_files(
+    spec: str, files: list[Path], root: Path, max_row_bytes: int | None = DEFAULT_MAX_ROW_BYTES
+) -> Source:
     """A Parquet or JSON source over `files`, which lie in `root` (or are `root`)."""
     json_files = [file for file in files if is_json_file(file)]
     if not json_files:
         return ParquetSource(spec, files, root)
     if len(json_files) == len(files):
-        return JsonSource(spec, files, root)
+        return JsonSource(spec, files, root, max_row_bytes)
     other = next(file for file in files if file not in json_files)
     raise SourceError(f"{spec} mixes JSON files ({json_files[0]}) with others ({other})")

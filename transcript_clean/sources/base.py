@@ -22,6 +22,10 @@ from transcript_clean.sizes import cut_by_bytes
 
 DEFAULT_BATCH_SIZE = 4096
 DEFAULT_BATCH_BYTES = 64 * 2**20
+DEFAULT_MAX_ROW_BYTES = 64 * 2**20
+"""A JSON Lines line longer than this is a reject, skipped as it is read (`--max-row-bytes`): a
+row past the batch budget is what memory cannot be bounded by, and a megabyte of gzip can hold
+a line of a GiB."""
 """A batch holds at most this many bytes of rows (`sizes.row_sizes`), or one row: with long
 rows (agent traces of 200 KB each), 4,096 rows would be 800 MB."""
 JSON_COLUMNS_KEY = b"transcript_clean.json_columns"

@@ -21,6 +21,7 @@ from transcript_clean.sources import jsontypes
 from transcript_clean.sources.base import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
+    DEFAULT_MAX_ROW_BYTES,
     FileSource,
     Part,
     digest,
@@ -50,7 +51,14 @@ class JsonSource(FileSource):
 
     kind = "json"
 
-    def __init__(self, name: str, files: Sequence[Path], root: Path) -> None:
+    def __init__(
+        self,
+        name: str,
+        files: Sequence[Path],
+        root: Path,
+        max_row_bytes: int | None = DEFAULT_MAX_ROW_BYTES,
+    ) -> None:
+        """`max_row_bytes`: a JSON Lines line longer than it is a reject, never read whole."""
         whole: list[dict[str, Any]] = []
         self._parts: list[Part] = []
         digests = []
@@ -58,7 +66,7 @@ class JsonSource(FileSource):
         conversations = []
         for file in files:
             if is_json_lines(file):
-                index = index_lines(file)
+                index = index_lines(file, max_row_bytes)
                 self._parts.append(Part(str(file), index.num_rows, index))
                 schemas.append(index.schema)
                 digests.append((label(file, root), index.digest))

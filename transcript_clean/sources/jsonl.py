@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -159,6 +159,8 @@ class LinesIndex:
     checkpoints: list[tuple[int, int]] = field(default_factory=list)
     """(byte offset, row) where each block starts."""
     parsed: ParsedBlocks = field(default_factory=ParsedBlocks, compare=False, repr=False)
+    max_line: int | None = None
+    """Bytes of a line at most (`--max-row-bytes`): a longer one is skipped (`TOO_LARGE`)."""
 
 
 def compression_of(path: Path) -> str | None:
@@ -187,8 +189,13 @@ def is_json_lines(path: Path) -> bool:
         return False
 
 
+HEAD_LINE: Final = 64 * 2**20
+"""Bytes of a first line the name-less check (`is_json_lines`) reads at most: past them it is
+no row it can read, and the file is read as a whole JSON document (with its own limit)."""
+
+
 def _head(path: Path, size: int) -> bytes:
-    for _, block in _blocks(path, compression_of(path), 0, size):
+    for _, block in _blocks(path, compression_of(path), 0, size, max_line=HEAD_LINE):
         return bytes(block)
     return b""
 
@@ -211,7 +218,7 @@ class _BlockIndex:
     later block changes them)."""
 
 
-def index_lines(path: Path) -> LinesIndex:
+def index_lines(path: Path, max_line: int | None = None) -> LinesIndex:
     """One pass over the file: rows, block offsets, schema; stops at text that is not UTF-8.
 
     Reading and hashing the file stay on this thread, in order; each block's check, lines and
@@ -253,7 +260,7 @@ def index_lines(path: Path) -> LinesIndex:
 
     with ThreadPoolExecutor(INDEX_THREADS, "transcript-clean-index") as pool:
         try:
-            for at, block in _blocks(path, compression):
+            for at, block in _blocks(path, compression, max_line=max_line):
                 digest.update(block)
                 while len(pending) >= INDEX_THREADS:
                     settle()  # first, so that the block is read in the types found up to now
@@ -268,7 +275,9 @@ def index_lines(path: Path) -> LinesIndex:
             settle()
     schema = jsontypes.schema_of([found])
     parsed.retain(schema)  # a table read in a narrower type than the one found in the end
-    return LinesIndex(path, compression, rows, schema, digest.hexdigest(), checkpoints, parsed)
+    return LinesIndex(
+        path, compression, rows, schema, digest.hexdigest(), checkpoints, parsed, max_line
+    )
 
 
 def _index_block(block: Block, at: int, found: pa.DataType) -> _BlockIndex:
@@ -292,7 +301,7 @@ def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> I
         return
     data = pa.schema([f for f in schema if f.name not in (RAW_LINE, LINE_ERROR)])
     offset, row = next((a, r) for a, r in reversed(index.checkpoints) if r <= start)
-    for at, block in _blocks(index.path, index.compression, offset):
+    for at, block in _blocks(index.path, index.compression, offset, max_line=index.max_line):
         starts, ends, bounds = _lines(block, at)
         first, last = max(start - row, 0), min(stop - row, len(starts))
         if first < last:
@@ -317,17 +326,34 @@ def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> I
 # blocks and lines
 
 
+TOO_LARGE: Final = b"\x00too large "
+"""How a line longer than `max_line` stands in a block: this, its size and the limit, so that it
+is a row (a reject) without its bytes ever being held; no JSON line starts with a NUL."""
+
+
+def _too_large(size: int, limit: int) -> bytes:
+    """The line that stands for a line of `size` bytes, over `limit`, newline included."""
+    return TOO_LARGE + f"{size} {limit}\n".encode()
+
+
 def _blocks(
-    path: Path, compression: str | None, offset: int = 0, size: int | None = None
+    path: Path,
+    compression: str | None,
+    offset: int = 0,
+    size: int | None = None,
+    max_line: int | None = None,
 ) -> Iterator[tuple[int, Block]]:
     """The file's bytes from `offset` on, as (offset, block) of whole lines, each block ending
     with a newline (one is added to a last line without), `size` (`BLOCK_BYTES`) at a time.
-    An uncompressed file's blocks are its own pages, mapped (`_mapped_blocks`)."""
+    An uncompressed file's blocks are its own pages, mapped (`_mapped_blocks`). A line longer
+    than `max_line` is skipped as it is read, and stands in its block as `_too_large` (the
+    offsets stay the file's)."""
     size = size or BLOCK_BYTES
     at = offset
     carry = b""
+    skipped = 0  # bytes of a line over `max_line` read so far, none of them kept
     try:
-        mapped = _mapped_blocks(path, offset, size) if compression is None else None
+        mapped = _mapped_blocks(path, offset, size, max_line) if compression is None else None
         if mapped is not None:
             for at, block in mapped:  # `at` kept for the error below
                 yield at, block
@@ -338,31 +364,67 @@ def _blocks(
             if offset and compression:
                 left = offset
                 while left:
-                    left -= len(skipped := stream.read(min(left, size))) or left
-                    if not skipped:
+                    left -= len(skipped_bytes := stream.read(min(left, size))) or left
+                    if not skipped_bytes:
                         return
             elif offset:
                 raw.seek(offset)
             while True:
                 chunk = stream.read(size)
                 if not chunk:
-                    if carry:
-                        yield at, carry + b"\n"
+                    if skipped:
+                        yield at, _too_large(skipped, cast(int, max_line))
+                    elif carry:
+                        yield at, _bounded(carry + b"\n", max_line)
                     return
+                if skipped:  # the rest of a line too long, up to its newline
+                    end = chunk.find(b"\n")
+                    if end < 0:
+                        skipped += len(chunk)
+                        continue
+                    yield at, _too_large(skipped + end, cast(int, max_line))
+                    at += skipped + end + 1
+                    skipped = 0
+                    chunk = chunk[end + 1 :]
                 cut = chunk.rfind(b"\n")
                 if cut < 0:
                     carry += chunk
+                    if max_line is not None and len(carry) > max_line:
+                        skipped, carry = len(carry), b""
                     continue
                 block = b"".join((carry, memoryview(chunk)[: cut + 1]))  # one copy, not two
                 carry = chunk[cut + 1 :]
-                yield at, block
+                yield at, _bounded(block, max_line)
                 at += len(block)
+                if max_line is not None and len(carry) > max_line:
+                    skipped, carry = len(carry), b""
     except (OSError, pa.ArrowException) as exc:
         where = f"after byte {at + len(carry)} of its {'decompressed ' if compression else ''}data"
         raise SourceError(f"{path}: cannot read {where}: {exc}") from exc
 
 
-def _mapped_blocks(path: Path, offset: int, size: int) -> Iterator[tuple[int, Block]] | None:
+def _bounded(block: Block, max_line: int | None) -> Block:
+    """`block` with each line longer than `max_line` (its newline left out) replaced by
+    `_too_large`: a copy only where there is one."""
+    if max_line is None or len(block) <= max_line:
+        return block
+    bounds = np.concatenate(([0], np.flatnonzero(np.frombuffer(block, np.uint8) == 10) + 1))
+    long = np.flatnonzero(np.diff(bounds) - 1 > max_line)
+    if not len(long):
+        return block
+    pieces: list[bytes | memoryview] = []
+    view, done = memoryview(block), 0
+    for k in long.tolist():
+        start, stop = int(bounds[k]), int(bounds[k + 1])
+        pieces += [view[done:start], _too_large(stop - start - 1, max_line)]
+        done = stop
+    pieces.append(view[done:])
+    return b"".join(pieces)
+
+
+def _mapped_blocks(
+    path: Path, offset: int, size: int, max_line: int | None = None
+) -> Iterator[tuple[int, Block]] | None:
     """`_blocks` of an uncompressed file, each a view of the file's pages mapped into memory:
     no copy, and no fresh memory for the kernel to fill (a pass over the bench's 392 MB file
     took 0.36 s instead of 0.5-0.7 s). Each block has its own mapping, gone with the last view
@@ -396,18 +458,42 @@ def _mapped_blocks(path: Path, offset: int, size: int) -> Iterator[tuple[int, Bl
                 while True:  # a line longer than the block makes a longer block
                     window = mmap.mmap(fileno, stop - start, access=mmap.ACCESS_READ, offset=start)
                     cut = window.rfind(b"\n", at - start)
-                    if cut >= 0 or stop == length:
+                    if cut >= 0:
+                        break
+                    if max_line is not None and stop - at > max_line:
+                        window.close()  # a line too long: its end is found, it is not mapped
+                        break
+                    if stop == length:
                         break
                     window.close()
                     stop = min(start + 2 * (stop - start), length)
+                if window.closed:
+                    end = _newline_after(fileno, stop, length, size)
+                    yield at, _too_large(end - at, cast(int, max_line))
+                    at = end + 1
+                    continue
                 view = memoryview(window)
                 if cut < 0:  # the last line, without a newline
-                    yield at, bytes(view[at - start :]) + b"\n"
+                    yield at, _bounded(bytes(view[at - start :]) + b"\n", max_line)
                     return
-                yield at, view[at - start : cut + 1]
+                yield at, _bounded(view[at - start : cut + 1], max_line)
                 at = start + cut + 1
 
     return blocks()
+
+
+def _newline_after(fileno: int, at: int, length: int, size: int) -> int:
+    """Where the first newline at or after byte `at` of a mapped file is (`length` if none),
+    looked for a window of `size` at a time, each let go before the next."""
+    while at < length:
+        start = at - at % mmap.ALLOCATIONGRANULARITY
+        stop = min(at + size, length)
+        with mmap.mmap(fileno, stop - start, access=mmap.ACCESS_READ, offset=start) as window:
+            cut = window.find(b"\n", at - start)
+        if cut >= 0:
+            return start + cut
+        at = stop
+    return length
 
 
 def _lines(block: Block, at: int) -> tuple[Offsets, Offsets, Offsets]:
@@ -543,6 +629,11 @@ def _line_values(
     out: list[tuple[Any, str | None]] = []
     for k, (s, e) in enumerate(zip(starts.tolist(), ends.tolist(), strict=True)):
         row = first_row + k
+        if block[s : s + len(TOO_LARGE)] == TOO_LARGE:
+            line, limit = bytes(block[s + len(TOO_LARGE) : e]).split()
+            out.append((None, f"line {row}: {int(line):,} bytes, over --max-row-bytes "
+                        f"({int(limit):,}): not read"))  # fmt: skip
+            continue
         try:
             value = jsontypes.loads(block[s:e])
         except RecursionError:

@@ -11,6 +11,7 @@ import os
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -89,19 +90,16 @@ class ParquetSource(FileSource):
             with self._open(part.key) as parquet:
                 metadata = parquet.metadata
                 groups, position = _row_groups(metadata, start, stop)
+                density = _Density()
                 for window in _windows(metadata, groups, batch_bytes):
-                    # Read in batches the footer says fit in `batch_bytes`, then cut each by
-                    # the bytes it does hold: rows differ, and the footer's sizes are encoded.
-                    step = _rows_within(metadata, window, batch_size, batch_bytes)
-                    for batch in parquet.iter_batches(batch_size=step, row_groups=window):
-                        low, high = max(start - position, 0), min(stop - position, batch.num_rows)
-                        if high > low:
-                            rows = batch.slice(low, high - low)
-                            for piece in cut_by_bytes([rows], batch_size, batch_bytes):
-                                yield conform(piece, self.schema)
-                        position += batch.num_rows
-                        if position >= stop:
-                            return
+                    rows = sum(metadata.row_group(g).num_rows for g in window)
+                    if position < stop:
+                        window_rows = _read_window(
+                            parquet, window, position, start, stop, batch_size, batch_bytes, density
+                        )
+                        for piece in cut_by_bytes(window_rows, batch_size, batch_bytes):
+                            yield conform(piece, self.schema)
+                    position += rows
         except (pa.ArrowException, OSError) as exc:
             raise SourceError(f"cannot read {part.name}: {exc}") from exc
 
@@ -315,11 +313,83 @@ def _windows(metadata: pq.FileMetaData, groups: list[int], batch_bytes: int) -> 
     return windows
 
 
+PROBE_ROWS = 64
+"""Rows of a part's first read, before the size of its rows is known: a Parquet footer gives
+encoded sizes, and a column of long texts repeated (dictionary-encoded) decodes to a hundred
+times what the footer says."""
+
+
+@dataclass(slots=True)
+class _Density:
+    """Bytes per row of the last batch read from a file, once one is read."""
+
+    measured: float | None = None
+
+
+def _read_window(
+    parquet: pq.ParquetFile,
+    window: list[int],
+    first: int,
+    start: int,
+    stop: int,
+    batch_size: int,
+    batch_bytes: int,
+    density: _Density,
+) -> Iterator[pa.RecordBatch]:
+    """The rows of [start, stop) in `window`, a run of row groups whose first row is `first`,
+    read in batches of about `batch_bytes` by the sizes the rows turn out to have.
+
+    The first batch of a file is a probe of at most `PROBE_ROWS`, then read again with the step
+    its bytes per row ask; and whenever a batch holds more than twice `batch_bytes`, the rest
+    of the window is read again from the next row, with a step fitted to the bytes per row
+    seen: what is decoded at once stays near `batch_bytes` even where the footer's sizes are
+    far below the rows'."""
+    metadata = parquet.metadata
+    starts = [first]
+    for group in window:
+        starts.append(starts[-1] + metadata.row_group(group).num_rows)
+    at, end = max(start, first), min(stop, starts[-1])
+    probing = density.measured is None
+    while at < end:
+        step = _rows_within(metadata, window, batch_size, batch_bytes, density.measured)
+        probe = probing and step > PROBE_ROWS
+        step = PROBE_ROWS if probe else step
+        k = max(i for i in range(len(window)) if starts[i] <= at)
+        position, again = starts[k], False
+        for batch in parquet.iter_batches(batch_size=step, row_groups=window[k:]):
+            low, high = max(at - position, 0), min(end - position, batch.num_rows)
+            if batch.num_rows:
+                density.measured = batch.nbytes / batch.num_rows
+            fitted = _rows_within(metadata, window, batch_size, batch_bytes, density.measured)
+            if probe and fitted > step and position + high < end:
+                # Only measured: its rows are read again in the first batch of the step
+                # fitted, so that the window's batches (and a verdict group) are one chunk.
+                probing, again = False, True
+                break
+            if high > low:
+                yield batch.slice(low, high - low)
+                at = position + high
+            position += batch.num_rows
+            if at >= end:
+                return
+            again = step > 1 and batch.nbytes > 2 * batch_bytes
+            probing = probe = False
+            if again:
+                break  # a new reader from row `at`, with a step fitted to the rows
+        if not again:
+            return
+
+
 def _rows_within(
-    metadata: pq.FileMetaData, groups: list[int], batch_size: int, batch_bytes: int
+    metadata: pq.FileMetaData,
+    groups: list[int],
+    batch_size: int,
+    batch_bytes: int,
+    measured: float | None = None,
 ) -> int:
     """Rows per read: `batch_size`, or fewer where the densest of `groups` would put more than
-    `batch_bytes` (by the footer's uncompressed sizes) in a batch."""
+    `batch_bytes` in a batch, by the footer's uncompressed sizes or the bytes per row
+    `measured` on the rows, whichever is larger."""
     densest = max(
         (
             metadata.row_group(g).total_byte_size / metadata.row_group(g).num_rows
@@ -328,6 +398,7 @@ def _rows_within(
         ),
         default=0.0,
     )
+    densest = max(densest, measured or 0.0)
     if densest <= 0:
         return batch_size
     return max(1, min(batch_size, int(batch_bytes // densest)))

@@ -86,28 +86,30 @@ class OpenAIFormat(Format):
         messages: list[Message] = []
         run: list[ToolResult] = []  # the tool messages read so far into one user message
         answers: tuple[ToolCall, ...] = ()  # the calls of the turn before, which a run answers
+        by_id: dict[str, ToolCall] = {}  # the same by id (the first call of each id)
 
         for i, item in enumerate(items):
             path = f"{column}[{i}]"
             obj = expect_object(item, path)
             role = required_str(obj, "role", path)
             if role in ("tool", "function"):
-                run.append(_tool_result(obj, path, answers, len(run), mint, i))
+                run.append(_tool_result(obj, path, answers, by_id, len(run), mint, i))
                 continue
             if run:
                 messages.append(UserMessage(tuple(run)))
                 run = []
-                answers = ()
+                answers, by_id = (), {}
             if role in ("system", "developer"):
                 messages.append(SystemMessage(_system_text(obj, path), origin=obj))
             elif role == "user":
                 parts = _content_parts(obj.get("content"), f"{path}.content")
                 messages.append(UserMessage(parts, origin=obj))
-                answers = ()
+                answers, by_id = (), {}
             elif role == "assistant":
                 message = _assistant(obj, path, mint, i)
                 messages.append(message)
                 answers = message.tool_calls
+                by_id = _calls_by_id(answers)
             else:
                 raise DecodeError(
                     UNKNOWN_ROLE,
@@ -221,10 +223,20 @@ def _assistant(obj: Mapping[str, Any], path: str, mint: IdMinter, i: int) -> Ass
     return AssistantMessage(tuple(parts), origin=obj)
 
 
+def _calls_by_id(calls: tuple[ToolCall, ...]) -> dict[str, ToolCall]:
+    """`calls` by id, the first of a repeated id: what a result naming its call answers, looked
+    up at once (a turn of 40,000 parallel calls took 10 s searched call by call)."""
+    by_id: dict[str, ToolCall] = {}
+    for call in calls:
+        by_id.setdefault(call.id, call)
+    return by_id
+
+
 def _tool_result(
     obj: Mapping[str, Any],
     path: str,
     answers: tuple[ToolCall, ...],
+    by_id: Mapping[str, ToolCall],
     k: int,
     mint: IdMinter,
     i: int,
@@ -239,7 +251,7 @@ def _tool_result(
         else:
             call_id = mint(f"result_{i}")  # answers nothing: an orphan result
     else:
-        call = next((c for c in answers if c.id == call_id), None)
+        call = by_id.get(call_id)
     name = obj.get("name")
     if not isinstance(name, str):
         name = call.name if call is not None else None
