@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import shutil
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,8 +164,15 @@ def test_ray_reads_a_uri_and_overwrites_only_when_asked(
         clean(source, out, engine="ray", rows_per_shard=ROWS_PER_SHARD)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
+    # --overwrite replaces only an earlier run's OUTPUT (issue 27, finding 18)
+    with pytest.raises(OutputError, match="does not look like the OUTPUT of an earlier run"):
+        clean(source, out, engine="ray", rows_per_shard=ROWS_PER_SHARD, overwrite=True)
+    assert (out / "old.txt").read_text() == "an earlier run"
+    shutil.rmtree(out)
+    shutil.copytree(local_run, out)  # an earlier run, with a shard this one does not write
+    shutil.copy(next((out / "data").iterdir()), out / "data" / "part-00099.parquet")
     clean(source, out, engine="ray", rows_per_shard=ROWS_PER_SHARD, overwrite=True)
-    assert not (out / "old.txt").exists()
+    assert not (out / "data" / "part-00099.parquet").exists()
     assert files(out / "data") == files(local_run / "data")
     # Rejects name their file by URI; everything else about them is the same.
     uri_rejects, local_rejects = read(out / "rejects"), read(local_run / "rejects")
