@@ -404,3 +404,15 @@ def test_a_store_failing_as_the_shards_are_read_back_is_exit_2_and_resumable(
     resumed = CliRunner().invoke(main, [*args, "--resume"])
     assert resumed.exit_code == 0, resumed.output
     assert store.exists(SUCCESS)
+
+
+def test_audit_stats_out_in_a_bucket_takes_the_lock_a_clean_takes(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 30)
+    store = open_store(f"{bucket}/stats", {"endpoint_url": s3_endpoint})
+    with store_lock(store), pytest.raises(OutputError, match="another run is writing OUTPUT"):
+        audit(f"{bucket}/in/", stats_out=f"{bucket}/stats", **options(s3_endpoint))
+    assert store.files() == []  # refused before it wrote anything; the holder let go after
+    audit(f"{bucket}/in/", stats_out=f"{bucket}/stats", **options(s3_endpoint))
+    assert sorted(store.files()) == ["stats.csv", "stats.parquet", "summary.json"]
