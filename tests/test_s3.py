@@ -298,3 +298,118 @@ def test_a_lock_with_a_pid_no_process_has_is_held_not_a_traceback(
     # OverflowError, nor taken for this process group's (0, -1) or for pid 1 (True).
     with pytest.raises(OutputError, match="another run is writing OUTPUT"):
         clean(f"{bucket}/in/", f"{bucket}/out", **options(s3_endpoint))
+
+
+def _without_timings(name: str, data: bytes) -> bytes:
+    """A finished run's file with its timings taken out: summary.json's seconds and rows per
+    second (the card quotes neither)."""
+    if name != "summary.json":
+        return data
+    summary = json.loads(data)
+    for key in ("seconds", "rows_per_second"):
+        summary.pop(key)
+    return json.dumps(summary, sort_keys=True).encode()
+
+
+@pytest.mark.parametrize("output_format", ["parquet", "jsonl"])
+def test_a_bucket_output_holds_the_files_and_bytes_of_a_local_one(
+    s3_endpoint: str, bucket: str, tmp_path: Path, output_format: str
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 200)
+    given = {"rows_per_shard": 80, "output_format": output_format, **options(s3_endpoint)}
+    clean(f"{bucket}/in/", f"{bucket}/out", **given)  # type: ignore[arg-type]
+    clean(f"{bucket}/in/", tmp_path / "local", **given)  # type: ignore[arg-type]
+    fs = s3(s3_endpoint)
+    root = f"{bucket.removeprefix('s3://')}/out"
+    stored = {
+        name: _without_timings(name, fs.cat_file(f"{root}/{name}"))  # type: ignore[attr-defined]
+        for name in bucket_digests(s3_endpoint, f"{bucket}/out")
+        if name != SUCCESS
+    }
+    local = {
+        str(path.relative_to(tmp_path / "local")): _without_timings(
+            str(path.relative_to(tmp_path / "local")), path.read_bytes()
+        )
+        for path in sorted((tmp_path / "local").rglob("*"))
+        if path.is_file()
+    }
+    assert sorted(stored) == sorted(local)
+    assert "profile.json" in stored
+    for name in local:
+        assert stored[name] == local[name], name
+
+
+def test_a_resumed_run_in_a_bucket_times_every_block_not_the_pause(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 400)
+    given = {"rows_per_shard": 50, "batch_size": 10, **options(s3_endpoint)}
+    seen = [0]
+
+    def slow_then_killed(rows: int) -> None:
+        if rows and not seen[0]:
+            time.sleep(3.0)  # in the first block: time worked before the kill
+        seen[0] += rows
+        if seen[0] >= 150:
+            raise KeyboardInterrupt  # after two blocks of 50 rows are done
+
+    started = time.perf_counter()
+    with pytest.raises(KeyboardInterrupt):
+        clean(f"{bucket}/in/", f"{bucket}/out", progress=slow_then_killed, **given)  # type: ignore[arg-type]
+    first = time.perf_counter() - started
+    store = open_store(f"{bucket}/out", {"endpoint_url": s3_endpoint})
+    assert store.files(f"{TEMPORARY}/blocks") and not store.exists(SUCCESS)
+    time.sleep(3.0)  # between the runs: no work, not timed
+    started = time.perf_counter()
+    result = clean(f"{bucket}/in/", f"{bucket}/out", resume=True, **given)  # type: ignore[arg-type]
+    resumed = time.perf_counter() - started
+    seconds = result.summary["seconds"]
+    # the first part is counted (its 3 s, less the store's times being whole seconds and what
+    # the resumed call spends after its summary), the pause is not (else 3 s more)
+    assert 1.0 <= seconds - resumed <= first + 1.0, (seconds, resumed, first)
+    stored = json.loads(store.read_text("summary.json"))
+    assert stored["seconds"] == seconds
+    assert not any(name.startswith(TEMPORARY) for name in store.files())
+
+
+def test_a_store_failing_as_the_shards_are_read_back_is_exit_2_and_resumable(
+    s3_endpoint: str, bucket: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import s3fs
+
+    upload_dataset(s3_endpoint, tmp_path, bucket, 120)
+    real_read = s3fs.core.S3File.read
+
+    def reset(self: s3fs.core.S3File, *args: object) -> bytes:
+        if f"/{TEMPORARY}/" in self.path:  # the accounting reads the block shards back
+            raise ConnectionResetError(104, "Connection reset by peer")
+        return real_read(self, *args)  # type: ignore[no-any-return]
+
+    monkeypatch.setattr(s3fs.core.S3File, "read", reset)
+    args = ["clean", f"{bucket}/in/", f"{bucket}/out", "--rows-per-shard", "50", "--quiet"]
+    args += ["--storage-option", f"endpoint_url={s3_endpoint}"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 2, result.output  # the store's failure, not a wrong count (1)
+    assert f"cannot reach {bucket}/out" in result.output
+    assert "Connection reset by peer" in result.output
+    assert "Traceback" not in result.output and len(result.output.strip().splitlines()) == 1
+    store = open_store(f"{bucket}/out", {"endpoint_url": s3_endpoint})
+    assert len(store.files(f"{TEMPORARY}/blocks")) == 3  # every block kept, for --resume
+    assert not store.exists(SUCCESS)
+
+    monkeypatch.setattr(s3fs.core.S3File, "read", real_read)
+    resumed = CliRunner().invoke(main, [*args, "--resume"])
+    assert resumed.exit_code == 0, resumed.output
+    assert store.exists(SUCCESS)
+
+
+def test_audit_stats_out_in_a_bucket_takes_the_lock_a_clean_takes(
+    s3_endpoint: str, bucket: str, tmp_path: Path
+) -> None:
+    upload_dataset(s3_endpoint, tmp_path, bucket, 30)
+    store = open_store(f"{bucket}/stats", {"endpoint_url": s3_endpoint})
+    with store_lock(store), pytest.raises(OutputError, match="another run is writing OUTPUT"):
+        audit(f"{bucket}/in/", stats_out=f"{bucket}/stats", **options(s3_endpoint))
+    assert store.files() == []  # refused before it wrote anything; the holder let go after
+    audit(f"{bucket}/in/", stats_out=f"{bucket}/stats", **options(s3_endpoint))
+    assert sorted(store.files()) == ["stats.csv", "stats.parquet", "summary.json"]

@@ -19,19 +19,22 @@ import stat
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
-from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
-from transcript_clean.card import dataset_card
-from transcript_clean.errors import AccountingError, OutputError, option
-from transcript_clean.sinks import (
-    OutputFormat,
-    write_table_atomic,
-    write_text_atomic,
+from transcript_clean.errors import OutputError, option
+from transcript_clean.finish import (
+    SHARD_FOLDERS,
+    attempts_seconds,
+    check_accounting,
+    count_shards,
+    empty_folders,
+    shard_layout,
+    write_empty_shard,
+    write_run_files,
 )
+from transcript_clean.sinks import OutputFormat, write_text_atomic
 from transcript_clean.sources import Source
-from transcript_clean.sources.base import output_schema
 from transcript_clean.stats import Stats
 
 __all__ = [
@@ -297,11 +300,7 @@ def earlier_seconds(work: Path, started: float) -> float:
     write_text_atomic(path, json.dumps({"started": [*starts, started]}))
     blocks = work / "blocks"
     finished = [p.stat().st_mtime for p in blocks.iterdir()] if blocks.is_dir() else []
-    total = 0.0
-    for start, stop in pairwise([*starts, started]):
-        ends = [end for end in finished if start <= end < stop]
-        total += max(ends) - start if ends else 0.0
-    return total
+    return attempts_seconds([*starts, started], finished)
 
 
 def blocks_done(work: Path) -> bool:
@@ -359,54 +358,27 @@ def finished_run(
 
 def check_files(
     work: Path, shards: list[str], stats: Stats, output: OutputFormat | None = None
-) -> None:
-    """Count the rows in the shards written, read back as a reader reads them (`OutputFormat.rows`),
-    against the rows counted.
+) -> dict[tuple[str, str], int]:
+    """`finish.count_shards` on the partial folder: the rows in the shards written, read back as
+    a reader reads them (`OutputFormat.rows`), against the rows counted; a block whose shards
+    disagree, or cannot be read, loses its marker, for `--resume` to clean it again. Returns
+    the rows of each (folder, shard)."""
+    fmt = output or OutputFormat()
 
-    A shard that disagrees with its block's stats, or cannot be read, has its block's marker
-    removed so that `--resume` cleans the block again; the partial folder stays for that.
-    """
-    output = output or OutputFormat()
-    wrong: list[str] = []
-    found = {"data": 0, "rejects": 0}
-    for name in shards:
-        marker = work / "blocks" / f"{name.removeprefix('part-').split('.')[0]}.json"
-        try:
-            counted = Stats.from_dict(json.loads(marker.read_text(encoding="utf-8")))
-        except (OSError, ValueError):
-            wrong.append(f"block {marker.stem} has no readable record ({marker})")
-            continue
-        bad = False
-        for folder, expected in (("data", counted.rows_kept), ("rejects", counted.rows_rejected)):
-            try:
-                rows = output.rows(work / folder / name)
-            except (OSError, ValueError) as err:  # pyarrow's errors for a bad file are these
-                wrong.append(f"{folder}/{name} cannot be read ({err})")
-                bad = True
-                continue
-            found[folder] += rows
-            if rows != expected:
-                wrong.append(f"{folder}/{name} holds {rows} rows, its block counted {expected}")
-                bad = True
-        if bad:
-            marker.unlink()
-    check_accounting(wrong, found, stats, str(work))
+    def marker(name: str) -> Path:
+        return work / "blocks" / f"{name.removeprefix('part-').split('.')[0]}.json"
 
+    def record(name: str) -> Stats:
+        return Stats.from_dict(json.loads(marker(name).read_text(encoding="utf-8")))
 
-def check_accounting(wrong: list[str], found: dict[str, int], stats: Stats, where: str) -> None:
-    """Raise `AccountingError` for the shards found `wrong`, or when the rows `found` in them
-    (`data`, `rejects`) are not the rows counted: the end of `check_files`, for any storage."""
-    if not wrong and (found["data"], found["rejects"]) != (stats.rows_kept, stats.rows_rejected):
-        wrong.append(
-            f"the shards hold {found['data']} kept and {found['rejects']} rejected rows, the run "
-            f"counted {stats.rows_kept} and {stats.rows_rejected}"
-        )
-    if wrong:
-        raise AccountingError(
-            f"row accounting from the files failed in {where}: {'; '.join(wrong)}. "
-            f"Nothing was moved into OUTPUT; run it again with {option('resume')} to clean "
-            "those blocks again"
-        )
+    return count_shards(
+        shards,
+        record,
+        lambda folder, name: fmt.rows(work / folder / name),
+        lambda name: marker(name).unlink(missing_ok=True),
+        stats,
+        str(work),
+    )
 
 
 def _link(src: Path, dst: Path) -> None:
@@ -426,41 +398,23 @@ def finalize(
     overwrite: bool,
     output: OutputFormat | None = None,
 ) -> None:
-    """Lay out OUTPUT in `work/final` (hard links to the block shards, empty shards left out and
-    the rest numbered from 0) and move it into place."""
+    """Check the shards' rows (`check_files`), lay out OUTPUT in `work/final` (hard links to the
+    block shards that hold rows, numbered from 0, and `finish.RUN_FILES`) and move it into
+    place. `remote_output.publish` does the same on an object store."""
     output = output or OutputFormat()
-    from transcript_clean.pipeline import reject_schema
-
+    rows = check_files(work, shards, stats, output)
     final = work / "final"
     try:
         if final.exists():
             shutil.rmtree(final)
-        for folder, schema in (("data", src.schema), ("rejects", reject_schema(src.schema))):
+        for folder in SHARD_FOLDERS:
             (final / folder).mkdir(parents=True)
-            written = 0
-            for name in shards:
-                shard = work / folder / name
-                if output.is_empty(shard):
-                    continue
-                _link(shard, final / folder / output.shard_name(written))
-                written += 1
-            if written == 0:  # one empty shard keeps the schema findable
-                empty = output.open(
-                    final / folder / output.shard_name(0), schema, rejects=folder == "rejects"
-                )
-                empty.close()
-        write_table_atomic(final / "stats.parquet", stats.table())
-        write_text_atomic(final / "stats.csv", stats.csv())
-        write_text_atomic(final / "summary.json", json.dumps(summary, indent=2) + "\n")
-        profile = json.dumps(summary.get("profile", stats.profile.report()), indent=2)
-        write_text_atomic(final / "profile.json", profile + "\n")
-        card = dataset_card(
-            summary,
-            stats.records(),
-            f"data/*{output.suffix}",
-            output_schema(src.schema, rejects=False) if output.name == "parquet" else None,
-        )
-        write_text_atomic(final / "README.md", card)
+        layout = shard_layout(shards, rows, output)
+        for folder, name, final_name in layout:
+            _link(work / folder / name, final / folder / final_name)
+        for folder in empty_folders(layout):
+            write_empty_shard(final, folder, src.schema, output)
+        write_run_files(final, src.schema, stats, summary, output)
         made = os.stat(final)
         finished = {"folder": [made.st_dev, made.st_ino], "stats": stats.to_dict()}
         write_text_atomic(work / FINISHED, json.dumps(finished))

@@ -6,8 +6,9 @@ A run works under `OUTPUT/_temporary/`: `lock`, `run.json` (what run this is), a
 it done. Each block is cleaned into a local temporary folder by whoever runs it (this process, a
 worker process, a Ray task on another machine) and uploaded from there: nothing local is shared.
 At the end the run checks the shards' row counts, deletes the `_SUCCESS` of an OUTPUT it
-replaces, then the rest of that OUTPUT, copies the shards to their final names, writes the stats
-files and `summary.json`, and writes `OUTPUT/_SUCCESS` last: an OUTPUT without `_SUCCESS` is not
+replaces, then the rest of that OUTPUT, copies the shards to their final names, writes the files
+a local run writes beside them (`finish.write_run_files`: the stats, `profile.json`, the card and
+`summary.json`), and writes `OUTPUT/_SUCCESS` last: an OUTPUT without `_SUCCESS` is not
 complete, whatever else it holds. `_temporary/` goes after it, its lock last.
 
 The lock is `_temporary/lock`, made by a conditional create (`If-None-Match: *` on S3, a
@@ -33,13 +34,18 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from transcript_clean.card import dataset_card
 from transcript_clean.engine.local import Block, BlockJob, run_block
 from transcript_clean.errors import OutputError, option
-from transcript_clean.output import check_accounting
-from transcript_clean.sinks import OutputFormat, write_table_atomic
+from transcript_clean.finish import (
+    attempts_seconds,
+    count_shards,
+    empty_folders,
+    shard_layout,
+    write_empty_shard,
+    write_run_files,
+)
+from transcript_clean.sinks import OutputFormat
 from transcript_clean.sources import Source
-from transcript_clean.sources.base import output_schema
 from transcript_clean.stats import Stats
 from transcript_clean.storage import Store
 
@@ -62,6 +68,8 @@ TEMPORARY = "_temporary"
 LOCK = f"{TEMPORARY}/lock"
 RUN = f"{TEMPORARY}/run.json"
 FINISHED = f"{TEMPORARY}/final.json"
+ATTEMPTS = f"{TEMPORARY}/attempts.json"
+"""When each attempt at the run started, by the store's clock: see `earlier_store_seconds`."""
 SUCCESS = "_SUCCESS"
 """Written last into a finished OUTPUT: without it, an OUTPUT is not complete."""
 
@@ -283,6 +291,24 @@ def prepare_store(store: Store, identity: dict[str, Any], *, resume: bool, overw
         store.write_text(RUN, json.dumps(identity, indent=2, sort_keys=True))
 
 
+def earlier_store_seconds(store: Store) -> float:
+    """`output.earlier_seconds` on the store: the seconds the run's earlier attempts worked,
+    each from its start to the last block record it wrote. Records this attempt's start. Both
+    are the store's clock (the times it gives its objects), so a machine whose clock is off
+    does not skew them; a store gives them to the second, and so is the result."""
+    try:
+        starts = [float(s) for s in json.loads(store.read_text(ATTEMPTS))["started"]]
+    except (FileNotFoundError, ValueError, KeyError, TypeError):
+        starts = []  # a first attempt, or one that was killed before it wrote the record
+    store.write_text(ATTEMPTS, json.dumps({"started": starts}))  # its time is now, the store's
+    now = store.modified(ATTEMPTS)
+    store.write_text(ATTEMPTS, json.dumps({"started": [*starts, now or time.time()]}))
+    if not starts:
+        return 0.0
+    ends = [store.modified(name) for name in store.files(f"{TEMPORARY}/blocks")]
+    return attempts_seconds([*starts, now or time.time()], [e for e in ends if e is not None])
+
+
 def finished_store_run(
     store: Store, identity: dict[str, Any]
 ) -> tuple[Stats, dict[str, Any]] | None:
@@ -303,39 +329,26 @@ def finished_store_run(
 
 def check_store_files(
     store: Store, shards: list[str], stats: Stats, output: OutputFormat
-) -> dict[str, int]:
-    """`output.check_files` on the store: the rows in each shard, read back
+) -> dict[tuple[str, str], int]:
+    """`finish.count_shards` on the store: the rows in each shard, read back
     (`OutputFormat.rows`), against its block's record; a block whose shards disagree loses its
-    record, for `--resume` to clean it again.
-    Returns the rows of each shard, by its name under `_temporary/`."""
-    rows: dict[str, int] = {}
-    wrong: list[str] = []
-    found = {"data": 0, "rejects": 0}
-    for name in shards:
-        index = int(name.removeprefix("part-").removesuffix(output.suffix))
-        try:
-            counted = Stats.from_dict(json.loads(store.read_text(record_name(index))))
-        except (OSError, ValueError):
-            wrong.append(f"block {index:05d} has no readable record")
-            continue
-        bad = False
-        for kind, expected in (("data", counted.rows_kept), ("rejects", counted.rows_rejected)):
-            key = f"{TEMPORARY}/{kind}/{name}"
-            try:
-                with store.fs.open(store.full(key), "rb") as handle:
-                    rows[key] = output.rows(handle)
-            except (OSError, ValueError) as err:
-                wrong.append(f"{kind}/{name} cannot be read ({err})")
-                bad = True
-                continue
-            found[kind] += rows[key]
-            if rows[key] != expected:
-                wrong.append(f"{kind}/{name} holds {rows[key]} rows, its block counted {expected}")
-                bad = True
-        if bad:
-            store.delete([record_name(index)])
-    check_accounting(wrong, found, stats, store.url(TEMPORARY))
-    return rows
+    record, for `--resume` to clean it again. A store that fails on the way is
+    `storage.Unreachable`, not a wrong count. Returns the rows of each (folder, shard)."""
+
+    def index(name: str) -> int:
+        return int(name.removeprefix("part-").removesuffix(output.suffix))
+
+    def record(name: str) -> Stats:
+        return Stats.from_dict(json.loads(store.read_text(record_name(index(name)))))
+
+    return count_shards(
+        shards,
+        record,
+        lambda folder, name: store.read_with(f"{TEMPORARY}/{folder}/{name}", output.rows),
+        lambda name: store.delete([record_name(index(name))]),
+        stats,
+        store.url(TEMPORARY),
+    )
 
 
 def publish(
@@ -347,12 +360,11 @@ def publish(
     still_locked: Callable[[], None],
     output: OutputFormat,
 ) -> None:
-    """Lay out OUTPUT from `_temporary/`: the shards that hold rows, numbered from 0, the stats
-    files, `summary.json`, and `_SUCCESS` last. What OUTPUT held before goes first, its
-    `_SUCCESS` before anything else, so that no moment leaves an old or half-made OUTPUT looking
-    complete."""
-    from transcript_clean.pipeline import reject_schema
-
+    """`output.finalize` on an object store: check the shards' rows (`check_store_files`), then
+    lay out OUTPUT from `_temporary/`: the shards that hold rows, numbered from 0,
+    `finish.RUN_FILES` (summary.json last of them), and `_SUCCESS` last. What OUTPUT held
+    before goes first, its `_SUCCESS` before anything else, so that no moment leaves an old or
+    half-made OUTPUT looking complete."""
     rows = check_store_files(store, shards, stats, output)
     try:
         store.write_text(FINISHED, json.dumps({"stats": stats.to_dict()}))
@@ -360,31 +372,16 @@ def publish(
         if store.exists(SUCCESS):
             store.delete([SUCCESS])
         store.delete([name for name in store.files() if not name.startswith(f"{TEMPORARY}/")])
-        with tempfile.TemporaryDirectory(prefix="transcript-clean-final-") as folder:
-            local = Path(folder)
-            for kind, schema in (("data", src.schema), ("rejects", reject_schema(src.schema))):
-                written = 0
-                for name in shards:
-                    key = f"{TEMPORARY}/{kind}/{name}"
-                    if rows[key] == 0:
-                        continue
-                    store.copy(key, f"{kind}/{output.shard_name(written)}")
-                    written += 1
-                if written == 0:  # one empty shard keeps the schema findable
-                    first = output.shard_name(0)
-                    output.open(local / kind / first, schema, rejects=kind == "rejects").close()
-                    store.put(local / kind / first, f"{kind}/{first}")
-            write_table_atomic(local / "stats.parquet", stats.table())
-            store.put(local / "stats.parquet", "stats.parquet")
-        store.write_text("stats.csv", stats.csv())
-        card = dataset_card(
-            summary,
-            stats.records(),
-            f"data/*{output.suffix}",
-            output_schema(src.schema, rejects=False) if output.name == "parquet" else None,
-        )
-        store.write_text("README.md", card)
-        store.write_text("summary.json", json.dumps(summary, indent=2) + "\n")
+        layout = shard_layout(shards, rows, output)
+        for folder, name, final_name in layout:
+            store.copy(f"{TEMPORARY}/{folder}/{name}", f"{folder}/{final_name}")
+        with tempfile.TemporaryDirectory(prefix="transcript-clean-final-") as made:
+            local = Path(made)
+            for folder in empty_folders(layout):
+                empty = write_empty_shard(local, folder, src.schema, output)
+                store.put(empty, f"{folder}/{empty.name}")
+            for path in write_run_files(local, src.schema, stats, summary, output):
+                store.put(path, path.name)
         still_locked()
         store.write_bytes(SUCCESS, b"")
     except OSError as err:

@@ -21,7 +21,6 @@ from transcript_clean.formats.base import Format
 from transcript_clean.options import Engine, EngineOptions, SourceOptions, split_options
 from transcript_clean.output import (
     blocks_done,
-    check_files,
     check_free,
     check_output,
     check_output_name,
@@ -112,7 +111,6 @@ def clean(
     written = OutputFormat(output_format, compression)
     check_output_name(os.fspath(output))
     started, started_at = time.perf_counter(), time.time()
-    before = 0.0  # the seconds of the attempts before this one, when resuming
     if rows_per_shard < 1:
         raise ValueError("rows_per_shard must be at least 1")
     cfg = config if isinstance(config, Config) else load_config(config)
@@ -150,7 +148,7 @@ def clean(
         ),
     }
 
-    def summarize(stats: Stats) -> dict[str, Any]:
+    def summarize(stats: Stats, earlier: float) -> dict[str, Any]:
         return run_summary(
             stats,
             source=src.name,
@@ -158,7 +156,7 @@ def clean(
             column=fmt.column,
             config=cfg.to_dict(),
             fingerprint=fingerprint,
-            seconds=before + time.perf_counter() - started,
+            seconds=earlier + time.perf_counter() - started,
             engine=run.engine,
             workers=run.workers,
             shape=getattr(fmt, "shape", None),
@@ -207,8 +205,7 @@ def clean(
                     written,
                 )  # fmt: skip
             stats.check()
-            check_files(work, shards, stats, written)
-            summary = summarize(stats)
+            summary = summarize(stats, before)
             finalize(work, out, src, shards, stats, summary, overwrite, written)
         except AccountingError:
             raise  # the partial folder stays, for --resume to clean the blocks it let go
@@ -254,7 +251,7 @@ def _clean_store(
     blocks: list[Block],
     identity: dict[str, Any],
     run: EngineOptions,
-    summarize: Callable[[Stats], dict[str, Any]],
+    summarize: Callable[[Stats, float], dict[str, Any]],
     resume: bool,
     overwrite: bool,
     progress: Callable[[int], None] | None,
@@ -274,6 +271,9 @@ def _clean_store(
         if not (resume and store.exists(remote.FINISHED)):  # not our own half-published OUTPUT
             remote.check_store_free(store, overwrite)
         remote.prepare_store(store, identity, resume=resume, overwrite=overwrite)
+        before = remote.earlier_store_seconds(store)
+        if before:
+            log.info("resuming: the earlier attempts worked %.2f s", before)
         task = remote.StoredBlockJob(job, store)
         done = remote.store_blocks_done(store, blocks)
         if progress is not None:
@@ -301,7 +301,7 @@ def _clean_store(
         for block in blocks:
             stats.merge(done[block.index])
         stats.check()
-        summary = summarize(stats)
+        summary = summarize(stats, before)
         shards = [job.output.shard_name(block.index) for block in blocks]
         remote.publish(store, job.source, shards, stats, summary, still_locked, job.output)
         remote.remove_temporary(store)

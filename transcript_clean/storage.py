@@ -11,13 +11,14 @@ pass the rest through to the filesystem (an endpoint URL, a region, anonymous ac
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import logging
 import re
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any, BinaryIO, TypeVar, cast
 
 from transcript_clean.errors import TranscriptCleanError
 
@@ -142,6 +143,7 @@ def missing_extra(spec: str) -> str | None:
 
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 
 def _reaching(method: F) -> F:
@@ -212,6 +214,24 @@ class Store:
     def read_bytes(self, name: str) -> bytes:
         return bytes(self.fs.cat_file(self.full(name)))
 
+    def read_with(self, name: str, read: Callable[[BinaryIO], T]) -> T:
+        """`read` on the object `name`, opened for reading. A failure on the way to the store
+        (opening it, or any read from it) is `Unreachable`; what `read` raises of its own (a
+        `ValueError`, or an `OSError` such as a damaged gzip stream's, for a file it cannot
+        parse) goes up as it is."""
+        handle = _Reading(self._open(name), self.uri)
+        try:
+            return read(cast(BinaryIO, handle))
+        except _ReadFailed as failed:
+            raise Unreachable(f"cannot reach {self.uri}: {failed}") from None
+        finally:
+            with contextlib.suppress(Exception):  # a handle of a store that went away
+                handle.close()
+
+    @_reaching
+    def _open(self, name: str) -> Any:
+        return self.fs.open(self.full(name), "rb")
+
     def read_text(self, name: str) -> str:
         return self.read_bytes(name).decode("utf-8")
 
@@ -275,10 +295,45 @@ class Store:
     @_reaching
     def modified(self, name: str) -> float | None:
         """When `name` was last written, as a POSIX time; None where the store does not say."""
+        self.fs.invalidate_cache(self.full(name))  # a listing's, from before it was written
         try:
             return float(self.fs.modified(self.full(name)).timestamp())
         except (NotImplementedError, AttributeError, OSError, ValueError):
             return None
+
+
+class _ReadFailed(Exception):
+    """A read from a store's object that failed on the way (`Store.read_with`)."""
+
+
+class _Reading:
+    """An object opened for reading whose failures are told apart from its reader's: each read
+    that fails is a `_ReadFailed`, which pyarrow, reading through it, gives back as it is."""
+
+    def __init__(self, handle: Any, uri: str) -> None:
+        self._handle = handle
+        self._uri = uri
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._handle, name)
+
+    def _call(self, method: str, *args: Any) -> Any:
+        try:
+            return getattr(self._handle, method)(*args)
+        except Exception as err:
+            raise _ReadFailed(failure(err) or f"{type(err).__name__}: {err}") from err
+
+    def read(self, *args: Any) -> Any:
+        return self._call("read", *args)
+
+    def readinto(self, *args: Any) -> Any:
+        return self._call("readinto", *args)
+
+    def readline(self, *args: Any) -> Any:
+        return self._call("readline", *args)
+
+    def seek(self, *args: Any) -> Any:
+        return self._call("seek", *args)
 
 
 def open_store(spec: str, options: Mapping[str, Any] | None = None) -> Store:

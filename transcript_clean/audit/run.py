@@ -198,10 +198,16 @@ def audit(
         )
     nights = load_history(history) if history is not None else []
     src = read.open()
-    with contextlib.ExitStack() as held:  # the stats folder's lock, when it is a local one
+    with contextlib.ExitStack() as held:  # the stats folder's lock
+        still_locked: Callable[[], None] = _kernel_lock
         if stats_out is not None:
             if is_remote(os.fspath(stats_out)):
-                _check_stats_store(os.fspath(stats_out), read.storage_options, overwrite)
+                from transcript_clean.remote_output import store_lock
+
+                # the lock a clean into it takes, `_temporary/lock`, held to the stats' last file
+                store = _check_stats_store(os.fspath(stats_out), read.storage_options, overwrite)
+                still_locked = held.enter_context(store_lock(store))
+                _check_stats_store(store.uri, read.storage_options, overwrite)  # still free
             else:
                 _check_stats_out(Path(stats_out), src, overwrite)
                 held.enter_context(_stats_lock(Path(stats_out)))
@@ -234,8 +240,14 @@ def audit(
         if stats_out is not None:
             # Under the lock nothing else has written there since the check: `overwrite` as given.
             stored = read.storage_options
+            still_locked()
             write_stats(result, stats_out, overwrite=overwrite, storage_options=stored)
         return result
+
+
+def _kernel_lock() -> None:
+    """The check of a local folder's lock: a `flock`, which no other run takes while this one
+    lives."""
 
 
 @contextlib.contextmanager
