@@ -74,7 +74,6 @@ KNOWN_CYCLES: dict[str, frozenset[str]] = {
         "transcript",
     ),
     "detect": _modules("formats", "formats.detect", "shapes.detect"),
-    "sinks": _modules("jsonl_sink", "sinks"),
     "engine": _modules("engine.local", "engine.workers"),
 }
 
