@@ -73,7 +73,6 @@ KNOWN_CYCLES: dict[str, frozenset[str]] = {
         "shapes.clean",
         "transcript",
     ),
-    "detect": _modules("formats", "formats.detect", "shapes.detect"),
     "engine": _modules("engine.local", "engine.workers"),
 }
 
