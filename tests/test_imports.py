@@ -73,7 +73,6 @@ KNOWN_CYCLES: dict[str, frozenset[str]] = {
         "shapes.clean",
         "transcript",
     ),
-    "engine": _modules("engine.local", "engine.workers"),
 }
 
 # The arrows still going up from a format to the rules, the fast path or the profile, which the
