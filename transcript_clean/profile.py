@@ -13,7 +13,7 @@ is exact below `EXACT_BELOW` and within `RELATIVE_ERROR` (below the true value) 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any, Final
@@ -27,13 +27,10 @@ from transcript_clean.fastpath.base import list_sizes
 from transcript_clean.model import (
     AssistantMessage,
     Message,
-    Reasoning,
-    ReasoningText,
-    SystemMessage,
-    Text,
     ToolCall,
     ToolResult,
     UserMessage,
+    message_texts,
 )
 from transcript_clean.sources import jsontypes
 from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
@@ -335,20 +332,6 @@ class Profile:
 
 # ---------------------------------------------------------------------------------------------
 # measuring decoded transcripts (the per-row path's rows, and formats with no Arrow side)
-
-
-def message_texts(message: Message) -> Iterable[str]:
-    """The texts a message holds: what its characters (and tokens) are counted over."""
-    if isinstance(message, SystemMessage):
-        yield message.content
-        return
-    for part in message.content:
-        if isinstance(part, Text):
-            yield part.text
-        elif isinstance(part, ToolResult):
-            yield from (p.text for p in part.content if isinstance(p, Text))
-        elif isinstance(part, Reasoning):
-            yield from (p.text for p in part.content if isinstance(p, ReasoningText))
 
 
 def measure_transcripts(
