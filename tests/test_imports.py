@@ -61,9 +61,6 @@ KNOWN_CYCLES: dict[str, frozenset[str]] = {
         "rules.unknown_role",
         "rules.unknown_tool",
     ),
-    # A shaped row: `ShapedFormat` (shapes) cleans through `shapes.clean`, which runs
-    # `rows.clean_row`, which knows `ShapedFormat`.
-    "shapes": _modules("rows", "shapes", "shapes.clean"),
     # The formats' Arrow views and the profile: the profile reads each view's columns, and the
     # views measure with the profile's helpers. The columnar view will dissolve it.
     "views": _modules(
