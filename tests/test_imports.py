@@ -40,6 +40,8 @@ KNOWN_CYCLES: dict[str, frozenset[str]] = {
     # The rules and the declared-tools checks of the fast path: a declared-tools rule's Arrow
     # check is `fastpath.declared`'s (`rules.base.declared_tools_checks`), which words its
     # rejects with the rules' words; and every format's base names `malformed_row`.
+    # ShareGPT's codec gives its view (`arrow_view`) and the view reads with the codec's helpers.
+    "sharegpt": _modules("formats.sharegpt.arrow", "formats.sharegpt.codec"),
     "rules": _modules(
         "fastpath.base",
         "fastpath.declared",
@@ -61,16 +63,6 @@ KNOWN_CYCLES: dict[str, frozenset[str]] = {
         "rules.unknown_role",
         "rules.unknown_tool",
     ),
-    # The formats' Arrow views and the profile: the profile reads each view's columns, and the
-    # views measure with the profile's helpers. The columnar view will dissolve it.
-    "views": _modules(
-        "formats.anthropic.arrow",
-        "formats.openai.arrow",
-        "formats.sharegpt.arrow",
-        "formats.sharegpt.codec",
-        "profile",
-        "shapes.arrow",
-    ),
 }
 
 # The arrows still going up from a format to the rules, the fast path or the profile, which the
@@ -80,14 +72,12 @@ KNOWN_FORMAT_ARROWS_UP: frozenset[tuple[str, str]] = frozenset(
     for source, target in [
         ("anthropic.arrow", "fastpath.base"),
         ("anthropic.arrow", "fastpath.measures"),
-        ("anthropic.arrow", "profile"),
         ("anthropic.arrow", "rules"),
         ("anthropic.codec", "rules"),
         ("base", "rules.malformed_row"),
         ("openai.arrow", "fastpath.base"),
         ("openai.arrow", "fastpath.declared"),
         ("openai.arrow", "fastpath.measures"),
-        ("openai.arrow", "profile"),
         ("openai.arrow", "rules"),
         ("openai.arrow", "rules.invalid_tool_arguments"),
         ("openai.arrow", "rules.tool_arguments_schema"),
@@ -97,7 +87,6 @@ KNOWN_FORMAT_ARROWS_UP: frozenset[tuple[str, str]] = frozenset(
         ("rig.codec", "rules"),
         ("sharegpt.arrow", "fastpath.base"),
         ("sharegpt.arrow", "fastpath.measures"),
-        ("sharegpt.arrow", "profile"),
         ("sharegpt.arrow", "rules"),
         ("sharegpt.codec", "rules"),
     ]
