@@ -18,9 +18,9 @@ from transcript_clean.formats import (
     OpenAIFormat,
     RigFormat,
     ShareGPTFormat,
-    detect_format,
     get_format,
 )
+from transcript_clean.shapes.detect import detect_format
 
 
 def read_rows(path: Path) -> list[dict[str, Any]]:

@@ -91,3 +91,14 @@ def test_workers_and_the_resource_tracker_end_when_their_parent_is_killed() -> N
         for pid in pids:  # what the test found alive: not left behind by it either
             if alive(pid):
                 os.kill(pid, signal.SIGKILL)
+
+
+def test_workers_import_what_their_caller_names_as_soon_as_they_are_up() -> None:
+    from transcript_clean.engine.workers import start_workers
+
+    loaded = "'transcript_clean.engine.local' in __import__('sys').modules"
+    with start_workers(1, preload="transcript_clean.engine.local") as pool:
+        # One process: the preload was its first task, so it ran before this one.
+        assert pool.submit(eval, loaded).result(timeout=120) is True
+    with start_workers(1) as pool:  # nothing named, nothing imported ahead
+        assert pool.submit(eval, loaded).result(timeout=120) is False

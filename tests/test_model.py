@@ -301,3 +301,14 @@ def test_values_are_frozen(value: object) -> None:
     field = dataclasses.fields(value)[0].name  # type: ignore[arg-type]
     with pytest.raises(dataclasses.FrozenInstanceError):
         setattr(value, field, None)
+
+
+def test_message_texts_are_the_texts_a_message_holds() -> None:
+    from transcript_clean.model import message_texts
+
+    assert list(message_texts(system("be brief"))) == ["be brief"]
+    result = ToolResult("c1", (Text("42"), Media("image", {"url": "x"})))
+    assert list(message_texts(user("hi", result))) == ["hi", "42"]
+    thought = Reasoning((ReasoningText("hmm", kind="summary"),))
+    call = ToolCall("c1", "f", {"x": 1})
+    assert list(message_texts(assistant(thought, call, "done"))) == ["hmm", "done"]

@@ -240,8 +240,8 @@ def test_preference_rows_settled_ahead_are_measured_from_their_parts_views(fmt: 
     # repaired in a candidate), others take the per-row path; all are profiled as they came in.
     from synthetic import generate_preference_rows, preference_schema
 
-    from transcript_clean.formats import detect_format
     from transcript_clean.shapes import ShapedFormat
+    from transcript_clean.shapes.detect import detect_format
 
     rows = [row for row, _ in generate_preference_rows(6000, format=fmt, seed=3)]
     for row in rows[::97]:  # a candidate the decoder stops at: the per-row path's

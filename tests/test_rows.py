@@ -177,3 +177,19 @@ def test_a_row_nested_too_deep_to_write_is_a_malformed_row() -> None:
     assert result.codes == ["malformed_row"]
     assert result.reject_message == "messages: nested too deep to read (Python's recursion limit)"
     assert result.messages_in == 4
+
+
+def test_a_format_that_cleans_its_own_rows_is_asked_first() -> None:
+    # How a dataset type's rows (`shapes.ShapedFormat`) are cleaned part by part, without the
+    # row cleaner knowing the dataset types.
+    from transcript_clean.rows import RowResult, rejected_row
+
+    class OwnCleaning(OpenAIFormat):
+        def clean(self, row: Row, config: Config, *, trace: bool = False) -> RowResult | None:
+            return rejected_row("malformed_row", "cleaned by the format", 0)
+
+    result = clean_row({"messages": []}, OwnCleaning(), DEFAULT)
+    assert result.reject_message == "cleaned by the format"
+    assert clean_row({"messages": []}, OpenAIFormat(), DEFAULT).reject_message != (
+        "cleaned by the format"
+    )

@@ -29,7 +29,7 @@ from synthetic import (
 import transcript_clean.rules as rules_package
 from transcript_clean.cli import main
 from transcript_clean.fastpath import fast_verdicts
-from transcript_clean.formats import detect_format, get_format
+from transcript_clean.formats import get_format
 from transcript_clean.pipeline import clean_batch
 from transcript_clean.policy import (
     CONFIG_DIR,
@@ -51,6 +51,7 @@ from transcript_clean.rules import (
     rules,
 )
 from transcript_clean.shapes import ShapedFormat
+from transcript_clean.shapes.detect import detect_format
 
 # A rule as a plugin or a new module would write it: nothing else in the project names it.
 SHOUTING = '''

@@ -17,12 +17,12 @@ from synthetic import generate_preference_rows, preference_schema
 
 from transcript_clean.cli import main
 from transcript_clean.errors import FormatError
-from transcript_clean.formats import detect_format, get_format
+from transcript_clean.formats import get_format
 from transcript_clean.pipeline import batch_verdicts, clean_batch
 from transcript_clean.policy import DEFAULT, STRICT
 from transcript_clean.rows import clean_row
 from transcript_clean.shapes import ShapedFormat, make_shape
-from transcript_clean.shapes.detect import detect_shape
+from transcript_clean.shapes.detect import detect_format, detect_shape
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data" / "preference"
 

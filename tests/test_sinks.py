@@ -181,7 +181,7 @@ def test_failed_close_leaves_nothing(tmp_path: Path, monkeypatch: pytest.MonkeyP
 
     shard = ParquetShard(tmp_path / shard_name(0), SCHEMA)
     shard.write(table(3))
-    monkeypatch.setattr("transcript_clean.sinks._fsync", fail)
+    monkeypatch.setattr("transcript_clean.atomic._fsync", fail)
     with pytest.raises(OutputError, match=r"part-00000\.parquet: disk full"):
         shard.close()
     assert list(tmp_path.iterdir()) == []

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -155,6 +158,35 @@ def test_transcript_error_message_is_readable(notation: str, words: list[str]) -
     assert isinstance(error, TranscriptCleanError)
     for word in words:
         assert word in str(error)
+
+
+def test_a_transcript_error_is_worded_without_the_rules() -> None:
+    # The seed's module is a leaf above the model: its errors' words are its own, so a user of
+    # `validate_canonical` alone loads neither the rules nor pyarrow (which the rules load).
+    code = (
+        "import json, sys\n"
+        "from transcript_clean.transcript import transcript_errors\n"
+        "from transcript_clean.model import assistant, user, ToolCall, ToolResult\n"
+        "calls = assistant(ToolCall('c1', 'f', {}))\n"
+        "errors = transcript_errors([user('hi'), calls, calls, user(ToolResult('c9', ()))])\n"
+        "words = [str(e) for e in errors]\n"
+        "names = ('transcript_clean.', 'pyarrow')\n"
+        "loaded = sorted(m for m in sys.modules if m.startswith(names))\n"
+        "print(json.dumps([words, loaded]))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    words, loaded = json.loads(out.stdout)
+    assert words == [
+        "message 2: an assistant message follows another assistant message",
+        "message 1: tool call 'c1' has no result in the next user message",
+        "message 3: tool result for 'c9' answers no pending call",
+        "message 2: tool call 'c1' has no result in the next user message",
+    ]
+    assert loaded == [
+        "transcript_clean.errors",
+        "transcript_clean.model",
+        "transcript_clean.transcript",
+    ]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -520,7 +520,7 @@ def _workers(engine: EngineOptions) -> Iterator[ProcessPoolExecutor | None]:
         return
     from transcript_clean.engine.workers import start_workers
 
-    with start_workers(engine.workers - 1) as pool:
+    with start_workers(engine.workers - 1, "transcript_clean.engine.local") as pool:
         yield pool
 
 

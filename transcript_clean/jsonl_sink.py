@@ -25,8 +25,8 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from transcript_clean.atomic import AtomicFile, temp_path
 from transcript_clean.errors import OutputError
-from transcript_clean.sinks import AtomicFile, temp_path
 from transcript_clean.sources.base import LINE_ERROR, RAW_LINE, hidden_columns, json_columns
 
 __all__ = ["JSONL_CODECS", "JsonlShard", "count_lines", "data_lines", "is_empty", "reject_lines"]

@@ -172,6 +172,20 @@ def system(text: str) -> SystemMessage:
     return SystemMessage(text)
 
 
+def message_texts(message: Message) -> Iterable[str]:
+    """The texts a message holds: what its characters (and tokens) are counted over."""
+    if isinstance(message, SystemMessage):
+        yield message.content
+        return
+    for part in message.content:
+        if isinstance(part, Text):
+            yield part.text
+        elif isinstance(part, ToolResult):
+            yield from (p.text for p in part.content if isinstance(p, Text))
+        elif isinstance(part, Reasoning):
+            yield from (p.text for p in part.content if isinstance(p, ReasoningText))
+
+
 # ---------------------------------------------------------------------------------------------
 # parse: JSON -> model
 

@@ -182,7 +182,8 @@ def resolve_format(
 ) -> Format:
     """The source's format: as named, or detected from its columns and first rows (with
     `shaped`, a dataset type's too: `shapes`)."""
-    from transcript_clean.formats import detect_format, get_format
+    from transcript_clean.formats import get_format
+    from transcript_clean.shapes.detect import detect_format
 
     names = _data_columns(source)
     if not names:  # a JSON Lines file with no line: only the columns the reader adds
@@ -219,11 +220,11 @@ def _data_columns(source: Source) -> list[str]:
 def _other_format(source: Source, names: list[str], *, given: bool) -> str:
     """What to do when the format named has no column: the format the rows read as, if one
     does (the format was the mistake, not the column), else name the column."""
-    from transcript_clean.formats import detect_format, get_format
+    from transcript_clean.formats import detect_conversation_format, get_format
 
     if not given:
         try:
-            found = detect_format(names, _sample(source), shaped=False)
+            found = detect_conversation_format(names, _sample(source))
         except FormatError:
             pass
         else:

@@ -761,7 +761,8 @@ def _prepared(batch: pa.RecordBatch | pa.Table, format: Format | str) -> tuple[p
 def _resolve_format(format: Format | str, table: pa.Table) -> Format:
     if isinstance(format, Format):
         return format
-    from transcript_clean.formats import detect_format, get_format
+    from transcript_clean.formats import get_format
+    from transcript_clean.shapes.detect import detect_format
 
     if format == "auto":
         return detect_format(table.column_names, python_rows(table.slice(0, 20)))

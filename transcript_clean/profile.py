@@ -13,7 +13,7 @@ is exact below `EXACT_BELOW` and within `RELATIVE_ERROR` (below the true value) 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, partial
 from typing import TYPE_CHECKING, Any, Final
@@ -24,16 +24,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.fastpath.base import list_sizes
+from transcript_clean.fastpath.measures import Measures, add_counts
 from transcript_clean.model import (
     AssistantMessage,
     Message,
-    Reasoning,
-    ReasoningText,
-    SystemMessage,
-    Text,
     ToolCall,
     ToolResult,
     UserMessage,
+    message_texts,
 )
 from transcript_clean.sources import jsontypes
 from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
@@ -100,12 +98,6 @@ def bins_of(values: Ints) -> Ints:
     if large.any():
         bins[large] = np.searchsorted(_edges(), values[large], side="right") - 1
     return bins
-
-
-def add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
-    """Add `counts` to `into`, name by name."""
-    for name, n in counts.items():
-        into[name] = into.get(name, 0) + n
 
 
 @dataclass(slots=True, eq=False)
@@ -205,27 +197,6 @@ class Histogram:
             counts[at] = [n for _, n in data["bins"]]
             histogram.counts = counts
         return histogram
-
-
-@dataclass(slots=True)
-class Measures:
-    """Some rows' measures, as a format's Arrow side or `measure_transcripts` takes them."""
-
-    rows: dict[str, Ints]
-    """Per name of `PER_ROW` (`tokens` aside), one value per row; `system`: 1 for a row with a
-    system message."""
-    turn_chars: Ints
-    """One value per assistant turn."""
-    turn_classes: npt.NDArray[np.int8]
-    """Per assistant turn, its class's index in `TURN_CLASSES`."""
-    tools: Mapping[str, int]
-    """Calls per tool name."""
-    texts: list[str] | None = None
-    """With a tokenizer: the text pieces of the rows, each counted for `text_row`'s row and, in
-    an assistant turn, for `text_turn`'s turn (-1 elsewhere); by position among these rows and
-    turns."""
-    text_row: Ints | None = None
-    text_turn: Ints | None = None
 
 
 @dataclass(slots=True)
@@ -335,20 +306,6 @@ class Profile:
 
 # ---------------------------------------------------------------------------------------------
 # measuring decoded transcripts (the per-row path's rows, and formats with no Arrow side)
-
-
-def message_texts(message: Message) -> Iterable[str]:
-    """The texts a message holds: what its characters (and tokens) are counted over."""
-    if isinstance(message, SystemMessage):
-        yield message.content
-        return
-    for part in message.content:
-        if isinstance(part, Text):
-            yield part.text
-        elif isinstance(part, ToolResult):
-            yield from (p.text for p in part.content if isinstance(p, Text))
-        elif isinstance(part, Reasoning):
-            yield from (p.text for p in part.content if isinstance(p, ReasoningText))
 
 
 def measure_transcripts(

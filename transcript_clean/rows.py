@@ -26,7 +26,6 @@ from transcript_clean.rules import (
 )
 from transcript_clean.rules.empty_assistant_turn import drop_empty_turns
 from transcript_clean.rules.empty_assistant_turn import message as empty_message
-from transcript_clean.shapes import ShapedFormat
 from transcript_clean.tools import Declared
 
 __all__ = [
@@ -107,10 +106,12 @@ def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = 
     """Clean one row (SPEC section 5). Never raises for bad data: a bad row is a rejection.
 
     With `trace`, `steps` records each repair's before and after. A row of a dataset type
-    (`ShapedFormat`: prompt and candidates) is cleaned part by part (`shapes.clean`).
+    (`ShapedFormat`: prompt and candidates) is cleaned part by part (`shapes.clean`), which
+    its format does (`Format.clean`).
     """
-    if isinstance(fmt, ShapedFormat):
-        return fmt.clean(row, config, trace=trace)
+    own = fmt.clean(row, config, trace=trace)
+    if own is not None:
+        return own
     messages_in = _message_count(row.get(fmt.column))
     try:
         return _clean_row(row, fmt, config, trace, messages_in)

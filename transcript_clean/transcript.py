@@ -35,6 +35,7 @@ __all__ = [
     "TranscriptError",
     "assistant_text_from_choice",
     "assistant_turn_class",
+    "describe_error",
     "invalid_arguments_feedback",
     "invalid_call_feedback",
     "is_blank",
@@ -59,6 +60,18 @@ TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER: Final = (
 FEEDBACK_QUOTE_LIMIT: Final = 500
 
 
+def describe_error(code: str, index: int, call_id: str | None) -> str:
+    """The words for a violation of the walk (a `TranscriptError`): `code` at message `index`,
+    about the call `call_id`. The rules of these codes say them too."""
+    if code == CONSECUTIVE_ASSISTANT:
+        return f"message {index}: an assistant message follows another assistant message"
+    if code == UNANSWERED_TOOL_CALL:
+        return f"message {index}: tool call {call_id!r} has no result in the next user message"
+    if code == ORPHAN_TOOL_RESULT:
+        return f"message {index}: tool result for {call_id!r} answers no pending call"
+    return f"message {index}: {code}"
+
+
 class TranscriptError(TranscriptCleanError):
     """Why a history is not a canonical transcript. See `validate_canonical`.
 
@@ -78,11 +91,7 @@ class TranscriptError(TranscriptCleanError):
         return self.describe()
 
     def describe(self) -> str:
-        # The words live with each code's rule (`transcript_clean.rules`), which imports this
-        # module: hence the import here.
-        from transcript_clean.rules import describe
-
-        return describe(self.code, self.index, self.call_id)
+        return describe_error(self.code, self.index, self.call_id)
 
     def __repr__(self) -> str:
         return f"TranscriptError({self.code!r}, index={self.index}, call_id={self.call_id!r})"

@@ -496,7 +496,7 @@ def map_blocks(
 
     if pool is None:
         from transcript_clean.engine.workers import start_workers
-    with nullcontext(pool) if pool is not None else start_workers(workers - 1) as pool:
+    with nullcontext(pool) if pool is not None else start_workers(workers - 1, __name__) as pool:
         for block in blocks:
             while block.index not in done:
                 finish([future for future in running if future.done()])

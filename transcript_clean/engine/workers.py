@@ -3,7 +3,9 @@
 A new worker spends its start importing pyarrow and the cleaner. Started first thing, it does
 that while this process does the same, and is ready when the first block is: on a short run
 that is most of the time a second worker can save (docs/performance.md). This module
-imports nothing heavy itself, so starting workers costs this process next to nothing.
+imports nothing heavy itself, so starting workers costs this process next to nothing; the
+caller names the module the workers import ahead (`preload`), so that this one, below the
+engine, never imports it.
 
 Ctrl-C is this process's to handle: a terminal sends it to every process of the group, and a
 worker that took it would print its own KeyboardInterrupt traceback (mid-block, while waiting
@@ -26,6 +28,7 @@ of file, the parent is gone, and the worker ends at once.
 
 from __future__ import annotations
 
+import importlib
 import os
 import signal
 from concurrent.futures import ProcessPoolExecutor
@@ -59,8 +62,9 @@ class Workers(ProcessPoolExecutor):
             process.terminate()
 
 
-def start_workers(count: int) -> Workers:
-    """`count` worker processes, starting now; each imports the engine as soon as it is up.
+def start_workers(count: int, preload: str | None = None) -> Workers:
+    """`count` worker processes, starting now; each imports the module `preload` (what it will
+    run: `transcript_clean.engine.local`) as soon as it is up.
 
     Spawned, without the main module (`_context`). The caller shuts the pool down (it is a
     context manager), after handing it to `run_blocks` as `pool`.
@@ -75,7 +79,7 @@ def start_workers(count: int) -> Workers:
     def start() -> None:
         signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})  # this thread's only
         for _ in range(count):  # each submit starts a process, from the submitting thread
-            pool.submit(_import_engine)
+            pool.submit(_preload, preload)
 
     starter = Thread(target=start, name="transcript-clean-start-workers")
     starter.start()
@@ -154,5 +158,7 @@ def _end_with(sentinel: int) -> None:
     os._exit(1)  # nothing to tidy: an unfinished block is simply not done
 
 
-def _import_engine() -> None:
-    import transcript_clean.engine.local  # noqa: F401
+def _preload(name: str | None) -> None:
+    """A worker's first task: import `name`, ahead of the blocks that need it."""
+    if name is not None:
+        importlib.import_module(name)

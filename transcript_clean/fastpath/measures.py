@@ -4,7 +4,8 @@ and their buffers."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -25,7 +26,9 @@ from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text
 from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
 
 __all__ = [
+    "Measures",
     "RowSums",
+    "add_counts",
     "classes_of",
     "column_array",
     "first_bytes",
@@ -34,6 +37,33 @@ __all__ = [
     "text_lengths",
     "turn_classes",
 ]
+
+
+@dataclass(slots=True)
+class Measures:
+    """Some rows' measures, as a format's Arrow side or `measure_transcripts` takes them."""
+
+    rows: dict[str, Counts]
+    """Per name of `PER_ROW` (`tokens` aside), one value per row; `system`: 1 for a row with a
+    system message."""
+    turn_chars: Counts
+    """One value per assistant turn."""
+    turn_classes: npt.NDArray[np.int8]
+    """Per assistant turn, its class's index in `TURN_CLASSES`."""
+    tools: Mapping[str, int]
+    """Calls per tool name."""
+    texts: list[str] | None = None
+    """With a tokenizer: the text pieces of the rows, each counted for `text_row`'s row and, in
+    an assistant turn, for `text_turn`'s turn (-1 elsewhere); by position among these rows and
+    turns."""
+    text_row: Counts | None = None
+    text_turn: Counts | None = None
+
+
+def add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
+    """Add `counts` to `into`, name by name."""
+    for name, n in counts.items():
+        into[name] = into.get(name, 0) + n
 
 
 class RowSums:

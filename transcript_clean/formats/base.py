@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.fastpath.base import ArrowView
+    from transcript_clean.policy import Config
+    from transcript_clean.rows import RowResult
 
 Row = dict[str, Any]
 """One dataset row as Python values: column name -> value (what `pyarrow` `to_pylist` gives)."""
@@ -91,6 +93,12 @@ class Format:
         """The row with its conversation (and any column the format reads, such as `system`)
         rewritten from `messages`; every other column unchanged."""
         raise NotImplementedError
+
+    def clean(self, row: Row, config: Config, *, trace: bool = False) -> RowResult | None:
+        """The row cleaned by the format's own means, or None (every conversation format):
+        `rows.clean_row` cleans it as one conversation. A dataset type's rows are cleaned part
+        by part (`shapes.ShapedFormat`); asking the format keeps the row cleaner below them."""
+        return None
 
     def declared_tools(self, row: Mapping[str, Any]) -> Declared | None:
         """The tools the row declares (`transcript_clean.tools`); None when it declares none."""

@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import DecodeError, Format
+from transcript_clean.formats.registry import get_format
 from transcript_clean.formats.sharegpt import DEFAULT_TAGS
 
 SAMPLE_ROWS: Final = 20
@@ -65,32 +66,22 @@ class _Seen:
         )
 
 
-def detect_format(
+def detect_conversation_format(
     columns: Sequence[str],
     rows: Sequence[Mapping[str, Any]],
     *,
     column: str | None = None,
-    shaped: bool = True,
     source: str | None = None,
 ) -> Format:
-    """The format (with its conversation column set) of a dataset with these columns, judged by
-    its first rows; `column`: of the conversations in that column. Raises `FormatError` naming
-    `source` (the file or dataset the rows come from), the columns and keys seen and the
-    formats tried.
+    """The conversation format (with its conversation column set) of a dataset with these
+    columns, judged by its first rows; `column`: of the conversations in that column. Raises
+    `FormatError` naming `source` (the file or dataset the rows come from), the columns and keys
+    seen and the formats tried. Several columns of conversations stop detection.
 
-    Without `column`, and with `shaped`, rows of a dataset type (prompt and candidates:
-    `shapes`) read as one (a `ShapedFormat`); several columns of conversations that are not
-    one stop detection.
+    Dataset types (prompt and candidates) are the next layer's: `shapes.detect.detect_format`
+    tries them first and then this.
     """
-    sample = [_json_decoded(row) for row in rows[:SAMPLE_ROWS]]
-    if column is None and shaped:
-        from transcript_clean.shapes.detect import detect_shape, prompt_set, shaped_format
-
-        shape = detect_shape(columns, sample)
-        if shape is not None:
-            return shaped_format(shape, columns, sample)
-        found = detect_format(columns, rows, shaped=False)
-        return prompt_set(found, columns, sample) or found
+    sample = [json_decoded(row) for row in rows[:SAMPLE_ROWS]]
     looked = [column] if column is not None else _ordered(columns)
     seen = [s for s in (_look(c, sample) for c in looked) if s is not None]
     held = [s.column for s in seen if _candidates(s, set(columns))]
@@ -103,7 +94,7 @@ def detect_format(
     if not sample:
         for usual, name in (("messages", "openai"), ("conversations", "sharegpt")):
             if usual in columns and column in (None, usual):
-                return _make(name, usual)
+                return get_format(name, usual)
     candidates = [c for s in seen for c in _candidates(s, set(columns))]
     tried: list[str] = []
     reads: list[tuple[int, Format]] = []
@@ -148,13 +139,7 @@ def _advice(seen: list[_Seen], tried: list[str], rows: int) -> str:
     return f"No format reads any of the first {rows} rows; the first error of each is above."
 
 
-def _make(name: str, column: str, **options: Any) -> Format:
-    from transcript_clean.formats import get_format  # the registry imports this module
-
-    return get_format(name, column, **options)
-
-
-def _json_decoded(row: Mapping[str, Any]) -> dict[str, Any]:
+def json_decoded(row: Mapping[str, Any]) -> dict[str, Any]:
     """The row with conversation columns stored as JSON strings decoded, as the cleaner reads
     them."""
     out = dict(row)
@@ -206,10 +191,10 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
     column = seen.column
     if "from" in seen.keys and "value" in seen.keys:
         if seen.tags <= set(DEFAULT_TAGS) or not seen.tags <= set(_TAG_ALIASES):
-            return [_make("sharegpt", column)]
+            return [get_format("sharegpt", column)]
         # The set's own tags first, so that turns written fresh use them.
         tags = {t: _TAG_ALIASES[t] for t in sorted(seen.tags)} | dict(DEFAULT_TAGS)
-        return [_make("sharegpt", column, tags=tags)]
+        return [get_format("sharegpt", column, tags=tags)]
     if "role" not in seen.keys:
         return []
     types = seen.part_types
@@ -222,7 +207,7 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
         "rig": 3 * bool(types & _RIG_PARTS) + 2 * seen.assistant_ids,
     }
     ranked = sorted(scores, key=lambda name: -scores[name])  # stable: openai first on ties
-    return [_make(name, column) for name in ranked]
+    return [get_format(name, column) for name in ranked]
 
 
 def _trial(fmt: Format, sample: list[dict[str, Any]]) -> tuple[int, str | None]:

@@ -72,7 +72,6 @@ __all__ = [
     "codes",
     "codes_table",
     "config_toml",
-    "describe",
     "discover",
     "find_violations",
     "get_rule",
@@ -174,14 +173,6 @@ def find_violations(
         if rule.find is not None and (config is None or rule.enabled(config)):
             found.extend(rule.find(walk))
     return found
-
-
-def describe(code: str, index: int, call_id: str | None) -> str:
-    """The words for a violation of the walk of SPEC section 3 (`TranscriptError`)."""
-    rule = _registry.get(code)
-    if rule is not None and rule.describe is not None:
-        return rule.describe(index, call_id)
-    return f"message {index}: {code}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -158,8 +158,6 @@ class Rule:
     message: str | None = None
     """The words of every violation, where they never depend on the row: the fast path then
     rejects by itself the rows whose only code it is."""
-    describe: Callable[[int, str | None], str] | None = None
-    """The words for a violation of the walk of SPEC section 3 (`TranscriptError`)."""
     arrow: Mapping[str, ArrowCheck] = field(default_factory=dict)
     """Per format name, its Arrow check, where the rule brings one itself (a format's view may
     also bring checks for the rules it knows)."""

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Final
 
 from transcript_clean.model import AssistantMessage, AssistantPart, Message
 from transcript_clean.rules.base import Rule, Unrepairable, Violation, Walk
-from transcript_clean.transcript import CONSECUTIVE_ASSISTANT
+from transcript_clean.transcript import CONSECUTIVE_ASSISTANT, describe_error
 
 if TYPE_CHECKING:
     from transcript_clean.policy import Config
@@ -24,7 +24,7 @@ CODE: Final = CONSECUTIVE_ASSISTANT
 
 
 def describe(index: int, call_id: str | None) -> str:
-    return f"message {index}: an assistant message follows another assistant message"
+    return describe_error(CODE, index, call_id)
 
 
 def find(walk: Walk) -> Iterator[Violation]:
@@ -117,5 +117,4 @@ RULE = Rule(
     default="repair",
     find=find,
     repair=_repair,
-    describe=describe,
 )

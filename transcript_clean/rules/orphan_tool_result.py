@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Final
 
 from transcript_clean.model import AssistantMessage, Message, Text, ToolResult, UserMessage
 from transcript_clean.rules.base import Rule, Unrepairable, Violation, Walk
-from transcript_clean.transcript import ORPHAN_TOOL_RESULT
+from transcript_clean.transcript import ORPHAN_TOOL_RESULT, describe_error
 
 if TYPE_CHECKING:
     from transcript_clean.policy import Config
@@ -25,7 +25,7 @@ CODE: Final = ORPHAN_TOOL_RESULT
 
 
 def describe(index: int, call_id: str | None) -> str:
-    return f"message {index}: tool result for {call_id!r} answers no pending call"
+    return describe_error(CODE, index, call_id)
 
 
 def find(walk: Walk) -> Iterator[Violation]:
@@ -101,5 +101,4 @@ RULE = Rule(
     default="repair",
     find=find,
     repair=_repair,
-    describe=describe,
 )

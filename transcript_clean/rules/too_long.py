@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import TYPE_CHECKING, Final
 
+from transcript_clean.model import message_texts
 from transcript_clean.rules.base import Rule, Violation, Walk
 
 if TYPE_CHECKING:
@@ -15,7 +16,6 @@ CODE: Final = "too_long"
 
 
 def find(walk: Walk) -> Iterator[Violation]:
-    from transcript_clean.profile import message_texts
     from transcript_clean.tokens import count_text_tokens
 
     config = walk.config

@@ -19,7 +19,11 @@ from transcript_clean.rules.base import (
     Walk,
     put_results,
 )
-from transcript_clean.transcript import UNANSWERED_TOOL_CALL, tool_result_message
+from transcript_clean.transcript import (
+    UNANSWERED_TOOL_CALL,
+    describe_error,
+    tool_result_message,
+)
 
 if TYPE_CHECKING:
     from transcript_clean.policy import Config
@@ -31,7 +35,7 @@ INTERRUPTED_TEXT: Final = "The tool call was interrupted before a result was pro
 
 
 def describe(index: int, call_id: str | None) -> str:
-    return f"message {index}: tool call {call_id!r} has no result in the next user message"
+    return describe_error(CODE, index, call_id)
 
 
 def uncuttable(index: int, call_id: str) -> str:
@@ -112,5 +116,4 @@ RULE = Rule(
     find=find,
     repair=_repair,
     also_repairs=(TRAILING,),
-    describe=describe,
 )

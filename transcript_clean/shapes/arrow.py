@@ -24,9 +24,8 @@ import pyarrow.compute as pc
 from transcript_clean.fastpath import FastRepair, Verdicts, fast_verdicts
 from transcript_clean.fastpath.base import Mask, Measurer, as_mask, indices, list_sizes
 from transcript_clean.fastpath.declared import declared_per_row
-from transcript_clean.fastpath.measures import column_array
+from transcript_clean.fastpath.measures import Measures, column_array
 from transcript_clean.formats.base import Format
-from transcript_clean.profile import Measures
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     EMPTY_ASSISTANT_TURN,

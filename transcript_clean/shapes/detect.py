@@ -18,16 +18,45 @@ from typing import Any
 
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import MISSING, DecodeError, Format
+from transcript_clean.formats.detect import SAMPLE_ROWS, detect_conversation_format, json_decoded
+from transcript_clean.formats.registry import get_format
 from transcript_clean.model import AssistantMessage
 from transcript_clean.shapes import Shape, ShapedFormat, make_shape
 from transcript_clean.shapes.clean import get_path
 
-__all__ = ["detect_shape", "prompt_set", "shaped_format"]
+__all__ = ["detect_format", "detect_shape", "prompt_set", "shaped_format"]
 
 # Columns that hold a whole conversation in the one-column case, in the order they are tried.
 _CONVERSATION_COLUMNS = ("messages", "conversations", "conversation", "chat", "dialog")
 
 _PART = "__conversation__"  # the column the parts' format is detected on
+
+
+def detect_format(
+    columns: Sequence[str],
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    column: str | None = None,
+    shaped: bool = True,
+    source: str | None = None,
+) -> Format:
+    """The format (with its conversation column set) of a dataset with these columns, judged by
+    its first rows; `column`: of the conversations in that column. Raises `FormatError` naming
+    `source` (the file or dataset the rows come from), the columns and keys seen and the
+    formats tried.
+
+    Without `column`, and with `shaped`, rows of a dataset type (prompt and candidates) read as
+    one (a `ShapedFormat`), and a prompt set as prompt-only rows; otherwise the conversation
+    format (`formats.detect.detect_conversation_format`).
+    """
+    if column is not None or not shaped:
+        return detect_conversation_format(columns, rows, column=column, source=source)
+    sample = [json_decoded(row) for row in rows[:SAMPLE_ROWS]]
+    shape = detect_shape(columns, sample)
+    if shape is not None:
+        return shaped_format(shape, columns, sample)
+    found = detect_conversation_format(columns, rows)
+    return prompt_set(found, columns, sample) or found
 
 
 def _holds_messages(rows: Sequence[Mapping[str, Any]], path: str, *, one: bool = False) -> bool:
@@ -93,8 +122,6 @@ def shaped_format(
     shape: Shape, columns: Sequence[str], rows: Sequence[Mapping[str, Any]], format: str = "auto"
 ) -> ShapedFormat:
     """`shape` read in `format` (detected on the prompt and first candidate when `auto`)."""
-    from transcript_clean.formats import detect_format, get_format
-
     if format != "auto":
         return ShapedFormat(get_format(format), shape)
     probe = ShapedFormat(get_format("openai", column=_PART), shape)
@@ -103,7 +130,7 @@ def shaped_format(
     sample = [conversation_row(row, probe, 0 if shape.candidates else None) for row in rows]
     others = [c for c in columns if c not in shape.columns and c != _PART]
     try:
-        found = detect_format([_PART, *others], sample, column=_PART)
+        found = detect_conversation_format([_PART, *others], sample, column=_PART)
     except FormatError as err:
         raise FormatError(f"reading {shape.describe()}:\n{err}") from err
     inner: Format = copy.copy(found)

@@ -41,9 +41,15 @@ from transcript_clean.fastpath.base import (
     shift,
     text_or_absent,
 )
-from transcript_clean.fastpath.measures import RowSums, classes_of, column_array, said, text_lengths
+from transcript_clean.fastpath.measures import (
+    Measures,
+    RowSums,
+    classes_of,
+    column_array,
+    said,
+    text_lengths,
+)
 from transcript_clean.formats.base import Format
-from transcript_clean.profile import Measures
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     DUPLICATE_CALL_ID,

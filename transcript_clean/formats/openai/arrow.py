@@ -46,7 +46,9 @@ from transcript_clean.fastpath.base import (
 )
 from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.fastpath.measures import (
+    Measures,
     RowSums,
+    add_counts,
     classes_of,
     leading_bytes,
     text_lengths,
@@ -55,7 +57,6 @@ from transcript_clean.fastpath.measures import (
 from transcript_clean.fastpath.measures import said as says
 from transcript_clean.formats.base import REASONING_KEYS, DecodeError, Format, join_texts
 from transcript_clean.model import ToolCall
-from transcript_clean.profile import Measures, add_counts
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     DUPLICATE_CALL_ID,

@@ -47,10 +47,15 @@ from transcript_clean.fastpath.base import (
     text_or_absent,
     with_field,
 )
-from transcript_clean.fastpath.measures import RowSums, column_array, text_lengths, turn_classes
+from transcript_clean.fastpath.measures import (
+    Measures,
+    RowSums,
+    column_array,
+    text_lengths,
+    turn_classes,
+)
 from transcript_clean.formats.base import REASONING_KEYS, DecodeError, Format, join_texts
 from transcript_clean.formats.sharegpt.codec import ShareGPTFormat, read_calls, split_list
-from transcript_clean.profile import Measures
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
     DUPLICATE_CALL_ID,

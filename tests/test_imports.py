@@ -1,0 +1,336 @@
+"""The package's import graph has no cycle but the known ones, and those only shrink.
+
+The graph is built from the source with `ast`, never by importing it: one node per module of
+`transcript_clean`, and an arrow from a module to each package module it imports, by `import`
+or `from ... import` (absolute or relative), at module level or inside a function (a lazy
+import is still a dependency: it runs, only later), except under `if TYPE_CHECKING:`, which only
+the type checker reads. `from package import name` is an arrow to the module `package.name`
+when there is one, else to `package`. Not arrows: the package a module sits in, which Python
+imports first (else every module would depend on `transcript_clean/__init__.py`), and imports
+by a computed name (`importlib.import_module`, as the rules registry discovers its rules).
+
+A cycle is a strongly connected component of more than one module. `KNOWN_CYCLES` lists the
+ones the code still has, each with its modules; the test fails on any other cycle, on a listed
+cycle that a module joins, and on a listed cycle that no longer exists as listed (shrunk or
+gone), so that the list is kept honest and only ever shrinks. The layering the code wants is in
+docs/architecture.md ("Layers").
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+
+PACKAGE = "transcript_clean"
+ROOT = Path(__file__).resolve().parents[1] / PACKAGE
+
+Graph = Mapping[str, frozenset[str]]
+
+
+def _modules(*names: str) -> frozenset[str]:
+    """The package modules `names`, written without the package's name."""
+    return frozenset(f"{PACKAGE}.{name}" if name else PACKAGE for name in names)
+
+
+# The cycles the code still has. Remove a module from its cycle (or the cycle itself) when the
+# code stops needing it; never add one.
+KNOWN_CYCLES: dict[str, frozenset[str]] = {
+    # The rules and the declared-tools checks of the fast path: a declared-tools rule's Arrow
+    # check is `fastpath.declared`'s (`rules.base.declared_tools_checks`), which words its
+    # rejects with the rules' words; and every format's base names `malformed_row`.
+    # ShareGPT's codec gives its view (`arrow_view`) and the view reads with the codec's helpers.
+    "sharegpt": _modules("formats.sharegpt.arrow", "formats.sharegpt.codec"),
+    "rules": _modules(
+        "fastpath.base",
+        "fastpath.declared",
+        "formats.base",
+        "rules",
+        "rules.base",
+        "rules.consecutive_assistant",
+        "rules.duplicate_call_id",
+        "rules.empty_assistant_turn",
+        "rules.invalid_tool_arguments",
+        "rules.malformed_row",
+        "rules.no_assistant_turn",
+        "rules.orphan_tool_result",
+        "rules.too_long",
+        "rules.tool_arguments_schema",
+        "rules.trailing_tool_call",
+        "rules.unanswered_tool_call",
+        "rules.unencodable_row",
+        "rules.unknown_role",
+        "rules.unknown_tool",
+    ),
+}
+
+# The arrows still going up from a format to the rules, the fast path or the profile, which the
+# columnar view will remove. Remove one when the code stops needing it; never add one.
+KNOWN_FORMAT_ARROWS_UP: frozenset[tuple[str, str]] = frozenset(
+    (f"{PACKAGE}.formats.{source}", f"{PACKAGE}.{target}")
+    for source, target in [
+        ("anthropic.arrow", "fastpath.base"),
+        ("anthropic.arrow", "fastpath.measures"),
+        ("anthropic.arrow", "rules"),
+        ("anthropic.codec", "rules"),
+        ("base", "rules.malformed_row"),
+        ("openai.arrow", "fastpath.base"),
+        ("openai.arrow", "fastpath.declared"),
+        ("openai.arrow", "fastpath.measures"),
+        ("openai.arrow", "rules"),
+        ("openai.arrow", "rules.invalid_tool_arguments"),
+        ("openai.arrow", "rules.tool_arguments_schema"),
+        ("openai.arrow", "rules.unanswered_tool_call"),
+        ("openai.arrow", "rules.unknown_tool"),
+        ("openai.codec", "rules"),
+        ("rig.codec", "rules"),
+        ("sharegpt.arrow", "fastpath.base"),
+        ("sharegpt.arrow", "fastpath.measures"),
+        ("sharegpt.arrow", "rules"),
+        ("sharegpt.codec", "rules"),
+    ]
+)
+
+
+def module_name(path: Path, root: Path = ROOT) -> str:
+    """The dotted name of the module at `path`, a file under the package folder `root`."""
+    parts = [root.name, *path.relative_to(root).with_suffix("").parts]
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _import_nodes(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement under `node`, at any depth, except the `if TYPE_CHECKING:` ones."""
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
+        elif isinstance(child, ast.If) and _is_type_checking(child.test):
+            # Its `else:` runs at run time.
+            for other in child.orelse:
+                yield from _import_nodes(ast.Module(body=[other], type_ignores=[]))
+        else:
+            yield from _import_nodes(child)
+
+
+def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
+    """The absolute name a `from ... import` names, relative ones resolved from `module`."""
+    if node.level == 0:
+        return node.module or ""
+    base = module.split(".")
+    # A package's `from . import x` is relative to the package itself, a module's to its parent.
+    drop = node.level - 1 if is_package else node.level
+    base = base[: len(base) - drop]
+    return ".".join([*base, node.module] if node.module else base)
+
+
+def imports_of(source: str, module: str, is_package: bool, modules: Iterable[str]) -> set[str]:
+    """The package modules, among `modules`, that `source` (the text of `module`) imports."""
+    known = set(modules)
+    found: set[str] = set()
+    for node in _import_nodes(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name in known)
+            continue
+        target = _absolute(node, module, is_package)
+        for alias in node.names:
+            # `from a import b` imports the module a.b when there is one, else b from a.
+            submodule = f"{target}.{alias.name}"
+            if submodule in known:
+                found.add(submodule)
+            elif target in known:
+                found.add(target)
+    found.discard(module)
+    return found
+
+
+@functools.cache
+def import_graph(root: Path = ROOT) -> dict[str, frozenset[str]]:
+    """Each module of the package under `root`, with the package modules it imports."""
+    paths = {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
+    return {
+        name: frozenset(
+            imports_of(path.read_text(encoding="utf-8"), name, path.name == "__init__.py", paths)
+        )
+        for name, path in paths.items()
+    }
+
+
+def cycles(graph: Graph) -> list[frozenset[str]]:
+    """The strongly connected components of `graph` with more than one node (Tarjan's)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[frozenset[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph.get(node, frozenset())):
+            if target not in index:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], index[target])
+        if low[node] == index[node]:
+            component = set()
+            while True:
+                member = stack.pop()
+                on_stack.discard(member)
+                component.add(member)
+                if member == node:
+                    break
+            if len(component) > 1:
+                found.append(frozenset(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def cycle_problems(graph: Graph, known: Mapping[str, frozenset[str]]) -> list[str]:
+    """What is wrong with `graph`'s cycles against the `known` ones, in words; empty when none."""
+    problems: list[str] = []
+    found = cycles(graph)
+    for component in found:
+        listed = sorted(name for name, members in known.items() if members & component)
+        if not listed:
+            problems.append(f"a new import cycle: {sorted(component)}")
+            continue
+        joined = component - frozenset().union(*(known[name] for name in listed))
+        if joined:
+            problems.append(f"the import cycle {listed} grew: {sorted(joined)} joined it")
+        elif len(listed) > 1:
+            problems.append(f"the import cycles {listed} merged into one")
+    for name, members in sorted(known.items()):
+        if any(members <= component for component in found):
+            continue  # as listed, or grown or merged (said above)
+        now = sorted(sorted(component & members) for component in found if component & members)
+        left = sorted(members.difference(*now))
+        said = [f"{left} left it"] if left else []
+        said += [f"it split into {now}"] if len(now) > 1 else []
+        what = ", and ".join(said)
+        problems.append(
+            f"the known import cycle {name!r} is no longer there as listed ({what}): "
+            "shrink or remove it in KNOWN_CYCLES"
+        )
+    return problems
+
+
+def test_the_package_has_no_import_cycle_but_the_known_ones_as_listed() -> None:
+    assert cycle_problems(import_graph(), KNOWN_CYCLES) == []
+
+
+def test_transcript_imports_nothing_above_the_model() -> None:
+    # The seed's module is a leaf: the model and the errors, nothing the cleaner builds on it.
+    assert import_graph()[f"{PACKAGE}.transcript"] <= _modules("model", "errors")
+
+
+def test_no_format_module_imports_the_rules_the_fast_path_or_the_profile_but_the_known() -> None:
+    above = (f"{PACKAGE}.rules", f"{PACKAGE}.fastpath", f"{PACKAGE}.profile")
+    arrows = {
+        (module, target)
+        for module, targets in import_graph().items()
+        if module.startswith(f"{PACKAGE}.formats.")
+        for target in targets
+        if target in above or target.startswith(tuple(f"{name}." for name in above))
+    }
+    assert sorted(arrows - KNOWN_FORMAT_ARROWS_UP) == [], "new arrows up from a format"
+    assert sorted(KNOWN_FORMAT_ARROWS_UP - arrows) == [], "gone: remove from the list"
+
+
+# The cycle finder and the graph builder themselves, on toy inputs: the tests above can fail.
+
+TOY = {
+    "a": frozenset({"b"}),
+    "b": frozenset({"c"}),
+    "c": frozenset({"a", "d"}),
+    "d": frozenset({"e"}),
+    "e": frozenset({"d"}),
+    "f": frozenset({"a"}),
+}
+
+
+def test_cycles_are_the_strongly_connected_components_of_more_than_one_node() -> None:
+    assert sorted(sorted(c) for c in cycles(TOY)) == [["a", "b", "c"], ["d", "e"]]
+    assert cycles({"a": frozenset({"b"}), "b": frozenset()}) == []
+
+
+def test_a_planted_cycle_is_a_problem() -> None:
+    acyclic = {"a": frozenset({"b"}), "b": frozenset({"c"}), "c": frozenset()}
+    assert cycle_problems(acyclic, {}) == []
+    planted = {**acyclic, "c": frozenset({"a"})}
+    assert cycle_problems(planted, {}) == ["a new import cycle: ['a', 'b', 'c']"]
+
+
+def test_a_known_cycle_listed_exactly_is_not_a_problem() -> None:
+    known = {"abc": frozenset("abc"), "de": frozenset("de")}
+    assert cycle_problems(TOY, known) == []
+
+
+def test_a_known_cycle_that_grows_is_a_problem() -> None:
+    grown = {**TOY, "f": frozenset({"a"}), "a": frozenset({"b", "f"})}
+    problems = cycle_problems(grown, {"abc": frozenset("abc"), "de": frozenset("de")})
+    assert problems == ["the import cycle ['abc'] grew: ['f'] joined it"]
+
+
+def test_a_known_cycle_that_shrinks_or_goes_is_a_problem() -> None:
+    shrunk = {**TOY, "c": frozenset({"b", "d"}), "b": frozenset({"c"}), "a": frozenset({"b"})}
+    problems = cycle_problems(shrunk, {"abc": frozenset("abc"), "de": frozenset("de")})
+    assert problems == [
+        "the known import cycle 'abc' is no longer there as listed (['a'] left it): "
+        "shrink or remove it in KNOWN_CYCLES"
+    ]
+    split = {"a": frozenset("b"), "b": frozenset("a"), "c": frozenset("d"), "d": frozenset("c")}
+    assert cycle_problems(split, {"abcd": frozenset("abcd")}) == [
+        "the known import cycle 'abcd' is no longer there as listed "
+        "(it split into [['a', 'b'], ['c', 'd']]): shrink or remove it in KNOWN_CYCLES"
+    ]
+    gone = {**TOY, "e": frozenset()}
+    problems = cycle_problems(gone, {"abc": frozenset("abc"), "de": frozenset("de")})
+    assert problems == [
+        "the known import cycle 'de' is no longer there as listed (['d', 'e'] left it): "
+        "shrink or remove it in KNOWN_CYCLES"
+    ]
+
+
+def test_the_graph_follows_lazy_and_relative_imports_but_not_type_checking_ones(
+    tmp_path: Path,
+) -> None:
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    (root / "__init__.py").write_text("from pkg.a import x\n", encoding="utf-8")
+    (root / "a.py").write_text(
+        "from __future__ import annotations\n"
+        "from typing import TYPE_CHECKING\n"
+        "if TYPE_CHECKING:\n"
+        "    from pkg.b import B\n"
+        "else:\n"
+        "    import pkg.c\n"
+        "def f():\n"
+        "    from pkg.sub import d\n"
+        "    return d\n",
+        encoding="utf-8",
+    )
+    (root / "b.py").write_text("from . import a\n", encoding="utf-8")
+    (root / "c.py").write_text("from .sub.d import y\n", encoding="utf-8")
+    (root / "sub" / "__init__.py").write_text("from .. import b\nfrom . import d\n", "utf-8")
+    (root / "sub" / "d.py").write_text("import json\nfrom pkg import sub\n", encoding="utf-8")
+    assert import_graph(root) == {
+        "pkg": frozenset({"pkg.a"}),
+        "pkg.a": frozenset({"pkg.c", "pkg.sub.d"}),
+        "pkg.b": frozenset({"pkg.a"}),
+        "pkg.c": frozenset({"pkg.sub.d"}),
+        "pkg.sub": frozenset({"pkg.b", "pkg.sub.d"}),
+        "pkg.sub.d": frozenset({"pkg.sub"}),
+    }

@@ -1,0 +1,35 @@
+"""The registry of conversation formats: each format's name and class, and `get_format`."""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from transcript_clean.errors import FormatError
+from transcript_clean.formats.anthropic import AnthropicFormat
+from transcript_clean.formats.base import Format
+from transcript_clean.formats.openai import OpenAIFormat
+from transcript_clean.formats.rig import RigFormat
+from transcript_clean.formats.sharegpt import ShareGPTFormat
+
+FORMATS: Final[dict[str, type[Format]]] = {
+    "openai": OpenAIFormat,
+    "sharegpt": ShareGPTFormat,
+    "anthropic": AnthropicFormat,
+    "rig": RigFormat,
+}
+
+FORMAT_NAMES: Final = tuple(FORMATS)
+"""The names `--format` takes, besides "auto"."""
+
+
+def get_format(name: str, column: str | None = None, **options: Any) -> Format:
+    """The format called `name`, reading its conversations from `column` (its usual column when
+    None); `options` are the format's own (sharegpt: `tags`)."""
+    cls = FORMATS.get(name)
+    if cls is None:
+        known = ", ".join(FORMAT_NAMES)
+        raise FormatError(f"unknown format {name!r}; the formats are {known} and auto")
+    try:
+        return cls(column, **options)
+    except TypeError as err:
+        raise FormatError(f"format {name!r} does not take options {sorted(options)}") from err
