@@ -17,7 +17,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
-from transcript_clean.errors import FormatError, SourceError
+from transcript_clean.errors import FormatError, SourceError, option, option_name
 from transcript_clean.formats.base import Format
 from transcript_clean.sources import (
     DEFAULT_BATCH_BYTES,
@@ -104,7 +104,10 @@ class SourceOptions:
             if self.dataset_type not in ("auto", "conversation"):
                 fmt = resolve_shaped(source, self)
             elif self.prompt_column is not None or self.candidates is not None:
-                raise SourceError("--prompt-column and --candidates go with --type")
+                raise SourceError(
+                    f"{option_name('prompt_column')} and {option_name('candidates')} go with "
+                    f"{option_name('dataset_type', flag='--type')}"
+                )
             else:
                 shaped = self.dataset_type == "auto"
                 fmt = resolve_format(source, self.format, self.column, shaped=shaped)
@@ -227,19 +230,19 @@ def _other_format(source: Source, names: list[str], *, given: bool) -> str:
         except FormatError:
             pass
         else:
-            option = f"--format {found.name}"
+            use = option("format", found.name)
             if found.column != get_format(found.name).column:
-                option += f" --column {found.column}"
-            return f"it reads as {found.name} (column {found.column!r}): use {option}"
-    return "choose the conversation column with --column"
+                use += f" {option('column', found.column)}"
+            return f"it reads as {found.name} (column {found.column!r}): use {use}"
+    return f"choose the conversation column with {option_name('column')}"
 
 
 def with_tools_column(source: Source, fmt: Format, column: str) -> Format:
     """A copy of `fmt` that reads each row's declared tools from `column`."""
     if column not in source.schema.names:
         raise SourceError(
-            f"{source.name}: no column {column!r} for --tools-column; the columns are "
-            f"{', '.join(_data_columns(source))}"
+            f"{source.name}: no column {column!r} for {option_name('tools_column')}; the columns "
+            f"are {', '.join(_data_columns(source))}"
         )
     fmt = copy.copy(fmt)
     fmt.tools_column = column
