@@ -110,3 +110,27 @@ def test_source_errors_name_the_keywords_a_python_caller_passes(tmp_path: Path) 
         SourceOptions(str(path), tools_column="nope").resolve()
     with pytest.raises(SourceError, match=r"^prompt_column and candidates go with dataset_type$"):
         SourceOptions(str(path), prompt_column="prompt").resolve()
+
+
+def test_a_named_format_that_misreads_most_rows_hints_at_the_one_that_reads(
+    tmp_path: Path,
+) -> None:
+    """From Python the hint names the keyword: `format='openai'`."""
+    from transcript_clean.formats import get_format
+    from transcript_clean.options import format_hint
+
+    path = tmp_path / "t.jsonl"
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        {"role": "assistant", "content": "done"},
+    ]
+    path.write_text(json.dumps({"messages": messages}) + "\n", encoding="utf-8")
+    src, fmt = SourceOptions(path, format="anthropic").resolve()
+    assert format_hint(src, fmt) == (
+        "1 of the first 1 rows do not read as anthropic; they read as openai "
+        "(column 'messages'): pass format='openai'"
+    )
+    assert format_hint(src, get_format("openai")) is None

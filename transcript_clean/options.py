@@ -212,6 +212,48 @@ def resolve_format(
     return fmt
 
 
+def format_hint(source: Source, fmt: Format) -> str | None:
+    """What to pass when the format named (`fmt`, one conversation column) does not read most
+    rows of the detection sample while the format `auto` picks reads them: a named format is
+    run as asked, but a run that rejects most rows as `unknown_role` should say why."""
+    from transcript_clean.formats import detect_format, get_format
+    from transcript_clean.shapes import ShapedFormat
+
+    if isinstance(fmt, ShapedFormat):
+        return None
+    sample = _sample(source)
+    misread = _unread(fmt, sample)
+    if not sample or misread * 2 <= len(sample):
+        return None
+    try:
+        found = detect_format(_data_columns(source), sample, shaped=False)
+    except FormatError:
+        return None
+    if found.name == fmt.name or _unread(found, sample) * 2 >= len(sample):
+        return None
+    use = option("format", found.name)
+    if found.column != get_format(found.name).column:
+        use += f" {option('column', found.column)}"
+    return (
+        f"{misread} of the first {len(sample)} rows do not read as {fmt.name}; they read as "
+        f"{found.name} (column {found.column!r}): pass {use}"
+    )
+
+
+def _unread(fmt: Format, rows: list[dict[str, Any]]) -> int:
+    """How many of `rows` `fmt` cannot decode (each would be a `malformed_row` or
+    `unknown_role` reject)."""
+    from transcript_clean.formats.base import DecodeError
+
+    unread = 0
+    for row in rows:
+        try:
+            fmt.decode(row)
+        except (DecodeError, RecursionError):
+            unread += 1
+    return unread
+
+
 def _data_columns(source: Source) -> list[str]:
     """The source's columns without those its reader adds (a JSON Lines line and its error),
     which no user named and no format reads."""
