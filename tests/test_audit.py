@@ -373,3 +373,17 @@ def test_a_kill_while_overwriting_stats_out_leaves_no_summary_of_another_night(
     # What a baseline reads there now is tonight's stats, never yesterday's summary beside them.
     assert load_baseline(out).shares != yesterday.shares
     assert load_baseline(out).shares == {}
+
+
+def test_output_errors_name_the_keywords_a_python_caller_passes(tmp_path: Path) -> None:
+    """From Python, `stats_out=` and `overwrite=True`, not the CLI's `--stats-out` and
+    `--overwrite` (the CLI's own words are checked by its tests)."""
+    from transcript_clean.audit.report import check_report
+
+    source = str(write_jsonl(tmp_path / "x.jsonl", [CLEAN]))
+    (tmp_path / "file").write_text("")
+    with pytest.raises(OutputError, match=r"^stats_out='.*file' exists and is a file"):
+        audit(source, stats_out=str(tmp_path / "file"))
+    (tmp_path / "report.md").write_text("")
+    with pytest.raises(OutputError, match=r"exists: pass overwrite=True to replace it"):
+        check_report(tmp_path / "report.md")

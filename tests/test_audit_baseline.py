@@ -124,3 +124,13 @@ def test_a_damaged_baseline_is_exit_2_naming_it(
     assert result.exit_code == 2, result.output  # not 1, which says "a gate was exceeded"
     assert f"baseline {baseline}" in result.stderr
     assert "Traceback" not in result.output
+
+
+def test_an_unfinished_baseline_names_the_keyword_a_python_caller_passes() -> None:
+    """From Python the way to finish the run is `resume=True`, not the CLI's `--resume`."""
+    import fsspec
+
+    fsspec.filesystem("memory").pipe("/unfinished/data/part-00000.parquet", b"x")
+    with pytest.raises(BaselineError, match="not complete") as raised:
+        load_baseline("memory://unfinished")
+    assert "resume=True" in str(raised.value) and "--resume" not in str(raised.value)

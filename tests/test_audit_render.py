@@ -187,3 +187,22 @@ def test_the_report_has_contents_and_an_explain_command_per_sample(
         assert "Violations:" in result.output
     text = render_markdown(audit(str(data), samples=1))
     assert text.count("transcript-clean explain ") == len(SHARES)
+
+
+def test_a_lone_surrogate_in_the_samples_is_written_escaped(tmp_path: Path) -> None:
+    """A rejects row's `_raw_line` holding JSON's `"\\ud800"` reads into a string with no
+    UTF-8 form: the reports that sample it were not written (`UnicodeEncodeError`). They are,
+    with the surrogate as its escape; so is what the audit prints."""
+    from transcript_clean.run import clean
+
+    line = '{"messages": [{"role": "user", "content": "hi \\ud800"}, ' + (
+        '{"role": "assistant", "content": "a"}, {"role": "assistant", "content": "b"}]}\n'
+    )
+    (tmp_path / "in.jsonl").write_text(line)
+    clean(str(tmp_path / "in.jsonl"), str(tmp_path / "out"))
+    rejects = str(tmp_path / "out" / "rejects" / "part-00000.parquet")
+    for name in ("audit.md", "audit.html"):
+        result = run(rejects, "--report", str(tmp_path / name))
+        assert result.exit_code == 0, result.output
+        assert "consecutive_assistant" in result.stdout
+        assert "hi \\ud800" in (tmp_path / name).read_text(encoding="utf-8")

@@ -172,3 +172,22 @@ def test_the_card_header_is_the_hubs_card_data(tmp_path: Path) -> None:
     data = DatasetCard(dataset_card(summary_of(clean_only), [])).data.to_dict()
     assert [c["config_name"] for c in data["configs"]] == ["default"]  # no config of no rows
     assert data["size_categories"] == ["n<1K"] and "dataset_info" not in data
+
+
+def test_a_lone_surrogate_in_a_tool_name_is_written_escaped(tmp_path: Path) -> None:
+    """A tool named with JSON's `"\\ud800"` (a lone surrogate, no UTF-8 form), read from the
+    `_raw_line` of the tool's own rejects: the card was never written (`UnicodeEncodeError`,
+    the run left unfinished). It is, with the surrogate as its escape."""
+    name = "t\ud800"  # json.dumps writes it as JSON's escape
+    call = {"id": "c1", "type": "function", "function": {"name": name, "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": "a"},  # a repair: the row is read from its line
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+    ]
+    row = json.dumps({"messages": messages}) + "\n"
+    (tmp_path / "in.jsonl").write_text(row)
+    clean(str(tmp_path / "in.jsonl"), str(tmp_path / "first"))
+    clean(str(tmp_path / "first" / "rejects" / "part-00000.parquet"), str(tmp_path / "out"))
+    card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
+    assert "t\\ud800" in card

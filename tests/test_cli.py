@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -584,3 +585,21 @@ def test_a_glob_of_json_lines_files_whose_fields_differ_runs(tmp_path: Path) -> 
     write_lines(folder / "a.jsonl", [{"messages": CHAT}])
     write_lines(folder / "b.jsonl", [WEATHER])
     every_command(f"{folder}/*.jsonl", tmp_path, 2)
+
+
+def test_a_format_named_that_most_rows_do_not_read_as_gets_a_hint(tmp_path: Path) -> None:
+    """`--format anthropic` on an OpenAI file rejected 4 of 5 rows as `unknown_role` and said
+    nothing more: the run (not refused: the format was asked for) names the one that reads."""
+    source = tmp_path / "openai.jsonl"
+    source.write_text("\n".join([json.dumps(WEATHER)] * 4 + [json.dumps({"messages": CHAT})]))
+    result = CliRunner().invoke(
+        main, ["clean", str(source), str(tmp_path / "out"), "--format", "anthropic"]
+    )
+    assert result.exit_code == 0, result.output
+    said = "rows do not read as anthropic; they read as openai (column 'messages')"
+    hint = next(line for line in result.output.splitlines() if line.startswith("hint: "))
+    assert re.fullmatch(rf"hint: 4 of the first [45] {re.escape(said)}: pass --format openai", hint)
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    assert f"hint: {summary['hint']}" == hint and summary["rows_rejected"] == 4
+    again = CliRunner().invoke(main, ["clean", str(source), str(tmp_path / "again")])
+    assert again.exit_code == 0 and "hint:" not in again.output  # auto: nothing to say

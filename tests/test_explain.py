@@ -64,3 +64,17 @@ def test_a_row_without_tools_among_rows_with_them_is_explained(tmp_path: Path) -
     result = CliRunner().invoke(main, ["explain", str(source), "--row", "1"])
     assert result.exit_code == 0, result.output
     assert "get_weather" in result.output and "Outcome: kept unchanged" in result.output
+
+
+def test_a_lone_surrogate_in_a_rejects_line_is_printed_escaped(tmp_path: Path) -> None:
+    """JSON's `"\\ud800"` (a lone surrogate) in a line the tool rejected, kept in its rejects'
+    `_raw_line`, reads into a string with no UTF-8 form: explaining that row printed nothing
+    but a `UnicodeEncodeError`. It prints, with the surrogate as its escape."""
+    source = tmp_path / "in.jsonl"
+    source.write_text('{"messages": [{"role": "user", "content": "hi \\ud800"}]}\n')
+    run = CliRunner().invoke(main, ["clean", str(source), str(tmp_path / "out")])
+    assert run.exit_code == 0, run.output
+    rejects = tmp_path / "out" / "rejects" / "part-00000.parquet"
+    result = CliRunner().invoke(main, ["explain", str(rejects), "--row", "0"])
+    assert result.exit_code == 0, result.output
+    assert '"hi \\ud800"' in result.output

@@ -86,8 +86,8 @@ def test_a_named_format_that_does_not_fit_suggests_the_one_that_does(tmp_path: P
     assert message.startswith(f"{path}: no column 'conversations' for format sharegpt")
     assert "the columns are messages;" in message
     assert "_raw_line" not in message and "_line_error" not in message
-    assert "it reads as openai (column 'messages'): use --format openai" in message
-    assert "--column" not in message
+    assert "it reads as openai (column 'messages'): use format='openai'" in message
+    assert "column=" not in message
 
 
 def test_a_dataset_type_without_its_columns_names_the_file(tmp_path: Path) -> None:
@@ -98,3 +98,39 @@ def test_a_dataset_type_without_its_columns_names_the_file(tmp_path: Path) -> No
     message = str(err.value)
     assert message.startswith(f"{path}: ")
     assert "the columns are messages (" in message  # not the reader's _raw_line, _line_error
+
+
+def test_source_errors_name_the_keywords_a_python_caller_passes(tmp_path: Path) -> None:
+    """From Python, `tools_column`, `prompt_column`, `candidates` and `dataset_type`, the
+    fields of `SourceOptions`, not the CLI's flags."""
+    path = tmp_path / "in.jsonl"
+    row = {"messages": [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "x"}]}
+    path.write_text(json.dumps(row) + "\n")
+    with pytest.raises(SourceError, match="no column 'nope' for tools_column;"):
+        SourceOptions(str(path), tools_column="nope").resolve()
+    with pytest.raises(SourceError, match=r"^prompt_column and candidates go with dataset_type$"):
+        SourceOptions(str(path), prompt_column="prompt").resolve()
+
+
+def test_a_named_format_that_misreads_most_rows_hints_at_the_one_that_reads(
+    tmp_path: Path,
+) -> None:
+    """From Python the hint names the keyword: `format='openai'`."""
+    from transcript_clean.formats import get_format
+    from transcript_clean.options import format_hint
+
+    path = tmp_path / "t.jsonl"
+    call = {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+    messages = [
+        {"role": "user", "content": "hi"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "c1", "content": "r"},
+        {"role": "assistant", "content": "done"},
+    ]
+    path.write_text(json.dumps({"messages": messages}) + "\n", encoding="utf-8")
+    src, fmt = SourceOptions(path, format="anthropic").resolve()
+    assert format_hint(src, fmt) == (
+        "1 of the first 1 rows do not read as anthropic; they read as openai "
+        "(column 'messages'): pass format='openai'"
+    )
+    assert format_hint(src, get_format("openai")) is None

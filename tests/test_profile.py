@@ -403,3 +403,28 @@ def test_bins_are_the_edges_search_whether_looked_up_or_searched() -> None:
     searched = np.searchsorted(_edges(), values, side="right") - 1
     assert (bins_of(values) == searched).all()
     assert (bins_of(values[values < LOOKED_UP_BELOW]) == searched[values < LOOKED_UP_BELOW]).all()
+
+
+@pytest.mark.parametrize("fast", [True, False])
+@pytest.mark.parametrize("typed", ["plain", "json"])
+def test_a_preference_row_with_no_prompt_is_not_measured(fast: bool, typed: str) -> None:
+    """A preference row rejected as `malformed_row` (no prompt) has nothing to measure
+    (docs/audit.md): a plainly typed set counted it in `rows_measured`, a JSON-typed one not."""
+    from transcript_clean.shapes import ShapedFormat, make_shape
+
+    def turn(role: str, text: str) -> dict[str, str]:
+        return {"role": role, "content": text}
+
+    rows: list[dict[str, Any]] = [
+        {"prompt": [turn("user", f"q{i}")], "chosen": [turn("assistant", "c")]} for i in range(4)
+    ]
+    rows.append({"prompt": None, "chosen": [turn("assistant", "c")]})
+    for row in rows:
+        row["rejected"] = [turn("assistant", "r")]
+    table = pa.Table.from_pylist(rows)
+    if typed == "json":
+        table = pa.table({name: [json.dumps(row[name]) for row in rows] for name in rows[0]})
+    fmt = ShapedFormat(get_format("openai"), make_shape("preference", table.column_names))
+    cleaned = clean_batch_parts(table, DEFAULT, format=fmt, fast=fast)
+    assert cleaned.stats.rows_rejected == 1
+    assert cleaned.stats.profile.report()["rows_measured"] == 4

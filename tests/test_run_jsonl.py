@@ -295,3 +295,31 @@ def test_kept_rows_are_gathered_for_the_columns_a_shard_writes(tmp_path: Path) -
     assert cleaned.kept_rows(names).equals(every.select(names))
     assert cleaned.kept_rows([*every.column_names, "other"]).equals(every)
     shard.abort()
+
+
+@pytest.mark.parametrize("output_format", ["jsonl", "parquet"])
+def test_json_lines_rejects_cleaned_again_lose_nothing(tmp_path: Path, output_format: str) -> None:
+    """The tool's own JSON Lines rejects hold `_raw_line` (a line that was not JSON): cleaned
+    again, that key met the column the reader adds, and the run crashed. It is kept as
+    `_prev_raw_line`, as an input's `_source` is kept as `_prev_source`."""
+    source = tmp_path / "in.jsonl"
+    chat = {"messages": [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]}
+    lone = {"messages": [{"role": "user", "content": "a"}]}
+    source.write_text("not json\n" + json.dumps(chat) + "\n" + json.dumps(lone) + "\n")
+    clean(str(source), str(tmp_path / "first"), output_format="jsonl")
+    rejects = tmp_path / "first" / "rejects" / "part-00000.jsonl"
+    args = ["clean", str(rejects), str(tmp_path / "again"), "--type", "conversation"]
+    result = CliRunner().invoke(main, [*args, "--output-format", output_format])
+    assert result.exit_code == 0, result.output
+    assert "rows in 2 = kept 0 (repaired 0) + rejected 2  (checked)" in result.output
+    if output_format == "jsonl":
+        text = (tmp_path / "again" / "rejects" / "part-00000.jsonl").read_text()
+        rows = [json.loads(line) for line in text.splitlines()]
+    else:
+        rows = pq.read_table(tmp_path / "again" / "rejects" / "part-00000.parquet").to_pylist()
+    raw = [row for row in rows if row["_prev_source_row"] == 0]
+    assert len(raw) == 1 and raw[0]["_prev_raw_line"] == "not json"
+    assert raw[0]["_prev_reject_codes"] == ["malformed_row"]
+    assert raw[0]["_reject_codes"] == ["malformed_row"]
+    other = next(row for row in rows if row["_prev_source_row"] == 2)
+    assert other["messages"] == lone["messages"] and other.get("_prev_raw_line") is None

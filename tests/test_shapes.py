@@ -145,7 +145,7 @@ def test_several_conversation_columns_stop_detection_naming_the_options() -> Non
 
 
 def test_a_type_named_without_its_columns_says_which() -> None:
-    with pytest.raises(FormatError, match=r"prompt, chosen.*--prompt-column"):
+    with pytest.raises(FormatError, match=r"prompt, chosen.*with prompt_column and candidates"):
         make_shape("preference", ["messages"])
 
 

@@ -8,6 +8,7 @@ import pytest
 
 from transcript_clean.errors import OutputError
 from transcript_clean.sinks import (
+    OutputFormat,
     ParquetShard,
     shard_name,
     temp_path,
@@ -276,3 +277,11 @@ def test_a_row_group_is_encoded_the_same_however_its_rows_came(tmp_path: Path) -
         written.append(path.read_bytes())
     assert pq.read_table(tmp_path / "2.parquet").equals(table)
     assert written[1] == written[0] and written[2] == written[0]
+
+
+def test_a_bad_compression_names_the_keyword_a_python_caller_passes() -> None:
+    with pytest.raises(
+        OutputError,
+        match=r"^compression for jsonl output is one of none, gzip, zstd, not 'snappy'$",
+    ):
+        OutputFormat("jsonl", "snappy")

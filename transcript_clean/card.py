@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from transcript_clean.markdown import code
+from transcript_clean.markdown import code, printable
 from transcript_clean.stats import render_table
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def dataset_card(
     `data_files` is the shards' glob, which tells `datasets` how to read them (the rejects'
     is the same in rejects/); `schema`, the data shards', gives the features."""
     counts = summary["counts"]
-    return f"""---
+    return printable(f"""---
 {card_data(summary, data_files, schema).to_yaml()}
 ---
 
@@ -72,7 +72,7 @@ turns dropped: {counts["empty_turns_dropped"]:,}.
 {render_table(records, markdown=True) if records else "No violations were found."}
 {tools_section(summary.get("tools"))}{profile_section(summary.get("profile"))}
 Input fingerprint: `{summary["fingerprint"]}`.
-"""
+""")
 
 
 def card_data(

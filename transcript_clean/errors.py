@@ -20,14 +20,23 @@ def command_line() -> Iterator[None]:
         _COMMAND_LINE.reset(token)
 
 
-def option(name: str, value: object = True) -> str:
+def option(name: str, value: object = True, *, flag: str | None = None) -> str:
     """The option `name` (a keyword argument's name) set to `value`, as the caller gives it:
     `--output-format jsonl` (`--resume` for a flag) on the command line, `output_format='jsonl'`
-    (`resume=True`) from Python."""
+    (`resume=True`) from Python. `flag` is the command line's name where it is not `name`'s
+    (`--type` for `dataset_type`)."""
     if not _COMMAND_LINE.get():
         return f"{name}={value!r}"
-    flag = "--" + name.replace("_", "-")
+    flag = option_name(name, flag=flag)
     return flag if value is True else f"{flag} {value}"
+
+
+def option_name(name: str, *, flag: str | None = None) -> str:
+    """The option `name` (a keyword argument's name) without a value, as the caller names it:
+    `--prompt-column` on the command line (or `flag`), `prompt_column` from Python."""
+    if not _COMMAND_LINE.get():
+        return name
+    return flag or "--" + name.replace("_", "-")
 
 
 class TranscriptCleanError(Exception):

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from transcript_clean.errors import SourceError
 from transcript_clean.formats.base import Format, Row
+from transcript_clean.markdown import printable
 from transcript_clean.model import (
     AssistantMessage,
     Encrypted,
@@ -234,4 +235,4 @@ def render_explanation(exp: Explanation) -> str:
         "rejected": f"rejected: {result.reject_message}",
     }[result.status]
     lines.append(f"Outcome: {outcome}")
-    return "\n".join(lines)
+    return printable("\n".join(lines))

@@ -27,7 +27,13 @@ import pyarrow.compute as pc
 
 from transcript_clean.atomic import AtomicFile, temp_path
 from transcript_clean.errors import OutputError
-from transcript_clean.sources.base import LINE_ERROR, RAW_LINE, hidden_columns, json_columns
+from transcript_clean.sources.base import (
+    LINE_ERROR,
+    RAW_LINE,
+    hidden_columns,
+    hidden_renames,
+    json_columns,
+)
 
 __all__ = ["JSONL_CODECS", "JsonlShard", "count_lines", "data_lines", "is_empty", "reject_lines"]
 
@@ -177,10 +183,12 @@ def _with_fields(raw: str, extra: dict[str, Any]) -> bytes:
         row = None
     if not isinstance(row, dict):  # cannot happen for a line read as a row; kept whole then
         return orjson.dumps({RAW_LINE: raw, **extra})
-    if any(name in row for name in extra):  # the row has one of them: kept under `_prev`
+    # The row has one of them, or a `_raw_line` this run would seem to have written (a line
+    # that was not JSON): kept under `_prev`, as the reader reads it (`hidden_renames`).
+    if any(name in row for name in (*extra, RAW_LINE, LINE_ERROR)):
         from transcript_clean.pipeline import previous_names
 
-        renames = previous_names(list(row))
+        renames = previous_names(list(row)) | hidden_renames(list(row))
         row = {renames.get(name, name): value for name, value in row.items()}
         return orjson.dumps({**row, **extra}, default=_default, option=_DUMPS)
     body = raw.rstrip(" \t\r\n")  # JSON's whitespace: a line's end is its object's `}`

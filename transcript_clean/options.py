@@ -17,7 +17,7 @@ from contextlib import suppress
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
-from transcript_clean.errors import FormatError, SourceError
+from transcript_clean.errors import FormatError, SourceError, option, option_name
 from transcript_clean.formats.base import Format
 from transcript_clean.sources import (
     DEFAULT_BATCH_BYTES,
@@ -104,7 +104,10 @@ class SourceOptions:
             if self.dataset_type not in ("auto", "conversation"):
                 fmt = resolve_shaped(source, self)
             elif self.prompt_column is not None or self.candidates is not None:
-                raise SourceError("--prompt-column and --candidates go with --type")
+                raise SourceError(
+                    f"{option_name('prompt_column')} and {option_name('candidates')} go with "
+                    f"{option_name('dataset_type', flag='--type')}"
+                )
             else:
                 shaped = self.dataset_type == "auto"
                 fmt = resolve_format(source, self.format, self.column, shaped=shaped)
@@ -210,6 +213,48 @@ def resolve_format(
     return fmt
 
 
+def format_hint(source: Source, fmt: Format) -> str | None:
+    """What to pass when the format named (`fmt`, one conversation column) does not read most
+    rows of the detection sample while the format `auto` picks reads them: a named format is
+    run as asked, but a run that rejects most rows as `unknown_role` should say why."""
+    from transcript_clean.formats import detect_format, get_format
+    from transcript_clean.shapes import ShapedFormat
+
+    if isinstance(fmt, ShapedFormat):
+        return None
+    sample = _sample(source)
+    misread = _unread(fmt, sample)
+    if not sample or misread * 2 <= len(sample):
+        return None
+    try:
+        found = detect_format(_data_columns(source), sample, shaped=False)
+    except FormatError:
+        return None
+    if found.name == fmt.name or _unread(found, sample) * 2 >= len(sample):
+        return None
+    use = option("format", found.name)
+    if found.column != get_format(found.name).column:
+        use += f" {option('column', found.column)}"
+    return (
+        f"{misread} of the first {len(sample)} rows do not read as {fmt.name}; they read as "
+        f"{found.name} (column {found.column!r}): pass {use}"
+    )
+
+
+def _unread(fmt: Format, rows: list[dict[str, Any]]) -> int:
+    """How many of `rows` `fmt` cannot decode (each would be a `malformed_row` or
+    `unknown_role` reject)."""
+    from transcript_clean.formats.base import DecodeError
+
+    unread = 0
+    for row in rows:
+        try:
+            fmt.decode(row)
+        except (DecodeError, RecursionError):
+            unread += 1
+    return unread
+
+
 def _data_columns(source: Source) -> list[str]:
     """The source's columns without those its reader adds (a JSON Lines line and its error),
     which no user named and no format reads."""
@@ -228,19 +273,19 @@ def _other_format(source: Source, names: list[str], *, given: bool) -> str:
         except FormatError:
             pass
         else:
-            option = f"--format {found.name}"
+            use = option("format", found.name)
             if found.column != get_format(found.name).column:
-                option += f" --column {found.column}"
-            return f"it reads as {found.name} (column {found.column!r}): use {option}"
-    return "choose the conversation column with --column"
+                use += f" {option('column', found.column)}"
+            return f"it reads as {found.name} (column {found.column!r}): use {use}"
+    return f"choose the conversation column with {option_name('column')}"
 
 
 def with_tools_column(source: Source, fmt: Format, column: str) -> Format:
     """A copy of `fmt` that reads each row's declared tools from `column`."""
     if column not in source.schema.names:
         raise SourceError(
-            f"{source.name}: no column {column!r} for --tools-column; the columns are "
-            f"{', '.join(_data_columns(source))}"
+            f"{source.name}: no column {column!r} for {option_name('tools_column')}; the columns "
+            f"are {', '.join(_data_columns(source))}"
         )
     fmt = copy.copy(fmt)
     fmt.tools_column = column

@@ -391,6 +391,9 @@ def clean_batch_parts(
         # (but those measured with the verdicts).
         read = np.ones(table.num_rows, dtype=bool) if measured is None else ~measured[1]
         read[list(line_errors(table))] = False
+        # A row the cleaner could not read (`malformed_row`, `unknown_role`: no prompt, say)
+        # has nothing to measure, though its first candidate alone may read.
+        read[[i for i, messages in decoded.items() if messages is None]] = False
         decoded = {}
     stats.profile.merge(profile_batch(table, fmt, read, decoded, tokenizer=config.tokenizer))
     replaced = [r for r in (settled, fitted) if r is not None]

@@ -18,7 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 from transcript_clean.errors import AccountingError, OutputError
 from transcript_clean.formats.base import Format
-from transcript_clean.options import Engine, EngineOptions, SourceOptions, split_options
+from transcript_clean.options import (
+    Engine,
+    EngineOptions,
+    SourceOptions,
+    format_hint,
+    split_options,
+)
 from transcript_clean.output import (
     blocks_done,
     check_free,
@@ -116,6 +122,7 @@ def clean(
     cfg = config if isinstance(config, Config) else load_config(config)
     cfg = replace(cfg, max_row_bytes=read.max_row_bytes)
     src, fmt = read.resolve()
+    hint = None if read.format == "auto" else format_hint(src, fmt)
     store = _output_store(output, src, read, overwrite=overwrite, resume=resume)
     out = local_path(os.fspath(output)).absolute()
     if store is None:
@@ -161,6 +168,7 @@ def clean(
             workers=run.workers,
             shape=getattr(fmt, "shape", None),
             output=(written.name, written.codec),
+            format_hint=hint,
         )
 
     if store is not None:

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from transcript_clean.atomic import AtomicFile, fsync_folder, temp_path
-from transcript_clean.errors import OutputError
+from transcript_clean.errors import OutputError, option_name
 from transcript_clean.sizes import first_rows_within, row_sizes
 from transcript_clean.sources.base import hidden_columns
 
@@ -187,8 +187,8 @@ class OutputFormat:
         allowed = PARQUET_CODECS if self.name == "parquet" else tuple(JSONL_CODECS)
         if self.compression is not None and self.compression not in allowed:
             raise OutputError(
-                f"--compression for {self.name} output is one of {', '.join(allowed)}, "
-                f"not {self.compression!r}"
+                f"{option_name('compression')} for {self.name} output is one of "
+                f"{', '.join(allowed)}, not {self.compression!r}"
             )
 
     @property

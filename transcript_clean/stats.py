@@ -315,17 +315,20 @@ def run_summary(
     workers: int = 1,
     shape: Shape | None = None,
     output: tuple[str, str] | None = None,
+    format_hint: str | None = None,
     **extra: Any,
 ) -> dict[str, Any]:
     """summary.json: the counts, the stats table, what ran on what, and how fast. `shape`: a
     dataset type's (its name and parts are written; else the type is `conversation`);
-    `output`: the output format and compression a clean run wrote (an audit writes none)."""
+    `output`: the output format and compression a clean run wrote (an audit writes none);
+    `format_hint`: the format to pass when the one named does not read the rows
+    (`options.format_hint`), the summary's `hint`."""
     import sys
 
     from transcript_clean import __version__
 
     datasets = sys.modules.get("datasets")  # loaded when the source was read through it
-    hint = prompt_set_hint(stats, column, shape)
+    hint = format_hint or prompt_set_hint(stats, column, shape)
 
     return {
         "source": source,

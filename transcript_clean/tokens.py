@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from transcript_clean.errors import ConfigError
+from transcript_clean.errors import ConfigError, option, option_name
 
 if TYPE_CHECKING:
     from tokenizers import Tokenizer
@@ -26,14 +26,15 @@ def load_tokenizer(path: str) -> Tokenizer:
         from tokenizers import Tokenizer
     except ImportError:
         raise ConfigError(
-            "--tokenizer needs the tokenizers package: pip install 'transcript-clean[tokens]'"
+            f"{option_name('tokenizer')} needs the tokenizers package: "
+            "pip install 'transcript-clean[tokens]'"
         ) from None
     if not Path(path).is_file():
-        raise ConfigError(f"--tokenizer {path}: no such file (give a tokenizer.json)")
+        raise ConfigError(f"{option('tokenizer', path)}: no such file (give a tokenizer.json)")
     try:
         tokenizer = Tokenizer.from_file(path)
     except Exception as err:  # the Rust side raises plain Exceptions for a bad file
-        raise ConfigError(f"--tokenizer {path}: not a tokenizer.json ({err})") from None
+        raise ConfigError(f"{option('tokenizer', path)}: not a tokenizer.json ({err})") from None
     try:
         # Text of every kind a row may hold, none of it in a small vocabulary: a tokenizer that
         # cannot encode what it does not know (its unknown token missing from its vocabulary)
@@ -41,7 +42,7 @@ def load_tokenizer(path: str) -> Tokenizer:
         tokenizer.encode_batch([_STRANGER, ""], add_special_tokens=False)
     except Exception as err:  # the Rust side's plain Exception, again
         raise ConfigError(
-            f"--tokenizer {path}: it cannot encode text it does not know ({err}); give a "
+            f"{option('tokenizer', path)}: it cannot encode text it does not know ({err}); give a "
             "tokenizer whose vocabulary holds its unknown token, or a byte-level one"
         ) from None
     return tokenizer
@@ -62,7 +63,9 @@ def token_counts(path: str, texts: Sequence[str]) -> npt.NDArray[np.int64]:
     try:
         encoded = load_tokenizer(path).encode_batch(list(texts), add_special_tokens=False)
     except Exception as err:  # what the check at load did not foresee: the Rust side's
-        raise ConfigError(f"--tokenizer {path}: cannot encode a row's text ({err})") from None
+        raise ConfigError(
+            f"{option('tokenizer', path)}: cannot encode a row's text ({err})"
+        ) from None
     return np.array([len(e.ids) for e in encoded], dtype=np.int64)
 
 

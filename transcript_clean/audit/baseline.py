@@ -13,7 +13,7 @@ from typing import Any
 import pyarrow as pa
 
 from transcript_clean.audit.measure import Gate, by_code, code_rank
-from transcript_clean.errors import TranscriptCleanError
+from transcript_clean.errors import TranscriptCleanError, option
 from transcript_clean.storage import StorageError, Store, is_remote, open_store
 
 __all__ = [
@@ -103,7 +103,7 @@ def _baseline_from_store(uri: str, options: Mapping[str, Any]) -> Baseline:
             ):
                 raise BaselineError(
                     f"baseline {uri}: a run's OUTPUT without {SUCCESS}, so not complete (a run "
-                    "killed, or still writing): finish it with clean --resume"
+                    f"killed, or still writing): finish it with {option('resume')}"
                 )
             name = next((n for n in ("summary.json", "stats.parquet") if n in names), None)
             if name is None:

@@ -22,6 +22,7 @@ from transcript_clean.audit.render import (
     trend,
 )
 from transcript_clean.audit.run import AuditResult
+from transcript_clean.markdown import printable
 from transcript_clean.stats import ACTIONS
 
 if TYPE_CHECKING:
@@ -69,7 +70,7 @@ def render_html(result: AuditResult) -> str:
         (f"{stats.rows_repaired:,}", "of which repaired"),
         (f"{stats.rows_rejected:,}", "rejected"),
     ]
-    return (
+    page = (
         _environment()
         .get_template("report.html.j2")
         .render(
@@ -99,6 +100,7 @@ def render_html(result: AuditResult) -> str:
             zip=zip,
         )
     )
+    return printable(page)
 
 
 # ---------------------------------------------------------------------------------------------

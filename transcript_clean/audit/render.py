@@ -209,7 +209,7 @@ def render_text(result: AuditResult) -> str:
         lines.append(render_profile_drift(result.profile_drift))
     if result.gates:
         lines += ["", "gates:", *render_gates(result.gates)]
-    return "\n".join(lines)
+    return md.printable("\n".join(lines))
 
 
 def render_gates(gates: Sequence[Gate]) -> list[str]:
@@ -281,4 +281,4 @@ def render_markdown(result: AuditResult) -> str:
                 out += ["", f"**{md.text(sample.source)} row {sample.row}**: {sample.action}", ""]
                 out += [_fenced(explain_command(sample, s), "bash"), ""]
                 out.append(_fenced(_sample_text(sample)))
-    return "\n".join(out) + "\n"
+    return md.printable("\n".join(out) + "\n")

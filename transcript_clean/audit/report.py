@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from transcript_clean.audit.run import AuditResult
-from transcript_clean.errors import OutputError
+from transcript_clean.errors import OutputError, option
 from transcript_clean.sinks import write_text_atomic
 from transcript_clean.storage import is_uri
 
@@ -39,7 +39,7 @@ def check_report(
         if Path(path).is_dir():
             raise OutputError(f"report {path} is a folder: give a file's path")
         if not overwrite:
-            raise OutputError(f"report {path} exists: pass --overwrite to replace it")
+            raise OutputError(f"report {path} exists: pass {option('overwrite')} to replace it")
     folder = Path(path).absolute().parent
     # A real try, as the write will be: permission bits do not stop root, a read-only file
     # system or a path below a file does.

@@ -258,7 +258,9 @@ def _stats_lock(folder: Path) -> Iterator[None]:
     from transcript_clean.output import LOCK, output_lock, partial_folder
 
     if folder.absolute().name in ("", ".."):  # `/`: no folder can be made beside it
-        raise OutputError(f"--stats-out {folder} has no name of its own: give a folder's path")
+        raise OutputError(
+            f"{option('stats_out', str(folder))} has no name of its own: give a folder's path"
+        )
     work = partial_folder(folder.absolute())
     with output_lock(work):
         try:
@@ -335,13 +337,15 @@ def _check_stats_out(folder: Path, src: Source, overwrite: bool) -> None:
     for root in src.local_roots():
         root = root.resolve()
         if out == root or out.is_relative_to(root):
-            raise OutputError(f"--stats-out {folder} is inside the source {root}: choose another")
+            raise OutputError(
+                f"{option('stats_out', str(folder))} is inside the source {root}: choose another"
+            )
     if folder.exists() and not folder.is_dir():
-        raise OutputError(f"--stats-out {folder} exists and is a file")
+        raise OutputError(f"{option('stats_out', str(folder))} exists and is a file")
     present = [name for name in STATS_FILES if (folder / name).exists()]
     if present and not overwrite:
         raise OutputError(
-            f"--stats-out {folder} already holds {', '.join(present)}: pass "
+            f"{option('stats_out', str(folder))} already holds {', '.join(present)}: pass "
             f"{option('overwrite')} to replace them"
         )
 
@@ -352,10 +356,10 @@ def _check_stats_store(uri: str, options: Mapping[str, Any], overwrite: bool) ->
         store = open_store(uri, options)
         present = [name for name in STATS_FILES if store.exists(name)]
     except (StorageError, OSError) as err:
-        raise OutputError(f"--stats-out {uri}: {err}") from None
+        raise OutputError(f"{option('stats_out', uri)}: {err}") from None
     if present and not overwrite:
         raise OutputError(
-            f"--stats-out {uri} already holds {', '.join(present)}: pass "
+            f"{option('stats_out', uri)} already holds {', '.join(present)}: pass "
             f"{option('overwrite')} to replace them"
         )
     return store
@@ -380,7 +384,9 @@ def write_stats(
                 for name in STATS_FILES:  # summary.json, the one a baseline reads first, last
                     store.put(Path(local) / name, name)
             except OSError as err:
-                raise OutputError(f"cannot write --stats-out {folder}: {err}") from None
+                raise OutputError(
+                    f"cannot write {option('stats_out', str(folder))}: {err}"
+                ) from None
         return
     out = Path(folder)
     present = [name for name in STATS_FILES if (out / name).exists()]

@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from transcript_clean.errors import FormatError
+from transcript_clean.errors import FormatError, option_name
 from transcript_clean.formats.base import Decoded, Format, Row
 
 if TYPE_CHECKING:
@@ -137,7 +137,8 @@ def make_shape(
     if missing:
         raise FormatError(
             f"{KINDS[kind].words} need the column(s) {', '.join(missing)}; the columns are "
-            f"{', '.join(columns) or '-'} (name them with --prompt-column and --candidates)"
+            f"{', '.join(columns) or '-'} (name them with "
+            f"{option_name('prompt_column')} and {option_name('candidates')})"
         )
     if shape.prompt is None and not shape.candidates:
         raise FormatError(f"{KINDS[kind].words} need a prompt column or candidates")

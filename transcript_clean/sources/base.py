@@ -12,6 +12,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Iterator
 from dataclasses import dataclass
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -122,6 +123,20 @@ def json_columns(schema: pa.Schema) -> list[str]:
     """The columns of `schema` that hold JSON text to decode (see `JSON_COLUMNS_KEY`)."""
     value = (schema.metadata or {}).get(JSON_COLUMNS_KEY, b"")
     return [name for name in value.decode().split(",") if name]
+
+
+def hidden_renames(names: list[str]) -> dict[str, str]:
+    """The data's own columns named as the hidden ones (the tool's JSON Lines rejects hold
+    `_raw_line`), each with the name it is read as: `_prev_raw_line`, and a `_prev_raw_line`
+    there already as `_prev_prev_raw_line` ..., as `pipeline.previous_names` moves `_source`."""
+    held = set(names)
+    renames: dict[str, str] = {}
+    for name in (RAW_LINE, LINE_ERROR):
+        chain = [name]
+        while chain[-1] in held:
+            chain.append("_prev" + chain[-1])
+        renames.update(pairwise(chain))
+    return renames
 
 
 def hidden_columns(schema: pa.Schema) -> list[str]:

@@ -12,7 +12,7 @@ from typing import Any
 
 import pyarrow as pa
 
-from transcript_clean.errors import SourceError
+from transcript_clean.errors import SourceError, option_name
 from transcript_clean.sources.base import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
@@ -193,7 +193,9 @@ def open_datasets_folder(spec: str, path: Path, split: str | None) -> DatasetSou
             split = next(iter(loaded))
             note = f"its only split, {split}"
         if split is None:
-            raise SourceError(f"{spec} holds several splits ({splits}): choose one with --split")
+            raise SourceError(
+                f"{spec} holds several splits ({splits}): choose one with {option_name('split')}"
+            )
         if split not in loaded:
             raise SourceError(f"{spec} has no split {split!r}; its splits: {splits}")
         dataset, folder = loaded[split], path / split

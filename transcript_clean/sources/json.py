@@ -25,6 +25,7 @@ from transcript_clean.sources.base import (
     FileSource,
     Part,
     digest,
+    hidden_renames,
     label,
     row_range,
     table_batches,
@@ -83,7 +84,16 @@ class JsonSource(FileSource):
         self._root = root
         schema = jsontypes.unify_schemas(schemas)
         self._table = jsontypes.to_table(whole, schema)
+        self._renames: dict[str, str] = {}
         if any(isinstance(part.key, LinesIndex) for part in self._parts):
+            # The rows' own `_raw_line` (the tool's rejects) would meet the reader's: renamed.
+            self._renames = hidden_renames(schema.names)
+            if self._renames:
+                names = [self._renames.get(name, name) for name in schema.names]
+                schema = pa.schema(
+                    [f.with_name(n) for f, n in zip(schema, names, strict=True)], schema.metadata
+                )
+                self._table = self._table.rename_columns(names)
             for f in HIDDEN_FIELDS:
                 schema = schema.append(f)
                 self._table = self._table.append_column(f, pa.nulls(len(whole), pa.string()))
@@ -108,7 +118,7 @@ class JsonSource(FileSource):
         if start >= stop:
             return
         if isinstance(part.key, LinesIndex):
-            for table in read_lines(part.key, self.schema, start, stop):
+            for table in read_lines(part.key, self.schema, start, stop, self._renames):
                 # Arrow's reader gives a chunk per MiB it parsed (a thousand rows or so): one
                 # chunk, so that batches have `batch_size` rows (a batch costs the cleaner a
                 # fixed overhead too).

@@ -28,7 +28,7 @@ import stat
 import tempfile
 import weakref
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -294,12 +294,26 @@ def _index_block(block: Block, at: int, found: pa.DataType) -> _BlockIndex:
     return _BlockIndex(len(starts), len(bounds) - 1, schema, table)
 
 
-def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> Iterator[pa.Table]:
+def read_lines(
+    index: LinesIndex,
+    schema: pa.Schema,
+    start: int,
+    stop: int,
+    renames: Mapping[str, str] | None = None,
+) -> Iterator[pa.Table]:
     """Rows [start, stop) of the file, block by block, as tables of `schema` (the rows' own
-    schema unified with others', then `HIDDEN_FIELDS`)."""
+    schema unified with others', then `HIDDEN_FIELDS`); `renames`: the rows' own keys that
+    `schema` names otherwise (`sources.base.hidden_renames`)."""
     if start >= stop:
         return
-    data = pa.schema([f for f in schema if f.name not in (RAW_LINE, LINE_ERROR)])
+    back = {new: old for old, new in (renames or {}).items()}
+    data = pa.schema(
+        [
+            f.with_name(back.get(f.name, f.name))
+            for f in schema
+            if f.name not in (RAW_LINE, LINE_ERROR)
+        ]
+    )
     offset, row = next((a, r) for a, r in reversed(index.checkpoints) if r <= start)
     for at, block in _blocks(index.path, index.compression, offset, max_line=index.max_line):
         starts, ends, bounds = _lines(block, at)
@@ -313,6 +327,8 @@ def read_lines(index: LinesIndex, schema: pa.Schema, start: int, stop: int) -> I
                 table, errors = _parse(
                     block, starts[first:last], ends[first:last], data, row + first
                 )
+            if renames:
+                table = table.rename_columns([renames.get(n, n) for n in table.column_names])
             table = table.append_column(
                 HIDDEN_FIELDS[0], _raw_lines(block, bounds, starts[first:last])
             )
