@@ -217,7 +217,7 @@ def format_hint(source: Source, fmt: Format) -> str | None:
     """What to pass when the format named (`fmt`, one conversation column) does not read most
     rows of the detection sample while the format `auto` picks reads them: a named format is
     run as asked, but a run that rejects most rows as `unknown_role` should say why."""
-    from transcript_clean.formats import detect_format, get_format
+    from transcript_clean.formats import detect_conversation_format, get_format
     from transcript_clean.shapes import ShapedFormat
 
     if isinstance(fmt, ShapedFormat):
@@ -227,7 +227,7 @@ def format_hint(source: Source, fmt: Format) -> str | None:
     if not sample or misread * 2 <= len(sample):
         return None
     try:
-        found = detect_format(_data_columns(source), sample, shaped=False)
+        found = detect_conversation_format(_data_columns(source), sample)
     except FormatError:
         return None
     if found.name == fmt.name or _unread(found, sample) * 2 >= len(sample):
