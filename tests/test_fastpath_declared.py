@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pyarrow as pa
@@ -46,3 +47,41 @@ def test_a_call_without_a_name_among_declared_tools_is_malformed_on_both_paths(
     rejects = clean_batch(table, config, format=fmt, source="s").rejects.to_pylist()
     assert [(r["_source_row"], r["_reject_codes"]) for r in rejects] == [(1, ["malformed_row"])]
     assert rejects[0]["_reject_message"] == 'messages[1].tool_calls[0].function: missing "name"'
+
+
+def _not_utf8(text: str) -> pa.Array:
+    """A string array holding `text` with a lone surrogate's bytes (ED A0 80) at its end, as a
+    JSON Lines `\\ud800` escape or an unchecked Parquet file gives it: Arrow does not check."""
+    data = text.encode() + b"\xed\xa0\x80"
+    offsets = pa.array([0, len(data)], pa.int32()).buffers()[1]
+    return pa.Array.from_buffers(pa.string(), 1, [None, offsets, pa.py_buffer(data)])
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+@pytest.mark.parametrize("shape", ["list", "text"])
+def test_declarations_that_are_not_utf8_are_the_per_row_paths_reject(
+    config: Config, shape: str
+) -> None:
+    """A tool name holding a lone surrogate stopped the batch in the declared-tools checks
+    (`UnicodeDecodeError` in `to_pylist`); its row is a `malformed_row` reject, and the other
+    rows of the batch are read as ever."""
+    good = called({"name": "f", "arguments": "{}"})
+    if shape == "text":
+        tools = pa.concat_arrays([pa.array([json.dumps(TOOLS)]), _not_utf8(json.dumps(TOOLS))])
+        table = pa.table({"messages": pa.array([good["messages"]] * 2), "tools": tools})
+    else:
+        names = pa.concat_arrays([pa.array(["f"]), _not_utf8("f")])
+        function = pa.StructArray.from_arrays(
+            [names, pa.array([{"type": "object"}] * 2)], ["name", "parameters"]
+        )
+        tool = pa.StructArray.from_arrays(
+            [pa.array(["function"] * 2), function], ["type", "function"]
+        )
+        tools = pa.ListArray.from_arrays(pa.array([0, 1, 2], pa.int32()), tool)
+        table = pa.table({"messages": pa.array([good["messages"]] * 2), "tools": tools})
+    assert_fast_and_slow_agree(table, config, get_format("openai"))
+    result = clean_batch(table, config, format="openai")
+    rejects = result.rejects.select(["_source_row", "_reject_codes"]).to_pylist()
+    assert rejects == [{"_source_row": 1, "_reject_codes": ["malformed_row"]}]
+    assert "not UTF-8" in result.rejects.column("_reject_message")[0].as_py()
+    assert result.kept.num_rows == 1

@@ -345,20 +345,28 @@ def declared_per_row(
             holds = ~as_mask(column.is_null()) & ~as_mask(pc.equal(column, ""), True)
             rows_at = np.flatnonzero(holds & ~decided)
             encoded = pc.dictionary_encode(_rows_of(column, rows_at))
-            values = [read_declarations(t) for t in encoded.dictionary.to_pylist()]
+            values = [
+                _UNREAD if t is _NOT_TEXT else read_declarations(t)
+                for t in _python_values(encoded.dictionary)
+            ]
             codes = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
         elif pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
             lengths = pc.fill_null(pc.list_value_length(column), 0).to_numpy()
             rows_at = np.flatnonzero((lengths > 0) & ~decided)
             # Values as canonical JSON: each distinct one read once.
-            keys = [canonical(v) for v in _rows_of(column, rows_at).to_pylist()]
+            keys = [
+                None if v is _NOT_TEXT else canonical(v)
+                for v in _python_values(_rows_of(column, rows_at))
+            ]
             unique = list(dict.fromkeys(keys))
-            values = [_listed_declarations(k, column.type) for k in unique]
+            values = [
+                _UNREAD if k is None else _listed_declarations(k, column.type) for k in unique
+            ]
             place = {k: i for i, k in enumerate(unique)}
             codes = np.array([place[k] for k in keys], dtype=np.int64)
         else:  # another shape: every row holding something is the per-row path's question
             rows_at = np.flatnonzero(~as_mask(column.is_null()) & ~decided)
-            values = [Declared({}, ("unread",))]
+            values = [_UNREAD]
             codes = np.zeros(len(rows_at), dtype=np.int64)
         present = np.array([v is not None for v in values] + [False])
         offset = len(distinct)
@@ -374,6 +382,30 @@ def _rows_of(column: pa.Array, rows: npt.NDArray[np.int64]) -> pa.Array:
     return column if len(rows) == len(column) else column.take(indices(rows))
 
 
+_UNREAD: Final = Declared({}, ("unread",))
+"""Declarations the fast path does not read: the row is the per-row path's question."""
+
+_NOT_TEXT: Final = object()
+"""A value whose text is not UTF-8 (`_python_values`)."""
+
+
+def _python_values(array: pa.Array) -> list[Any]:
+    """`array.to_pylist()`, with `_NOT_TEXT` for each value holding text that is not UTF-8
+    (Arrow does not check it, and Python cannot decode it): its row is rejected by the per-row
+    path (`utf8`), and must not stop the batch here."""
+    try:
+        values: list[Any] = array.to_pylist()
+        return values
+    except UnicodeDecodeError:
+        out: list[Any] = []
+        for k in range(len(array)):
+            try:
+                out.append(array[k].as_py())
+            except UnicodeDecodeError:
+                out.append(_NOT_TEXT)
+        return out
+
+
 def _listed_declarations(key: str, type_: pa.DataType) -> Declared | None:
     """The declarations of a list value whose `to_pylist` form has the canonical JSON `key`,
     read as the per-row path reads them: the text of its `json_` leaves (a JSON Lines file's
@@ -383,5 +415,5 @@ def _listed_declarations(key: str, type_: pa.DataType) -> Declared | None:
         try:
             value = jsontypes.decoded(value, type_)
         except jsontypes.UndecodedJson:  # the per-row path's to say what is wrong
-            return Declared({}, ("unread",))
+            return _UNREAD
     return read_declarations(value)
