@@ -123,8 +123,8 @@ def main() -> None:
     """
 
 
-JEMALLOC_CONF = "dirty_decay_ms:0,muzzy_decay_ms:0"
-"""Arrow's jemalloc returns freed pages to the system at once (JE_ARROW_MALLOC_CONF)."""
+JEMALLOC_CONF = "dirty_decay_ms:100,muzzy_decay_ms:100"
+"""Arrow's jemalloc returns freed pages to the system after 0.1 s (JE_ARROW_MALLOC_CONF)."""
 
 
 def entry() -> None:
@@ -134,9 +134,9 @@ def entry() -> None:
     allocating side by side it held on to more memory than jemalloc, and was no faster
     (docs/performance.md has the numbers). The pool is chosen by ARROW_DEFAULT_MEMORY_POOL,
     which pyarrow reads when it is imported, and the worker processes inherit; a value the user
-    set stays. jemalloc hands freed pages back at once (`JEMALLOC_CONF`, read by the same
-    rule): kept a second, as by default, the pages of the batches just freed were 130 MB of a
-    long-rows run's peak.
+    set stays. jemalloc hands freed pages back after 0.1 s (`JEMALLOC_CONF`, read by the same
+    rule): kept a second, as by default, the pages of the batches just freed were over 100 MB
+    of a long-rows run's peak; handed back at once, they cost short rows a third more time.
 
     The cleaner does no linear algebra, yet NumPy's OpenBLAS starts a thread per core when it
     is imported, which spins a while for work that never comes: on two cores, 0.03 s of every
