@@ -195,6 +195,29 @@ def test_the_program_asks_arrow_for_jemalloc_unless_told_otherwise(
     assert os.environ.get("ARROW_DEFAULT_MEMORY_POOL") == expected
 
 
+@pytest.mark.parametrize("chosen", [None, "dirty_decay_ms:1000"])
+def test_the_program_has_jemalloc_return_freed_pages_unless_told_otherwise(
+    monkeypatch: pytest.MonkeyPatch, chosen: str | None
+) -> None:
+    """Freed pages kept a second were over 100 MB of a long-rows peak (docs/performance.md)."""
+    import gc
+    import os
+
+    from transcript_clean.cli import entry
+
+    monkeypatch.setattr(gc, "freeze", lambda: None)
+    monkeypatch.delenv("ARROW_DEFAULT_MEMORY_POOL", raising=False)
+    if chosen is None:
+        monkeypatch.delenv("JE_ARROW_MALLOC_CONF", raising=False)
+    else:
+        monkeypatch.setenv("JE_ARROW_MALLOC_CONF", chosen)
+    monkeypatch.setattr(sys, "argv", ["transcript-clean", "--version"])
+    with pytest.raises(SystemExit):
+        entry()
+    linux = "dirty_decay_ms:100,muzzy_decay_ms:100" if sys.platform == "linux" else None
+    assert os.environ.get("JE_ARROW_MALLOC_CONF") == (chosen or linux)
+
+
 # Clear errors where a traceback was ---------------------------------------------------------------
 
 

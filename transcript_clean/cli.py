@@ -123,6 +123,10 @@ def main() -> None:
     """
 
 
+JEMALLOC_CONF = "dirty_decay_ms:100,muzzy_decay_ms:100"
+"""Arrow's jemalloc returns freed pages to the system after 0.1 s (JE_ARROW_MALLOC_CONF)."""
+
+
 def entry() -> None:
     """The `transcript-clean` program: `main` with Arrow's jemalloc pool, then a quick exit.
 
@@ -130,7 +134,9 @@ def entry() -> None:
     allocating side by side it held on to more memory than jemalloc, and was no faster
     (docs/performance.md has the numbers). The pool is chosen by ARROW_DEFAULT_MEMORY_POOL,
     which pyarrow reads when it is imported, and the worker processes inherit; a value the user
-    set stays.
+    set stays. jemalloc hands freed pages back after 0.1 s (`JEMALLOC_CONF`, read by the same
+    rule): kept a second, as by default, the pages of the batches just freed were over 100 MB
+    of a long-rows run's peak; handed back at once, they cost short rows a third more time.
 
     The cleaner does no linear algebra, yet NumPy's OpenBLAS starts a thread per core when it
     is imported, which spins a while for work that never comes: on two cores, 0.03 s of every
@@ -145,6 +151,7 @@ def entry() -> None:
     commands leave open is one."""
     if sys.platform == "linux":  # before pyarrow is imported: it reads this once
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
+        os.environ.setdefault("JE_ARROW_MALLOC_CONF", JEMALLOC_CONF)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy is imported
     signal.signal(signal.SIGINT, _ctrl_c)
     try:

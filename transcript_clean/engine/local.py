@@ -9,18 +9,19 @@ gives the same files as one process, and a killed run resumes at the first block
 from __future__ import annotations
 
 import json
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from contextlib import nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from queue import Full, Queue
 from threading import Event, Thread
 from typing import TYPE_CHECKING, Protocol, TypeVar, cast
 
 import pyarrow as pa
 
+from transcript_clean.engine.queues import BytesQueue
 from transcript_clean.fastpath import Verdicts
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.pandas_free import keep_pandas_out
@@ -294,9 +295,11 @@ def with_verdicts(
     a batch read as large as a group is looked at whole, and cleaned in pieces as small as
     asked).
     """
-    read = _prefetched(batches, name="reader")
+    # Each thread is ahead by at most a group's bytes, however few rows hold them: on long
+    # rows a batch is a group, and two ahead on each thread were most of a run's peak.
+    read = _prefetched(batches, name="reader", nbytes=VERDICT_BYTES)
     verdicts = _with_verdicts(read, config, format, exact_lines, reencode, cut)
-    return _prefetched(verdicts, name="verdicts")
+    return _prefetched(verdicts, name="verdicts", nbytes=VERDICT_BYTES)
 
 
 def _with_verdicts(
@@ -355,21 +358,22 @@ _END = object()
 T = TypeVar("T")
 
 
-def _prefetched(items: Iterator[T], depth: int = 2, name: str = "reader") -> Iterator[T]:
-    """`items`, made ahead by up to `depth` on a helper thread; its errors are raised here.
-    When the consumer stops early, `items` is closed on that thread (so a chain of these
+def _prefetched(
+    items: Iterator[T], depth: int = 2, name: str = "reader", nbytes: int | None = None
+) -> Iterator[T]:
+    """`items`, made ahead by up to `depth` on a helper thread, and waiting items at most
+    `nbytes` bytes of batches (`_batch_bytes`; one item however large); its errors are raised
+    here. When the consumer stops early, `items` is closed on that thread (so a chain of these
     winds down from its end)."""
-    queue: Queue[object] = Queue(maxsize=depth)
+    bound = sys.maxsize if nbytes is None else nbytes
+    queue: BytesQueue[object] = BytesQueue(depth, bound, _batch_bytes)
     stop = Event()
 
     def put(item: object) -> bool:
         """Hand `item` over unless the consumer has gone."""
         while not stop.is_set():
-            try:
-                queue.put(item, timeout=0.1)
+            if queue.put(item, timeout=0.1):
                 return True
-            except Full:
-                continue
         return False
 
     def read() -> None:
@@ -512,3 +516,9 @@ def map_blocks(
                     finished, _ = wait(running, return_when=FIRST_COMPLETED)
                     finish(finished)
             yield block, done.pop(block.index)
+
+
+def _batch_bytes(item: object) -> int:
+    """The bytes of a batch, or of a (batch, verdicts) pair's batch; 0 for anything else."""
+    batch = item[0] if isinstance(item, tuple) and item else item
+    return batch.nbytes if isinstance(batch, pa.RecordBatch | pa.Table) else 0
