@@ -35,7 +35,7 @@ def test_the_version_is_written_once_in_the_package() -> None:
     assert "version" not in PROJECT
     assert "version" in PROJECT["dynamic"]
     dynamic = PYPROJECT["tool"]["setuptools"]["dynamic"]["version"]
-    assert dynamic == {"attr": "transcript_clean.__version__"}
+    assert dynamic == {"attr": "transcript_clean.version.__version__"}
     assert re.fullmatch(r"\d+\.\d+\.\d+\S*", transcript_clean.__version__)
 
 

@@ -27,10 +27,7 @@ if TYPE_CHECKING:
     from transcript_clean.rows import clean_row
     from transcript_clean.run import RunResult, clean
 
-# The one place the version is written: pyproject.toml takes it from here (setuptools' dynamic
-# version). Asking importlib.metadata instead would add a lookup of the installed distributions
-# to every start of the program, `--help` included.
-__version__ = "0.1.0"
+from transcript_clean.version import __version__
 
 __all__ = [
     "AccountingError",

@@ -325,7 +325,7 @@ def run_summary(
     (`options.format_hint`), the summary's `hint`."""
     import sys
 
-    from transcript_clean import __version__
+    from transcript_clean.version import __version__
 
     datasets = sys.modules.get("datasets")  # loaded when the source was read through it
     hint = format_hint or prompt_set_hint(stats, column, shape)
