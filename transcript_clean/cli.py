@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
-from transcript_clean import __version__
 from transcript_clean.errors import AccountingError, TranscriptCleanError, command_line
+from transcript_clean.version import __version__
 
 if TYPE_CHECKING:
     from concurrent.futures import ProcessPoolExecutor
@@ -265,6 +265,24 @@ def gate_options(f: F) -> F:
         ],
         f,
     )
+
+
+def _said_briefly(
+    as_json: bool, quiet: bool, failed: list[str], document: Callable[[], Any]
+) -> bool:
+    """What `--json` and `--quiet` print of a run, for clean and audit alike: the document as
+    JSON on stdout with the failed gates on stderr, or the failed gates alone. False when
+    neither was asked for, and the run's words are still to be printed."""
+    if as_json:
+        import json
+
+        click.echo(json.dumps(document(), indent=2))
+        for line in failed:
+            click.echo(line, err=True)
+    elif quiet:
+        for line in failed:
+            click.echo(line)
+    return as_json or quiet
 
 
 def _limit(value: str | None, hint: str) -> float | None:
@@ -703,23 +721,17 @@ def clean(
 
         gates = share_gates(result.stats, error_limit, max_share)
     failed = [gate.describe() for gate in gates if gate.exceeded]
-    if as_json:
-        import json
 
-        document = {
+    def document() -> dict[str, Any]:
+        return {
             **result.summary,
             "output_path": str(result.output),
             "gates": [gate.to_dict() for gate in gates],
             "failed_gates": failed,
             "passed": not failed,
         }
-        click.echo(json.dumps(document, indent=2))
-        for line in failed:
-            click.echo(line, err=True)
-    elif quiet:
-        for line in failed:
-            click.echo(line)
-    else:
+
+    if not _said_briefly(as_json, quiet, failed, document):
         if result.already_complete:
             click.echo(f"{result.output} is already complete: removed the run's partial folder")
         click.echo(render_table(result.stats.records()))
@@ -853,7 +865,6 @@ def audit(
           --max-drift chars.p95=1.25x --history stats/ --report audit.html
       transcript-clean audit 'raw/*.parquet' --workers 4
     """
-    import json
 
     config, read, engine = _options(source, options)
     error_limit, max_share = _share_limits(max_error_rate, max_codes)
@@ -903,14 +914,7 @@ def audit(
     if report is not None:
         write_report(result, report, overwrite=overwrite)
     failed = [gate.describe() for gate in result.failed]
-    if as_json:
-        click.echo(json.dumps(render_json(result), indent=2))
-        for line in failed:
-            click.echo(line, err=True)
-    elif quiet:
-        for line in failed:
-            click.echo(line)
-    else:
+    if not _said_briefly(as_json, quiet, failed, lambda: render_json(result)):
         click.echo(render_text(result))
         for path in (stats_out, report):
             if path is not None:
