@@ -11,7 +11,6 @@ import gc
 import json
 from collections.abc import Callable, Collection, Iterator, Sequence
 from contextlib import contextmanager
-from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
@@ -61,6 +60,7 @@ from transcript_clean.shapes.arrow import (
 )
 from transcript_clean.sizes import row_sizes
 from transcript_clean.sources import LINE_ERROR, RAW_LINE, hidden_columns, json_columns, jsontypes
+from transcript_clean.sources.base import moved_down
 from transcript_clean.stats import Stats
 from transcript_clean.utf8 import invalid_text, mend, python_rows, reject_message
 
@@ -128,27 +128,12 @@ def holds_json_text(schema: pa.Schema, column: str) -> bool:
     return column in json_columns(schema) or pa.types.is_string(schema.field(column).type)
 
 
-PREVIOUS = "_prev"
-"""What an input column named as a reject column is renamed to in rejects/, by the front: the
-rows of an earlier run's rejects/ cleaned again keep that run's verdict as `_prev_reject_codes`,
-`_prev_source_row` ..., and the one before it as `_prev_prev_...`."""
-
-
 def previous_names(names: list[str]) -> dict[str, str]:
-    """The input columns that the four reject columns would meet again, each with its new name.
-
-    Each chain `_x`, `_prev_x`, `_prev_prev_x` ... the input holds is moved one `_prev` down, so
-    that no name is written twice (no reader opens a Parquet file that has one twice) and no
-    value is lost; a column whose name is not taken keeps it.
-    """
-    held = set(names)
-    renames: dict[str, str] = {}
-    for f in REJECT_FIELDS:
-        chain = [f.name]
-        while chain[-1] in held:
-            chain.append(PREVIOUS + chain[-1])
-        renames.update(pairwise(chain))
-    return renames
+    """The input columns that the four reject columns would meet again, each with its new name
+    (`sources.base.moved_down`): the rows of an earlier run's rejects/ cleaned again keep that
+    run's verdict as `_prev_reject_codes`, `_prev_source_row` ..., and the one before it as
+    `_prev_prev_...`, since no reader opens a Parquet file that has a name twice."""
+    return moved_down(names, (f.name for f in REJECT_FIELDS))
 
 
 def reject_schema(schema: pa.Schema) -> pa.Schema:

@@ -10,7 +10,7 @@ import hashlib
 import json
 import re
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
@@ -125,18 +125,29 @@ def json_columns(schema: pa.Schema) -> list[str]:
     return [name for name in value.decode().split(",") if name]
 
 
-def hidden_renames(names: list[str]) -> dict[str, str]:
-    """The data's own columns named as the hidden ones (the tool's JSON Lines rejects hold
-    `_raw_line`), each with the name it is read as: `_prev_raw_line`, and a `_prev_raw_line`
-    there already as `_prev_prev_raw_line` ..., as `pipeline.previous_names` moves `_source`."""
+PREVIOUS = "_prev"
+"""The prefix a column of the data's own takes where the tool writes its name (`moved_down`)."""
+
+
+def moved_down(names: list[str], ours: Iterable[str]) -> dict[str, str]:
+    """The columns of `names` named as one of `ours` (names the tool itself writes), each with
+    the name it is kept under: each chain `_x`, `_prev_x`, `_prev_prev_x` ... that `names` holds
+    is moved one `_prev` down, so that no name is written twice and no value is lost; a column
+    whose name is not taken keeps it."""
     held = set(names)
     renames: dict[str, str] = {}
-    for name in (RAW_LINE, LINE_ERROR):
+    for name in ours:
         chain = [name]
         while chain[-1] in held:
-            chain.append("_prev" + chain[-1])
+            chain.append(PREVIOUS + chain[-1])
         renames.update(pairwise(chain))
     return renames
+
+
+def hidden_renames(names: list[str]) -> dict[str, str]:
+    """The data's own columns named as the hidden ones (the tool's JSON Lines rejects hold
+    `_raw_line`), each with the name it is read as (`moved_down`: `_prev_raw_line` ...)."""
+    return moved_down(names, (RAW_LINE, LINE_ERROR))
 
 
 def hidden_columns(schema: pa.Schema) -> list[str]:
