@@ -26,8 +26,8 @@ if TYPE_CHECKING:
     from transcript_clean.policy import Config, load_config
     from transcript_clean.rows import clean_row
     from transcript_clean.run import RunResult, clean
+    from transcript_clean.version import __version__
 
-from transcript_clean.version import __version__
 
 __all__ = [
     "AccountingError",
@@ -54,6 +54,7 @@ __all__ = [
 # pyarrow loads with these, so they are imported on first use: `transcript-clean --help` stays
 # instant.
 _LAZY = {
+    "__version__": "transcript_clean.version",
     "clean": "transcript_clean.run",
     "RunResult": "transcript_clean.run",
     "clean_batch": "transcript_clean.pipeline",
