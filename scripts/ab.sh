@@ -5,9 +5,10 @@
 #
 # BASE and NEW are checkouts (say `git worktree add --detach ../base main~1`); each run puts
 # one of them first on PYTHONPATH and runs this checkout's .venv Python, so both use the same
-# packages. The order of the two flips every round, and each round's NEW/BASE ratio is taken
-# within the round: on a machine whose speed drifts, that says more than two separate benches.
-# Both trees are byte-compiled first, as an installed copy is.
+# packages; `python -P` keeps the working folder off sys.path, where the checkout the script is
+# run from would shadow both. The order of the two flips every round, and each round's NEW/BASE
+# ratio is taken within the round: on a machine whose speed drifts, that says more than two
+# separate benches. Both trees are byte-compiled first, as an installed copy is.
 #
 #   scripts/ab.sh ../base . bench/preference-openai-200000.parquet 16
 set -euo pipefail
@@ -37,7 +38,7 @@ for round in $(seq "$rounds"); do
         [[ $side == new ]] && tree=$new
         rm -rf "$work/out"
         PYTHONPATH="$tree" /usr/bin/time -f "$round $side %e %U %S" -a -o "$work/times" \
-            "$python" -c 'import sys; from transcript_clean.cli import entry; sys.argv[0] = "transcript-clean"; entry()' \
+            "$python" -P -c 'import sys; from transcript_clean.cli import entry; sys.argv[0] = "transcript-clean"; entry()' \
             clean "$input" "$work/out" --quiet "$@"
     done
 done

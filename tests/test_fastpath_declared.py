@@ -85,3 +85,23 @@ def test_declarations_that_are_not_utf8_are_the_per_row_paths_reject(
     assert rejects == [{"_source_row": 1, "_reject_codes": ["malformed_row"]}]
     assert "not UTF-8" in result.rejects.column("_reject_message")[0].as_py()
     assert result.kept.num_rows == 1
+
+
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt"])
+def test_rows_that_declare_tools_are_settled_in_arrow(fmt: str) -> None:
+    """A ShareGPT view once handed no calls to the declared-tools checks, so every row of a
+    set with a `tools` column took the per-row path. Every clean row is settled clean; a row
+    calling an undeclared tool or breaking a schema never is, and both paths agree."""
+    from synthetic import TOOLS_RATES, generate_rows
+
+    rows = list(generate_rows(400, fmt, seed=5, rates=TOOLS_RATES))
+    table = pa.Table.from_pylist([row for row, _ in rows])
+    assert all(row["tools"] for row, _ in rows)
+    verdicts = fast_verdicts(
+        get_format(fmt), table.column(get_format(fmt).column), tools=[table.column("tools")]
+    )
+    assert verdicts is not None
+    planted = [bool(codes) for _, codes in rows]
+    assert 0 < sum(planted) < len(rows)
+    assert verdicts.clean.tolist() == [not p for p in planted]
+    assert_fast_and_slow_agree(table, DEFAULT, get_format(fmt))

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Final
 
 import numpy as np
+import orjson
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -141,14 +142,21 @@ def sharegpt_view(
     # The calls of each assistant message, parsed; a value that is not calls is malformed.
     calls = np.zeros(n, dtype=np.int64)
     call_turns = np.flatnonzero(is_call & ~(bad | rows_with(flag, parent, rows))[parent])
+    call_row: list[int] = []  # each call's row, tool name and arguments as JSON text
+    call_name: list[str] = []
+    call_arguments: list[str] = []
     if len(call_turns):
         texts = value.take(indices(call_turns)).to_pylist()
         for at, text in zip(call_turns.tolist(), texts, strict=True):
-            found = _count_calls(text)
+            found = _read_calls(text)
             if found is None:
                 flag[at] = True
-            else:
-                calls[at] = found
+                continue
+            calls[at] = len(found)
+            call_row.extend([int(parent[at])] * len(found))
+            for name, arguments in found:
+                call_name.append(name)
+                call_arguments.append(arguments)
     message = np.cumsum(starts) - 1
     per_message = np.bincount(message[said_turn], weights=calls[said_turn]).astype(np.int64)
     calling_end = np.zeros(n, dtype=bool)
@@ -227,9 +235,16 @@ def sharegpt_view(
     unread = rows_with(unreadable, parent, rows)
     checks[MALFORMED_ROW] = checks[UNKNOWN_ROLE] = unread
     checks[UNANSWERED_TOOL_CALL] = rows_with(unanswered, parent, rows)
-    return ShareGPTView(
+    view = ShareGPTView(
         fmt, array, turns, parent, bad, unreadable, droppable, trailing_calls, checks, cut
     )
+    # The declared-tools checks read the calls (`fastpath.declared`).
+    view.calls = (
+        np.array(call_row, dtype=np.int64),
+        pa.array(call_name, pa.string()),
+        pa.array(call_arguments, pa.string()),
+    )
+    return view
 
 
 @dataclass(slots=True)
@@ -393,17 +408,25 @@ def _sharegpt_shape(type_: pa.DataType) -> bool:
     )
 
 
-def _count_calls(text: str) -> int | None:
-    """How many well-formed calls a `function_call` value holds (a name, and arguments that are
-    a JSON object); None when it holds anything else (the decoder would call it malformed, or
-    the calls invalid)."""
+def _read_calls(text: str) -> list[tuple[str, str]] | None:
+    """The well-formed calls a `function_call` value holds (a name, and arguments that are a
+    JSON object), each as its name and its arguments as JSON text (as written, or written
+    anew from the object); None when it holds anything else (the decoder would call it
+    malformed, or the calls invalid) or arguments JSON cannot write back (the per-row path's)."""
     calls = read_calls(text)
     if not calls:
         return None
-    for name, arguments, _ in calls:
+    out = []
+    for name, arguments, raw in calls:
         if not isinstance(name, str) or not isinstance(arguments, dict):
             return None
-    return len(calls)
+        if raw is None:
+            try:
+                raw = orjson.dumps(arguments).decode()
+            except (TypeError, orjson.JSONEncodeError):
+                return None
+        out.append((name, raw))
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
