@@ -18,8 +18,8 @@ from functools import partial
 from typing import Final
 
 import numpy as np
-import orjson
 import numpy.typing as npt
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
