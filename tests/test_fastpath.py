@@ -306,7 +306,7 @@ FLAT_VALUES = st.one_of(
 
 
 def flat(text: str) -> bool:
-    from transcript_clean.fastpath.base import FLAT_OBJECT as _FLAT_OBJECT
+    from transcript_clean.columnar.arrays import FLAT_OBJECT as _FLAT_OBJECT
 
     return bool(pa.compute.match_substring_regex(pa.array([text]), _FLAT_OBJECT)[0].as_py())
 

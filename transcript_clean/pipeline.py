@@ -18,17 +18,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from transcript_clean.columnar.arrays import Mask, flattened, rows_with
 from transcript_clean.errors import FormatError
 from transcript_clean.fastpath import Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import (
-    FastRepair,
-    Mask,
-    Origins,
-    flattened,
-    replaced,
-    rows_with,
-    whole,
-)
+from transcript_clean.fastpath.base import FastRepair, Origins, replaced, whole
 from transcript_clean.formats.base import Format, Row, put
 from transcript_clean.model import Message
 from transcript_clean.policy import DEFAULT, Config

@@ -23,7 +23,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.fastpath.base import list_sizes
+from transcript_clean.columnar.arrays import list_sizes
 from transcript_clean.fastpath.measures import Measures, add_counts
 from transcript_clean.model import (
     AssistantMessage,

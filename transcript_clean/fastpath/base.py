@@ -3,7 +3,7 @@ verdicts worked out from it, and Arrow and NumPy helpers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Iterable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
@@ -12,6 +12,18 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from transcript_clean.columnar import arrays
+from transcript_clean.columnar.arrays import (
+    FLAT_OBJECT,
+    Counts,
+    Mask,
+    as_mask,
+    field_type,
+    finite,
+    indices,
+    is_text,
+    run_starts,
+)
 from transcript_clean.formats.base import strict_loads
 from transcript_clean.rules import TRAILING_TOOL_CALL, get_rule
 from transcript_clean.sources import jsontypes
@@ -21,38 +33,6 @@ if TYPE_CHECKING:
     from transcript_clean.profile import Measures, Profile
 
 V = TypeVar("V")
-
-Mask = npt.NDArray[np.bool_]
-Counts = npt.NDArray[np.int64]
-
-# A character that `str.strip()` keeps: the text holds something (SPEC section 2's blank test).
-# The class lists every character for which Python's `str.isspace()` is true.
-NOT_SPACE = (
-    "[^\\t\\n\\x0b\\x0c\\r\\x1c-\\x1f \\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}"
-    "\\x{2028}\\x{2029}\\x{202f}\\x{205f}\\x{3000}]"
-)
-
-
-# A flat JSON object (values strings, numbers, true, false or null), in RFC 8259's grammar:
-# text it matches is one `strict_loads` reads as a dict, so most arguments need no parsing.
-# Its numbers with a fraction or an exponent stay below 1e308, so none overflows a double
-# (`1e999` is no JSON number to a provider), and its `\u` escapes are no lone surrogates: text
-# outside it is parsed.
-_WS = r"[ \t\n\r]*"
-_HEX = "[0-9a-fA-F]"
-_ESCAPE = (
-    f"\\\\u(?:[0-9a-cA-Ce-fE-F]{_HEX}{{3}}|[dD][0-7]{_HEX}{{2}}"
-    f"|[dD][89abAB]{_HEX}{{2}}\\\\u[dD][c-fC-F]{_HEX}{{2}})"
-)
-_STRING = f'"(?:[^"\\\\\\x00-\\x1f]|\\\\["\\\\/bfnrt]|{_ESCAPE})*"'
-_NUMBER = (
-    r"-?(?:0|[1-9][0-9]*"  # an integer, of any size
-    r"|(?:0|[1-9][0-9]{0,99})(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,2})?"  # below 1e200
-    r"|[0-9](?:\.[0-9]+)?[eE](?:-[0-9]+|\+?(?:[0-2][0-9]{2}|30[0-7]))"  # as repr writes
-    r"|1(?:\.[0-6][0-9]*)?[eE]\+?308)"  # the largest double is 1.797...e308
-)
-_MEMBER = f"{_WS}{_STRING}{_WS}:{_WS}(?:{_STRING}|{_NUMBER}|true|false|null){_WS}"
-FLAT_OBJECT = f"^{_WS}\\{{(?:{_MEMBER}(?:,{_MEMBER})*|{_WS})\\}}{_WS}$"
 
 
 class Measurer(Protocol):
@@ -276,27 +256,10 @@ class Verdicts:
         )
 
 
-def last_of_rows(values: Counts, parent: npt.NDArray[np.int64], rows: int) -> Counts:
-    """Per row, the value of its last element (0 for a row with none)."""
-    out = np.zeros(rows, dtype=np.int64)
-    last = np.flatnonzero(~neighbours(parent)[1])
-    out[parent[last]] = values[last]
-    return out
-
-
 def text_or_absent(schema: pa.Schema | None, name: str) -> bool:
     """Whether the column `name` of `schema` holds text, or is not there."""
     kind = None if schema is None else field_type(pa.struct(list(schema)), name)
     return kind is None or is_text(kind)
-
-
-def field_type(struct: pa.DataType, name: str) -> pa.DataType | None:
-    index = struct.get_field_index(name)
-    return None if index < 0 else struct.field(index).type
-
-
-def is_text(type_: pa.DataType | None) -> bool:
-    return type_ is not None and (pa.types.is_string(type_) or pa.types.is_large_string(type_))
 
 
 def whole(column: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -307,106 +270,6 @@ def whole(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     if column.num_chunks == 1:
         return column.chunk(0)
     return column.combine_chunks()
-
-
-def as_mask(array: pa.Array | pa.ChunkedArray, fill: bool = False) -> Mask:
-    """A boolean Arrow array as NumPy, nulls as `fill`."""
-    if array.null_count:
-        array = pc.fill_null(array, fill)
-    return np.asarray(array.to_numpy(zero_copy_only=False), dtype=bool)
-
-
-def rows_with(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Mask:
-    """Rows where any of their elements is flagged."""
-    return count(flags, parent, rows) > 0
-
-
-def any_of(masks: Iterable[Mask], rows: int) -> Mask:
-    """Per row, whether any of `masks` holds it (none for no masks)."""
-    out = np.zeros(rows, dtype=bool)
-    for mask in masks:
-        out |= mask
-    return out
-
-
-def count(
-    flags: Mask, parent: npt.NDArray[np.int64], rows: int, weights: Counts | None = None
-) -> Counts:
-    """Per row, its elements flagged (or the sum of their `weights`)."""
-    weighed = None if weights is None else weights[flags]
-    return np.bincount(parent[flags], weights=weighed, minlength=rows).astype(np.int64)
-
-
-def text_bytes(text: pa.Array) -> tuple[Counts, npt.NDArray[np.uint8]]:
-    """A string array's offsets (from its own first value) and the bytes its values use, read
-    from its buffers without a copy."""
-    buffers = text.buffers()
-    wide = pa.types.is_large_string(text.type)
-    stored = np.frombuffer(buffers[1], dtype=np.int64 if wide else np.int32)
-    offsets: Counts = stored[text.offset : text.offset + len(text) + 1].astype(np.int64)
-    if buffers[2] is None or not len(text):
-        return offsets, np.zeros(0, dtype=np.uint8)
-    return offsets, np.frombuffer(buffers[2], dtype=np.uint8)[offsets[0] : offsets[-1]]
-
-
-def list_sizes(array: pa.Array) -> Counts:
-    """Each row's items of a list array (0 for a null row)."""
-    sizes: Counts = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
-    return sizes
-
-
-def indices(positions: npt.NDArray[np.int64]) -> pa.Array:
-    return pa.array(positions, type=pa.int64())
-
-
-def flattened(array: pa.Array) -> tuple[pa.Array, Counts, Counts]:
-    """A list column's items, each row's number of them, and each item's row."""
-    sizes = list_sizes(array)
-    parent: Counts = np.repeat(np.arange(len(array), dtype=np.int64), sizes)
-    return pc.list_flatten(array), sizes, parent
-
-
-def flatten(array: pa.Array) -> tuple[Mask, pa.Array, npt.NDArray[np.int64]]:
-    """A list column's rows that are null or empty (so not settled here), its elements
-    flattened, and each element's row."""
-    items, sizes, parent = flattened(array)
-    empty: Mask = as_mask(array.is_null()) | (sizes == 0)
-    return empty, items, parent
-
-
-def neighbours(parent: npt.NDArray[np.int64]) -> tuple[Mask, Mask]:
-    """Per element, whether the one before it and the one after it are in the same row."""
-    same_prev = np.zeros(len(parent), dtype=bool)
-    same_prev[1:] = parent[1:] == parent[:-1]
-    same_next = np.zeros(len(parent), dtype=bool)
-    same_next[:-1] = same_prev[1:]
-    return same_prev, same_next
-
-
-def run_starts(keys: npt.NDArray[np.int64]) -> npt.NDArray[np.int64]:
-    """Per element of sorted `keys`, the position of the first element with its key: what
-    `np.searchsorted(keys, keys)` finds, in one pass instead of a search per element."""
-    positions = np.arange(len(keys), dtype=np.int64)
-    new = np.ones(len(keys), dtype=bool)
-    new[1:] = keys[1:] != keys[:-1]
-    starts: npt.NDArray[np.int64] = np.maximum.accumulate(np.where(new, positions, 0))
-    return starts
-
-
-def repeated(keys: npt.NDArray[np.int64]) -> Mask:
-    """Which keys occur earlier in `keys` too."""
-    out = np.zeros(len(keys), dtype=bool)
-    if len(keys):
-        order = np.argsort(keys, kind="stable")
-        out[order[1:]] = keys[order[1:]] == keys[order[:-1]]
-    return out
-
-
-def shift(values: Mask) -> Mask:
-    """`values` moved one place on: each element sees its predecessor's (the first, False)."""
-    out = np.zeros(len(values), dtype=bool)
-    out[1:] = values[:-1]
-    return out
 
 
 def objects(arguments: pa.Array) -> Mask:
@@ -426,51 +289,13 @@ def objects(arguments: pa.Array) -> Mask:
     return out
 
 
-def finite(array: pa.Array) -> Mask:
-    """Per element, whether every number in it is finite: strict JSON has no NaN or infinity,
-    which a float column may hold. Nested too deep to look into: not known to be."""
-    try:
-        return ~flagged_within(array, _not_finite)
-    except RecursionError:
-        return np.zeros(len(array), dtype=bool)
-
-
-def _not_finite(array: pa.Array) -> Mask | None:
-    if pa.types.is_floating(array.type):
-        return ~as_mask(pc.is_finite(array), fill=True)
-    return None
-
-
 def flagged_within(array: pa.Array, flag: Callable[[pa.Array], Mask | None]) -> Mask:
     """Per element of `array`, whether any value within it (through structs, lists, maps' values
     and dictionaries) is one `flag` flags. `flag` answers for the arrays it judges, per
     element, and with None for the rest, which are looked into. `pa.json_()` values are
     looked at as their text (`jsontypes.as_storage`: Arrow cannot flatten lists of them that
     are null in every row)."""
-    return _flagged_within(jsontypes.as_storage(array), flag)
-
-
-def _flagged_within(array: pa.Array, flag: Callable[[pa.Array], Mask | None]) -> Mask:
-    flagged = flag(array)
-    if flagged is not None:
-        return flagged
-    type_, n = array.type, len(array)
-    if pa.types.is_dictionary(type_):
-        words = _flagged_within(array.dictionary, flag)
-        if not words.any():
-            return np.zeros(n, dtype=bool)
-        codes = pc.fill_null(array.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
-        used: Mask = words[codes] & ~np.asarray(array.is_null(), dtype=bool)
-        return used
-    if pa.types.is_struct(type_):
-        return any_of((_flagged_within(child, flag) for child in array.flatten()), n)
-    if pa.types.is_map(type_):
-        array = pa.ListArray.from_arrays(array.offsets, array.items, mask=array.is_null())
-        type_ = array.type
-    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
-        parent = pc.list_parent_indices(array).to_numpy().astype(np.int64)
-        return rows_with(_flagged_within(pc.list_flatten(array), flag), parent, n)
-    return np.zeros(n, dtype=bool)
+    return arrays.flagged_within(jsontypes.as_storage(array), flag)
 
 
 def is_object(text: str) -> bool:
@@ -560,14 +385,6 @@ def replaced(array: pa.Array, positions: Counts, new: pa.Array) -> pa.Array:
     index = np.arange(n, dtype=np.int64)
     index[positions] = n + np.arange(len(positions), dtype=np.int64)
     return pa.concat_arrays([array, new]).take(indices(index))
-
-
-def first_flagged(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Counts:
-    """Per row, the position of its first flagged element (past the last element if none)."""
-    first = np.full(rows, len(parent), dtype=np.int64)
-    at = np.flatnonzero(flags)
-    np.minimum.at(first, parent[at], at)
-    return first
 
 
 def agrees(msgs: pa.Array, merged: Collection[str], asked: Mask) -> Mask:

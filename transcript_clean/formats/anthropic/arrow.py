@@ -17,13 +17,10 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.fastpath.base import (
+from transcript_clean.columnar.arrays import (
     NOT_SPACE,
-    ArrowRepair,
-    ArrowView,
     Counts,
     Mask,
-    Subset,
     any_of,
     as_mask,
     count,
@@ -35,12 +32,11 @@ from transcript_clean.fastpath.base import (
     is_text,
     last_of_rows,
     neighbours,
-    objects,
     repeated,
     rows_with,
     shift,
-    text_or_absent,
 )
+from transcript_clean.fastpath.base import ArrowRepair, ArrowView, Subset, objects, text_or_absent
 from transcript_clean.fastpath.measures import (
     Measures,
     RowSums,

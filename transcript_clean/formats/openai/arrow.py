@@ -16,16 +16,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.fastpath.base import (
-    ORIGIN,
-    ArrowRepair,
-    ArrowView,
+from transcript_clean.columnar.arrays import (
     Counts,
-    FastReject,
     Mask,
-    Origins,
-    Subset,
-    agrees,
     any_of,
     as_mask,
     count,
@@ -37,12 +30,21 @@ from transcript_clean.fastpath.base import (
     is_text,
     list_sizes,
     neighbours,
-    objects,
     repeated,
-    replaced,
     rows_with,
     run_starts,
     shift,
+)
+from transcript_clean.fastpath.base import (
+    ORIGIN,
+    ArrowRepair,
+    ArrowView,
+    FastReject,
+    Origins,
+    Subset,
+    agrees,
+    objects,
+    replaced,
 )
 from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.fastpath.measures import (

@@ -23,15 +23,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.fastpath.base import (
+from transcript_clean.columnar.arrays import (
     NOT_SPACE,
-    ArrowRepair,
-    ArrowView,
     Counts,
-    FastReject,
     Mask,
-    Subset,
-    agrees,
     any_of,
     as_mask,
     count,
@@ -45,6 +40,13 @@ from transcript_clean.fastpath.base import (
     neighbours,
     rows_with,
     shift,
+)
+from transcript_clean.fastpath.base import (
+    ArrowRepair,
+    ArrowView,
+    FastReject,
+    Subset,
+    agrees,
     text_or_absent,
     with_field,
 )
