@@ -12,6 +12,8 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from transcript_clean.jsontext import strict_loads
+
 Mask = npt.NDArray[np.bool_]
 Counts = npt.NDArray[np.int64]
 
@@ -210,3 +212,27 @@ def first_flagged(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Coun
     at = np.flatnonzero(flags)
     np.minimum.at(first, parent[at], at)
     return first
+
+
+def objects(arguments: pa.Array) -> Mask:
+    """Whether each call's arguments are a JSON object: a struct is one, text must parse, and
+    anything else (a map reads back as a list of pairs) is not."""
+    if pa.types.is_struct(arguments.type):
+        return ~as_mask(arguments.is_null()) & finite(arguments)
+    if not is_text(arguments.type):
+        return np.zeros(len(arguments), dtype=bool)
+    # A flat object is one for sure; of the rest, only text that looks like one is parsed.
+    out = as_mask(pc.match_substring_regex(arguments, FLAT_OBJECT))
+    rest = np.flatnonzero(~out)
+    if len(rest):
+        texts = arguments.take(indices(rest))
+        candidates = rest[as_mask(pc.match_substring_regex(texts, r"^\s*\{"))]
+        out[candidates] = [is_object(t) for t in arguments.take(indices(candidates)).to_pylist()]
+    return out
+
+
+def is_object(text: str) -> bool:
+    try:
+        return isinstance(strict_loads(text), dict)
+    except (ValueError, RecursionError):
+        return False

@@ -36,7 +36,8 @@ from transcript_clean.fastpath.base import (
     Verdicts,
     whole,
 )
-from transcript_clean.fastpath.declared import tool_counts
+from transcript_clean.fastpath.columnar import ConversationsView
+from transcript_clean.fastpath.declared import tool_checks, tool_counts
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import TRAILING_TOOL_CALL, Rule, get_rule, rules
 from transcript_clean.sources.jsontypes import has_json
@@ -44,9 +45,11 @@ from transcript_clean.sources.jsontypes import has_json
 __all__ = [
     "ArrowRepair",
     "ArrowView",
+    "ConversationsView",
     "FastReject",
     "FastRepair",
     "Verdicts",
+    "arrow_view",
     "clean_mask",
     "fast_verdicts",
     "possible_codes",
@@ -68,17 +71,32 @@ def possible_codes(
     a row the view reads decodes as the decoder reads it, and the fast path writes it in the
     input's own Arrow type, never through the encoder."""
     out: dict[str, Mask] = {}
+    walk = view.walk if isinstance(view, ConversationsView) else None
     for rule in _default_rules() if enabled is None else enabled:
         check = rule.arrow.get(fmt.name)
         if check is not None:
             out[rule.code] = check(view)
+        elif rule.reads_declared_tools:
+            out[rule.code] = tool_checks(view)[rule.code]
         elif rule.code in view.checks:
             out[rule.code] = view.checks[rule.code]
+        elif walk is not None and rule.columnar is not None:
+            out[rule.code] = rule.columnar(walk)
         elif rule.stage in ("decode", "encode"):
             out[rule.code] = view.unread
         else:
             out[rule.code] = np.ones(view.rows, dtype=bool)
     return out
+
+
+def arrow_view(fmt: Format, array: pa.Array, schema: pa.Schema | None = None) -> ArrowView | None:
+    """The fast path's view of a batch's conversation column: the format's own view, else its
+    flattened `Conversations`; None when it has neither for this column."""
+    view = fmt.arrow_view(array, schema)
+    if view is not None:
+        return view
+    conversations = fmt.flatten(array, schema)
+    return None if conversations is None else ConversationsView(conversations)
 
 
 def fast_verdicts(
@@ -108,7 +126,7 @@ def fast_verdicts(
         # decoder would (an object's arguments would look like text that is not one), so
         # every row may have any code.
         return None
-    view = fmt.arrow_view(array, schema)
+    view = arrow_view(fmt, array, schema)
     if view is None:
         return None
     view.tools = tuple(whole(t) for t in tools)

@@ -14,17 +14,14 @@ import pyarrow.compute as pc
 
 from transcript_clean.columnar import arrays
 from transcript_clean.columnar.arrays import (
-    FLAT_OBJECT,
     Counts,
     Mask,
     as_mask,
     field_type,
-    finite,
     indices,
     is_text,
     run_starts,
 )
-from transcript_clean.formats.base import strict_loads
 from transcript_clean.rules import TRAILING_TOOL_CALL, get_rule
 from transcript_clean.sources import jsontypes
 
@@ -272,23 +269,6 @@ def whole(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return column.combine_chunks()
 
 
-def objects(arguments: pa.Array) -> Mask:
-    """Whether each call's arguments are a JSON object: a struct is one, text must parse, and
-    anything else (a map reads back as a list of pairs) is not."""
-    if pa.types.is_struct(arguments.type):
-        return ~as_mask(arguments.is_null()) & finite(arguments)
-    if not is_text(arguments.type):
-        return np.zeros(len(arguments), dtype=bool)
-    # A flat object is one for sure; of the rest, only text that looks like one is parsed.
-    out = as_mask(pc.match_substring_regex(arguments, FLAT_OBJECT))
-    rest = np.flatnonzero(~out)
-    if len(rest):
-        texts = arguments.take(indices(rest))
-        candidates = rest[as_mask(pc.match_substring_regex(texts, r"^\s*\{"))]
-        out[candidates] = [is_object(t) for t in arguments.take(indices(candidates)).to_pylist()]
-    return out
-
-
 def flagged_within(array: pa.Array, flag: Callable[[pa.Array], Mask | None]) -> Mask:
     """Per element of `array`, whether any value within it (through structs, lists, maps' values
     and dictionaries) is one `flag` flags. `flag` answers for the arrays it judges, per
@@ -296,13 +276,6 @@ def flagged_within(array: pa.Array, flag: Callable[[pa.Array], Mask | None]) -> 
     looked at as their text (`jsontypes.as_storage`: Arrow cannot flatten lists of them that
     are null in every row)."""
     return arrays.flagged_within(jsontypes.as_storage(array), flag)
-
-
-def is_object(text: str) -> bool:
-    try:
-        return isinstance(strict_loads(text), dict)
-    except (ValueError, RecursionError):
-        return False
 
 
 @dataclass(slots=True, frozen=True)

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import Mask, as_mask, indices, is_text
 from transcript_clean.fastpath.base import ArrowView, FastReject
-from transcript_clean.formats.base import strict_loads
+from transcript_clean.jsontext import strict_loads
 from transcript_clean.rules.tool_arguments_schema import message as schema_message
 from transcript_clean.rules.unknown_tool import message as unknown_message
 from transcript_clean.sources import jsontypes

@@ -2,15 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Final
 
-import orjson
-
 from transcript_clean.errors import TranscriptCleanError
+from transcript_clean.jsontext import strict_loads
 from transcript_clean.model import (
     AssistantMessage,
     Encrypted,
@@ -23,7 +20,6 @@ from transcript_clean.model import (
     ToolCall,
     ToolResult,
     UserMessage,
-    is_json,
 )
 from transcript_clean.rules.malformed_row import CODE as MALFORMED_ROW
 from transcript_clean.tools import Declared, read_row_declarations
@@ -31,6 +27,7 @@ from transcript_clean.tools import Declared, read_row_declarations
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from transcript_clean.columnar.conversations import Conversations
     from transcript_clean.fastpath.base import ArrowView
     from transcript_clean.policy import Config
     from transcript_clean.rows import RowResult
@@ -111,6 +108,13 @@ class Format:
     def arrow_view(self, column: pa.Array, schema: pa.Schema | None = None) -> ArrowView | None:
         """The fast path's view of a batch's conversation column (`schema`: the batch's, where
         other columns matter); None when this format, or this column's Arrow type, has none."""
+        return None
+
+    def flatten(self, column: pa.Array, schema: pa.Schema | None = None) -> Conversations | None:
+        """A batch's conversation column as the columnar view every format flattens into
+        (`transcript_clean.columnar`): what the decoder would make of each row, for the rules'
+        Arrow checks; rows it cannot read so are marked unread. None when this format, or this
+        column's Arrow type, has no flattener (a format with its own `arrow_view` needs none)."""
         return None
 
     def __repr__(self) -> str:
@@ -209,41 +213,6 @@ def parse_arguments(value: object) -> tuple[Any, str | None]:
         return strict_loads(value), value
     except (ValueError, RecursionError):
         return None, value
-
-
-def loads(text: str) -> Any:
-    """`json.loads(text)`, faster: orjson parses what it can (strict JSON, the common case) and
-    the standard library the rest (NaN, huge integers, lone surrogates), so the result and the
-    errors are `json.loads`'s."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:
-        return json.loads(text)
-
-
-def strict_loads(text: str) -> Any:
-    """`loads`, but only for JSON as RFC 8259 and the providers' APIs read it: `NaN`,
-    `Infinity`, a number too large for a double (`1e999`) and a lone surrogate escape
-    (`"\\ud800"`) raise `ValueError`, where `json.loads` accepts them."""
-    try:
-        return orjson.loads(text)  # strict already: it refuses all of these
-    except orjson.JSONDecodeError:
-        pass
-    value = json.loads(text, parse_constant=_not_json, parse_float=_finite_float)
-    if not is_json(value):
-        raise ValueError("a string holds a lone surrogate")
-    return value
-
-
-def _not_json(word: str) -> Any:
-    raise ValueError(f"{word} is not JSON")
-
-
-def _finite_float(text: str) -> float:
-    number = float(text)
-    if math.isinf(number):
-        raise ValueError(f"{text} is too large for a double")
-    return number
 
 
 def put(out: dict[str, Any], key: str, value: Any) -> None:

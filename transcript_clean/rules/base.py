@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     import numpy as np
     import numpy.typing as npt
 
+    from transcript_clean.columnar.walk import ConversationsWalk
     from transcript_clean.fastpath.base import ArrowView
     from transcript_clean.policy import Config
     from transcript_clean.tools import Declared
@@ -27,13 +28,13 @@ __all__ = [
     "ACTIONS",
     "Action",
     "ArrowCheck",
+    "ColumnarCheck",
     "Rule",
     "Stage",
     "Unrepairable",
     "Violation",
     "Walk",
     "answer_window",
-    "declared_tools_checks",
     "put_results",
     "raw_input_names",
 ]
@@ -48,6 +49,10 @@ R1-cleaned transcript (`find`), or when a repaired row is written back (R7)."""
 ArrowCheck = Callable[["ArrowView"], "npt.NDArray[np.bool_]"]
 """Given a format's columnar view of a batch, the rows that may have the code; every other row
 the view reads certainly does not."""
+
+ColumnarCheck = Callable[["ConversationsWalk"], "npt.NDArray[np.bool_]"]
+"""Given the walk over a batch's `Conversations` (any format's), the rows that may have the code;
+every other row the view reads certainly does not."""
 
 
 @dataclass(slots=True, frozen=True)
@@ -158,9 +163,15 @@ class Rule:
     message: str | None = None
     """The words of every violation, where they never depend on the row: the fast path then
     rejects by itself the rows whose only code it is."""
+    columnar: ColumnarCheck | None = None
+    """Its Arrow check over the columnar view of conversations (`transcript_clean.columnar`),
+    written once for every format that flattens into it."""
+    reads_declared_tools: bool = False
+    """It checks calls against the row's declared tools: its Arrow check is the fast path's
+    declared-tools checks (`fastpath.declared`), over any view's calls."""
     arrow: Mapping[str, ArrowCheck] = field(default_factory=dict)
-    """Per format name, its Arrow check, where the rule brings one itself (a format's view may
-    also bring checks for the rules it knows)."""
+    """Per format name, an Arrow check of the format's own view, where the rule brings one (a
+    format's view may also bring checks for the rules it knows)."""
     enabled: Callable[[Config], bool] = _always
     """Whether a run with this config looks for it at all."""
 
@@ -231,19 +242,3 @@ def raw_input_names(tools: Declared | None) -> frozenset[str]:
     if tools is None:
         return frozenset()
     return frozenset(name for name, tool in tools.tools.items() if tool.raw)
-
-
-# The formats whose Arrow views the declared-tools checks read.
-_VIEWS = ("openai", "sharegpt", "anthropic")
-
-
-def declared_tools_checks(code: str) -> dict[str, ArrowCheck]:
-    """The Arrow checks of a declared-tools code, per format (`fastpath.declared`)."""
-
-    def check(view: ArrowView) -> npt.NDArray[np.bool_]:
-        # Imported here: the fast path imports the rules.
-        from transcript_clean.fastpath.declared import tool_checks
-
-        return tool_checks(view)[code]
-
-    return dict.fromkeys(_VIEWS, check)

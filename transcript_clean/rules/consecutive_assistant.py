@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
 from transcript_clean.model import AssistantMessage, AssistantPart, Message
@@ -117,4 +118,5 @@ RULE = Rule(
     default="repair",
     find=find,
     repair=_repair,
+    columnar=attrgetter("rows_consecutive"),
 )

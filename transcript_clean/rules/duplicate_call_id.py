@@ -9,6 +9,7 @@ still accepts (R6 holds).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import attrgetter
 from typing import Final
 
 from transcript_clean.model import AssistantMessage
@@ -48,4 +49,5 @@ RULE = Rule(
     allowed=frozenset({"reject", "keep"}),
     default="reject",
     find=find,
+    columnar=attrgetter("rows_duplicate_id"),
 )

@@ -7,6 +7,7 @@ what is left once these turns are set aside. `repair` drops them.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from typing import Final
 
 from transcript_clean.model import AssistantMessage, Message
@@ -44,4 +45,5 @@ RULE = Rule(
     default="repair",
     stage="empty",
     repaired_as="dropped",
+    columnar=attrgetter("rows_empty"),
 )

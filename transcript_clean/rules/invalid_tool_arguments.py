@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
 from transcript_clean.model import (
@@ -172,4 +173,5 @@ RULE = Rule(
     repair=_repair,
     repair_declared=_repair_declared,
     survives_repair=True,
+    columnar=attrgetter("rows_invalid_arguments"),
 )

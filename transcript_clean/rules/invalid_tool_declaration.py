@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Final
 
-from transcript_clean.rules.base import Rule, Violation, Walk, declared_tools_checks
+from transcript_clean.rules.base import Rule, Violation, Walk
 
 CODE: Final = "invalid_tool_declaration"
 
@@ -32,5 +32,5 @@ RULE = Rule(
     allowed=frozenset({"reject"}),
     default="reject",
     find=find,
-    arrow=declared_tools_checks(CODE),
+    reads_declared_tools=True,
 )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import attrgetter
 from typing import Final
 
 from transcript_clean.model import AssistantMessage
@@ -26,4 +27,5 @@ RULE = Rule(
     default="reject",
     find=find,
     message=MESSAGE,
+    columnar=attrgetter("rows_no_assistant"),
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
+from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
 from transcript_clean.model import AssistantMessage, Message, Text, ToolResult, UserMessage
@@ -101,4 +102,5 @@ RULE = Rule(
     default="repair",
     find=find,
     repair=_repair,
+    columnar=attrgetter("rows_orphan"),
 )

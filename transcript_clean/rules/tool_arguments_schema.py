@@ -12,7 +12,7 @@ from collections.abc import Iterator
 from typing import Final
 
 from transcript_clean.model import AssistantMessage
-from transcript_clean.rules.base import Rule, Violation, Walk, declared_tools_checks
+from transcript_clean.rules.base import Rule, Violation, Walk
 from transcript_clean.rules.invalid_tool_arguments import has_invalid_arguments
 from transcript_clean.tools import arguments_error
 
@@ -50,5 +50,5 @@ RULE = Rule(
     allowed=frozenset({"reject", "keep"}),
     default="reject",
     find=find,
-    arrow=declared_tools_checks(CODE),
+    reads_declared_tools=True,
 )

@@ -8,6 +8,7 @@ default. `repair` treats them like `unanswered_tool_call`, whose repair does it.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from operator import attrgetter
 from typing import Final
 
 from transcript_clean.rules.base import Rule, Violation, Walk
@@ -40,4 +41,5 @@ RULE = Rule(
     allowed=frozenset({"repair", "reject", "keep"}),
     default="keep",
     find=find,
+    columnar=attrgetter("rows_trailing"),
 )

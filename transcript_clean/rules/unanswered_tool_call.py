@@ -9,6 +9,7 @@ remains (`[repair] interrupted_call = "cut"`), or answers the call with an error
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
 from transcript_clean.model import AssistantMessage, Message
@@ -116,4 +117,5 @@ RULE = Rule(
     find=find,
     repair=_repair,
     also_repairs=(TRAILING,),
+    columnar=attrgetter("rows_unanswered"),
 )

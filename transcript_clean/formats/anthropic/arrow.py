@@ -32,11 +32,12 @@ from transcript_clean.columnar.arrays import (
     is_text,
     last_of_rows,
     neighbours,
+    objects,
     repeated,
     rows_with,
     shift,
 )
-from transcript_clean.fastpath.base import ArrowRepair, ArrowView, Subset, objects, text_or_absent
+from transcript_clean.fastpath.base import ArrowRepair, ArrowView, Subset, text_or_absent
 from transcript_clean.fastpath.measures import (
     Measures,
     RowSums,

@@ -30,6 +30,7 @@ from transcript_clean.columnar.arrays import (
     is_text,
     list_sizes,
     neighbours,
+    objects,
     repeated,
     rows_with,
     run_starts,
@@ -43,7 +44,6 @@ from transcript_clean.fastpath.base import (
     Origins,
     Subset,
     agrees,
-    objects,
     replaced,
 )
 from transcript_clean.fastpath.declared import declared_rejects

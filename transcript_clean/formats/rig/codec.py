@@ -20,7 +20,7 @@ A result may carry `"status": "error"`. Every call and result carries its id.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transcript_clean.formats.base import (
     Decoded,
@@ -57,6 +57,11 @@ from transcript_clean.model import (
 )
 from transcript_clean.rules import UNKNOWN_ROLE
 
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.columnar.conversations import Conversations
+
 
 class RigFormat(Format):
     """`messages` as rig serializes its history."""
@@ -90,6 +95,11 @@ class RigFormat(Format):
                     f'unknown role "{role}"; expected system, user or assistant',
                 )
         return Decoded(messages, dict(row), format=self.name)
+
+    def flatten(self, column: pa.Array, schema: pa.Schema | None = None) -> Conversations | None:
+        from transcript_clean.formats.rig.flatten import flatten_rig
+
+        return flatten_rig(column)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

@@ -34,7 +34,6 @@ from transcript_clean.formats.base import (
     expect_object,
     join_texts,
     kind_of,
-    loads,
     malformed,
     parse_arguments,
     put,
@@ -43,6 +42,7 @@ from transcript_clean.formats.base import (
     without_origins,
     write_reasoning,
 )
+from transcript_clean.jsontext import loads
 from transcript_clean.model import (
     AssistantMessage,
     AssistantPart,

@@ -1,0 +1,316 @@
+"""The columnar view of conversations (`transcript_clean.columnar`): a format's flattener reads
+each row as its decoder does, and the walk over the view finds exactly what each rule's `find`
+finds on the per-row path."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from differential import assert_fast_and_slow_agree, assert_verdicts_equal_on_generated_rows
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from synthetic import every_rates, generate_rows
+
+from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
+from transcript_clean.columnar.walk import ConversationsWalk
+from transcript_clean.formats import get_format
+from transcript_clean.formats.base import DecodeError
+from transcript_clean.model import AssistantMessage, Message, SystemMessage
+from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.rules import get_rule
+from transcript_clean.rules.base import Walk
+from transcript_clean.rules.empty_assistant_turn import drop_empty_turns
+
+RIG = get_format("rig")
+
+# Each walk attribute a rule's columnar check reads, by the rule whose `find` it stands for.
+CHECKED = {
+    "consecutive_assistant": "rows_consecutive",
+    "orphan_tool_result": "rows_orphan",
+    "unanswered_tool_call": "rows_unanswered",
+    "trailing_tool_call": "rows_trailing",
+    "duplicate_call_id": "rows_duplicate_id",
+    "no_assistant_turn": "rows_no_assistant",
+    "invalid_tool_arguments": "rows_invalid_arguments",
+}
+
+
+def test_each_rule_reads_its_check_from_the_walk() -> None:
+    for code, attribute in {**CHECKED, "empty_assistant_turn": "rows_empty"}.items():
+        check = get_rule(code).columnar
+        assert check is not None, code
+        walk = ConversationsWalk(conversations([[]]))
+        assert check(walk) is getattr(walk, attribute)
+
+
+def conversations(rows: list[list[tuple[int, list[str], list[str]]]]) -> Conversations:
+    """A view built by hand: per row, its messages as (role, call ids, result ids); every
+    message says something."""
+    message_row, role, call_message, call_id, result_message, result_call = [], [], [], [], [], []
+    for r, messages in enumerate(rows):
+        for kind, calls, results in messages:
+            at = len(role)
+            message_row.append(r)
+            role.append(kind)
+            call_message += [at] * len(calls)
+            call_id += calls
+            result_message += [at] * len(results)
+            result_call += results
+    m, c = len(role), len(call_id)
+    return Conversations(
+        rows=len(rows),
+        unread=np.zeros(len(rows), dtype=bool),
+        message_row=np.array(message_row, dtype=np.int64),
+        role=np.array(role, dtype=np.int8),
+        blank=np.zeros(m, dtype=bool),
+        call_message=np.array(call_message, dtype=np.int64),
+        call_id=pa.array(call_id, pa.string()),
+        call_name=pa.array(["f"] * c, pa.string()),
+        call_arguments=pa.array(["{}"] * c, pa.string()),
+        call_object=np.ones(c, dtype=bool),
+        result_message=np.array(result_message, dtype=np.int64),
+        result_call=pa.array(result_call, pa.string()),
+        result_blank=np.zeros(len(result_call), dtype=bool),
+    )
+
+
+def test_the_walk_on_hand_made_rows() -> None:
+    A, U, S = ASSISTANT, USER, SYSTEM
+    view = conversations(
+        [
+            [(U, [], []), (A, ["a", "b"], []), (S, [], []), (U, [], ["b", "a"]), (A, [], [])],
+            [(U, [], []), (A, ["a"], []), (U, [], ["a", "a"]), (A, [], [])],  # a repeat: orphan
+            [(U, [], []), (A, ["a"], []), (A, [], [])],  # consecutive, and `a` unanswered
+            [(U, [], ["x"]), (A, [], [])],  # a result with no window
+            [(U, [], []), (A, ["a", "a"], []), (S, [], [])],  # pending at the end, one id
+            [(U, [], [])],
+        ]
+    )
+    view.check()
+    walk = ConversationsWalk(view)
+    assert walk.rows_orphan.tolist() == [False, True, False, True, False, False]
+    assert walk.rows_consecutive.tolist() == [False, False, True, False, False, False]
+    assert walk.rows_unanswered.tolist() == [False, False, True, False, False, False]
+    assert walk.rows_trailing.tolist() == [False, False, False, False, True, False]
+    assert walk.trailing_calls.tolist() == [0, 0, 0, 0, 1, 0]
+    assert walk.rows_duplicate_id.tolist() == [False, False, False, False, True, False]
+    assert walk.rows_no_assistant.tolist() == [False, False, False, False, False, True]
+
+
+def test_a_view_whose_columns_do_not_fit_is_refused() -> None:
+    view = conversations([[(USER, [], [])]])
+    view.role = np.zeros(3, dtype=np.int8)
+    with pytest.raises(ValueError, match="role has 3 items, not 1"):
+        view.check()
+
+
+# ---------------------------------------------------------------------------------------------
+# rig's flattener, held to its decoder
+
+_PIECE = pa.struct([("type", pa.string()), ("text", pa.string()), ("data", pa.string())])
+_PART = pa.struct(
+    [
+        ("type", pa.string()),
+        ("text", pa.string()),
+        ("id", pa.string()),
+        ("signature", pa.string()),
+        ("content", pa.list_(_PIECE)),
+        (
+            "function",
+            pa.struct([("name", pa.string()), ("arguments", pa.struct([("n", pa.int64())]))]),
+        ),
+        ("additional_params", pa.struct([("k", pa.string())])),
+        ("call", pa.string()),
+        ("name", pa.string()),
+        ("status", pa.string()),
+    ]
+)
+RIG_SCHEMA = pa.schema(
+    [
+        (
+            "messages",
+            pa.list_(
+                pa.struct(
+                    [("role", pa.string()), ("id", pa.string()), ("content", pa.list_(_PART))]
+                )
+            ),
+        )
+    ]
+)
+
+_ids = st.sampled_from(["a", "b", "c"])
+_texts = st.sampled_from(["", " ", "\n", "hi", "\u3000", None])
+_pieces = st.fixed_dictionaries(
+    {"type": st.sampled_from(["text", "summary", "encrypted", "other"]), "text": _texts},
+    optional={"data": st.sampled_from(["enc", None])},
+)
+_user_parts = (
+    st.fixed_dictionaries({"type": st.just("text"), "text": _texts})
+    | st.fixed_dictionaries(
+        {
+            "type": st.just("toolresult"),
+            "call": _ids | st.none(),
+            "status": st.sampled_from([None, "success", "error", "done"]),
+            "content": st.lists(
+                st.fixed_dictionaries(
+                    {"type": st.sampled_from(["text", "image", "video"]), "text": _texts}
+                ),
+                max_size=2,
+            )
+            | st.none(),
+        }
+    )
+    | st.fixed_dictionaries({"type": st.sampled_from(["image", "document", "toolcall"])})
+)
+_assistant_parts = (
+    st.fixed_dictionaries(
+        {"type": st.just("text"), "text": _texts},
+        optional={"additional_params": st.sampled_from([None, {"k": "v"}])},
+    )
+    | st.fixed_dictionaries(
+        {
+            "type": st.just("toolcall"),
+            "id": _ids | st.none(),
+            "function": st.fixed_dictionaries(
+                {
+                    "name": st.sampled_from(["f", None]),
+                    "arguments": st.sampled_from([{"n": 1}, None]),
+                }
+            )
+            | st.none(),
+        }
+    )
+    | st.fixed_dictionaries(
+        {
+            "type": st.just("reasoning"),
+            "signature": st.sampled_from([None, None, "sig"]),
+            "content": st.lists(_pieces, max_size=2) | st.none(),
+        }
+    )
+    | st.fixed_dictionaries({"type": st.sampled_from(["image", "toolresult", None])})
+)
+_messages = st.one_of(
+    st.fixed_dictionaries(
+        {"role": st.just("user"), "content": st.lists(_user_parts, max_size=3) | st.none()}
+    ),
+    st.fixed_dictionaries(
+        {
+            "role": st.just("assistant"),
+            "id": st.sampled_from([None, "m1"]),
+            "content": st.lists(_assistant_parts, max_size=3),
+        }
+    ),
+    st.fixed_dictionaries({"role": st.sampled_from(["system", "tool", "User", None])}),
+)
+# Mostly well formed rows: a call's answer in the next user message, so that the walk has
+# windows to close.
+_answered = st.builds(
+    lambda call_id, said: [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {
+                    "type": "toolcall",
+                    "id": call_id,
+                    "function": {"name": "f", "arguments": {"n": 2}},
+                }
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {"type": "toolresult", "call": call_id, "content": [{"type": "text", "text": said}]}
+            ],
+        },
+    ],
+    _ids,
+    _texts.filter(lambda t: t is not None),
+)
+_rows = st.lists(
+    st.builds(
+        lambda head, tail: head + tail, _answered | st.just([]), st.lists(_messages, max_size=5)
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def _truth(row: dict[str, Any]) -> dict[str, Any] | None:
+    """What the per-row path finds in a row: None when the decoder does not read it."""
+    try:
+        messages: list[Message] = list(RIG.decode(row).messages)
+    except DecodeError:
+        return None
+    kept, dropped = drop_empty_turns(messages)
+    walk = Walk(kept)
+    found: dict[str, Any] = {}
+    for code, attr in CHECKED.items():
+        find = get_rule(code).find
+        assert find is not None
+        found[attr] = bool(list(find(walk)))
+    found["rows_empty"] = bool(dropped)
+    found["trailing_calls"] = 0 if walk.trailing is None else len(walk.trailing[1])
+    found["messages"] = [
+        "system"
+        if isinstance(m, SystemMessage)
+        else "assistant"
+        if isinstance(m, AssistantMessage)
+        else "user"
+        for m in messages
+    ]
+    return found
+
+
+def _assert_flattened_as_decoded(rows: list[dict[str, Any]]) -> Conversations:
+    table = pa.Table.from_pylist(rows, schema=RIG_SCHEMA)
+    view = RIG.flatten(table.column("messages").combine_chunks())
+    assert view is not None
+    view.check()
+    walk = ConversationsWalk(view)
+    for r, row in enumerate(table.to_pylist()):
+        truth = _truth(row)
+        assert view.unread[r] == (truth is None), (r, row)
+        if truth is None:
+            continue
+        roles = view.role[view.message_row == r]
+        assert [("system", "user", "assistant")[k] for k in roles] == truth["messages"]
+        for attr in (*CHECKED.values(), "rows_empty"):
+            assert getattr(walk, attr)[r] == truth[attr], (attr, row)
+        assert walk.trailing_calls[r] == truth["trailing_calls"]
+    return view
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_rows)
+def test_rig_rows_flatten_as_the_decoder_reads_them(rows: list[list[dict[str, Any]]]) -> None:
+    _assert_flattened_as_decoded([{"messages": m} for m in rows])
+
+
+def test_rig_generated_rows_with_every_code_flatten_as_decoded() -> None:
+    rows = [row for row, _ in generate_rows(400, "rig", seed=21, rates=every_rates("rig"))]
+    table = pa.Table.from_pylist(rows)
+    view = RIG.flatten(table.column("messages").combine_chunks())
+    assert view is not None
+    view.check()
+    walk = ConversationsWalk(view)
+    for r, row in enumerate(table.to_pylist()):
+        truth = _truth(row)
+        assert view.unread[r] == (truth is None)
+        if truth is not None:
+            for attr in (*CHECKED.values(), "rows_empty"):
+                assert getattr(walk, attr)[r] == truth[attr], (attr, r)
+    assert view.unread.sum() < len(rows) // 5
+
+
+def test_rig_clean_rows_are_found_clean_in_arrow() -> None:
+    assert_verdicts_equal_on_generated_rows(RIG, seed=4, kinds=6)
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_rig_batches_agree_on_both_paths(config: Config) -> None:
+    rows = [row for row, _ in generate_rows(600, "rig", seed=8, rates=every_rates("rig"))]
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, RIG)

@@ -1,0 +1,111 @@
+"""`Conversations`: one batch of conversations as canonical columns, whatever format it came in.
+
+A format's flattener reads its own Arrow layout into this one view: per canonical message its row
+and role and whether it says anything, per tool call its message, id, tool name and arguments,
+per tool result the call it answers. The view holds what the decoder would make of each row it
+reads (`unread` flags the rest, which the per-row path decides), so that a rule's Arrow check,
+written once over the view, means the same for every format. A query engine has one vector
+format that every reader produces; this is that format for conversations.
+
+Columns are NumPy arrays where they are numbers or flags and Arrow arrays where they are text,
+each sorted by row and, within a row, in the order of the decoded transcript.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from transcript_clean.columnar.arrays import Counts, Mask
+
+__all__ = ["ASSISTANT", "ROLES", "SYSTEM", "USER", "Conversations", "Roles"]
+
+Roles = npt.NDArray[np.int8]
+
+SYSTEM: Final = 0
+USER: Final = 1
+ASSISTANT: Final = 2
+ROLES: Final = ("system", "user", "assistant")
+"""The canonical roles (SPEC section 1), by their number in `Conversations.role`. A tool result
+is a part of a user message, as in rig's model."""
+
+
+@dataclass(slots=True)
+class Conversations:
+    """A batch of conversations flattened into canonical columns (see the module's docstring).
+
+    Every column of messages, calls and results covers the rows the flattener reads; a row in
+    `unread` may have none of its elements here, or some: the rules' checks look only at the
+    rows read, and the fast path leaves the others to the per-row path.
+    """
+
+    rows: int
+    unread: Mask
+    """Per row: not read as the decoder would read it (the per-row path decides it)."""
+
+    message_row: Counts
+    """Per message, its row (non-decreasing)."""
+    role: Roles
+    """Per message, its role: `SYSTEM`, `USER` or `ASSISTANT`."""
+    blank: Mask
+    """Per message, whether every part of it but its tool calls and results is blank as SPEC
+    section 2 has it (white-space text, empty reasoning; media, encrypted reasoning, a signature
+    or `additional_params` are never blank): an assistant message that is blank and makes no
+    call is an empty turn (R1)."""
+
+    call_message: Counts
+    """Per tool call, its message (a position among the messages), non-decreasing."""
+    call_id: pa.Array
+    """Per tool call, its id as the decoder has it (minted where the format has none)."""
+    call_name: pa.Array
+    """Per tool call, the tool's name."""
+    call_arguments: pa.Array
+    """Per tool call, its arguments as the source holds them: JSON text, or a struct."""
+    call_object: Mask
+    """Per tool call, whether its arguments are a JSON object as the decoder reads them."""
+
+    result_message: Counts
+    """Per tool result, its message (a user message), non-decreasing."""
+    result_call: pa.Array
+    """Per tool result, the id of the call it answers."""
+    result_blank: Mask
+    """Per tool result, whether it says nothing: its every part is blank text."""
+
+    @property
+    def messages(self) -> int:
+        return len(self.message_row)
+
+    @property
+    def read(self) -> Mask:
+        return ~self.unread
+
+    def check(self) -> None:
+        """Raise `ValueError` where the columns do not fit together (a flattener's bug)."""
+        m, c, r = self.messages, len(self.call_message), len(self.result_message)
+        sizes = {
+            "unread": (len(self.unread), self.rows),
+            "role": (len(self.role), m),
+            "blank": (len(self.blank), m),
+            "call_id": (len(self.call_id), c),
+            "call_name": (len(self.call_name), c),
+            "call_arguments": (len(self.call_arguments), c),
+            "call_object": (len(self.call_object), c),
+            "result_call": (len(self.result_call), r),
+            "result_blank": (len(self.result_blank), r),
+        }
+        for name, (got, wanted) in sizes.items():
+            if got != wanted:
+                raise ValueError(f"Conversations.{name} has {got} items, not {wanted}")
+        for name, values, bound in (
+            ("message_row", self.message_row, self.rows),
+            ("call_message", self.call_message, m),
+            ("result_message", self.result_message, m),
+        ):
+            if len(values) and (values.min() < 0 or values.max() >= bound):
+                raise ValueError(f"Conversations.{name} points past its {bound} items")
+            if len(values) > 1 and (np.diff(values) < 0).any():
+                raise ValueError(f"Conversations.{name} is not sorted")

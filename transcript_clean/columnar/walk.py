@@ -1,0 +1,243 @@
+"""The walk of SPEC section 3, and R1's empty turns, over a batch's `Conversations`: what
+`rules.base.Walk` is for one transcript, for every row of a batch at once, in NumPy.
+
+Each rule's Arrow check reads what it needs of it (`Rule.columnar`); each piece is worked out
+once, when first asked for. Like the per-row path, the walk runs on the transcript without its
+empty assistant turns (R1 sets them aside before any other code is looked for); a row with an
+empty turn is flagged for R1 and is never settled as clean.
+
+The walk itself (`transcript.transcript_errors`): an assistant message opens a window for its
+calls; the next message that is not a system message closes it. When that message is a user
+message, each of its results answers a call of the window with the same id, the first result for
+an id only; every other result is an orphan, and every call left without a result is unanswered.
+The calls of the last assistant turn, when no user message follows it, are pending at the very
+end instead (`trailing_tool_call`). A repeated call id in one turn is one pending id.
+"""
+
+from __future__ import annotations
+
+from functools import cached_property
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.columnar.arrays import Counts, Mask, count, repeated, rows_with
+from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
+
+__all__ = ["ConversationsWalk"]
+
+
+class ConversationsWalk:
+    """What the rules' Arrow checks read of a batch's conversations, worked out once. Element
+    masks are over the view's messages, calls or results; `rows_*` are per row."""
+
+    def __init__(self, conversations: Conversations) -> None:
+        self.conversations = conversations
+        self.rows = conversations.rows
+
+    # -- R1 ------------------------------------------------------------------------------------
+
+    @cached_property
+    def calls_per_message(self) -> Counts:
+        c = self.conversations
+        return np.bincount(c.call_message, minlength=c.messages).astype(np.int64)
+
+    @cached_property
+    def empty(self) -> Mask:
+        """Per message: an empty assistant turn (every part blank, no call)."""
+        c = self.conversations
+        empty: Mask = (c.role == ASSISTANT) & c.blank & (self.calls_per_message == 0)
+        return empty
+
+    @cached_property
+    def rows_empty(self) -> Mask:
+        return rows_with(self.empty, self.conversations.message_row, self.rows)
+
+    # -- the transcript without its empty turns ----------------------------------------------
+
+    @cached_property
+    def kept(self) -> Counts:
+        """The messages R1 keeps, by position among the view's messages."""
+        kept: Counts = np.flatnonzero(~self.empty)
+        return kept
+
+    @cached_property
+    def position(self) -> Counts:
+        """Per message of the view, its position among the kept ones (-1: an empty turn)."""
+        out = np.full(self.conversations.messages, -1, dtype=np.int64)
+        out[self.kept] = np.arange(len(self.kept), dtype=np.int64)
+        return out
+
+    @cached_property
+    def kept_row(self) -> Counts:
+        row: Counts = self.conversations.message_row[self.kept]
+        return row
+
+    @cached_property
+    def kept_role(self) -> Counts:
+        role: Counts = self.conversations.role[self.kept].astype(np.int64)
+        return role
+
+    @cached_property
+    def same_row_as_previous(self) -> Mask:
+        row = self.kept_row
+        same = np.zeros(len(row), dtype=bool)
+        same[1:] = row[1:] == row[:-1]
+        return same
+
+    @cached_property
+    def consecutive(self) -> Mask:
+        """Per kept message: an assistant message right after another (R4)."""
+        role = self.kept_role
+        after = np.zeros(len(role), dtype=bool)
+        after[1:] = role[:-1] == ASSISTANT
+        out: Mask = (role == ASSISTANT) & after & self.same_row_as_previous
+        return out
+
+    @cached_property
+    def previous_said(self) -> Counts:
+        """Per kept message, the position of the last message before it in its row that is not
+        a system message (-1 for none)."""
+        role, row = self.kept_role, self.kept_row
+        positions = np.arange(len(role), dtype=np.int64)
+        last = np.maximum.accumulate(np.where(role != SYSTEM, positions, -1)) if len(role) else role
+        before = np.full(len(role), -1, dtype=np.int64)
+        before[1:] = last[:-1]
+        # Not in this row: none.
+        valid = before >= 0
+        valid[valid] &= row[before[valid]] == row[valid]
+        return np.where(valid, before, -1)
+
+    @cached_property
+    def window(self) -> Counts:
+        """Per kept message: for a user message, the assistant message whose calls it answers
+        (the message before it, system messages aside, when that is an assistant message);
+        -1 otherwise."""
+        role, before = self.kept_role, self.previous_said
+        opens = np.zeros(len(role), dtype=bool)
+        has = before >= 0
+        opens[has] = role[before[has]] == ASSISTANT
+        return np.where((role == USER) & opens, before, -1)
+
+    # -- calls and results -------------------------------------------------------------------
+
+    @cached_property
+    def _ids(self) -> tuple[Counts, Counts, int]:
+        """The calls' and the results' ids as numbers in one dictionary, and its size."""
+        c = self.conversations
+        both = pa.concat_arrays(
+            [c.call_id.cast(pa.large_string()), c.result_call.cast(pa.large_string())]
+        )
+        encoded = pc.dictionary_encode(both)
+        # A null id is in a row the flattener does not read: any number will do.
+        codes = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
+        calls = len(c.call_id)
+        return codes[:calls], codes[calls:], max(len(encoded.dictionary), 1)
+
+    @cached_property
+    def call_key(self) -> Counts:
+        """Per call, its turn and id as one number."""
+        calls, _, size = self._ids
+        turn = self.position[self.conversations.call_message]
+        key: Counts = turn * size + calls
+        return key
+
+    @cached_property
+    def result_key(self) -> Counts:
+        """Per result, the window it falls in and its call's id as one number (-1: no window)."""
+        _, results, size = self._ids
+        window = self.window[self.position[self.conversations.result_message]]
+        return np.where(window >= 0, window * size + results, -1)
+
+    @cached_property
+    def orphan(self) -> Mask:
+        """Per result: it answers no pending call (R3)."""
+        key = self.result_key
+        answers = np.isin(key, self.call_key) & (key >= 0)
+        out: Mask = ~answers | repeated(key)
+        return out
+
+    @cached_property
+    def answered(self) -> Mask:
+        """Per call: a result in the message that closes its window answers it."""
+        answered: Mask = np.isin(self.call_key, self.result_key[~self.orphan])
+        return answered
+
+    @cached_property
+    def trailing_turn(self) -> Counts:
+        """Per row, the kept position of its last assistant turn when its calls are pending at
+        the very end (it makes calls and no user message follows it), else -1."""
+        role, row = self.kept_role, self.kept_row
+        said = np.flatnonzero(role != SYSTEM)
+        last = np.full(self.rows, -1, dtype=np.int64)
+        last[row[said]] = said  # ascending: the last one of each row stays
+        out = np.full(self.rows, -1, dtype=np.int64)
+        has = np.flatnonzero(last >= 0)
+        turns = last[has]
+        pending = (role[turns] == ASSISTANT) & (self.calls_per_message[self.kept[turns]] > 0)
+        out[has[pending]] = turns[pending]
+        return out
+
+    @cached_property
+    def trailing(self) -> Mask:
+        """Per call: made by its row's trailing turn."""
+        c = self.conversations
+        turn = self.position[c.call_message]
+        out: Mask = turn == self.trailing_turn[self.kept_row[turn]]
+        return out
+
+    @cached_property
+    def unanswered(self) -> Mask:
+        """Per call: unanswered, and not pending at the very end (R5)."""
+        out: Mask = ~self.answered & ~self.trailing
+        return out
+
+    @cached_property
+    def duplicate(self) -> Mask:
+        """Per call: an earlier call of its turn has its id."""
+        return repeated(self.call_key)
+
+    @cached_property
+    def trailing_calls(self) -> Counts:
+        """Per row, the calls pending at the very end, one per id."""
+        c = self.conversations
+        return count(self.trailing & ~self.duplicate, c.message_row[c.call_message], self.rows)
+
+    # -- per row -------------------------------------------------------------------------------
+
+    def _rows_of_calls(self, flags: Mask) -> Mask:
+        c = self.conversations
+        return rows_with(flags, c.message_row[c.call_message], self.rows)
+
+    @cached_property
+    def rows_consecutive(self) -> Mask:
+        return rows_with(self.consecutive, self.kept_row, self.rows)
+
+    @cached_property
+    def rows_orphan(self) -> Mask:
+        c = self.conversations
+        return rows_with(self.orphan, c.message_row[c.result_message], self.rows)
+
+    @cached_property
+    def rows_unanswered(self) -> Mask:
+        return self._rows_of_calls(self.unanswered)
+
+    @cached_property
+    def rows_trailing(self) -> Mask:
+        out: Mask = self.trailing_turn >= 0
+        return out
+
+    @cached_property
+    def rows_duplicate_id(self) -> Mask:
+        return self._rows_of_calls(self.duplicate)
+
+    @cached_property
+    def rows_invalid_arguments(self) -> Mask:
+        return self._rows_of_calls(~self.conversations.call_object)
+
+    @cached_property
+    def rows_no_assistant(self) -> Mask:
+        assistants = count(self.kept_role == ASSISTANT, self.kept_row, self.rows)
+        out: Mask = assistants == 0
+        return out
