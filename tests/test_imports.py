@@ -37,32 +37,8 @@ def _modules(*names: str) -> frozenset[str]:
 # The cycles the code still has. Remove a module from its cycle (or the cycle itself) when the
 # code stops needing it; never add one.
 KNOWN_CYCLES: dict[str, frozenset[str]] = {
-    # The rules and the declared-tools checks of the fast path: a declared-tools rule's Arrow
-    # check is `fastpath.declared`'s (`rules.base.declared_tools_checks`), which words its
-    # rejects with the rules' words; and every format's base names `malformed_row`.
     # ShareGPT's codec gives its view (`arrow_view`) and the view reads with the codec's helpers.
     "sharegpt": _modules("formats.sharegpt.arrow", "formats.sharegpt.codec"),
-    "rules": _modules(
-        "fastpath.base",
-        "fastpath.declared",
-        "formats.base",
-        "rules",
-        "rules.base",
-        "rules.consecutive_assistant",
-        "rules.duplicate_call_id",
-        "rules.empty_assistant_turn",
-        "rules.invalid_tool_arguments",
-        "rules.malformed_row",
-        "rules.no_assistant_turn",
-        "rules.orphan_tool_result",
-        "rules.too_long",
-        "rules.tool_arguments_schema",
-        "rules.trailing_tool_call",
-        "rules.unanswered_tool_call",
-        "rules.unencodable_row",
-        "rules.unknown_role",
-        "rules.unknown_tool",
-    ),
 }
 
 # The arrows still going up from a format to the rules, the fast path or the profile, which the

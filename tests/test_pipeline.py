@@ -117,8 +117,10 @@ def test_no_verdicts_for_json_text_or_formats_without_a_fast_path() -> None:
 
     as_text = pa.table({"messages": [json.dumps(GOOD["messages"])]})
     assert batch_verdicts(as_text, format=FMT) is None
+    # rig flattens into the columnar view; a part with no type is the decoder's to reject.
     rig = pa.table({"messages": [[{"role": "user", "content": [{"text": "x"}]}]]})
-    assert batch_verdicts(rig, format="rig") is None
+    verdicts = batch_verdicts(rig, format="rig")
+    assert verdicts is not None and not verdicts.handled.any()
     with pytest.raises(FormatError, match="no column 'conversations'"):
         batch_verdicts(pa.table({"messages": [[{"role": "user"}]]}), format="sharegpt")
 

@@ -13,8 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from synthetic import arrow_schema, generate_rows
 
+from transcript_clean.columnar.arrays import text_lengths
 from transcript_clean.engine.local import with_verdicts
-from transcript_clean.fastpath.measures import text_lengths
 from transcript_clean.formats import get_format
 from transcript_clean.formats.openai.arrow import openai_measures
 from transcript_clean.pipeline import clean_batch, clean_batch_parts
@@ -321,19 +321,22 @@ def test_a_profile_survives_json() -> None:
     assert again.report()["system_share"] > 0
 
 
-@pytest.mark.parametrize("fmt", ["sharegpt", "anthropic"])
+@pytest.mark.parametrize("fmt", ["sharegpt", "anthropic", "rig"])
 def test_rows_are_measured_in_arrow_as_the_decoder_reads_them(fmt: str) -> None:
-    """ShareGPT's rows without tools, Anthropic's rows: measured in Arrow, as decoded."""
+    """ShareGPT's rows without tools, Anthropic's rows, rig's flattened rows: measured in
+    Arrow, as decoded."""
+    from transcript_clean.fastpath import arrow_view
     from transcript_clean.profile import arrow_measures
 
     rows = [row for row, _ in generate_rows(1000, format=fmt, seed=6)]
     rows += list(TURNS[fmt].values())
-    rows[0]["system"] = "  "  # a system prompt of white space is a system message all the same
-    rows[1]["system"] = ""  # an empty one is none
+    if fmt != "rig":
+        rows[0]["system"] = "  "  # a system prompt of white space is a system message too
+        rows[1]["system"] = ""  # an empty one is none
     table = _table(fmt, rows)
     form = get_format(fmt)
-    view = form.arrow_view(table.column(form.column).combine_chunks(), table.schema)
-    measure = arrow_measures(fmt)
+    view = arrow_view(form, table.column(form.column).combine_chunks(), table.schema)
+    measure = arrow_measures(form)
     assert view is not None and measure is not None
     measures, measured = measure(form, table, ~view.unread)
     assert measured.sum() > 300 and measured[-len(TURNS[fmt]) :].any()

@@ -368,10 +368,12 @@ def measure_transcripts(
 ArrowMeasures = Callable[..., tuple[Measures, npt.NDArray[np.bool_]]]
 
 
-def arrow_measures(format_name: str) -> ArrowMeasures | None:
+def arrow_measures(fmt: Format) -> ArrowMeasures | None:
     """The format's Arrow side's measures, where it has them: `f(fmt, table, rows, texts=...)`
     measures rows of `rows` (a mask of rows its view reads as the decoder would) and returns
-    the measures and the rows it measured; the others are decoded."""
+    the measures and the rows it measured; the others are decoded. A format that flattens into
+    the columnar view is measured from it (`conversation_measures`)."""
+    format_name = fmt.name
     if format_name == "openai":
         from transcript_clean.fastpath.measures import column_array
         from transcript_clean.formats.openai.arrow import openai_measures
@@ -391,7 +393,24 @@ def arrow_measures(format_name: str) -> ArrowMeasures | None:
         from transcript_clean.formats.anthropic.arrow import anthropic_measures
 
         return anthropic_measures
+    from transcript_clean.formats.base import Format as Base
+
+    if type(fmt).flatten is not Base.flatten:
+        return _flattened_measures
     return None
+
+
+def _flattened_measures(
+    fmt: Format, table: pa.Table, rows: npt.NDArray[np.bool_], *, texts: bool = False
+) -> tuple[Measures, npt.NDArray[np.bool_]]:
+    """The measures of the rows of `rows` that `fmt`'s flattener reads."""
+    from transcript_clean.fastpath.measures import column_array, conversation_measures
+
+    conversations = fmt.flatten(column_array(table, fmt.column), table.schema)
+    if conversations is None:
+        return measure_transcripts([]), np.zeros_like(rows)
+    measured = rows & conversations.read
+    return conversation_measures(conversations, measured, texts=texts), measured
 
 
 def _first_conversation(table: pa.Table, fmt: Any) -> tuple[Format, pa.Table] | None:
@@ -475,7 +494,7 @@ def profile_batch(
         # A dataset type's row is profiled as the per-row path reads it, its prompt and first
         # candidate (`ShapedFormat.decode`): OpenAI's parts measured one by one, the other
         # formats' put together into one column (`_first_conversation`).
-        measure = arrow_measures(fmt.name)
+        measure = arrow_measures(fmt)
         read_as: tuple[Format, pa.Table] | None = (fmt, table)
         parts = None
         if isinstance(fmt, ShapedFormat):

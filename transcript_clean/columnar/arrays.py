@@ -236,3 +236,17 @@ def is_object(text: str) -> bool:
         return isinstance(strict_loads(text), dict)
     except (ValueError, RecursionError):
         return False
+
+
+def text_lengths(text: pa.Array) -> Counts:
+    """Characters (code points, as Python's `len`) of each text, 0 for null. Texts that are
+    all ASCII (a look at the bytes they use, about twenty times cheaper than counting) have
+    as many characters as bytes, read from the offsets."""
+    offsets, used = text_bytes(text)
+    if used.max(initial=0) >= 0x80:
+        counted: Counts = pc.fill_null(pc.utf8_length(text), 0).to_numpy().astype(np.int64)
+        return counted
+    lengths: Counts = np.diff(offsets)
+    if text.null_count:
+        lengths[~as_mask(text.is_valid())] = 0
+    return lengths

@@ -13,6 +13,7 @@ each sorted by row and, within a row, in the order of the decoded transcript.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -51,11 +52,20 @@ class Conversations:
     """Per message, its row (non-decreasing)."""
     role: Roles
     """Per message, its role: `SYSTEM`, `USER` or `ASSISTANT`."""
-    blank: Mask
-    """Per message, whether every part of it but its tool calls and results is blank as SPEC
-    section 2 has it (white-space text, empty reasoning; media, encrypted reasoning, a signature
-    or `additional_params` are never blank): an assistant message that is blank and makes no
-    call is an empty turn (R1)."""
+    said: Mask
+    """Per message, whether a part of it other than calls, results and reasoning is not blank as
+    SPEC section 2 has it: text that is not white space, an assistant text with
+    `additional_params`, media."""
+    thought: Mask
+    """Per message, whether a reasoning part of it is not blank: a piece of text that is not
+    white space, an encrypted piece, a signature."""
+    reasoned: Mask
+    """Per message, whether it holds a reasoning part at all."""
+    spoken: Mask
+    """Per message, whether it holds a text part whose text is not empty (white space counts)."""
+    chars: Counts
+    """Per message, the characters of its texts (`model.message_texts`: text parts, results'
+    texts, reasoning texts; a system message's content)."""
 
     call_message: Counts
     """Per tool call, its message (a position among the messages), non-decreasing."""
@@ -75,9 +85,20 @@ class Conversations:
     result_blank: Mask
     """Per tool result, whether it says nothing: its every part is blank text."""
 
+    texts: Callable[[], tuple[pa.Array, Counts]] | None = None
+    """Where tokens are counted: the texts of `chars`, one piece each, and each piece's message
+    (made when asked for: a copy of every text)."""
+
     @property
     def messages(self) -> int:
         return len(self.message_row)
+
+    @property
+    def blank(self) -> Mask:
+        """Per message, whether every part of it but its calls and results is blank: an
+        assistant message that is blank and makes no call is an empty turn (R1)."""
+        blank: Mask = ~self.said & ~self.thought
+        return blank
 
     @property
     def read(self) -> Mask:
@@ -89,7 +110,11 @@ class Conversations:
         sizes = {
             "unread": (len(self.unread), self.rows),
             "role": (len(self.role), m),
-            "blank": (len(self.blank), m),
+            "said": (len(self.said), m),
+            "thought": (len(self.thought), m),
+            "reasoned": (len(self.reasoned), m),
+            "spoken": (len(self.spoken), m),
+            "chars": (len(self.chars), m),
             "call_id": (len(self.call_id), c),
             "call_name": (len(self.call_name), c),
             "call_arguments": (len(self.call_arguments), c),

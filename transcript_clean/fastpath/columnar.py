@@ -3,9 +3,11 @@ clears rows with its own columnar check (`Rule.columnar`), the same for every fo
 
 from __future__ import annotations
 
+from transcript_clean.columnar.arrays import Mask
 from transcript_clean.columnar.conversations import Conversations
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.fastpath.base import ArrowView
+from transcript_clean.fastpath.measures import Measures, conversation_measures
 
 __all__ = ["ConversationsView"]
 
@@ -22,3 +24,8 @@ class ConversationsView(ArrowView):
         self.walk = walk
         c = conversations
         self.calls = (c.message_row[c.call_message], c.call_name, c.call_arguments)
+
+    def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
+        return conversation_measures(
+            self.conversations, rows & self.conversations.read, texts=texts
+        )

@@ -14,6 +14,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import NOT_SPACE, Counts, Mask, as_mask, indices, text_bytes
+from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.fastpath.base import whole
 from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
 from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
@@ -24,10 +25,10 @@ __all__ = [
     "add_counts",
     "classes_of",
     "column_array",
+    "conversation_measures",
     "first_bytes",
     "leading_bytes",
     "said",
-    "text_lengths",
     "turn_classes",
 ]
 
@@ -78,20 +79,6 @@ class RowSums:
 def column_array(table: pa.Table, name: str) -> pa.Array:
     """A column of `table` as one array (`whole`: its only chunk as it is)."""
     return whole(table.column(name))
-
-
-def text_lengths(text: pa.Array) -> Counts:
-    """Characters (code points, as Python's `len`) of each text, 0 for null. Texts that are
-    all ASCII (a look at the bytes they use, about twenty times cheaper than counting) have
-    as many characters as bytes, read from the offsets."""
-    offsets, used = text_bytes(text)
-    if used.max(initial=0) >= 0x80:
-        counted: Counts = pc.fill_null(pc.utf8_length(text), 0).to_numpy().astype(np.int64)
-        return counted
-    lengths: Counts = np.diff(offsets)
-    if text.null_count:
-        lengths[~as_mask(text.is_valid())] = 0
-    return lengths
 
 
 # The first byte of every white-space character of `NOT_SPACE`'s class, in UTF-8: a text that
@@ -185,3 +172,50 @@ def _class_of(key: int) -> int:
 
 # Every turn's class by its packed facts: one lookup per turn.
 _CLASS_OF: Final = np.array([_class_of(key) for key in range(32)], dtype=np.int8)
+
+
+def conversation_measures(
+    conversations: Conversations, rows: Mask, *, texts: bool = False
+) -> Measures:
+    """The profile's measures of the rows of `rows` (rows the view reads), from any format's
+    `Conversations`, as `measure_transcripts` makes them of their decoded transcripts: every
+    message as it came in, a user turn a user message that answers no call."""
+    c = conversations
+    n = int(rows.sum())
+    place = np.cumsum(rows) - 1  # each row's position among the measured ones
+    mine = rows[c.message_row]
+    at = place[c.message_row[mine]]
+
+    def per_row(values: Counts | Mask) -> Counts:
+        summed: Counts = np.bincount(at, weights=values[mine], minlength=n).astype(np.int64)
+        return summed
+
+    calls = np.bincount(c.call_message, minlength=c.messages)
+    results = np.bincount(c.result_message, minlength=c.messages)
+    assistant, user, system = (c.role == ASSISTANT), (c.role == USER), (c.role == SYSTEM)
+    measured = {
+        "messages": per_row(np.ones(c.messages, dtype=np.int64)),
+        "user_turns": per_row(user & (results == 0)),
+        "assistant_turns": per_row(assistant),
+        "tool_calls": per_row(calls),
+        "chars": per_row(c.chars),
+        "system": (per_row(system) > 0).astype(np.int64),
+    }
+    turns = np.flatnonzero(assistant & mine)
+    classes = classes_of(
+        calls[turns] > 0, c.thought[turns], c.said[turns], c.reasoned[turns], c.spoken[turns]
+    )
+    named = c.call_name.filter(pa.array(rows[c.message_row[c.call_message]]))
+    tools = {
+        str(item["values"]): int(item["counts"]) for item in pc.value_counts(named).to_pylist()
+    }
+    measures = Measures(measured, c.chars[turns], classes, tools)
+    if texts and c.texts is not None:
+        pieces, message = c.texts()
+        keep = mine[message]
+        turn = np.full(c.messages, -1, dtype=np.int64)
+        turn[turns] = np.arange(len(turns), dtype=np.int64)
+        measures.texts = pieces.filter(pa.array(keep)).to_pylist()
+        measures.text_row = place[c.message_row[message[keep]]]
+        measures.text_turn = turn[message[keep]]
+    return measures

@@ -36,16 +36,10 @@ from transcript_clean.columnar.arrays import (
     repeated,
     rows_with,
     shift,
-)
-from transcript_clean.fastpath.base import ArrowRepair, ArrowView, Subset, text_or_absent
-from transcript_clean.fastpath.measures import (
-    Measures,
-    RowSums,
-    classes_of,
-    column_array,
-    said,
     text_lengths,
 )
+from transcript_clean.fastpath.base import ArrowRepair, ArrowView, Subset, text_or_absent
+from transcript_clean.fastpath.measures import Measures, RowSums, classes_of, column_array, said
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,

@@ -35,6 +35,7 @@ from transcript_clean.columnar.arrays import (
     rows_with,
     run_starts,
     shift,
+    text_lengths,
 )
 from transcript_clean.fastpath.base import (
     ORIGIN,
@@ -53,7 +54,6 @@ from transcript_clean.fastpath.measures import (
     add_counts,
     classes_of,
     leading_bytes,
-    text_lengths,
     turn_classes,
 )
 from transcript_clean.fastpath.measures import said as says

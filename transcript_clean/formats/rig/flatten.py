@@ -25,6 +25,7 @@ from transcript_clean.columnar.arrays import (
     is_text,
     objects,
     rows_with,
+    text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
 from transcript_clean.model import MEDIA_KINDS
@@ -99,10 +100,11 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
     said = as_mask(pc.match_substring_regex(text, NOT_SPACE), fill=False)
     annotated = _present(parts, "additional_params")
     # Blank parts are what R1 reads: an assistant's text is blank when it is white space and
-    # carries no annotations; media, calls and results are never blank.
-    not_blank = (is_text_part & (said | (annotated & ~user_part))) | ~(
+    # carries no annotations; media are never blank.
+    part_said = (is_text_part & (said | (annotated & ~user_part))) | ~(
         is_text_part | is_reasoning | is_call | is_result
     )
+    text_chars = text_lengths(text)
 
     # Reasoning: its pieces are required; text and summary pieces need their text, encrypted
     # ones their data. Blank when unsigned and every piece is blank text.
@@ -120,7 +122,7 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
     parts_n = len(parts)
     has_pieces = _present(parts, "content")
     reasoning_said = count(piece_said, piece_part, parts_n) > 0
-    not_blank |= is_reasoning & (signed | reasoning_said)
+    part_thought = is_reasoning & (signed | reasoning_said)
     # The pieces read as reasoning or as a result's parts, as the part's type says.
     flag_part |= (is_reasoning | is_result) & ~has_pieces
     flag_part |= is_reasoning & (count(piece_flag, piece_part, parts_n) > 0)
@@ -132,9 +134,8 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
     known = as_mask(pc.is_in(status, pa.array(["success", "error"])))
     flag_part |= is_result & ~(known | as_mask(status.is_null()))
     result_piece_ok = as_mask(pc.is_in(piece_kind, pa.array(sorted(_RESULT_PARTS))), fill=False)
-    result_piece_ok &= ~(
-        as_mask(pc.equal(piece_kind, "text"), fill=False) & as_mask(piece_text.is_null())
-    )
+    piece_is_text = as_mask(pc.equal(piece_kind, "text"), fill=False)
+    result_piece_ok &= ~(piece_is_text & as_mask(piece_text.is_null()))
     flag_part |= is_result & (count(~result_piece_ok, piece_part, parts_n) > 0)
     result_says = count(
         piece_said | as_mask(pc.equal(piece_kind, "image"), fill=False), piece_part, parts_n
@@ -148,7 +149,28 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
         as_mask(call_id.is_null()) | as_mask(function.is_null()) | as_mask(name.is_null())
     )
 
-    flag |= count(flag_part, part_message, len(msgs)) > 0
+    # The texts the profile counts: text parts, results' text parts, reasoning's text pieces.
+    piece_is_read = np.where(
+        is_reasoning[piece_part], textual, piece_is_text & is_result[piece_part]
+    )
+    piece_chars = np.where(piece_is_read, text_lengths(piece_text), 0)
+    part_chars = np.where(is_text_part, text_chars, 0) + np.bincount(
+        piece_part, weights=piece_chars, minlength=parts_n
+    ).astype(np.int64)
+
+    def texts() -> tuple[pa.Array, Counts]:
+        own = np.flatnonzero(is_text_part)
+        inner = np.flatnonzero(piece_is_read)
+        pieces_text = pa.concat_arrays(
+            [
+                text.take(pa.array(own)).cast(pa.large_string()),
+                piece_text.take(pa.array(inner)).cast(pa.large_string()),
+            ]
+        )
+        return pieces_text, np.concatenate([part_message[own], part_message[piece_part[inner]]])
+
+    messages_n = len(msgs)
+    flag |= count(flag_part, part_message, messages_n) > 0
     unread = as_mask(array.is_null()) | rows_with(flag, message_row, rows)
 
     calls = np.flatnonzero(is_call)
@@ -161,7 +183,11 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
         unread=unread,
         message_row=message_row,
         role=role_number,
-        blank=count(not_blank, part_message, len(msgs)) == 0,
+        said=count(part_said, part_message, messages_n) > 0,
+        thought=count(part_thought, part_message, messages_n) > 0,
+        reasoned=count(is_reasoning, part_message, messages_n) > 0,
+        spoken=count(is_text_part & (text_chars > 0), part_message, messages_n) > 0,
+        chars=np.bincount(part_message, weights=part_chars, minlength=messages_n).astype(np.int64),
         call_message=part_message[calls],
         call_id=call_id.take(call_positions),
         call_name=name.take(call_positions),
@@ -170,6 +196,7 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
         result_message=part_message[results],
         result_call=call.take(pa.array(results, pa.int64())),
         result_blank=result_says[results] == 0,
+        texts=texts,
     )
 
 

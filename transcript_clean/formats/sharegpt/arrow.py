@@ -40,6 +40,7 @@ from transcript_clean.columnar.arrays import (
     neighbours,
     rows_with,
     shift,
+    text_lengths,
 )
 from transcript_clean.fastpath.base import (
     ArrowRepair,
@@ -50,13 +51,7 @@ from transcript_clean.fastpath.base import (
     text_or_absent,
     with_field,
 )
-from transcript_clean.fastpath.measures import (
-    Measures,
-    RowSums,
-    column_array,
-    text_lengths,
-    turn_classes,
-)
+from transcript_clean.fastpath.measures import Measures, RowSums, column_array, turn_classes
 from transcript_clean.formats.base import REASONING_KEYS, DecodeError, Format, join_texts
 from transcript_clean.formats.sharegpt.codec import ShareGPTFormat, read_calls, split_list
 from transcript_clean.rules import (
