@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-FORMAT_CHOICES = ("auto", "openai", "sharegpt", "anthropic", "rig")
+FORMAT_CHOICES = ("auto", "openai", "sharegpt", "anthropic", "rig", "hermes")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TYPE_CHOICES = (
     "auto", "conversation", "prompt", "prompt-completion", "preference", "implicit-preference",
@@ -567,8 +567,10 @@ class Progress:
             if isinstance(fmt, ShapedFormat):
                 click.echo(f"reading {src.name} as {fmt.describe()}{note}", err=True)
             else:
+                words = "" if fmt.words is None else f"; {fmt.words}"
                 click.echo(
-                    f"reading {src.name} as {fmt.name} (column {fmt.column!r}{note})", err=True
+                    f"reading {src.name} as {fmt.name} (column {fmt.column!r}{words}{note})",
+                    err=True,
                 )
         if self.quiet or not self.want_bar or not sys.stderr.isatty():
             return  # no bar: tqdm is not even imported (it starts a monitor thread)

@@ -2,10 +2,10 @@
 
 Each column holding lists of objects is a candidate conversation column. Its message keys, roles,
 tags and part types point at formats (an `observation` tag at ShareGPT, a `tool_use` block at
-Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI); each format pointed at is then
-tried on the first rows: the one the keys point at most clearly wins if it reads nearly as many
-of them as any (`NEARLY`), so that a few bad rows cannot hand the dataset to a more lenient
-reader.
+Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI, a `<tool_call>` tag in a
+turn's text at Hermes); each format pointed at is then tried on the first rows: the one the keys
+point at most clearly wins if it reads nearly as many of them as any (`NEARLY`), so that a few
+bad rows cannot hand the dataset to a more lenient reader.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import DecodeError, Format
+from transcript_clean.formats.hermes.codec import TAGS as HERMES_TAGS
 from transcript_clean.formats.registry import get_format
 from transcript_clean.formats.sharegpt import DEFAULT_TAGS
 
@@ -55,6 +56,7 @@ class _Seen:
     tags: set[str] = field(default_factory=set)
     part_types: set[str] = field(default_factory=set)
     assistant_ids: bool = False  # an assistant message has an "id" key (rig writes one)
+    tagged_calls: bool = False  # a turn's text holds <tool_call> or <tool_response> (Hermes)
 
     def describe(self) -> str:
         def listed(values: set[str]) -> str:
@@ -176,6 +178,11 @@ def _look(column: str, sample: list[dict[str, Any]]) -> _Seen | None:
                     seen.assistant_ids = True
             if isinstance(tag, str):
                 seen.tags.add(tag)
+                value = message.get("value")
+                if isinstance(value, str) and (
+                    "<tool_call>" in value or "<tool_response>" in value
+                ):
+                    seen.tagged_calls = True
             content = message.get("content")
             if isinstance(content, list):
                 seen.part_types.update(
@@ -190,6 +197,10 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
     """The formats `seen` may be in, the most likely first."""
     column = seen.column
     if "from" in seen.keys and "value" in seen.keys:
+        if seen.tagged_calls and seen.tags <= set(HERMES_TAGS):
+            # Calls inside the text: ShareGPT would read them as text, and the results as
+            # observations answering nothing.
+            return [get_format("hermes", column), get_format("sharegpt", column)]
         if seen.tags <= set(DEFAULT_TAGS) or not seen.tags <= set(_TAG_ALIASES):
             return [get_format("sharegpt", column)]
         # The set's own tags first, so that turns written fresh use them.
