@@ -3,9 +3,9 @@
 Each column holding lists of objects is a candidate conversation column. Its message keys, roles,
 tags and part types point at formats (an `observation` tag at ShareGPT, a `tool_use` block at
 Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI, a `<tool_call>` tag in a
-turn's text at Hermes); each format pointed at is then tried on the first rows: the one the keys
-point at most clearly wins if it reads nearly as many of them as any (`NEARLY`), so that a few
-bad rows cannot hand the dataset to a more lenient reader.
+turn's text at Hermes, `parts` at Gemini); each format pointed at is then tried on the first
+rows: the one the keys point at most clearly wins if it reads nearly as many of them as any
+(`NEARLY`), so that a few bad rows cannot hand the dataset to a more lenient reader.
 """
 
 from __future__ import annotations
@@ -208,6 +208,8 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
         return [get_format("sharegpt", column, tags=tags)]
     if "role" not in seen.keys:
         return []
+    if "parts" in seen.keys and "content" not in seen.keys:
+        return [get_format("gemini", column)]  # Gemini's turns hold parts, not content
     types = seen.part_types
     scores = {
         "openai": 2 * bool(seen.roles & _OPENAI_ROLES)

@@ -7,6 +7,7 @@ from typing import Any, Final
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.anthropic import AnthropicFormat
 from transcript_clean.formats.base import Format
+from transcript_clean.formats.gemini import GeminiFormat
 from transcript_clean.formats.hermes import HermesFormat
 from transcript_clean.formats.openai import OpenAIFormat
 from transcript_clean.formats.rig import RigFormat
@@ -18,6 +19,7 @@ FORMATS: Final[dict[str, type[Format]]] = {
     "anthropic": AnthropicFormat,
     "rig": RigFormat,
     "hermes": HermesFormat,
+    "gemini": GeminiFormat,
 }
 
 FORMAT_NAMES: Final = tuple(FORMATS)
