@@ -44,6 +44,7 @@ _OPENAI_KEYS: Final = {"tool_calls", "tool_call_id", "function_call", "reasoning
 _OPENAI_PARTS: Final = {"image_url", "input_audio", "file", "refusal"}
 _ANTHROPIC_PARTS: Final = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 _RIG_PARTS: Final = {"toolcall", "toolresult", "reasoning"}
+_BEDROCK_BLOCKS: Final = {"text", "toolUse", "toolResult", "reasoningContent"}
 
 
 @dataclass
@@ -57,6 +58,7 @@ class _Seen:
     part_types: set[str] = field(default_factory=set)
     assistant_ids: bool = False  # an assistant message has an "id" key (rig writes one)
     tagged_calls: bool = False  # a turn's text holds <tool_call> or <tool_response> (Hermes)
+    block_keys: set[str] = field(default_factory=set)  # keys of content items with no "type"
 
     def describe(self) -> str:
         def listed(values: set[str]) -> str:
@@ -190,6 +192,9 @@ def _look(column: str, sample: list[dict[str, Any]]) -> _Seen | None:
                     for p in content
                     if isinstance(p, Mapping) and isinstance(p.get("type"), str)
                 )
+                seen.block_keys.update(
+                    k for p in content if isinstance(p, Mapping) and "type" not in p for k in p
+                )
     return seen if found else None
 
 
@@ -218,7 +223,11 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
         "anthropic": 3 * bool(types & _ANTHROPIC_PARTS)
         + bool("system" in columns and seen.roles <= {"user", "assistant"}),
         "rig": 3 * bool(types & _RIG_PARTS) + 2 * seen.assistant_ids,
+        # Converse blocks are objects of one key, with no "type"
+        "bedrock": 3 * bool(seen.block_keys & _BEDROCK_BLOCKS),
     }
+    if not scores["bedrock"]:
+        del scores["bedrock"]  # tried only where its blocks are seen
     ranked = sorted(scores, key=lambda name: -scores[name])  # stable: openai first on ties
     return [get_format(name, column) for name in ranked]
 

@@ -7,6 +7,7 @@ from typing import Any, Final
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.anthropic import AnthropicFormat
 from transcript_clean.formats.base import Format
+from transcript_clean.formats.bedrock import BedrockFormat
 from transcript_clean.formats.gemini import GeminiFormat
 from transcript_clean.formats.hermes import HermesFormat
 from transcript_clean.formats.openai import OpenAIFormat
@@ -20,6 +21,7 @@ FORMATS: Final[dict[str, type[Format]]] = {
     "rig": RigFormat,
     "hermes": HermesFormat,
     "gemini": GeminiFormat,
+    "bedrock": BedrockFormat,
 }
 
 FORMAT_NAMES: Final = tuple(FORMATS)
