@@ -158,9 +158,9 @@ def test_a_dangling_call_gets_r5s_result_as_a_tool_result_block() -> None:
     verdict = clean_row(row, FMT, ERROR_RESULT)
     assert verdict.status == "repaired" and verdict.row is not None
     blocks = verdict.row["messages"][2]["content"]
-    result = next(b["toolResult"] for b in blocks if "toolResult" in b)
+    result = blocks[0]["toolResult"]  # results first, as Converse wants them
     assert result["toolUseId"] == "t" and result["status"] == "error"
-    assert {"text": "Well?"} in blocks
+    assert blocks[1:] == [{"text": "Well?"}]
 
 
 def test_fresh_messages_are_written_as_converse_blocks() -> None:

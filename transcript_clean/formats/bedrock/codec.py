@@ -253,8 +253,13 @@ def _message_out(message: UserMessage | AssistantMessage) -> Row:
         for b in (was if isinstance(was, list) else ())
         if isinstance(b, Mapping) and b.get("reasoningContent") is not None
     ]
+    parts: Sequence[UserPart | AssistantPart] = message.content
+    if any(isinstance(p, ToolResult) and p.origin is None for p in parts):
+        # A result added by a repair goes first, as Converse wants results before any text.
+        results = [p for p in parts if isinstance(p, ToolResult)]
+        parts = [*results, *(p for p in parts if not isinstance(p, ToolResult))]
     blocks: list[Row] = []
-    for part in message.content:
+    for part in parts:
         if isinstance(part, Text):
             blocks.append(_text_out(part))
         elif isinstance(part, ToolCall):
