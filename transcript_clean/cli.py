@@ -567,7 +567,8 @@ class Progress:
             if isinstance(fmt, ShapedFormat):
                 click.echo(f"reading {src.name} as {fmt.describe()}{note}", err=True)
             else:
-                words = "" if fmt.words is None else f"; {fmt.words}"
+                words = getattr(fmt, "words", None)
+                words = "" if words is None else f"; {words}"
                 click.echo(
                     f"reading {src.name} as {fmt.name} (column {fmt.column!r}{words}{note})",
                     err=True,
