@@ -717,3 +717,14 @@ def test_a_forced_conversation_type_says_what_to_pass_for_a_prompt_set(tmp_path:
     assert again.exit_code == 0, again.output
     assert "rows in 10 = kept 10 (repaired 0) + rejected 0" in again.stdout
     assert "hint:" not in again.stdout
+
+
+def test_a_type_whose_parts_hold_no_messages_names_its_columns_not_ours(tmp_path: Path) -> None:
+    source = tmp_path / "pc.jsonl"
+    source.write_text(json.dumps({"prompt": "What is 2+2?", "completion": "4"}) + "\n")
+    result = CliRunner().invoke(
+        main, ["clean", str(source), str(tmp_path / "out"), "--type", "prompt-completion"]
+    )
+    assert result.exit_code == 2, result.output
+    assert "columns: the `prompt` + `completion`" in result.output
+    assert "__" not in result.output

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-FORMAT_CHOICES = ("auto", "openai", "sharegpt", "anthropic", "rig")
+FORMAT_CHOICES = ("auto", "openai", "sharegpt", "anthropic", "rig", "hermes", "gemini", "bedrock")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TYPE_CHOICES = (
     "auto", "conversation", "prompt", "prompt-completion", "preference", "implicit-preference",
@@ -567,8 +567,11 @@ class Progress:
             if isinstance(fmt, ShapedFormat):
                 click.echo(f"reading {src.name} as {fmt.describe()}{note}", err=True)
             else:
+                words = getattr(fmt, "words", None)
+                words = "" if words is None else f"; {words}"
                 click.echo(
-                    f"reading {src.name} as {fmt.name} (column {fmt.column!r}{note})", err=True
+                    f"reading {src.name} as {fmt.name} (column {fmt.column!r}{words}{note})",
+                    err=True,
                 )
         if self.quiet or not self.want_bar or not sys.stderr.isatty():
             return  # no bar: tqdm is not even imported (it starts a monitor thread)

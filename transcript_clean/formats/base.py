@@ -79,6 +79,9 @@ class Format:
     """The columns a row declares its tools in: the first that holds something is read."""
     tools_column: str | None = None
     """A column named by `--tools-column`, read in place of `tools_columns`."""
+    words: ClassVar[str | None] = None
+    """What the format understands of a row, for the "reading X as ..." line, where its name
+    alone does not say it (Hermes: calls as tags inside the assistant's text)."""
 
     def __init__(self, column: str | None = None) -> None:
         self.column = column or self.default_column
@@ -170,6 +173,15 @@ def kind_of(value: object) -> str:
 
 def malformed(path: str, problem: str) -> DecodeError:
     return DecodeError(MALFORMED_ROW, path, problem)
+
+
+UNKNOWN_ROLE: Final = "unknown_role"
+"""`rules.unknown_role`'s code, named here so that a codec reports it without importing the
+rules above it (a test holds the two equal)."""
+
+
+def unknown_role(path: str, problem: str) -> DecodeError:
+    return DecodeError(UNKNOWN_ROLE, path, problem)
 
 
 def expect_object(value: object, path: str) -> Mapping[str, Any]:

@@ -2,10 +2,10 @@
 
 Each column holding lists of objects is a candidate conversation column. Its message keys, roles,
 tags and part types point at formats (an `observation` tag at ShareGPT, a `tool_use` block at
-Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI); each format pointed at is then
-tried on the first rows: the one the keys point at most clearly wins if it reads nearly as many
-of them as any (`NEARLY`), so that a few bad rows cannot hand the dataset to a more lenient
-reader.
+Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI, a `<tool_call>` tag in a
+turn's text at Hermes, `parts` at Gemini); each format pointed at is then tried on the first
+rows: the one the keys point at most clearly wins if it reads nearly as many of them as any
+(`NEARLY`), so that a few bad rows cannot hand the dataset to a more lenient reader.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from typing import Any, Final
 
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import DecodeError, Format
+from transcript_clean.formats.hermes.codec import TAGS as HERMES_TAGS
 from transcript_clean.formats.registry import get_format
 from transcript_clean.formats.sharegpt import DEFAULT_TAGS
 
@@ -43,6 +44,7 @@ _OPENAI_KEYS: Final = {"tool_calls", "tool_call_id", "function_call", "reasoning
 _OPENAI_PARTS: Final = {"image_url", "input_audio", "file", "refusal"}
 _ANTHROPIC_PARTS: Final = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 _RIG_PARTS: Final = {"toolcall", "toolresult", "reasoning"}
+_BEDROCK_BLOCKS: Final = {"text", "toolUse", "toolResult", "reasoningContent"}
 
 
 @dataclass
@@ -55,6 +57,8 @@ class _Seen:
     tags: set[str] = field(default_factory=set)
     part_types: set[str] = field(default_factory=set)
     assistant_ids: bool = False  # an assistant message has an "id" key (rig writes one)
+    tagged_calls: bool = False  # a turn's text holds <tool_call> or <tool_response> (Hermes)
+    block_keys: set[str] = field(default_factory=set)  # keys of content items with no "type"
 
     def describe(self) -> str:
         def listed(values: set[str]) -> str:
@@ -176,12 +180,20 @@ def _look(column: str, sample: list[dict[str, Any]]) -> _Seen | None:
                     seen.assistant_ids = True
             if isinstance(tag, str):
                 seen.tags.add(tag)
+                value = message.get("value")
+                if isinstance(value, str) and (
+                    "<tool_call>" in value or "<tool_response>" in value
+                ):
+                    seen.tagged_calls = True
             content = message.get("content")
             if isinstance(content, list):
                 seen.part_types.update(
                     p["type"]
                     for p in content
                     if isinstance(p, Mapping) and isinstance(p.get("type"), str)
+                )
+                seen.block_keys.update(
+                    k for p in content if isinstance(p, Mapping) and "type" not in p for k in p
                 )
     return seen if found else None
 
@@ -190,6 +202,10 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
     """The formats `seen` may be in, the most likely first."""
     column = seen.column
     if "from" in seen.keys and "value" in seen.keys:
+        if seen.tagged_calls and seen.tags <= set(HERMES_TAGS):
+            # Calls inside the text: ShareGPT would read them as text, and the results as
+            # observations answering nothing.
+            return [get_format("hermes", column), get_format("sharegpt", column)]
         if seen.tags <= set(DEFAULT_TAGS) or not seen.tags <= set(_TAG_ALIASES):
             return [get_format("sharegpt", column)]
         # The set's own tags first, so that turns written fresh use them.
@@ -197,6 +213,8 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
         return [get_format("sharegpt", column, tags=tags)]
     if "role" not in seen.keys:
         return []
+    if "parts" in seen.keys and "content" not in seen.keys:
+        return [get_format("gemini", column)]  # Gemini's turns hold parts, not content
     types = seen.part_types
     scores = {
         "openai": 2 * bool(seen.roles & _OPENAI_ROLES)
@@ -205,7 +223,11 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
         "anthropic": 3 * bool(types & _ANTHROPIC_PARTS)
         + bool("system" in columns and seen.roles <= {"user", "assistant"}),
         "rig": 3 * bool(types & _RIG_PARTS) + 2 * seen.assistant_ids,
+        # Converse blocks are objects of one key, with no "type"
+        "bedrock": 3 * bool(seen.block_keys & _BEDROCK_BLOCKS),
     }
+    if not scores["bedrock"]:
+        del scores["bedrock"]  # tried only where its blocks are seen
     ranked = sorted(scores, key=lambda name: -scores[name])  # stable: openai first on ties
     return [get_format(name, column) for name in ranked]
 

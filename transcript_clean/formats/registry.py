@@ -7,6 +7,9 @@ from typing import Any, Final
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.anthropic import AnthropicFormat
 from transcript_clean.formats.base import Format
+from transcript_clean.formats.bedrock import BedrockFormat
+from transcript_clean.formats.gemini import GeminiFormat
+from transcript_clean.formats.hermes import HermesFormat
 from transcript_clean.formats.openai import OpenAIFormat
 from transcript_clean.formats.rig import RigFormat
 from transcript_clean.formats.sharegpt import ShareGPTFormat
@@ -16,6 +19,9 @@ FORMATS: Final[dict[str, type[Format]]] = {
     "sharegpt": ShareGPTFormat,
     "anthropic": AnthropicFormat,
     "rig": RigFormat,
+    "hermes": HermesFormat,
+    "gemini": GeminiFormat,
+    "bedrock": BedrockFormat,
 }
 
 FORMAT_NAMES: Final = tuple(FORMATS)

@@ -132,7 +132,10 @@ def shaped_format(
     try:
         found = detect_conversation_format([_PART, *others], sample, column=_PART)
     except FormatError as err:
-        raise FormatError(f"reading {shape.describe()}:\n{err}") from err
+        # The probe column is ours: the user knows the parts by their own columns.
+        joined = "the " + " + ".join(f"`{p}`" for p in shape.first_conversation)
+        said = str(err).replace(f"column {_PART!r}", joined).replace(_PART, joined)
+        raise FormatError(f"reading {shape.describe()}:\n{said}") from err
     inner: Format = copy.copy(found)
     inner.column = inner.default_column
     return ShapedFormat(inner, shape)

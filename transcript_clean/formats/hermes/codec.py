@@ -1,0 +1,401 @@
+"""Hermes / ChatML function calling: ShareGPT-like turns whose tool calls live in the
+assistant's text, as NousResearch's hermes-function-calling-v1 and Hermes agent trajectories
+write them.
+
+    {"conversations": [
+        {"from": "system", "value": "You are a function calling AI model. ... <tools>
+            [{'type': 'function', 'function': {'name': 'get_weather', ...}}] </tools> ..."},
+        {"from": "human", "value": "Weather in Paris?"},
+        {"from": "gpt", "value": "<tool_call>\\n{'arguments': {'city': 'Paris'},
+            'name': 'get_weather'}\\n</tool_call>\\n"},
+        {"from": "tool", "value": "<tool_response>\\n{\\"name\\": \\"get_weather\\",
+            \\"content\\": \\"18 C\\"}\\n</tool_response>\\n"},
+        {"from": "gpt", "value": "It is 18 C in Paris."}]}
+
+A `gpt` turn is read as its `<think>...</think>` blocks (reasoning), the text outside the tags,
+and one call per `<tool_call>{name, arguments}</tool_call>`: JSON, or the Python literal the
+dataset writes (`{'arguments': {...}, 'name': ...}`, `True`, `None`). A `tool` turn holds one
+result per `<tool_response>` (the whole value when it has none); a body `{"name", "content"}` is
+a result of that name whose text is `content`. Hermes has no call ids: the results of a run of
+`tool` turns answer the calls of the turn before by position, with ids minted from positions as
+the ShareGPT and OpenAI codecs mint them. The declared tools are the `tools` column when the row
+has one, else the `<tools>` block of the system prompt.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+from collections.abc import Iterator, Mapping, Sequence
+from functools import lru_cache
+from typing import Any, Final
+
+from transcript_clean.formats.base import (
+    Decoded,
+    DecodeError,
+    Format,
+    IdMinter,
+    Row,
+    expect_list,
+    expect_object,
+    join_texts,
+    kind_of,
+    loads,
+    malformed,
+    parse_arguments,
+    put,
+    required_str,
+    unknown_role,
+    without_origins,
+)
+from transcript_clean.model import (
+    AssistantMessage,
+    AssistantPart,
+    Message,
+    Reasoning,
+    ReasoningText,
+    SystemMessage,
+    Text,
+    ToolCall,
+    ToolResult,
+    UserMessage,
+)
+from transcript_clean.tools import Declared, read_declarations
+
+TAGS: Final[Mapping[str, str]] = {
+    "system": "system",
+    "human": "user",
+    "user": "user",
+    "gpt": "assistant",
+    "assistant": "assistant",
+    "tool": "tool",
+}
+"""What each turn tag stands for: Hermes' own (system / human / gpt / tool) and the role names
+some of its derivatives write."""
+
+_FRESH_TAGS: Final = {"system": "system", "user": "human", "assistant": "gpt", "tool": "tool"}
+
+_ASSISTANT_TAGS = re.compile(r"<(tool_call|think)>(.*?)</\1>", re.DOTALL)
+_RESPONSE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
+_TOOLS = re.compile(r"<tools>(.*?)</tools>", re.DOTALL)
+
+_Turn = tuple[Mapping[str, Any], str, str]  # the turn, what its tag stands for, its value
+
+
+class HermesFormat(Format):
+    """`conversations` of `{from, value}` turns with `<tool_call>` / `<tool_response>` tags."""
+
+    name = "hermes"
+    default_column = "conversations"
+    joins_text = True
+    words = "Hermes function calling: <tool_call> in gpt turns, <tool_response> in tool turns"
+
+    def decode(self, row: Mapping[str, Any]) -> Decoded:
+        column = self.column
+        if column not in row:
+            raise malformed(column, "no such column in the row")
+        turns = [
+            _read_turn(t, f"{column}[{i}]") for i, t in enumerate(expect_list(row[column], column))
+        ]
+        mint = IdMinter(tuple)  # Hermes holds no ids a minted one could collide with
+        messages: list[Message] = []
+        answers: tuple[ToolCall, ...] = ()  # the calls the next tool turns answer
+        i = 0
+        while i < len(turns):
+            turn, role, value = turns[i]
+            path = f"{column}[{i}].value"
+            if role == "system":
+                messages.append(SystemMessage(value, origin=turn))
+            elif role == "user":
+                messages.append(UserMessage((Text(value),), origin=turn))
+                answers = ()
+            elif role == "assistant":
+                message = AssistantMessage(_assistant_parts(value, path, i, mint), origin=turn)
+                messages.append(message)
+                answers = message.tool_calls
+            else:
+                results: list[ToolResult] = []
+                while i < len(turns) and turns[i][1] == "tool":
+                    turn, _, value = turns[i]
+                    for name, text in read_responses(value):
+                        k = len(results)
+                        if k < len(answers):
+                            call_id, name = answers[k].id, name or answers[k].name
+                        else:
+                            call_id = mint(f"result_{i}_{k}")  # answers nothing: an orphan
+                        results.append(ToolResult(call_id, (Text(text),), name, origin=turn))
+                    i += 1
+                messages.append(UserMessage(tuple(results)))
+                answers = ()
+                continue
+            i += 1
+        return Decoded(messages, dict(row), frozenset(mint.minted), format=self.name)
+
+    def declared_tools(self, row: Mapping[str, Any]) -> Declared | None:
+        """The `tools` column's declarations (or `--tools-column`'s), else those in the first
+        `<tools>` block of the first system turn that holds something."""
+        found = super().declared_tools(row)
+        if found is not None or self.tools_column is not None:
+            return found
+        turns = row.get(self.column)
+        if not isinstance(turns, list):
+            return None
+        for turn in turns:
+            if isinstance(turn, Mapping) and TAGS.get(str(turn.get("from"))) == "system":
+                value = turn.get("value")
+                # The prompt's prose names the tags too ("within <tools></tools> XML tags").
+                blocks = _TOOLS.findall(value) if isinstance(value, str) else []
+                body = next((b for b in blocks if b.strip()), None)
+                return _tools_block(body) if body is not None else None
+        return None
+
+    def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
+        if decoded.format != self.name:
+            messages = without_origins(messages)
+        row = dict(decoded.row)
+        tags = dict(_FRESH_TAGS)
+        was = row.get(self.column)
+        # A turn written fresh takes the tag the row already uses for its role.
+        for turn in reversed(was if isinstance(was, list) else []):
+            if isinstance(turn, Mapping) and isinstance(turn.get("from"), str):
+                role = TAGS.get(turn["from"])
+                if role is not None:
+                    tags[role] = turn["from"]
+        turns: list[Row] = []
+        calls: tuple[ToolCall, ...] = ()
+        for message in messages:
+            if isinstance(message, SystemMessage):
+                turns.append(_turn_out(message.origin, tags["system"], message.content))
+            elif isinstance(message, AssistantMessage):
+                turns.append(_assistant_out(message, tags["assistant"]))
+                calls = message.tool_calls
+            else:
+                results = [p for p in message.content if isinstance(p, ToolResult)]
+                turns.extend(_results_out(results, calls, tags["tool"]))
+                texts = [p.text for p in message.content if isinstance(p, Text)]
+                if texts or not results:
+                    turns.append(_turn_out(message.origin, tags["user"], join_texts(texts)))
+                calls = ()
+        row[self.column] = turns
+        return row
+
+
+# ---------------------------------------------------------------------------------------------
+# decode
+
+
+def _read_turn(item: object, path: str) -> _Turn:
+    turn = expect_object(item, path)
+    tag = required_str(turn, "from", path)
+    role = TAGS.get(tag)
+    if role is None:
+        raise unknown_role(
+            f"{path}.from", f'unknown tag "{tag}"; the known tags: {", ".join(TAGS)}'
+        )
+    return turn, role, required_str(turn, "value", path)
+
+
+def literal(text: str) -> Any:
+    """A JSON value written as JSON, or as the Python literal Hermes data often holds
+    (`{'name': 'f', 'arguments': {'on': True}}`); raises ValueError when it is neither."""
+    try:
+        return loads(text)
+    except (ValueError, RecursionError):
+        pass
+    try:
+        value = ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError) as err:
+        raise ValueError("neither JSON nor a Python literal") from err
+    if not _plain(value):
+        raise ValueError("not a JSON value")
+    return value
+
+
+def _plain(value: object) -> bool:
+    """Whether a literal holds only what JSON can: objects with string keys, lists, strings,
+    numbers, booleans and None (no tuple, set, bytes or complex number)."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, dict):
+            if not all(isinstance(k, str) for k in item):
+                return False
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif not (item is None or isinstance(item, str | int | float)):
+            return False
+    return True
+
+
+def _assistant_parts(value: str, path: str, i: int, mint: IdMinter) -> tuple[AssistantPart, ...]:
+    reasoning: list[AssistantPart] = []
+    calls: list[AssistantPart] = []
+    outside: list[str] = []
+    end = 0
+    for match in _ASSISTANT_TAGS.finditer(value):
+        outside.append(value[end : match.start()])
+        end = match.end()
+        tag, body = match.group(1), match.group(2)
+        if tag == "think":
+            reasoning.append(Reasoning((ReasoningText(body.strip()),)))
+            continue
+        k = len(calls)
+        try:
+            obj = literal(body.strip())
+        except ValueError:
+            raise malformed(path, f"<tool_call> {k}: not a JSON object") from None
+        if not isinstance(obj, Mapping):
+            raise malformed(path, f"<tool_call> {k}: expected an object, got {kind_of(obj)}")
+        name = obj.get("name")
+        if not isinstance(name, str):
+            raise malformed(path, f'<tool_call> {k}: missing "name"')
+        arguments, raw = parse_arguments(obj.get("arguments"))
+        calls.append(ToolCall(mint(f"call_{i}_{k}"), name, arguments, raw))
+    outside.append(value[end:])
+    text = "".join(outside).strip()
+    if "<tool_call>" in text:
+        raise malformed(path, "a <tool_call> with no </tool_call>")
+    # A turn of calls alone has no text; a turn with nothing at all is an empty text (R1's).
+    texts: list[AssistantPart] = [Text(text)] if text or not (calls or reasoning) else []
+    return (*reasoning, *texts, *calls)
+
+
+def read_responses(value: str) -> list[tuple[str | None, str]]:
+    """The results of a tool turn: `(name, text)` per `<tool_response>` (the whole value when
+    it has none). A body `{"name", "content"}` is a result of that name whose text is its
+    content (a string as it is, anything else as JSON); any other body is the text itself."""
+    bodies = _RESPONSE.findall(value) or [value]
+    out: list[tuple[str | None, str]] = []
+    for body in bodies:
+        body = body.strip()
+        try:
+            obj = literal(body) if body[:1] == "{" else None
+        except ValueError:
+            obj = None
+        if isinstance(obj, Mapping) and isinstance(obj.get("name"), str) and "content" in obj:
+            content = obj["content"]
+            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+            out.append((obj["name"], text))
+        else:
+            out.append((None, body))
+    return out
+
+
+@lru_cache(maxsize=1024)
+def _tools_block(body: str) -> Declared | None:
+    """The declarations of a system prompt's `<tools>` block: a JSON (or Python literal) list,
+    or one object per line as Qwen's chat template writes them."""
+    where = "the system prompt's <tools>"
+    body = body.strip()
+    try:
+        return read_declarations(literal(body), where)
+    except ValueError:
+        pass
+    try:
+        return read_declarations(
+            [literal(line) for line in body.splitlines() if line.strip()], where
+        )
+    except ValueError:
+        return Declared({}, (f"{where}: not JSON",))
+
+
+# ---------------------------------------------------------------------------------------------
+# encode
+
+
+def _turn_out(origin: Mapping[str, Any] | None, tag: str, value: str) -> Row:
+    if origin is None:
+        return {"from": tag, "value": value}
+    out = dict(origin)
+    put(out, "value", value)
+    return out
+
+
+def _assistant_out(message: AssistantMessage, tag: str) -> Row:
+    origin = message.origin
+    value = origin.get("value") if origin is not None else None
+    if origin is not None and isinstance(value, str):
+        try:
+            same = _assistant_parts(value, "", 0, IdMinter(tuple)) == _without_ids(message)
+        except DecodeError:
+            same = False
+        if same:
+            return dict(origin)
+    return _turn_out(origin, tag, _assistant_value(message.content))
+
+
+def _without_ids(message: AssistantMessage) -> tuple[AssistantPart, ...]:
+    """The message's parts with its calls' ids set as a fresh decode of one turn mints them
+    (position k in turn 0), so that an unchanged turn compares equal to its source."""
+    out: list[AssistantPart] = []
+    k = 0
+    for part in message.content:
+        if isinstance(part, ToolCall):
+            out.append(ToolCall(f"call_0_{k}", part.name, part.arguments, part.raw_arguments))
+            k += 1
+        else:
+            out.append(part)
+    return tuple(out)
+
+
+def _assistant_value(parts: Sequence[AssistantPart]) -> str:
+    pieces: list[str] = []
+    for part in parts:
+        if isinstance(part, Reasoning):
+            text = join_texts(p.text for p in part.content if isinstance(p, ReasoningText))
+            pieces.append(f"<think>\n{text}\n</think>")
+    texts = [p.text for p in parts if isinstance(p, Text)]
+    if texts:
+        pieces.append(join_texts(texts))
+    for part in parts:
+        if isinstance(part, ToolCall):
+            arguments = (
+                part.arguments
+                if part.raw_arguments is None or part.arguments is not None
+                else part.raw_arguments
+            )
+            body = json.dumps({"name": part.name, "arguments": arguments}, ensure_ascii=False)
+            pieces.append(f"<tool_call>\n{body}\n</tool_call>")
+    return "\n".join(pieces)
+
+
+def _response(result: ToolResult) -> str:
+    text = join_texts(p.text for p in result.content if isinstance(p, Text))
+    if result.name is None:
+        return f"<tool_response>\n{text}\n</tool_response>"
+    body = json.dumps({"name": result.name, "content": text}, ensure_ascii=False)
+    return f"<tool_response>\n{body}\n</tool_response>"
+
+
+def _results_out(results: list[ToolResult], calls: tuple[ToolCall, ...], tag: str) -> Iterator[Row]:
+    """Tool turns for the results: those read from one turn and unchanged are that turn as it
+    was; the others are written fresh, one turn per source turn (one for fresh results)."""
+    # Results answer by position: put them in call order (stable, so results read from a row
+    # keep their order; results of no call go last).
+    order = {c.id: k for k, c in reversed(list(enumerate(calls)))}
+    results = sorted(results, key=lambda r: order.get(r.call, len(calls)))
+    groups: list[list[ToolResult]] = []
+    for result in results:
+        if groups and result.origin is groups[-1][0].origin:
+            groups[-1].append(result)
+        else:
+            groups.append([result])
+    for group in groups:
+        origin = group[0].origin
+        value = origin.get("value") if origin is not None else None
+        if origin is not None and isinstance(value, str) and _same_results(value, group):
+            yield dict(origin)
+        else:
+            yield _turn_out(origin, tag, "\n".join(_response(r) for r in group))
+
+
+def _same_results(value: str, group: list[ToolResult]) -> bool:
+    read = read_responses(value)
+    if len(read) != len(group):
+        return False
+    for (name, text), result in zip(read, group, strict=True):
+        if result.content != (Text(text),) or (name is not None and name != result.name):
+            return False
+    return True
