@@ -41,10 +41,10 @@ from transcript_clean.formats.base import (
     optional_str,
     put,
     required_str,
-    strict_loads,
     unknown_role,
     without_origins,
 )
+from transcript_clean.jsontext import strict_loads
 from transcript_clean.model import (
     AssistantMessage,
     AssistantPart,

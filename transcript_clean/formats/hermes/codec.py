@@ -41,7 +41,6 @@ from transcript_clean.formats.base import (
     expect_object,
     join_texts,
     kind_of,
-    loads,
     malformed,
     parse_arguments,
     put,
@@ -49,6 +48,7 @@ from transcript_clean.formats.base import (
     unknown_role,
     without_origins,
 )
+from transcript_clean.jsontext import loads
 from transcript_clean.model import (
     AssistantMessage,
     AssistantPart,
