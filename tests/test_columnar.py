@@ -318,3 +318,19 @@ def test_rig_clean_rows_are_found_clean_in_arrow() -> None:
 def test_rig_batches_agree_on_both_paths(config: Config) -> None:
     rows = [row for row, _ in generate_rows(600, "rig", seed=8, rates=every_rates("rig"))]
     assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, RIG)
+
+
+def test_rig_empty_turns_are_dropped_in_arrow_as_the_per_row_path_drops_them() -> None:
+    """Each message of a rig row is one item of its column, so R1 is a drop of list items: the
+    rows whose only code is an empty turn are repaired by the view, none by the per-row path."""
+    from transcript_clean.pipeline import batch_verdicts
+
+    rows = list(generate_rows(300, "rig", seed=2, rates={"empty_assistant_turn": 0.3}))
+    table = pa.Table.from_pylist([row for row, _ in rows])
+    verdicts = batch_verdicts(table, DEFAULT, format="rig")
+    assert verdicts is not None
+    planted = [bool(codes) for _, codes in rows]
+    assert sum(planted) > 50
+    assert verdicts.repaired.tolist() == planted
+    assert verdicts.handled.all()
+    assert_fast_and_slow_agree(table, DEFAULT, RIG)

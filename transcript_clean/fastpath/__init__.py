@@ -96,7 +96,7 @@ def arrow_view(fmt: Format, array: pa.Array, schema: pa.Schema | None = None) ->
     if view is not None:
         return view
     conversations = fmt.flatten(array, schema)
-    return None if conversations is None else ConversationsView(conversations)
+    return None if conversations is None else ConversationsView(conversations, fmt, array, schema)
 
 
 def fast_verdicts(
