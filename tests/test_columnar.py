@@ -334,3 +334,54 @@ def test_rig_empty_turns_are_dropped_in_arrow_as_the_per_row_path_drops_them() -
     assert verdicts.repaired.tolist() == planted
     assert verdicts.handled.all()
     assert_fast_and_slow_agree(table, DEFAULT, RIG)
+
+
+def _rig_turn(role: str, *parts: dict[str, Any]) -> dict[str, Any]:
+    return {"role": role, "content": list(parts)}
+
+
+def _said(text: str) -> dict[str, Any]:
+    return {"type": "text", "text": text}
+
+
+def _calls(call_id: str) -> dict[str, Any]:
+    return {"type": "toolcall", "id": call_id, "function": {"name": "f", "arguments": {"n": 1}}}
+
+
+def test_rig_unanswered_calls_are_cut_in_arrow_or_rejected_in_the_per_row_paths_words() -> None:
+    from transcript_clean.pipeline import batch_verdicts
+
+    stuck = [
+        _rig_turn("user", _said("go")),
+        _rig_turn("assistant", _calls("a")),
+        _rig_turn("user", _said("never mind")),
+        _rig_turn("assistant", _said("ok")),
+    ]
+    cut = [
+        _rig_turn("user", _said("hi")),
+        _rig_turn("assistant", _said("hello")),
+        _rig_turn("user", _said("go")),
+        _rig_turn("assistant", _calls("b")),
+        _rig_turn("user", _said("stop")),
+        _rig_turn("assistant", _said("stopped")),
+    ]
+    table = pa.Table.from_pylist([{"messages": stuck}, {"messages": cut}], schema=RIG_SCHEMA)
+    verdicts = batch_verdicts(table, DEFAULT, format="rig")
+    assert verdicts is not None and verdicts.handled.all()
+    assert verdicts.repaired.tolist() == [False, True]
+    (reject,) = verdicts.rejects
+    assert reject.messages == [
+        "message 1: tool call 'a' has no result, and cutting the transcript before it would "
+        "leave no assistant turn"
+    ]
+    assert verdicts.repaired_column is not None
+    assert [m["role"] for m in verdicts.repaired_column.to_pylist()[0]] == [
+        "user",
+        "assistant",
+        "user",
+    ]
+    assert_fast_and_slow_agree(table, DEFAULT, RIG)
+    rows = [
+        row for row, _ in generate_rows(400, "rig", seed=9, rates={"unanswered_tool_call": 0.4})
+    ]
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), DEFAULT, RIG)

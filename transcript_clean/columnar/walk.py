@@ -194,6 +194,12 @@ class ConversationsWalk:
         return out
 
     @cached_property
+    def unanswered_calls(self) -> Counts:
+        """Per row, its unanswered calls (one per id of a turn): R5's occurrences."""
+        c = self.conversations
+        return count(self.unanswered & ~self.duplicate, c.message_row[c.call_message], self.rows)
+
+    @cached_property
     def duplicate(self) -> Mask:
         """Per call: an earlier call of its turn has its id."""
         return repeated(self.call_key)

@@ -1,19 +1,29 @@
 """The fast path's view of a batch that its format flattened into `Conversations`: every rule
-clears rows with its own columnar check (`Rule.columnar`), the same for every format, and R1's
-empty turns are dropped in Arrow where each message is one item of the conversation column."""
+clears rows with its own columnar check (`Rule.columnar`), the same for every format; where each
+message is one item of the conversation column, R1's empty turns are dropped and R5's cut made
+in Arrow."""
 
 from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
 
-from transcript_clean.columnar.arrays import Mask, count, flattened, indices
-from transcript_clean.columnar.conversations import Conversations
+from transcript_clean.columnar.arrays import (
+    Counts,
+    Mask,
+    any_of,
+    count,
+    first_flagged,
+    flattened,
+    indices,
+)
+from transcript_clean.columnar.conversations import ASSISTANT, Conversations
 from transcript_clean.columnar.walk import ConversationsWalk
-from transcript_clean.fastpath.base import ArrowRepair, ArrowView, Subset
+from transcript_clean.fastpath.base import ArrowRepair, ArrowView, FastReject, Subset
 from transcript_clean.fastpath.measures import Measures, conversation_measures
 from transcript_clean.formats.base import Format
-from transcript_clean.rules import EMPTY_ASSISTANT_TURN
+from transcript_clean.rules import EMPTY_ASSISTANT_TURN, UNANSWERED_TOOL_CALL
+from transcript_clean.rules.unanswered_tool_call import uncuttable
 
 __all__ = ["ConversationsView"]
 
@@ -41,8 +51,11 @@ class ConversationsView(ArrowView):
         c = conversations
         self.calls = (c.message_row[c.call_message], c.call_name, c.call_arguments)
         if c.message_item is not None:
-            self.repairs = frozenset({EMPTY_ASSISTANT_TURN})
-            self.checks = {EMPTY_ASSISTANT_TURN: walk.rows_empty}
+            self.repairs = frozenset({EMPTY_ASSISTANT_TURN, UNANSWERED_TOOL_CALL})
+            self.checks = {
+                EMPTY_ASSISTANT_TURN: walk.rows_empty,
+                UNANSWERED_TOOL_CALL: walk.rows_unanswered,
+            }
 
     def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
         return conversation_measures(
@@ -50,19 +63,61 @@ class ConversationsView(ArrowView):
         )
 
     def repair(self, rows: dict[str, Mask]) -> ArrowRepair:
-        """R1: the rows of `rows[EMPTY_ASSISTANT_TURN]` without their empty turns, their list
-        items dropped (every other code is the re-check's: `again`)."""
+        """The rows of `rows` repaired by dropping list items, as the per-row path repairs them:
+        R1, any row's empty turns (every other code it has is the re-check's: `again`); R5's
+        cut, for rows whose only code it is, everything from the first assistant turn with an
+        unanswered call on, or a reject where no assistant turn would be left."""
         c, walk = self.conversations, self.walk
         assert c.message_item is not None and set(rows) <= self.repairs
-        asked = rows[EMPTY_ASSISTANT_TURN]
+        drop = np.zeros(c.messages, dtype=bool)
+        occurrences: dict[str, Counts] = {}
+        rejects: list[FastReject] = []
+        asked = np.zeros(self.rows, dtype=bool)
+        if EMPTY_ASSISTANT_TURN in rows:
+            empty_rows = rows[EMPTY_ASSISTANT_TURN]
+            drop |= walk.empty & empty_rows[c.message_row]
+            occurrences[EMPTY_ASSISTANT_TURN] = count(walk.empty, c.message_row, self.rows)
+            asked |= empty_rows
+        if UNANSWERED_TOOL_CALL in rows:
+            cut, rejected = self._cut(rows[UNANSWERED_TOOL_CALL])
+            drop |= cut
+            rejects += rejected
+            occurrences[UNANSWERED_TOOL_CALL] = walk.unanswered_calls
+            asked |= rows[UNANSWERED_TOOL_CALL] & ~any_of((r.rows for r in rejected), self.rows)
         subset = np.flatnonzero(asked)
         items, _, parent = flattened(self.column)
-        drop = np.zeros(len(items), dtype=bool)
-        drop[c.message_item[walk.empty & asked[c.message_row]]] = True
+        dropped = np.zeros(len(items), dtype=bool)
+        dropped[c.message_item[drop]] = True
         chosen = Subset.of(subset, parent, self.rows)
-        column = chosen.column(self.column.type, items.take(indices(chosen.elements)), drop)
-        dropped = count(walk.empty, c.message_row, self.rows)
-        return ArrowRepair(subset, column, {EMPTY_ASSISTANT_TURN: dropped})
+        column = chosen.column(self.column.type, items.take(indices(chosen.elements)), dropped)
+        return ArrowRepair(subset, column, occurrences, rejects)
+
+    def _cut(self, rows: Mask) -> tuple[Mask, list[FastReject]]:
+        """R5's cut of the rows of `rows` (rows with no empty turn: every message is kept), as
+        `unanswered_tool_call.cut_before_unanswered` cuts: the messages dropped, and the rows it
+        cannot cut, rejected in its words."""
+        c, walk = self.conversations, self.walk
+        turns = count(walk.unanswered, c.call_message, c.messages) > 0
+        first = first_flagged(turns, c.message_row, self.rows)
+        position = np.arange(c.messages, dtype=np.int64)
+        before = position < first[c.message_row]
+        cuttable = count((c.role == ASSISTANT) & before, c.message_row, self.rows) > 0
+        drop = ~before & (rows & cuttable)[c.message_row]
+        stuck = rows & ~cuttable
+        if not stuck.any():
+            return drop, []
+        # The first unanswered call of each such row: the first of its first unanswered turn.
+        call_row = c.message_row[c.call_message]
+        first_call = first_flagged(walk.unanswered, call_row, self.rows)
+        at = np.flatnonzero(stuck)
+        starts = np.searchsorted(c.message_row, at)
+        ids = c.call_id.take(indices(first_call[at])).to_pylist()
+        words = [
+            uncuttable(int(index), str(call_id))
+            for index, call_id in zip((first[at] - starts).tolist(), ids, strict=True)
+        ]
+        reject = FastReject(UNANSWERED_TOOL_CALL, stuck, walk.unanswered_calls, words)
+        return drop, [reject]
 
     def again(self, column: pa.Array) -> ConversationsView | None:
         conversations = self.fmt.flatten(column, self.schema)
