@@ -17,7 +17,7 @@ from synthetic import every_rates, generate_rows
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.formats import get_format
-from transcript_clean.formats.base import DecodeError
+from transcript_clean.formats.base import DecodeError, Format
 from transcript_clean.model import AssistantMessage, Message, SystemMessage
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.rules import get_rule
@@ -147,9 +147,12 @@ RIG_SCHEMA = pa.schema(
 
 _ids = st.sampled_from(["a", "b", "c"])
 _texts = st.sampled_from(["", " ", "\n", "hi", "\u3000", None])
-_pieces = st.fixed_dictionaries(
-    {"type": st.sampled_from(["text", "summary", "encrypted", "other"]), "text": _texts},
-    optional={"data": st.sampled_from(["enc", None])},
+_pieces = st.one_of(
+    st.fixed_dictionaries({"type": st.sampled_from(["text", "summary"]), "text": _texts}),
+    st.fixed_dictionaries(
+        {"type": st.just("encrypted"), "data": st.sampled_from(["enc", "enc", None])}
+    ),
+    st.fixed_dictionaries({"type": st.sampled_from(["other", None]), "text": _texts}),
 )
 _user_parts = (
     st.fixed_dictionaries({"type": st.just("text"), "text": _texts})
@@ -208,6 +211,12 @@ _messages = st.one_of(
         }
     ),
     st.fixed_dictionaries({"role": st.sampled_from(["system", "tool", "User", None])}),
+    st.fixed_dictionaries(  # one part alone decides whether a turn is empty
+        {
+            "role": st.just("assistant"),
+            "content": st.lists(_assistant_parts, min_size=1, max_size=1),
+        }
+    ),
 )
 # Mostly well formed rows: a call's answer in the next user message, so that the walk has
 # windows to close.
@@ -243,10 +252,10 @@ _rows = st.lists(
 )
 
 
-def _truth(row: dict[str, Any]) -> dict[str, Any] | None:
+def _truth(row: dict[str, Any], fmt: Format = RIG) -> dict[str, Any] | None:
     """What the per-row path finds in a row: None when the decoder does not read it."""
     try:
-        messages: list[Message] = list(RIG.decode(row).messages)
+        messages: list[Message] = list(fmt.decode(row).messages)
     except DecodeError:
         return None
     kept, dropped = drop_empty_turns(messages)
@@ -292,6 +301,27 @@ def _assert_flattened_as_decoded(rows: list[dict[str, Any]]) -> Conversations:
 @given(_rows)
 def test_rig_rows_flatten_as_the_decoder_reads_them(rows: list[list[dict[str, Any]]]) -> None:
     _assert_flattened_as_decoded([{"messages": m} for m in rows])
+
+
+# Each part alone in an assistant turn: what decides whether the turn is empty (R1).
+RIG_ALONE = [{"type": "text", "text": t} for t in ("", " ", "\u3000", "x")] + [
+    {"type": "text", "text": " ", "additional_params": {"k": "v"}},
+    {"type": "reasoning", "content": []},
+    {"type": "reasoning", "content": [{"type": "text", "text": " "}]},
+    {"type": "reasoning", "content": [{"type": "summary", "text": "why"}]},
+    {"type": "reasoning", "content": [{"type": "encrypted", "data": "enc"}]},
+    {"type": "reasoning", "content": [{"type": "text", "text": ""}], "signature": "sig"},
+    {"type": "image"},
+    {"type": "toolcall", "id": "a", "function": {"name": "f", "arguments": {"n": 1}}},
+]
+
+
+def test_rig_turns_of_one_part_flatten_as_decoded() -> None:
+    said = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    rows = [{"messages": [said, {"role": "assistant", "content": [part]}]} for part in RIG_ALONE]
+    view = _assert_flattened_as_decoded(rows)
+    assert view.unread.sum() == 0
+    assert ConversationsWalk(view).rows_empty.sum() == 5  # four blank texts and no pieces
 
 
 def test_rig_generated_rows_with_every_code_flatten_as_decoded() -> None:
@@ -385,3 +415,150 @@ def test_rig_unanswered_calls_are_cut_in_arrow_or_rejected_in_the_per_row_paths_
         row for row, _ in generate_rows(400, "rig", seed=9, rates={"unanswered_tool_call": 0.4})
     ]
     assert_fast_and_slow_agree(pa.Table.from_pylist(rows), DEFAULT, RIG)
+
+
+# ---------------------------------------------------------------------------------------------
+# Anthropic's flattener, held to its decoder
+
+ANTHROPIC = get_format("anthropic")
+_BLOCK = pa.struct(
+    [
+        ("type", pa.string()),
+        ("text", pa.string()),
+        ("thinking", pa.string()),
+        ("signature", pa.string()),
+        ("data", pa.string()),
+        ("id", pa.string()),
+        ("name", pa.string()),
+        ("input", pa.struct([("n", pa.int64())])),
+        ("tool_use_id", pa.string()),
+        ("content", pa.string()),
+        ("is_error", pa.bool_()),
+    ]
+)
+ANTHROPIC_SCHEMA = pa.schema(
+    [
+        ("system", pa.string()),
+        (
+            "messages",
+            pa.list_(pa.struct([("role", pa.string()), ("content", pa.list_(_BLOCK))])),
+        ),
+    ]
+)
+_blocks = st.one_of(
+    st.fixed_dictionaries({"type": st.just("text"), "text": _texts}),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("tool_use"),
+            "id": _ids | st.none(),
+            "name": st.sampled_from(["f", None]),
+            "input": st.sampled_from([{"n": 1}, None]),
+        }
+    ),
+    st.fixed_dictionaries(
+        {
+            "type": st.just("tool_result"),
+            "tool_use_id": _ids | st.none(),
+            "content": _texts,
+            "is_error": st.sampled_from([None, True, False]),
+        }
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("thinking"), "thinking": _texts, "signature": st.sampled_from([None, "s"])}
+    ),
+    st.fixed_dictionaries(
+        {"type": st.just("redacted_thinking"), "data": st.sampled_from(["x", None])}
+    ),
+    st.fixed_dictionaries({"type": st.sampled_from(["image", None])}),
+)
+_anthropic_messages = st.fixed_dictionaries(
+    {
+        "role": st.sampled_from(["user", "assistant", "assistant", "system", None]),
+        "content": st.lists(_blocks, max_size=3) | st.none(),
+    }
+) | st.fixed_dictionaries(  # one block alone decides whether a turn is empty
+    {"role": st.just("assistant"), "content": st.lists(_blocks, min_size=1, max_size=1)}
+)
+_anthropic_answered = st.builds(
+    lambda call_id, said: [
+        {"role": "user", "content": [{"type": "text", "text": "go"}]},
+        {
+            "role": "assistant",
+            "content": [{"type": "tool_use", "id": call_id, "name": "f", "input": {"n": 2}}],
+        },
+        {
+            "role": "user",
+            "content": [{"type": "tool_result", "tool_use_id": call_id, "content": said}],
+        },
+    ],
+    _ids,
+    _texts,
+)
+_anthropic_rows = st.lists(
+    st.fixed_dictionaries(
+        {
+            "system": st.sampled_from([None, "", " ", "Be brief."]),
+            "messages": st.builds(
+                lambda head, tail: head + tail,
+                _anthropic_answered | st.just([]),
+                st.lists(_anthropic_messages, max_size=4),
+            ),
+        }
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_anthropic_rows)
+def test_anthropic_rows_flatten_as_the_decoder_reads_them(rows: list[dict[str, Any]]) -> None:
+    table = pa.Table.from_pylist(rows, schema=ANTHROPIC_SCHEMA)
+    side = {"system": table.column("system").combine_chunks()}
+    view = ANTHROPIC.flatten(table.column("messages").combine_chunks(), table.schema, side)
+    assert view is not None
+    view.check()
+    walk = ConversationsWalk(view)
+    for r, row in enumerate(table.to_pylist()):
+        truth = _truth(row, ANTHROPIC)
+        assert view.unread[r] == (truth is None), (r, row)
+        if truth is None:
+            continue
+        roles = view.role[view.message_row == r]
+        assert [("system", "user", "assistant")[k] for k in roles] == truth["messages"]
+        for attr in (*CHECKED.values(), "rows_empty"):
+            assert getattr(walk, attr)[r] == truth[attr], (attr, row)
+        assert walk.trailing_calls[r] == truth["trailing_calls"]
+
+
+def test_anthropic_turns_of_one_block_flatten_as_decoded() -> None:
+    alone = [{"type": "text", "text": t} for t in ("", " ", "x")] + [
+        {"type": "thinking", "thinking": " "},
+        {"type": "thinking", "thinking": "why"},
+        {"type": "thinking", "thinking": "", "signature": "s"},
+        {"type": "redacted_thinking", "data": "x"},
+        {"type": "image"},
+        {"type": "tool_use", "id": "a", "name": "f", "input": {"n": 1}},
+    ]
+    said = {"role": "user", "content": [{"type": "text", "text": "hi"}]}
+    rows = [
+        {"system": None, "messages": [said, {"role": "assistant", "content": [block]}]}
+        for block in alone
+    ]
+    table = pa.Table.from_pylist(rows, schema=ANTHROPIC_SCHEMA)
+    side = {"system": table.column("system").combine_chunks()}
+    view = ANTHROPIC.flatten(table.column("messages").combine_chunks(), table.schema, side)
+    assert view is not None and view.unread.sum() == 0
+    walk = ConversationsWalk(view)
+    for r, row in enumerate(table.to_pylist()):
+        truth = _truth(row, ANTHROPIC)
+        assert truth is not None and walk.rows_empty[r] == truth["rows_empty"], row
+    assert walk.rows_empty.sum() == 3  # two blank texts and blank thinking
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_anthropic_batches_agree_on_both_paths(config: Config) -> None:
+    rows = [
+        row for row, _ in generate_rows(600, "anthropic", seed=8, rates=every_rates("anthropic"))
+    ]
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, ANTHROPIC)

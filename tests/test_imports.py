@@ -46,9 +46,6 @@ KNOWN_CYCLES: dict[str, frozenset[str]] = {
 KNOWN_FORMAT_ARROWS_UP: frozenset[tuple[str, str]] = frozenset(
     (f"{PACKAGE}.formats.{source}", f"{PACKAGE}.{target}")
     for source, target in [
-        ("anthropic.arrow", "fastpath.base"),
-        ("anthropic.arrow", "fastpath.measures"),
-        ("anthropic.arrow", "rules"),
         ("anthropic.codec", "rules"),
         ("base", "rules.malformed_row"),
         ("openai.arrow", "fastpath.base"),

@@ -335,7 +335,8 @@ def test_rows_are_measured_in_arrow_as_the_decoder_reads_them(fmt: str) -> None:
         rows[1]["system"] = ""  # an empty one is none
     table = _table(fmt, rows)
     form = get_format(fmt)
-    view = arrow_view(form, table.column(form.column).combine_chunks(), table.schema)
+    side = {n: table.column(n).combine_chunks() for n in form.side_columns}
+    view = arrow_view(form, table.column(form.column).combine_chunks(), table.schema, side)
     measure = arrow_measures(form)
     assert view is not None and measure is not None
     measures, measured = measure(form, table, ~view.unread)

@@ -389,10 +389,6 @@ def arrow_measures(fmt: Format) -> ArrowMeasures | None:
         from transcript_clean.formats.sharegpt.arrow import sharegpt_measures
 
         return sharegpt_measures
-    if format_name == "anthropic":
-        from transcript_clean.formats.anthropic.arrow import anthropic_measures
-
-        return anthropic_measures
     from transcript_clean.formats.base import Format as Base
 
     if type(fmt).flatten is not Base.flatten:
@@ -406,7 +402,8 @@ def _flattened_measures(
     """The measures of the rows of `rows` that `fmt`'s flattener reads."""
     from transcript_clean.fastpath.measures import column_array, conversation_measures
 
-    conversations = fmt.flatten(column_array(table, fmt.column), table.schema)
+    side = {n: column_array(table, n) for n in fmt.side_columns if n in table.column_names}
+    conversations = fmt.flatten(column_array(table, fmt.column), table.schema, side)
     if conversations is None:
         return measure_transcripts([]), np.zeros_like(rows)
     measured = rows & conversations.read

@@ -86,9 +86,10 @@ class Conversations:
     """Per tool result, whether it says nothing: its every part is blank text."""
 
     message_item: Counts | None = None
-    """Per message, its item among the conversation column's list items, where every message is
-    one item and every item one message (rig's); None elsewhere. With it, a repair that drops
-    whole messages (R1) is a drop of list items, done in Arrow for any such format."""
+    """Per message, its item among the conversation column's list items, where every item is
+    one message (rig's, Anthropic's), -1 for a message made from another column (a system
+    prompt); None elsewhere. With it, a repair that drops whole messages (R1, R5's cut) is a
+    drop of list items, done in Arrow for any such format."""
     texts: Callable[[], tuple[pa.Array, Counts]] | None = None
     """Where tokens are counted: the texts of `chars`, one piece each, and each piece's message
     (made when asked for: a copy of every text)."""

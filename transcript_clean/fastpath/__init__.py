@@ -20,7 +20,7 @@ conservative by construction, so the two paths always agree.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -89,14 +89,22 @@ def possible_codes(
     return out
 
 
-def arrow_view(fmt: Format, array: pa.Array, schema: pa.Schema | None = None) -> ArrowView | None:
+def arrow_view(
+    fmt: Format,
+    array: pa.Array,
+    schema: pa.Schema | None = None,
+    side: Mapping[str, pa.Array] | None = None,
+) -> ArrowView | None:
     """The fast path's view of a batch's conversation column: the format's own view, else its
-    flattened `Conversations`; None when it has neither for this column."""
+    flattened `Conversations` (`side`: the batch's other columns it reads, `side_columns`);
+    None when it has neither for this column."""
     view = fmt.arrow_view(array, schema)
     if view is not None:
         return view
-    conversations = fmt.flatten(array, schema)
-    return None if conversations is None else ConversationsView(conversations, fmt, array, schema)
+    conversations = fmt.flatten(array, schema, side)
+    if conversations is None:
+        return None
+    return ConversationsView(conversations, fmt, array, schema, side)
 
 
 def fast_verdicts(
@@ -110,6 +118,7 @@ def fast_verdicts(
     enabled: Sequence[Rule] | None = None,
     tools: Sequence[pa.Array | pa.ChunkedArray] = (),
     declared: tuple[npt.NDArray[np.int64], list[Any]] | None = None,
+    side: Mapping[str, pa.Array] | None = None,
 ) -> Verdicts | None:
     """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
     only code is calls pending at the end (for a config that keeps them); those whose only
@@ -126,7 +135,7 @@ def fast_verdicts(
         # decoder would (an object's arguments would look like text that is not one), so
         # every row may have any code.
         return None
-    view = arrow_view(fmt, array, schema)
+    view = arrow_view(fmt, array, schema, side)
     if view is None:
         return None
     view.tools = tuple(whole(t) for t in tools)
@@ -192,7 +201,7 @@ def _settle_repairs(
     verdicts.rejects += fixed.rejects
     if not len(fixed.subset):
         return
-    again = view.again(fixed.column)
+    again = view.again(fixed.column, fixed.subset)
     assert again is not None  # the repaired column has the input's type
     again.tools = tuple(t.take(pa.array(fixed.subset)) for t in view.tools)
     if view.tool_declared is not None:  # the rows' declarations, read once

@@ -84,8 +84,9 @@ class ArrowView:
         path would repair them."""
         raise NotImplementedError
 
-    def again(self, column: pa.Array) -> ArrowView | None:
-        """The view of a column this view repaired, to check what the repair left."""
+    def again(self, column: pa.Array, rows: Counts) -> ArrowView | None:
+        """The view of a column this view repaired, to check what the repair left; `rows`, the
+        batch's rows it holds, in order (`ArrowRepair.subset`)."""
         raise NotImplementedError
 
     def reject(self, rows: dict[str, Mask]) -> list[FastReject]:

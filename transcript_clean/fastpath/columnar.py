@@ -5,6 +5,8 @@ in Arrow."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 import pyarrow as pa
 
@@ -40,6 +42,7 @@ class ConversationsView(ArrowView):
         fmt: Format,
         column: pa.Array,
         schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
     ) -> None:
         walk = ConversationsWalk(conversations)
         super().__init__(conversations.rows, conversations.unread, {}, walk.trailing_calls)
@@ -48,6 +51,7 @@ class ConversationsView(ArrowView):
         self.fmt = fmt
         self.column = column
         self.schema = schema
+        self.side = dict(side or {})
         c = conversations
         self.calls = (c.message_row[c.call_message], c.call_name, c.call_arguments)
         if c.message_item is not None:
@@ -87,7 +91,7 @@ class ConversationsView(ArrowView):
         subset = np.flatnonzero(asked)
         items, _, parent = flattened(self.column)
         dropped = np.zeros(len(items), dtype=bool)
-        dropped[c.message_item[drop]] = True
+        dropped[c.message_item[drop & (c.message_item >= 0)]] = True
         chosen = Subset.of(subset, parent, self.rows)
         column = chosen.column(self.column.type, items.take(indices(chosen.elements)), dropped)
         return ArrowRepair(subset, column, occurrences, rejects)
@@ -119,8 +123,9 @@ class ConversationsView(ArrowView):
         reject = FastReject(UNANSWERED_TOOL_CALL, stuck, walk.unanswered_calls, words)
         return drop, [reject]
 
-    def again(self, column: pa.Array) -> ConversationsView | None:
-        conversations = self.fmt.flatten(column, self.schema)
+    def again(self, column: pa.Array, rows: Counts) -> ConversationsView | None:
+        side = {name: values.take(indices(rows)) for name, values in self.side.items()}
+        conversations = self.fmt.flatten(column, self.schema, side)
         if conversations is None:
             return None
-        return ConversationsView(conversations, self.fmt, column, self.schema)
+        return ConversationsView(conversations, self.fmt, column, self.schema, side)

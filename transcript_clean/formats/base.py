@@ -113,11 +113,21 @@ class Format:
         other columns matter); None when this format, or this column's Arrow type, has none."""
         return None
 
-    def flatten(self, column: pa.Array, schema: pa.Schema | None = None) -> Conversations | None:
+    side_columns: ClassVar[tuple[str, ...]] = ()
+    """The batch's other columns the decoder reads with the conversation (a `system` column):
+    what the fast path hands the flattener beside it, where the batch has them."""
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
         """A batch's conversation column as the columnar view every format flattens into
         (`transcript_clean.columnar`): what the decoder would make of each row, for the rules'
-        Arrow checks; rows it cannot read so are marked unread. None when this format, or this
-        column's Arrow type, has no flattener (a format with its own `arrow_view` needs none)."""
+        Arrow checks; rows it cannot read so are marked unread. `side` holds the batch's columns
+        of `side_columns` that it has. None when this format, or this column's Arrow type, has
+        no flattener (a format with its own `arrow_view` needs none)."""
         return None
 
     def __repr__(self) -> str:

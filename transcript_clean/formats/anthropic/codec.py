@@ -60,7 +60,7 @@ from transcript_clean.rules import UNKNOWN_ROLE
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from transcript_clean.fastpath.base import ArrowView
+    from transcript_clean.columnar.conversations import Conversations
 
 _REASONING_BLOCKS = ("thinking", "redacted_thinking")
 
@@ -70,6 +70,7 @@ class AnthropicFormat(Format):
 
     name = "anthropic"
     default_column = "messages"
+    side_columns = ("system",)
     joins_text = False
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
@@ -109,10 +110,15 @@ class AnthropicFormat(Format):
                 answers = message.tool_calls
         return Decoded(messages, dict(row), format=self.name)
 
-    def arrow_view(self, column: pa.Array, schema: pa.Schema | None = None) -> ArrowView | None:
-        from transcript_clean.formats.anthropic.arrow import anthropic_view
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        from transcript_clean.formats.anthropic.flatten import flatten_anthropic
 
-        return anthropic_view(self, column, schema)
+        return flatten_anthropic(column, schema, side or {})
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

@@ -167,7 +167,7 @@ class OpenAIView(ArrowView):
         called_by = None if scan.calls is None else scan.calls[:2]
         return _Read(scan.msgs, sizes, scan.parent, scan.roles, scan.n_calls, called_by, scan.turns)
 
-    def again(self, column: pa.Array) -> OpenAIView:
+    def again(self, column: pa.Array, rows: Counts) -> OpenAIView:
         # What R2 would answer is no question for rows already repaired: not worked out again.
         return OpenAIView(self.fmt, column, _scan(column, answers=False))
 

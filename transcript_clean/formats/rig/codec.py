@@ -96,7 +96,12 @@ class RigFormat(Format):
                 )
         return Decoded(messages, dict(row), format=self.name)
 
-    def flatten(self, column: pa.Array, schema: pa.Schema | None = None) -> Conversations | None:
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
         from transcript_clean.formats.rig.flatten import flatten_rig
 
         return flatten_rig(column)

@@ -293,7 +293,7 @@ class ShareGPTView(ArrowView):
         self.droppable = droppable
         self.cut = cut
 
-    def again(self, column: pa.Array) -> ShareGPTView | None:
+    def again(self, column: pa.Array, rows: Counts) -> ShareGPTView | None:
         return sharegpt_view(self.fmt, column)
 
     def reject(self, rows: dict[str, Mask]) -> list[FastReject]:
