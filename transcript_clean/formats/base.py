@@ -82,6 +82,9 @@ class Format:
     """The columns a row declares its tools in: the first that holds something is read."""
     tools_column: str | None = None
     """A column named by `--tools-column`, read in place of `tools_columns`."""
+    other_columns: ClassVar[tuple[str, ...]] = ()
+    """Columns besides the conversation and the declarations that the format reads and writes
+    (`system`): a row written in another format (`--to`) leaves them out."""
 
     def __init__(self, column: str | None = None) -> None:
         self.column = column or self.default_column

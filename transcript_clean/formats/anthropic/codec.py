@@ -70,6 +70,7 @@ class AnthropicFormat(Format):
 
     name = "anthropic"
     default_column = "messages"
+    other_columns = ("system",)
     joins_text = False
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
