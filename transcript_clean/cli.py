@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-FORMAT_CHOICES = ("auto", "openai", "sharegpt", "anthropic", "rig")
+FORMAT_CHOICES = ("auto", "openai", "sharegpt", "anthropic", "rig", "claude-code")
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TYPE_CHOICES = (
     "auto", "conversation", "prompt", "prompt-completion", "preference", "implicit-preference",

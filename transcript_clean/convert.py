@@ -16,8 +16,10 @@ Nothing is lost silently: the written row is read back with the target's decoder
 with the transcript, part by part (`_parts`); a part that does not come back (reasoning into
 ShareGPT, an image into a format of text) rejects the row as `lossy_conversion`. What the
 comparison leaves aside, because a training row does not need it: call ids (ShareGPT mints
-them from positions), the tool name a result carries, Anthropic's thinking signatures, and how
-texts are split into parts (a format whose content is one string joins them with a blank line,
+them from positions), the tool name a result carries, a result's error flag (OpenAI's and
+ShareGPT's results have none: their text says what failed), Anthropic's thinking signatures,
+where a user turn's results stand among its texts (OpenAI writes them first), and how texts
+are split into parts (a format whose content is one string joins them with a blank line,
 SPEC R4).
 
 Every row takes the per-row path: rows the fast path settles are Arrow data in the input's
@@ -37,7 +39,7 @@ import pyarrow as pa
 
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import Decoded, DecodeError, Format, Row, join_texts
-from transcript_clean.formats.registry import FORMAT_NAMES, get_format
+from transcript_clean.formats.registry import get_format
 from transcript_clean.model import (
     AssistantMessage,
     Encrypted,
@@ -59,8 +61,8 @@ from transcript_clean.sources.jsontypes import JSON
 
 __all__ = ["TARGETS", "TOOLS_COLUMN", "ConvertingFormat", "converting", "lossy", "tools_for"]
 
-TARGETS: Final = FORMAT_NAMES
-"""The formats `--to` writes."""
+TARGETS: Final = ("openai", "sharegpt", "anthropic", "rig")
+"""The formats `--to` writes: those of training rows (a trace format is read, not written)."""
 
 TOOLS_COLUMN: Final = "tools"
 """Where a written row's declared tools go, in every target format."""
@@ -256,7 +258,9 @@ def _parts(messages: Sequence[Message]) -> list[tuple[str, list[tuple[Any, ...]]
             runs[-1][1].extend(parts)
         else:
             runs.append((role, parts))
-    for _, parts in runs:
+    for role, parts in runs:
+        if role == "user":  # results answer calls; a format may write them before the texts
+            parts.sort(key=lambda p: p[0] != "a tool result")
         joined: list[tuple[Any, ...]] = []
         for part in parts:
             if part[0] == "text" and joined and joined[-1][0] == "text":
@@ -276,7 +280,7 @@ def _part(part: Any) -> tuple[Any, ...]:
     if isinstance(part, ToolResult):
         texts = join_texts(p.text for p in part.content if isinstance(p, Text))
         media = tuple(p.kind for p in part.content if isinstance(p, Media))
-        return ("a tool result", part.status, texts, media)
+        return ("a tool result", texts, media)
     if isinstance(part, Reasoning):
         texts = join_texts(p.text for p in part.content if isinstance(p, ReasoningText))
         sealed = tuple(p.data for p in part.content if isinstance(p, Encrypted))

@@ -189,6 +189,8 @@ def _look(column: str, sample: list[dict[str, Any]]) -> _Seen | None:
 def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
     """The formats `seen` may be in, the most likely first."""
     column = seen.column
+    if {"uuid", "sessionId", "message"} <= seen.keys:  # Claude Code events
+        return [get_format("claude-code", column)]
     if "from" in seen.keys and "value" in seen.keys:
         if seen.tags <= set(DEFAULT_TAGS) or not seen.tags <= set(_TAG_ALIASES):
             return [get_format("sharegpt", column)]

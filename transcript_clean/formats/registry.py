@@ -7,6 +7,7 @@ from typing import Any, Final
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.anthropic import AnthropicFormat
 from transcript_clean.formats.base import Format
+from transcript_clean.formats.claude_code import ClaudeCodeFormat
 from transcript_clean.formats.openai import OpenAIFormat
 from transcript_clean.formats.rig import RigFormat
 from transcript_clean.formats.sharegpt import ShareGPTFormat
@@ -16,6 +17,7 @@ FORMATS: Final[dict[str, type[Format]]] = {
     "sharegpt": ShareGPTFormat,
     "anthropic": AnthropicFormat,
     "rig": RigFormat,
+    "claude-code": ClaudeCodeFormat,
 }
 
 FORMAT_NAMES: Final = tuple(FORMATS)
