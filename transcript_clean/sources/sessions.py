@@ -61,16 +61,23 @@ lines its events come from, how many events of its tree are on abandoned branche
 events themselves, each as its line holds it."""
 
 _SNIFF_LINES: Final = 20
+_SNIFF_BYTES: Final = 2**20
 
 
 def is_session_file(path: Path) -> bool:
-    """Whether a JSON Lines file is a Claude Code session: among its first lines, an event
-    with `sessionId`, `uuid`, a `parentUuid` key and a `message`."""
+    """Whether a JSON Lines file is a Claude Code session: among the lines of its first
+    `_SNIFF_BYTES` (never more: a file's first line may be of any length), an event with
+    `sessionId`, `uuid`, a `parentUuid` key and a `message`."""
     try:
-        lines = list(_lines(path, limit=_SNIFF_LINES))
+        with pa.input_stream(str(path), compression=compression_of(path)) as stream:
+            head = stream.read(_SNIFF_BYTES)
     except (OSError, pa.ArrowException):
         return False
-    for _, event in lines:
+    for raw in head.split(b"\n")[:_SNIFF_LINES]:
+        try:
+            event = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            continue  # blank, cut short by the head, or not JSON
         if (
             isinstance(event, dict)
             and "parentUuid" in event
