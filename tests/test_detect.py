@@ -196,7 +196,16 @@ def test_when_nothing_fits_the_error_says_what_was_seen_and_tried(
 
 
 def test_the_registry() -> None:
-    assert FORMAT_NAMES == ("openai", "sharegpt", "anthropic", "rig", "hermes", "gemini", "bedrock")
+    assert FORMAT_NAMES == (
+        "openai",
+        "sharegpt",
+        "anthropic",
+        "rig",
+        "hermes",
+        "gemini",
+        "bedrock",
+        "claude-code",
+    )
     assert all(FORMATS[name].name == name for name in FORMAT_NAMES)
     fmt = get_format("sharegpt", "messages", tags={"user": "user"})
     assert (fmt.column, fmt.tags) == ("messages", {"user": "user"})  # type: ignore[attr-defined]

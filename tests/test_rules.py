@@ -157,7 +157,10 @@ def test_a_module_in_the_package_folder_is_a_rule(
         found = discover()
     finally:
         sys.modules.pop("transcript_clean.rules.shouted_prompt", None)
-    assert [r.code for r in found] == [*codes()[:-1], "shouted_prompt", codes()[-1]]
+    # in its order (6.5): after no_assistant_turn (6), before the encode stage's codes (7, 7.5)
+    before = [code for code in codes() if get_rule(code).order < 6.5]
+    after = [code for code in codes() if get_rule(code).order > 6.5]
+    assert [r.code for r in found] == [*before, "shouted_prompt", *after]
 
 
 def test_two_rules_cannot_share_a_code(shouting_module: ModuleType) -> None:
@@ -241,6 +244,7 @@ def _cases() -> list[tuple[str, str, str]]:
 # want of the code.
 NOT_PLANTED = {
     "unencodable_row": "a repair that no longer fits the input's schema needs a schema made for it",
+    "lossy_conversion": "found only when rows are written in another format (test_convert.py)",
 }
 NOT_PLANTED_IN = {
     fmt: {code: f"{fmt} rows cannot carry it" for code in UNSUPPORTED.get(fmt, ())}

@@ -57,7 +57,7 @@ row passes validation. Rejected rows are in `rejects/` (the `rejects` config, wh
 any), as they came in, with their codes. The licence is the source's: `unknown` above until
 it is set.
 
-| | rows |
+{_conversion(summary)}| | rows |
 |---|---:|
 | in | {counts["rows_in"]:,} |
 | kept | {counts["rows_kept"]:,} |
@@ -195,3 +195,17 @@ def profile_section(profile: Mapping[str, Any] | None) -> str:
         calls = ", ".join(f"{code(name)} {n:,}" for name, n in profile["calls_per_tool"].items())
         lines += ["", f"Calls per tool: {calls}."]
     return "\n".join(lines) + "\n"
+
+
+def _conversion(summary: Mapping[str, Any]) -> str:
+    """What `--to` did, where it was given: a paragraph before the counts."""
+    to = summary.get("to")
+    if to is None:
+        return ""
+    return (
+        f"The kept rows were written in the {code(to)} format (`--to`): each row's transcript, "
+        f"after cleaning, encoded as {code(to)}, its declared tools in the `tools` column; the "
+        "source's other columns are kept as they were. A row that format cannot hold whole "
+        "(reasoning with no place in it, an image) was rejected as `lossy_conversion`, never "
+        "written with a part missing.\n\n"
+    )

@@ -30,7 +30,17 @@ if TYPE_CHECKING:
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-FORMAT_CHOICES = ("auto", "openai", "sharegpt", "anthropic", "rig", "hermes", "gemini", "bedrock")
+FORMAT_CHOICES = (
+    "auto",
+    "openai",
+    "sharegpt",
+    "anthropic",
+    "rig",
+    "hermes",
+    "gemini",
+    "bedrock",
+    "claude-code",
+)
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TYPE_CHOICES = (
     "auto", "conversation", "prompt", "prompt-completion", "preference", "implicit-preference",
@@ -557,6 +567,8 @@ class Progress:
         self.quiet = quiet
         self.want_bar = bar
         self.bar: Any = None
+        self.to: str | None = None
+        """The format the kept rows are written in (`--to`), said after the one read."""
 
     def start(self, src: Any, fmt: Any, total: int | None) -> None:
         _dropped_ctrl_c()
@@ -573,6 +585,8 @@ class Progress:
                     f"reading {src.name} as {fmt.name} (column {fmt.column!r}{words}{note})",
                     err=True,
                 )
+            if self.to is not None:
+                click.echo(f"writing the kept rows as {self.to}, tools in 'tools'", err=True)
         if self.quiet or not self.want_bar or not sys.stderr.isatty():
             return  # no bar: tqdm is not even imported (it starts a monitor thread)
         from tqdm import tqdm
@@ -643,6 +657,15 @@ def _resumable(output: str) -> Iterator[None]:
     "zstd); for jsonl none, gzip or zstd (default none).",
 )
 @click.option(
+    "--to",
+    "to",
+    type=click.Choice(["openai", "sharegpt", "anthropic", "rig"]),
+    default=None,
+    help="Write the kept rows in this conversation format, declared tools in its 'tools' "
+    "column (openai: TRL's messages + tools); a row it cannot hold whole is a "
+    "lossy_conversion reject. Every row takes the per-row path.",
+)
+@click.option(
     "--overwrite",
     is_flag=True,
     help="Replace OUTPUT if an earlier run wrote it (never a folder of other files).",
@@ -668,6 +691,7 @@ def clean(
     rows_per_shard: int,
     output_format: str,
     compression: str | None,
+    to: str | None,
     overwrite: bool,
     resume: bool,
     max_error_rate: str | None,
@@ -692,6 +716,7 @@ def clean(
       transcript-clean clean 'raw/*.parquet' clean/ --config strict --workers 2
       transcript-clean clean HuggingFaceH4/ultrachat_200k clean/ --split train_sft
       transcript-clean clean train.jsonl clean/ --output-format jsonl --compression gzip
+      transcript-clean clean session.jsonl sft/ --to openai --output-format jsonl
       transcript-clean clean raw/ clean/ --max-error-rate 5% --max unknown_tool=0 --json
     """
     config, read, engine = _options(source, options)
@@ -702,6 +727,7 @@ def clean(
         from transcript_clean.stats import render_accounting, render_table
 
         progress = stack.enter_context(Progress(quiet, bar=not as_json))
+        progress.to = to
         stack.enter_context(_resumable(output))
         _without_pandas(read, engine)
         result = run_clean(
@@ -717,6 +743,7 @@ def clean(
             pool=pool,
             output_format=output_format,
             compression=compression,
+            to=to,
         )
     gates = []
     if error_limit is not None or max_share:

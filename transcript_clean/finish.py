@@ -155,7 +155,9 @@ def write_run_files(
         summary,
         stats.records(),
         f"data/*{output.suffix}",
-        output_schema(schema, rejects=False) if output.name == "parquet" else None,
+        output_schema(output.written or schema, rejects=False)
+        if output.name == "parquet"
+        else None,
     )
     write_text_atomic(folder / "README.md", card)
     write_text_atomic(folder / "summary.json", json.dumps(summary, indent=2) + "\n")

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import Mask, flattened, rows_with
+from transcript_clean.convert import ConvertingFormat
 from transcript_clean.errors import FormatError
 from transcript_clean.fastpath import Verdicts, fast_verdicts
 from transcript_clean.fastpath.base import FastRepair, Origins, replaced, whole
@@ -103,10 +104,16 @@ class CleanedBatch(NamedTuple):
     """Kept rows written anew (repaired), in place of theirs."""
     rejects: pa.Table
     stats: Stats
+    written: pa.Table | None = None
+    """The kept rows written in another format (`--to`, `convert.py`), in their own schema:
+    then they are the kept rows, and `replaced` is empty."""
 
     def kept_rows(self, columns: Collection[str] | None = None) -> pa.Table:
         """The kept rows; of the columns of `columns` alone, where given (those a shard
         writes: a JSON Lines source's lines are gathered only where they are written)."""
+        if self.written is not None:
+            names = [n for n in self.written.column_names if columns is None or n in columns]
+            return self.written.select(names)
         table, replaced = self.table, self.replaced
         if columns is not None and not set(table.column_names) <= set(columns):
             names = [name for name in table.column_names if name in columns]
@@ -375,6 +382,10 @@ def clean_batch_parts(
         read[[i for i, messages in decoded.items() if messages is None]] = False
         decoded = {}
     stats.profile.merge(profile_batch(table, fmt, read, decoded, tokenizer=config.tokenizer))
+    if isinstance(fmt, ConvertingFormat):  # every row took the per-row path
+        schema = fmt.written_schema(table.schema)
+        written = fitted.rows if fitted is not None else schema.empty_table()
+        return CleanedBatch(table, kept, [], rejects, stats, written)
     replaced = [r for r in (settled, fitted) if r is not None]
     return CleanedBatch(table, kept, replaced, rejects, stats)
 
@@ -417,8 +428,15 @@ def _clean_rows(
         else clean_stored_row(row, fmt, config, as_json=as_json)
         for k, row in enumerate(rows)
     ]
-    repaired = {i: r for i, r in zip(positions, results, strict=True) if r.status == "repaired"}
-    fitted = _fit_repaired(repaired, table.schema, fmt.column if as_json else None)
+    if isinstance(fmt, ConvertingFormat):
+        # Every kept row is written anew, in the format of `--to` and a schema of its own.
+        kept_results = {
+            i: r for i, r in zip(positions, results, strict=True) if r.status != "rejected"
+        }
+        fitted = _fit_repaired(kept_results, fmt.written_schema(table.schema), None)
+    else:
+        repaired = {i: r for i, r in zip(positions, results, strict=True) if r.status == "repaired"}
+        fitted = _fit_repaired(repaired, table.schema, fmt.column if as_json else None)
 
     kept = np.ones(table.num_rows, dtype=bool)
     kept[[i for i, _, _ in rejected]] = False

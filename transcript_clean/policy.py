@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from transcript_clean.errors import ConfigError
-from transcript_clean.rules import Action, codes, get_rule, rules, unknown_code
+from transcript_clean.rules import Action, get_rule, rules, unknown_code
 
 InterruptedCall = Literal["cut", "error_result"]
 OrphanResult = Literal["reject", "drop"]
@@ -52,6 +52,9 @@ class Config:
     max_row_bytes: int | None = None
     """`--max-row-bytes`: a row holding more bytes in Arrow is a `malformed_row` reject, never
     made Python objects (None: no limit; `clean` and `audit` set their source options')."""
+    to: str | None = None
+    """`--to`: the format kept rows are written in (`convert.py`); only then is
+    `lossy_conversion` looked for."""
 
     def action(self, code: str) -> Action:
         """The code's action: as the config says, or, for a code it does not name (a rule added
@@ -62,7 +65,11 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "actions": {code: self.action(code) for code in codes()},
+            "actions": {
+                rule.code: self.action(rule.code)
+                for rule in rules()
+                if not rule.optional or rule.enabled(self)
+            },
             "repair": {
                 "interrupted_call": self.interrupted_call,
                 "orphan_result": self.orphan_result,

@@ -91,6 +91,7 @@ def clean(
     pool: ProcessPoolExecutor | None = None,
     output_format: str = "parquet",
     compression: str | None = None,
+    to: str | None = None,
     **options: Any,
 ) -> RunResult:
     """Clean `source` into `output`: data/, rejects/, stats.parquet, stats.csv, summary.json and
@@ -112,6 +113,10 @@ def clean(
     `pool`: for `workers` > 1 on the local engine, the other workers' processes, started ahead
     (`engine.workers.start_workers(workers - 1)`, shut down by the caller); by default they are
     started when the blocks are.
+
+    `to`: write the kept rows in this conversation format (`openai`, `sharegpt`, `anthropic`,
+    `rig`), their declared tools in its `tools` column (`convert.py`); every row then takes
+    the per-row path.
     """
     read, run = split_options(source, engine, options)
     written = OutputFormat(output_format, compression)
@@ -122,6 +127,13 @@ def clean(
     cfg = config if isinstance(config, Config) else load_config(config)
     cfg = replace(cfg, max_row_bytes=read.max_row_bytes)
     src, fmt = read.resolve()
+    cleaner = fmt
+    if to is not None:
+        from transcript_clean.convert import converting
+
+        cleaner = converting(fmt, to)
+        cfg = replace(cfg, to=to)
+        written = replace(written, written=cleaner.written_schema(src.schema))
     hint = None if read.format == "auto" else format_hint(src, fmt)
     store = _output_store(output, src, read, overwrite=overwrite, resume=resume)
     out = local_path(os.fspath(output)).absolute()
@@ -145,6 +157,7 @@ def clean(
         "batch_size": batch_size,
         "engine": run.engine,
         "output": [written.name, written.codec],
+        **({"to": to} if to is not None else {}),
         # only when given, so that a run started without it resumes as before
         **({"tools_column": fmt.tools_column} if fmt.tools_column else {}),
         # a limit other than the default rejects other rows
@@ -156,7 +169,7 @@ def clean(
     }
 
     def summarize(stats: Stats, earlier: float) -> dict[str, Any]:
-        return run_summary(
+        summary = run_summary(
             stats,
             source=src.name,
             format=fmt.name,
@@ -170,11 +183,14 @@ def clean(
             output=(written.name, written.codec),
             format_hint=hint,
         )
+        if to is not None:
+            summary["to"] = to
+        return summary
 
     if store is not None:
         from transcript_clean.engine.local import BlockJob, plan_blocks
 
-        job = BlockJob(src, fmt, cfg, Path(), read.batch_size, read.batch_bytes, output=written)
+        job = BlockJob(src, cleaner, cfg, Path(), read.batch_size, read.batch_bytes, output=written)
         plan = plan_blocks(src, rows_per_shard, limit)
         return _clean_store(
             store, job, plan, identity, run, summarize, resume, overwrite, progress, pool
@@ -196,7 +212,7 @@ def clean(
 
                 stats, shards = run_ray(
                     src,
-                    fmt,
+                    cleaner,
                     cfg,
                     work,
                     rows_per_shard=rows_per_shard,
@@ -209,8 +225,8 @@ def clean(
                 )
             else:
                 stats, shards = _run_local(
-                    src, fmt, cfg, work, rows_per_shard, limit, run.workers, read, progress, pool,
-                    written,
+                    src, cleaner, cfg, work, rows_per_shard, limit, run.workers, read, progress,
+                    pool, written,
                 )  # fmt: skip
             stats.check()
             summary = summarize(stats, before)

@@ -176,6 +176,9 @@ class OutputFormat:
     name: str = "parquet"
     compression: str | None = None
     """None: the format's default."""
+    written: pa.Schema | None = None
+    """The data shards' schema where it is not the input's: rows written in another format
+    (`--to`, `convert.ConvertingFormat.written_schema`)."""
 
     def __post_init__(self) -> None:
         from transcript_clean.jsonl_sink import JSONL_CODECS
@@ -220,6 +223,8 @@ class OutputFormat:
         """A shard at `path` for rows of `schema` (a rejects table's with `rejects`). A Parquet
         shard leaves out the columns a JSON Lines source adds (`sources.output_schema`); a JSON
         Lines shard needs them, to write each unchanged row's own line."""
+        if self.written is not None and not rejects:
+            schema = self.written
         if self.name == "parquet":
             from transcript_clean.sources import output_schema
 

@@ -350,7 +350,8 @@ def _write(data: Shard, cleaned: CleanedBatch, rejects: Shard) -> None:
     """Write a cleaned batch, gathering its kept rows here: a copy of the batch (of the
     columns the shard writes), made in Arrow without the GIL, off the thread that runs the
     per-row Python."""
-    data.write(cleaned.kept_rows(data.columns_for(cleaned.table)))
+    rows = cleaned.table if cleaned.written is None else cleaned.written
+    data.write(cleaned.kept_rows(data.columns_for(rows)))
     rejects.write(cleaned.rejects)
 
 

@@ -114,8 +114,10 @@ class Format:
         return None
 
     side_columns: ClassVar[tuple[str, ...]] = ()
-    """The batch's other columns the decoder reads with the conversation (a `system` column):
-    what the fast path hands the flattener beside it, where the batch has them."""
+    """The batch's other columns the decoder reads (and the encoder writes) with the
+    conversation, besides the declarations (a `system` column): what the fast path hands the
+    flattener beside it, where the batch has them; a row written in another format (`--to`)
+    leaves them out."""
 
     def flatten(
         self,

@@ -201,6 +201,8 @@ def _look(column: str, sample: list[dict[str, Any]]) -> _Seen | None:
 def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
     """The formats `seen` may be in, the most likely first."""
     column = seen.column
+    if {"uuid", "sessionId", "message"} <= seen.keys:  # Claude Code events
+        return [get_format("claude-code", column)]
     if "from" in seen.keys and "value" in seen.keys:
         if seen.tagged_calls and seen.tags <= set(HERMES_TAGS):
             # Calls inside the text: ShareGPT would read them as text, and the results as

@@ -8,6 +8,7 @@ from transcript_clean.errors import FormatError
 from transcript_clean.formats.anthropic import AnthropicFormat
 from transcript_clean.formats.base import Format
 from transcript_clean.formats.bedrock import BedrockFormat
+from transcript_clean.formats.claude_code import ClaudeCodeFormat
 from transcript_clean.formats.gemini import GeminiFormat
 from transcript_clean.formats.hermes import HermesFormat
 from transcript_clean.formats.openai import OpenAIFormat
@@ -22,6 +23,7 @@ FORMATS: Final[dict[str, type[Format]]] = {
     "hermes": HermesFormat,
     "gemini": GeminiFormat,
     "bedrock": BedrockFormat,
+    "claude-code": ClaudeCodeFormat,
 }
 
 FORMAT_NAMES: Final = tuple(FORMATS)

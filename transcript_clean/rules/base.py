@@ -174,6 +174,10 @@ class Rule:
     format's view may also bring checks for the rules it knows)."""
     enabled: Callable[[Config], bool] = _always
     """Whether a run with this config looks for it at all."""
+    optional: bool = False
+    """A config's summary (`Config.to_dict`, summary.json, a run's identity) names its action
+    only where it is `enabled`: a code that only an option brings (`--to`), so that a run
+    without the option reads as it did before the code was added."""
 
     def __post_init__(self) -> None:
         if self.default not in self.allowed or self.strict not in self.allowed:

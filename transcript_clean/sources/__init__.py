@@ -48,6 +48,7 @@ from transcript_clean.sources.hf import (
     open_datasets_folder,
 )
 from transcript_clean.sources.json import JsonSource, rows_to_table
+from transcript_clean.sources.jsonl import is_json_lines
 from transcript_clean.sources.parquet import ParquetSource, UriParquetSource, open_uri
 
 __all__ = [
@@ -245,6 +246,10 @@ def _open_files(
     if not json_files:
         return ParquetSource(spec, files, root)
     if len(json_files) == len(files):
+        from transcript_clean.sources.sessions import SessionSource, is_session_file
+
+        if all(is_json_lines(file) and is_session_file(file) for file in files):
+            return SessionSource(spec, files, root)
         return JsonSource(spec, files, root, max_row_bytes)
     other = next(file for file in files if file not in json_files)
     raise SourceError(f"{spec} mixes JSON files ({json_files[0]}) with others ({other})")

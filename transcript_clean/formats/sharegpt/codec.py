@@ -91,6 +91,7 @@ class ShareGPTFormat(Format):
 
     name = "sharegpt"
     default_column = "conversations"
+    side_columns = ("system",)
     joins_text = True
 
     def __init__(self, column: str | None = None, tags: Mapping[str, str] | None = None) -> None:
