@@ -85,11 +85,12 @@ class Conversations:
     result_blank: Mask
     """Per tool result, whether it says nothing: its every part is blank text."""
 
-    message_item: Counts | None = None
-    """Per message, its item among the conversation column's list items, where every item is
-    one message (rig's, Anthropic's), -1 for a message made from another column (a system
-    prompt); None elsewhere. With it, a repair that drops whole messages (R1, R5's cut) is a
-    drop of list items, done in Arrow for any such format."""
+    item_message: Counts | None = None
+    """Per list item of the conversation column, the message it is part of (-1: none), where
+    each message is made of whole items (a rig or Anthropic message is one item; a ShareGPT
+    assistant message its text turn and the call turns after it); None elsewhere. With it, a
+    repair that drops whole messages (R1, R5's cut) drops their items, in Arrow, for any
+    format."""
     texts: Callable[[], tuple[pa.Array, Counts]] | None = None
     """Where tokens are counted: the texts of `chars`, one piece each, and each piece's message
     (made when asked for: a copy of every text)."""

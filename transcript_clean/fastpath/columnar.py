@@ -54,7 +54,7 @@ class ConversationsView(ArrowView):
         self.side = dict(side or {})
         c = conversations
         self.calls = (c.message_row[c.call_message], c.call_name, c.call_arguments)
-        if c.message_item is not None:
+        if c.item_message is not None:
             self.repairs = frozenset({EMPTY_ASSISTANT_TURN, UNANSWERED_TOOL_CALL})
             self.checks = {
                 EMPTY_ASSISTANT_TURN: walk.rows_empty,
@@ -72,7 +72,7 @@ class ConversationsView(ArrowView):
         cut, for rows whose only code it is, everything from the first assistant turn with an
         unanswered call on, or a reject where no assistant turn would be left."""
         c, walk = self.conversations, self.walk
-        assert c.message_item is not None and set(rows) <= self.repairs
+        assert c.item_message is not None and set(rows) <= self.repairs
         drop = np.zeros(c.messages, dtype=bool)
         occurrences: dict[str, Counts] = {}
         rejects: list[FastReject] = []
@@ -90,8 +90,9 @@ class ConversationsView(ArrowView):
             asked |= rows[UNANSWERED_TOOL_CALL] & ~any_of((r.rows for r in rejected), self.rows)
         subset = np.flatnonzero(asked)
         items, _, parent = flattened(self.column)
+        whole = c.item_message >= 0
         dropped = np.zeros(len(items), dtype=bool)
-        dropped[c.message_item[drop & (c.message_item >= 0)]] = True
+        dropped[whole] = drop[c.item_message[whole]]
         chosen = Subset.of(subset, parent, self.rows)
         column = chosen.column(self.column.type, items.take(indices(chosen.elements)), dropped)
         return ArrowRepair(subset, column, occurrences, rejects)

@@ -119,7 +119,7 @@ def flatten_anthropic(
         result_message=message_of_item[facts.result_owner],
         result_call=facts.result_call,
         result_blank=facts.result_blank,
-        message_item=item,
+        item_message=message_of_item,
         texts=texts,
     )
 

@@ -196,7 +196,7 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
         result_message=part_message[results],
         result_call=call.take(pa.array(results, pa.int64())),
         result_blank=result_says[results] == 0,
-        message_item=np.arange(messages_n, dtype=np.int64),
+        item_message=np.arange(messages_n, dtype=np.int64),
         texts=texts,
     )
 
