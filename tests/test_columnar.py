@@ -562,3 +562,96 @@ def test_anthropic_batches_agree_on_both_paths(config: Config) -> None:
         row for row, _ in generate_rows(600, "anthropic", seed=8, rates=every_rates("anthropic"))
     ]
     assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, ANTHROPIC)
+
+
+# ---------------------------------------------------------------------------------------------
+# ShareGPT's flattener, held to its decoder
+
+SHAREGPT = get_format("sharegpt")
+SHAREGPT_SCHEMA = pa.schema(
+    [
+        ("system", pa.string()),
+        ("conversations", pa.list_(pa.struct([("from", pa.string()), ("value", pa.string())]))),
+    ]
+)
+_one_call = '{"name": "f", "arguments": {"n": 1}}'
+_call_values = st.sampled_from(
+    [
+        _one_call,
+        f"[{_one_call}, {_one_call}]",
+        '{"name": "f", "arguments": "{\\"n\\": 1}"}',  # arguments as text
+        '{"name": "f", "arguments": "not json"}',  # invalid arguments (R2)
+        '{"name": "f", "arguments": {"x": NaN}}',  # read by loads, not strict JSON
+        '{"name": 5}',
+        "not json",
+        "[]",
+    ]
+)
+_observations = st.sampled_from(['["18 C", "20 C"]', '["a"]', "18 C", "", " ", '[1, {"a": 2}]'])
+_turns = st.one_of(
+    st.builds(lambda v: {"from": "human", "value": v}, _texts),
+    st.builds(lambda v: {"from": "gpt", "value": v}, _texts),
+    st.builds(lambda v: {"from": "function_call", "value": v}, _call_values),
+    st.builds(lambda v: {"from": "observation", "value": v}, _observations),
+    st.builds(lambda v: {"from": "system", "value": v}, _texts),
+    st.fixed_dictionaries({"from": st.sampled_from(["robot", None]), "value": _texts}),
+)
+_sharegpt_rows = st.lists(
+    st.fixed_dictionaries(
+        {
+            "system": st.sampled_from([None, "", " ", "Be brief."]),
+            "conversations": st.lists(_turns, max_size=7),
+        }
+    ),
+    min_size=1,
+    max_size=6,
+)
+
+
+def _assert_sharegpt_flattened_as_decoded(rows: list[dict[str, Any]]) -> None:
+    table = pa.Table.from_pylist(rows, schema=SHAREGPT_SCHEMA)
+    side = {"system": table.column("system").combine_chunks()}
+    view = SHAREGPT.flatten(table.column("conversations").combine_chunks(), table.schema, side)
+    assert view is not None
+    view.check()
+    walk = ConversationsWalk(view)
+    for r, row in enumerate(table.to_pylist()):
+        truth = _truth(row, SHAREGPT)
+        assert view.unread[r] == (truth is None), (r, row)
+        if truth is None:
+            continue
+        roles = view.role[view.message_row == r]
+        assert [("system", "user", "assistant")[k] for k in roles] == truth["messages"], row
+        for attr in (*CHECKED.values(), "rows_empty"):
+            assert getattr(walk, attr)[r] == truth[attr], (attr, row)
+        assert walk.trailing_calls[r] == truth["trailing_calls"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_sharegpt_rows)
+def test_sharegpt_rows_flatten_as_the_decoder_reads_them(rows: list[dict[str, Any]]) -> None:
+    _assert_sharegpt_flattened_as_decoded(rows)
+
+
+@pytest.mark.parametrize(
+    "turns",
+    [
+        [("function_call", f"[{_one_call}, {_one_call}]"), ("observation", '["a", "b"]')],
+        [("function_call", f"[{_one_call}, {_one_call}]"), ("observation", "a")],
+        [("function_call", _one_call), ("system", "s"), ("observation", "a"), ("gpt", "ok")],
+        [("function_call", _one_call), ("gpt", ""), ("observation", "18 C")],
+        [("gpt", "a"), ("function_call", _one_call), ("observation", "r"), ("observation", "")],
+        [("human", "q"), ("observation", "x"), ("gpt", "a")],
+    ],
+)
+def test_sharegpt_calls_and_results_pair_as_the_decoder_pairs_them(
+    turns: list[tuple[str, str]],
+) -> None:
+    conversation = [{"from": f, "value": v} for f, v in turns]
+    _assert_sharegpt_flattened_as_decoded([{"system": None, "conversations": conversation}])
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_sharegpt_batches_agree_on_both_paths(config: Config) -> None:
+    rows = [row for row, _ in generate_rows(600, "sharegpt", seed=8, rates=every_rates("sharegpt"))]
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, SHAREGPT)

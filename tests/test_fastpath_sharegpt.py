@@ -21,6 +21,7 @@ from synthetic import generate_rows
 from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats import get_format
 from transcript_clean.formats.sharegpt import ShareGPTFormat
+from transcript_clean.pipeline import clean_batch
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
@@ -254,7 +255,9 @@ def test_empty_assistant_turns_are_dropped_in_arrow() -> None:
         assert_fast_and_slow_agree(table, config, SHAREGPT)
 
 
-def test_orphan_observations_are_dropped_in_arrow() -> None:
+def test_orphan_observations_are_left_to_the_per_row_path() -> None:
+    """The flattened view drops no result in Arrow (R3 is the per-row path's): a row with an
+    orphan observation is never settled by the view, and both paths agree."""
     t = turn  # short, so that each row stays on one line
     fc = t("function_call", json.dumps(call()))
     rows = [
@@ -273,22 +276,12 @@ def test_orphan_observations_are_dropped_in_arrow() -> None:
     repair = [EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT]
     verdicts = fast_verdicts(SHAREGPT, table.column("conversations"), repair=repair)
     assert verdicts is not None
-    assert verdicts.repaired.tolist() == [True, True, True, False, True, False, False, False]
-    assert verdicts.repaired_column is not None
-    fixed = verdicts.repaired_column.to_pylist()
-    assert fixed[1] == rows[1][2:]
-    assert fixed[3] == rows[4][:3] + rows[4][4:]
-    [fix] = verdicts.repairs
-    assert (fix.code, fix.action, fix.occurrences.tolist()[:5]) == (
-        ORPHAN_TOOL_RESULT,
-        "repaired",
-        [1, 2, 1, 0, 1],
-    )
+    assert not verdicts.handled.any()
     for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, SHAREGPT)
 
 
-@pytest.mark.parametrize("code", [EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT, CONSECUTIVE_ASSISTANT])
+@pytest.mark.parametrize("code", [EMPTY_ASSISTANT_TURN, UNANSWERED_TOOL_CALL])
 def test_near_valid_rows_reach_each_repair(code: str) -> None:
     repaired = [0]
 
@@ -318,15 +311,17 @@ def test_rows_with_no_assistant_turn_are_rejected_in_arrow() -> None:
     verdicts = fast_verdicts(SHAREGPT, column, reject=[NO_ASSISTANT_TURN])
     assert verdicts is not None
     [reject] = verdicts.rejects
-    assert reject.rows.tolist() == [True, True, False, False, False]
-    assert reject.messages == ["the transcript has no assistant turn"] * 2
+    # The empty row too: the decoder reads it as the system prompt alone.
+    assert reject.rows.tolist() == [True, True, False, True, False]
+    assert reject.messages == ["the transcript has no assistant turn"] * 3
     unasked = fast_verdicts(SHAREGPT, column)
     assert unasked is not None and not unasked.rejects
     for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, SHAREGPT)
 
 
-def test_consecutive_assistant_turns_are_merged_in_arrow() -> None:
+def test_consecutive_assistant_turns_are_left_to_the_per_row_path() -> None:
+    """R4 merges texts, which the flattened view does not write: the per-row path does."""
     t = turn  # short, so that each row stays on one line
     fc = t("function_call", json.dumps(call()))
     rows = [
@@ -342,14 +337,7 @@ def test_consecutive_assistant_turns_are_merged_in_arrow() -> None:
         SHAREGPT, table.column("conversations"), repair=[CONSECUTIVE_ASSISTANT]
     )
     assert verdicts is not None
-    assert verdicts.repaired.tolist() == [True, True, False, False, True, False]
-    assert verdicts.repaired_column is not None
-    fixed = verdicts.repaired_column.to_pylist()
-    assert fixed[0] == [t("human", "q"), t("gpt", "a\n\nb")]
-    assert fixed[1] == [t("human", "q"), t("gpt", "a"), t("human", "q2"), t("gpt", "c")]
-    assert fixed[2] == [*rows[4][:3], t("gpt", "a\n\nb")]
-    [fix] = verdicts.repairs
-    assert (fix.code, fix.action) == (CONSECUTIVE_ASSISTANT, "repaired")
+    assert not verdicts.handled.any()
     for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, SHAREGPT)
 
@@ -364,8 +352,9 @@ WEIGHTED = pa.list_(
     [
         (EMPTY_ASSISTANT_TURN, [("human", "q", 0), ("gpt", " ", 1), ("human", "q2", None),
           ("gpt", "a", 1)], [("human", "q", 0), ("human", "q2", None), ("gpt", "a", 1)]),
-        (CONSECUTIVE_ASSISTANT, [("human", "q", 0), ("gpt", "a", 1), ("gpt", "b", 1)],
-         [("human", "q", 0), ("gpt", "a\n\nb", 1)]),
+        (UNANSWERED_TOOL_CALL, [("human", "q", 0), ("gpt", "a", 1), ("human", "q2", None),
+          ("function_call", json.dumps(call()), 1), ("human", "q3", 0), ("gpt", "b", 1)],
+         [("human", "q", 0), ("gpt", "a", 1), ("human", "q2", None)]),
     ],
 )  # fmt: skip
 def test_a_repair_in_arrow_leaves_the_other_fields_of_the_turns_alone(
@@ -382,6 +371,7 @@ def test_a_repair_in_arrow_leaves_the_other_fields_of_the_turns_alone(
 
 
 def test_rows_the_decoder_cannot_read_are_rejected_for_their_first_bad_turn() -> None:
+    """The view leaves them unread; the per-row path rejects each for its first bad turn."""
     t = turn  # short, so that each row stays on one line
     rows: list[list[Any]] = [
         [t("human", "q"), t("robot", "x"), t("gpt", None)],  # the unknown tag first
@@ -395,14 +385,15 @@ def test_rows_the_decoder_cannot_read_are_rejected_for_their_first_bad_turn() ->
         SHAREGPT, table.column("conversations"), reject=[MALFORMED_ROW, UNKNOWN_ROLE]
     )
     assert verdicts is not None
-    found = {r.code: (np.flatnonzero(r.rows).tolist(), r.messages) for r in verdicts.rejects}
-    assert found[UNKNOWN_ROLE][0] == [0]
-    assert found[UNKNOWN_ROLE][1][0].startswith('conversations[1].from: unknown tag "robot"')
-    assert found[MALFORMED_ROW][0] == [1, 2, 3]
-    assert found[MALFORMED_ROW][1][0] == 'conversations[1]: missing "value"'
-    only_unknown = fast_verdicts(SHAREGPT, table.column("conversations"), reject=[UNKNOWN_ROLE])
-    assert only_unknown is not None
-    assert [r.code for r in only_unknown.rejects] == [UNKNOWN_ROLE]
+    assert verdicts.view is not None
+    assert verdicts.clean.tolist() == [False, False, False, False, True]
+    assert not verdicts.rejects
+    rejects = clean_batch(table, DEFAULT, format=SHAREGPT).rejects.to_pylist()
+    found = [(r["_reject_codes"], r["_reject_message"]) for r in rejects]
+    assert found[0][0] == [UNKNOWN_ROLE]
+    assert found[0][1].startswith('conversations[1].from: unknown tag "robot"')
+    assert [codes for codes, _ in found[1:]] == [[MALFORMED_ROW]] * 3
+    assert found[1][1] == 'conversations[1]: missing "value"'
     for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, SHAREGPT)
 
@@ -420,9 +411,10 @@ def test_unanswered_calls_are_cut_in_arrow() -> None:
     table = table_of([(r, None) for r in rows])
     verdicts = fast_verdicts(SHAREGPT, table.column("conversations"), repair=[UNANSWERED_TOOL_CALL])
     assert verdicts is not None
-    assert verdicts.repaired.tolist() == [True, False, True, False]
+    # A system turn keeps the calls pending; the human turn after it leaves them unanswered.
+    assert verdicts.repaired.tolist() == [True, False, True, True]
     assert verdicts.repaired_column is not None
-    assert verdicts.repaired_column.to_pylist() == [rows[0][:3], rows[2][:3]]
+    assert verdicts.repaired_column.to_pylist() == [rows[0][:3], rows[2][:3], rows[3][:3]]
     for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, SHAREGPT)
 

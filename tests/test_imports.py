@@ -38,7 +38,6 @@ def _modules(*names: str) -> frozenset[str]:
 # code stops needing it; never add one.
 KNOWN_CYCLES: dict[str, frozenset[str]] = {
     # ShareGPT's codec gives its view (`arrow_view`) and the view reads with the codec's helpers.
-    "sharegpt": _modules("formats.sharegpt.arrow", "formats.sharegpt.codec"),
 }
 
 # The arrows still going up from a format to the rules, the fast path or the profile, which the
@@ -58,9 +57,6 @@ KNOWN_FORMAT_ARROWS_UP: frozenset[tuple[str, str]] = frozenset(
         ("openai.arrow", "rules.unknown_tool"),
         ("openai.codec", "rules"),
         ("rig.codec", "rules"),
-        ("sharegpt.arrow", "fastpath.base"),
-        ("sharegpt.arrow", "fastpath.measures"),
-        ("sharegpt.arrow", "rules"),
         ("sharegpt.codec", "rules"),
     ]
 )

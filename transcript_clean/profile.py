@@ -385,10 +385,6 @@ def arrow_measures(fmt: Format) -> ArrowMeasures | None:
             return openai_measures(column, rows, texts=texts), rows
 
         return openai
-    if format_name == "sharegpt":
-        from transcript_clean.formats.sharegpt.arrow import sharegpt_measures
-
-        return sharegpt_measures
     from transcript_clean.formats.base import Format as Base
 
     if type(fmt).flatten is not Base.flatten:

@@ -91,6 +91,10 @@ class Conversations:
     assistant message its text turn and the call turns after it); None elsewhere. With it, a
     repair that drops whole messages (R1, R5's cut) drops their items, in Arrow, for any
     format."""
+    pairs_by_position: bool = False
+    """Whether the format's results answer calls by their place, not by ids (ShareGPT's): the
+    decoder pairs them before R1 drops an empty turn, so dropping one that stands between
+    calls and their results would pair them anew; such a row is the per-row path's."""
     texts: Callable[[], tuple[pa.Array, Counts]] | None = None
     """Where tokens are counted: the texts of `chars`, one piece each, and each piece's message
     (made when asked for: a copy of every text)."""

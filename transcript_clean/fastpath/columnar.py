@@ -18,8 +18,9 @@ from transcript_clean.columnar.arrays import (
     first_flagged,
     flattened,
     indices,
+    rows_with,
 )
-from transcript_clean.columnar.conversations import ASSISTANT, Conversations
+from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, Conversations
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.fastpath.base import ArrowRepair, ArrowView, FastReject, Subset
 from transcript_clean.fastpath.measures import Measures, conversation_measures
@@ -79,6 +80,8 @@ class ConversationsView(ArrowView):
         asked = np.zeros(self.rows, dtype=bool)
         if EMPTY_ASSISTANT_TURN in rows:
             empty_rows = rows[EMPTY_ASSISTANT_TURN]
+            if c.pairs_by_position:
+                empty_rows = empty_rows & ~self._empty_before_results()
             drop |= walk.empty & empty_rows[c.message_row]
             occurrences[EMPTY_ASSISTANT_TURN] = count(walk.empty, c.message_row, self.rows)
             asked |= empty_rows
@@ -96,6 +99,20 @@ class ConversationsView(ArrowView):
         chosen = Subset.of(subset, parent, self.rows)
         column = chosen.column(self.column.type, items.take(indices(chosen.elements)), dropped)
         return ArrowRepair(subset, column, occurrences, rejects)
+
+    def _empty_before_results(self) -> Mask:
+        """Rows where an empty turn is the message right before one holding results (system
+        messages aside): the results the decoder paired with the empty turn's (no) calls."""
+        c = self.conversations
+        said = np.flatnonzero(c.role != SYSTEM)
+        before = np.full(c.messages, -1, dtype=np.int64)
+        before[said[1:]] = said[:-1]
+        holders = np.unique(c.result_message)
+        prior = before[holders]
+        found = prior >= 0
+        found[found] &= self.walk.empty[prior[found]]
+        found[found] &= c.message_row[prior[found]] == c.message_row[holders[found]]
+        return rows_with(found, c.message_row[holders], self.rows)
 
     def _cut(self, rows: Mask) -> tuple[Mask, list[FastReject]]:
         """R5's cut of the rows of `rows` (rows with no empty turn: every message is kept), as

@@ -23,7 +23,7 @@ import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import Mask, as_mask, indices, list_sizes
 from transcript_clean.fastpath import FastRepair, Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import Measurer
+from transcript_clean.fastpath.base import Measurer, whole
 from transcript_clean.fastpath.declared import declared_per_row
 from transcript_clean.fastpath.measures import Measures, column_array
 from transcript_clean.formats.base import Format
@@ -152,6 +152,10 @@ def _part(
         return None
     top = "." not in name and table.column(name).type == column.type
     codes = [c for c in ARROW_REPAIRS if c in repair] if top else []
+    # The prompt is read with the batch's other columns (its `system`); a candidate alone.
+    side = {}
+    if schema is not None:
+        side = {n: whole(table.column(n)) for n in fmt.inner.side_columns if n in schema.names}
     verdicts = fast_verdicts(
         fmt.inner,
         column,
@@ -160,6 +164,7 @@ def _part(
         schema=schema,
         tools=tools,
         declared=declared,
+        side=side,
     )
     if verdicts is None:  # a `pa.json_()` field among them, say: Arrow cannot flatten all
         return None

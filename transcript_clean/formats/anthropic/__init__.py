@@ -1,4 +1,5 @@
-"""The Anthropic Messages format: its codec (`codec.py`) and its Arrow side (`arrow.py`)."""
+"""The Anthropic Messages format: its codec (`codec.py`) and its flattener into the columnar view
+(`flatten.py`)."""
 
 from transcript_clean.formats.anthropic.codec import AnthropicFormat
 

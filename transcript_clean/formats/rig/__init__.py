@@ -1,5 +1,5 @@
-"""rig's serialized `Message` histories: its codec (`codec.py`); no Arrow side yet, so every row
-takes the per-row path."""
+"""rig's serialized `Message` histories: its codec (`codec.py`) and its flattener into the
+columnar view (`flatten.py`)."""
 
 from transcript_clean.formats.rig.codec import RigFormat
 

@@ -42,7 +42,7 @@ from transcript_clean.formats.base import (
     without_origins,
     write_reasoning,
 )
-from transcript_clean.jsontext import loads
+from transcript_clean.formats.sharegpt.values import parse_call_objects, read_calls, split_list
 from transcript_clean.model import (
     AssistantMessage,
     AssistantPart,
@@ -59,7 +59,7 @@ from transcript_clean.rules import UNKNOWN_ROLE
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from transcript_clean.fastpath.base import ArrowView
+    from transcript_clean.columnar.conversations import Conversations
 
 ROLES: Final = ("user", "assistant", "system", "function_call", "observation")
 """What a tag can stand for."""
@@ -178,10 +178,15 @@ class ShareGPTFormat(Format):
     # -----------------------------------------------------------------------------------------
     # encode
 
-    def arrow_view(self, column: pa.Array, schema: pa.Schema | None = None) -> ArrowView | None:
-        from transcript_clean.formats.sharegpt.arrow import sharegpt_view
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        from transcript_clean.formats.sharegpt.flatten import flatten_sharegpt
 
-        return sharegpt_view(self, column, schema)
+        return flatten_sharegpt(column, schema, side or {}, self.tags)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:
@@ -286,18 +291,9 @@ class ShareGPTFormat(Format):
 # helpers
 
 
-def _parse_call_objects(value: str) -> list[Any] | None:
-    """The objects of a `function_call` value, or None when it is not JSON."""
-    try:
-        data = loads(value)
-    except (ValueError, RecursionError):
-        return None
-    return data if isinstance(data, list) else [data]
-
-
 def _calls(turn: _Turn, path: str, i: int, mint: IdMinter) -> Iterator[ToolCall]:
     origin, _, value = turn
-    objects = _parse_call_objects(value)
+    objects = parse_call_objects(value)
     if not objects:
         raise malformed(path, "expected JSON: one {name, arguments} object or a list of them")
     single = len(objects) == 1 and not value.lstrip().startswith("[")
@@ -311,14 +307,6 @@ def _calls(turn: _Turn, path: str, i: int, mint: IdMinter) -> Iterator[ToolCall]
 
 def _call_key(call: ToolCall) -> tuple[Any, ...]:
     return (call.name, call.arguments, call.raw_arguments)
-
-
-def read_calls(value: object) -> list[tuple[Any, ...]] | None:
-    """What `_calls` reads from a turn's value, to tell whether calls changed since."""
-    objects = _parse_call_objects(value) if isinstance(value, str) else None
-    if objects is None or not all(isinstance(o, Mapping) for o in objects):
-        return None
-    return [(o.get("name"), *parse_arguments(o.get("arguments"))) for o in objects]
 
 
 def _arguments_out(call: ToolCall) -> Any:
@@ -350,19 +338,6 @@ def _results(
             call_id, name = mint(f"result_{start + k}"), None  # answers nothing: an orphan
         results.append(ToolResult(call_id, (Text(value),), name, origin=turn))
     return tuple(results)
-
-
-def split_list(value: object, count: int) -> list[str] | None:
-    """The texts of an observation value that is a JSON list of `count` items, else None."""
-    if not isinstance(value, str) or not value.lstrip().startswith("["):
-        return None
-    try:
-        items = loads(value)
-    except (ValueError, RecursionError):
-        return None
-    if not isinstance(items, list) or len(items) != count:
-        return None
-    return [i if isinstance(i, str) else json.dumps(i, ensure_ascii=False) for i in items]
 
 
 def _list_value(texts: list[str]) -> str:

@@ -1,0 +1,296 @@
+"""ShareGPT's flattener: a column of `{from, value}` turns, and the batch's `system` column, into
+`Conversations`.
+
+It reads a row as `ShareGPTFormat.decode` reads it, or marks it unread (a null turn, tag or
+value, a tag the format does not know, a `function_call` value that is not calls). Turns become
+messages as the decoder makes them: a human turn a user message; a gpt turn, with the
+function_call turns right after it, an assistant message; a run of observation turns one user
+message of results, the k-th answering the k-th call of the assistant message before it (system
+turns aside), and one observation holding a JSON list of one item per call answering them all.
+ShareGPT has no ids: calls are numbered, and each result takes the number of the call it
+answers, as the decoder's minted ids pair them. Function_call values are parsed in Python, as
+are the few observations that may hold such a list. It knows no rule.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.columnar.arrays import (
+    NOT_SPACE,
+    Counts,
+    Mask,
+    as_mask,
+    count,
+    field_type,
+    flattened,
+    indices,
+    is_text,
+    rows_with,
+    text_lengths,
+)
+from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
+from transcript_clean.formats.base import REASONING_KEYS
+from transcript_clean.formats.sharegpt.values import read_calls, split_list
+from transcript_clean.model import is_json
+
+__all__ = ["flatten_sharegpt"]
+
+
+def flatten_sharegpt(
+    array: pa.Array,
+    schema: pa.Schema | None,
+    side: Mapping[str, pa.Array],
+    tags: Mapping[str, str],
+) -> Conversations | None:
+    """The rows of a ShareGPT column (and `side["system"]`) as `Conversations`; None for a
+    layout this does not read (the per-row path reads every row)."""
+    if not _sharegpt_shape(array.type):
+        return None
+    system = side.get("system")
+    if system is None and schema is not None and schema.get_field_index("system") >= 0:
+        return None  # the rows hold a system prompt this was not given
+    if system is not None and not (is_text(system.type) or pa.types.is_null(system.type)):
+        return None  # the decoder rejects a system column that is not text, row by row
+    if system is None or pa.types.is_null(system.type):
+        system = pa.nulls(len(array), pa.string())
+
+    rows = len(array)
+    turns, _, turn_row = flattened(array)
+    n = len(turns)
+    tag = pc.struct_field(turns, "from")
+    value = pc.struct_field(turns, "value")
+
+    def tagged(role: str) -> Mask:
+        known = pa.array([t for t, r in tags.items() if r == role], pa.string())
+        return as_mask(pc.is_in(tag, known))
+
+    is_user, is_gpt, is_system = tagged("user"), tagged("assistant"), tagged("system")
+    is_call, is_obs = tagged("function_call"), tagged("observation")
+    flag = ~(is_user | is_gpt | is_system | is_call | is_obs)
+    flag |= as_mask(turns.is_null()) | as_mask(tag.is_null()) | as_mask(value.is_null())
+
+    same_row = np.zeros(n, dtype=bool)
+    same_row[1:] = turn_row[1:] == turn_row[:-1]
+    before_gpt_or_call = np.zeros(n, dtype=bool)
+    before_gpt_or_call[1:] = (is_gpt | is_call)[:-1]
+    before_obs = np.zeros(n, dtype=bool)
+    before_obs[1:] = is_obs[:-1]
+    goes_on = (is_call & before_gpt_or_call & same_row) | (is_obs & before_obs & same_row)
+    turn_message = np.cumsum(~goes_on) - 1  # each turn's message among the turns' messages
+    starts = np.flatnonzero(~goes_on)
+    m_turns = len(starts)
+    kind = np.full(m_turns, USER, dtype=np.int64)
+    kind[is_system[starts]] = SYSTEM
+    kind[(is_gpt | is_call)[starts]] = ASSISTANT
+    results_message = is_obs[starts]  # a user message of results
+
+    # Calls, parsed from each function_call turn, numbered in order.
+    call_turns = np.flatnonzero(is_call & ~flag)
+    calls_of_turn = np.zeros(n, dtype=np.int64)
+    names: list[str] = []
+    arguments: list[str | None] = []
+    objects: list[bool] = []
+    call_turn: list[int] = []
+    if len(call_turns):
+        values = value.take(indices(call_turns)).to_pylist()
+        for at, text in zip(call_turns.tolist(), values, strict=True):
+            found = _calls(text)
+            if found is None:
+                flag[at] = True
+                continue
+            calls_of_turn[at] = len(found)
+            for name, raw, is_object in found:
+                names.append(name)
+                arguments.append(raw)
+                objects.append(is_object)
+                call_turn.append(at)
+    call_turn_at = np.array(call_turn, dtype=np.int64)
+    calls_per_message = np.bincount(turn_message, weights=calls_of_turn, minlength=m_turns)
+    calls_per_message = calls_per_message.astype(np.int64)
+    first_call = np.cumsum(calls_per_message) - calls_per_message
+
+    # The message each run of observations answers: the one before it, system turns aside,
+    # when that is an assistant message of the same row.
+    message_row = turn_row[starts]
+    said = np.flatnonzero(kind != SYSTEM)
+    last_said = np.full(m_turns, -1, dtype=np.int64)
+    positions = np.arange(m_turns, dtype=np.int64)
+    if m_turns:
+        running = np.maximum.accumulate(np.where(kind != SYSTEM, positions, -1))
+        last_said[1:] = running[:-1]
+    valid = last_said >= 0
+    valid[valid] &= message_row[last_said[valid]] == message_row[valid]
+    valid[valid] &= kind[last_said[valid]] == ASSISTANT
+    answered_by = np.where(valid & results_message, last_said, -1)
+    del said
+
+    # Results: the k-th observation of a run answers the k-th call, where there is one.
+    obs = np.flatnonzero(is_obs)
+    place = obs - starts[turn_message[obs]]
+    run = turn_message[obs]
+    window = answered_by[run]
+    answers = np.where(window >= 0, calls_per_message[np.maximum(window, 0)], 0)
+    run_length = np.bincount(run, minlength=m_turns)[run]
+    answer_call = np.where(
+        place < answers, first_call[np.maximum(window, 0)] + place, -1
+    )  # the call it answers, by number; -1 for none
+    result_turn = obs
+    result_text: list[Any] = [None] * len(obs)  # a split observation's texts
+    split = np.flatnonzero((run_length == 1) & (answers >= 2) & ~flag[obs])
+    extra_turn: list[int] = []
+    extra_call: list[int] = []
+    extra_text: list[str] = []
+    if len(split):
+        values = value.take(indices(obs[split])).to_pylist()
+        for k, text in zip(split.tolist(), values, strict=True):
+            items = split_list(text, int(answers[k]))
+            if items is None:
+                continue
+            result_text[k] = items
+            base = int(first_call[window[k]])
+            extra_turn += [int(obs[k])] * (len(items) - 1)
+            extra_call += list(range(base + 1, base + len(items)))
+            extra_text += items[1:]
+    split_done = np.array([t is not None for t in result_text], dtype=bool)
+    result_turn = np.concatenate([obs, np.array(extra_turn, dtype=np.int64)])
+    result_call_number = np.concatenate([answer_call, np.array(extra_call, dtype=np.int64)])
+    order = np.argsort(result_turn, kind="stable")
+    result_turn, result_call_number = result_turn[order], result_call_number[order]
+
+    value_blank = ~as_mask(pc.match_substring_regex(value, NOT_SPACE), fill=False)
+    value_chars = text_lengths(value)
+    first_texts = [t[0] if t is not None else None for t in result_text]
+    split_blank = np.array([not (t or "").strip() for t in first_texts + extra_text], dtype=bool)
+    split_chars = np.array([len(t or "") for t in first_texts + extra_text], dtype=np.int64)
+    own_blank = np.concatenate([value_blank[obs], np.zeros(len(extra_turn), dtype=bool)])
+    is_split = np.concatenate([split_done, np.ones(len(extra_turn), dtype=bool)])
+    result_blank = np.where(is_split, split_blank, own_blank)[order]
+    split_sum = np.bincount(
+        np.concatenate([obs[split_done], np.array(extra_turn, dtype=np.int64)]),
+        weights=np.concatenate([split_chars[: len(obs)][split_done], split_chars[len(obs) :]]),
+        minlength=n,
+    ).astype(np.int64)
+    turn_chars = np.where(is_call, 0, value_chars)
+    turn_chars[obs[split_done]] = split_sum[obs[split_done]]
+
+    # Messages: each row's system prompt, then the turns' messages, in row order.
+    system_chars = text_lengths(system)
+    system_rows = np.flatnonzero(system_chars > 0)
+    all_row = np.concatenate([system_rows, message_row])
+    turn_first = np.concatenate([np.full(len(system_rows), -1, dtype=np.int64), positions])
+    by_row = np.lexsort((turn_first, all_row))
+    place_of = np.empty(len(by_row), dtype=np.int64)
+    place_of[by_row] = np.arange(len(by_row), dtype=np.int64)
+    of_message = place_of[len(system_rows) :]  # a turns' message's place among all messages
+
+    def per_message(values: Counts | Mask, system_value: Counts | Mask) -> Any:
+        return np.concatenate([system_value, values])[by_row]
+
+    gpt_said = count(is_gpt & ~value_blank, turn_message, m_turns) > 0
+    gpt_spoken = count(is_gpt & (value_chars > 0), turn_message, m_turns) > 0
+    chars = np.bincount(turn_message, weights=turn_chars, minlength=m_turns).astype(np.int64)
+    none = np.zeros(len(system_rows), dtype=bool)
+    unread = as_mask(array.is_null()) | rows_with(flag, turn_row, rows)
+    # The ids the decoder mints: `call_{turn}_{k}` for the k-th call of a turn, and
+    # `result_{turn}` for a result that answers nothing (turns counted within the row).
+    row_start = np.searchsorted(turn_row, np.arange(rows))
+    call_at = call_turn_at - row_start[turn_row[call_turn_at]]
+    call_k = np.arange(len(call_turn_at)) - np.searchsorted(call_turn_at, call_turn_at)
+    call_ids = pc.binary_join_element_wise("call", _text(call_at), _text(call_k), "_")
+    orphans = pc.binary_join_element_wise(
+        "result", _text(result_turn - row_start[turn_row[result_turn]]), "_"
+    )
+    answered = result_call_number >= 0
+    result_ids = orphans
+    if answered.any():
+        answers_of = call_ids.take(indices(np.where(answered, result_call_number, 0)))
+        result_ids = pc.if_else(pa.array(answered), answers_of, orphans)
+
+    def texts() -> tuple[pa.Array, Counts]:
+        plain = np.flatnonzero(~is_call & ~np.isin(np.arange(n), obs[split_done]))
+        pieces = [
+            system.take(indices(system_rows)).cast(pa.large_string()),
+            value.take(indices(plain)).cast(pa.large_string()),
+            pa.array([t for t in first_texts if t is not None] + extra_text, pa.large_string()),
+        ]
+        owners = [
+            np.flatnonzero(turn_first[by_row] < 0),
+            of_message[turn_message[plain]],
+            of_message[turn_message[np.concatenate([obs[split_done], extra_turn])]].astype(
+                np.int64
+            ),
+        ]
+        return pa.concat_arrays(pieces), np.concatenate(owners)
+
+    return Conversations(
+        rows=rows,
+        unread=unread,
+        message_row=per_message(message_row, system_rows).astype(np.int64),
+        role=per_message(kind, np.full(len(system_rows), SYSTEM)).astype(np.int8),
+        said=per_message(gpt_said, none).astype(bool),
+        thought=np.zeros(len(by_row), dtype=bool),
+        reasoned=np.zeros(len(by_row), dtype=bool),
+        spoken=per_message(gpt_spoken, none).astype(bool),
+        chars=per_message(chars, system_chars[system_rows]).astype(np.int64),
+        call_message=of_message[turn_message[call_turn_at]],
+        call_id=call_ids,
+        call_name=pa.array(names, pa.string()),
+        call_arguments=pa.array(arguments, pa.string()),
+        call_object=np.array(objects, dtype=bool),
+        result_message=of_message[turn_message[result_turn]],
+        result_call=result_ids,
+        result_blank=result_blank,
+        item_message=of_message[turn_message],
+        pairs_by_position=True,
+        texts=texts,
+    )
+
+
+def _calls(text: str) -> list[tuple[str, str | None, bool]] | None:
+    """The calls a `function_call` value holds, as the decoder reads them: each one's name,
+    its arguments as JSON text (None where JSON cannot write them), and whether they are a
+    JSON object; None where the decoder would call the turn malformed."""
+    read = read_calls(text)
+    if not read:
+        return None
+    out = []
+    for name, arguments, raw in read:
+        if not isinstance(name, str):
+            return None
+        is_object = isinstance(arguments, dict) and (raw is not None or is_json(arguments))
+        if raw is None:
+            try:
+                raw = orjson.dumps(arguments).decode()
+            except (TypeError, orjson.JSONEncodeError):
+                try:
+                    raw = json.dumps(arguments)
+                except (TypeError, ValueError):
+                    raw = None
+        out.append((name, raw, is_object))
+    return out
+
+
+def _sharegpt_shape(type_: pa.DataType) -> bool:
+    """Turns as structs with text `from` and `value`, and no reasoning field."""
+    if not (pa.types.is_list(type_) or pa.types.is_large_list(type_)):
+        return False
+    turn = type_.value_type
+    return (
+        pa.types.is_struct(turn)
+        and is_text(field_type(turn, "from"))
+        and is_text(field_type(turn, "value"))
+        and not any(field_type(turn, key) is not None for key in REASONING_KEYS)
+    )
+
+
+def _text(numbers: Counts) -> pa.Array:
+    """Numbers as their decimal text."""
+    return pc.cast(pa.array(numbers, pa.int64()), pa.string())
