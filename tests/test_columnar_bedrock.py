@@ -7,11 +7,15 @@ from __future__ import annotations
 from typing import Any
 
 import pyarrow as pa
+import pytest
+from differential import assert_fast_and_slow_agree, assert_verdicts_equal_on_generated_rows
 from flattened import assert_flattened_as_decoded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synthetic import every_rates, generate_rows
 
 from transcript_clean.formats import get_format
+from transcript_clean.policy import DEFAULT, STRICT, Config
 
 BEDROCK = get_format("bedrock")
 
@@ -158,3 +162,19 @@ def test_layouts_it_does_not_read_are_left_to_the_per_row_path() -> None:
     config = {"tools": [{"toolSpec": {"name": "f"}}]}
     table = pa.Table.from_pylist([{"messages": [turn], "toolConfig": config}])
     assert BEDROCK.flatten(table.column("messages").combine_chunks(), table.schema) is not None
+
+
+def test_bedrock_generated_rows_with_every_code_flatten_as_decoded() -> None:
+    rows = [row for row, _ in generate_rows(400, "bedrock", seed=21, rates=every_rates("bedrock"))]
+    view = assert_flattened_as_decoded(BEDROCK, pa.Table.from_pylist(rows))
+    assert 0 < view.unread.sum() < len(rows) // 5
+
+
+def test_bedrock_clean_rows_are_found_clean_in_arrow() -> None:
+    assert_verdicts_equal_on_generated_rows(BEDROCK, seed=4, kinds=6)
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_bedrock_batches_agree_on_both_paths(config: Config) -> None:
+    rows = [row for row, _ in generate_rows(600, "bedrock", seed=8, rates=every_rates("bedrock"))]
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, BEDROCK)
