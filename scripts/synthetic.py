@@ -50,10 +50,11 @@ DEFAULT_RATES: Final[Mapping[str, float]] = {
 }
 """About 10% of rows with a defect, spread over the codes."""
 
-FORMATS: Final = ("openai", "sharegpt", "anthropic", "rig")
+FORMATS: Final = ("openai", "sharegpt", "anthropic", "rig", "gemini", "bedrock")
 
-# Anthropic's `input` and rig's `arguments` are JSON objects: a bad call's string would not share
-# an Arrow type with them, so these formats get no invalid arguments.
+# Anthropic's `input`, rig's `arguments`, Gemini's `args` and Bedrock's `input` are JSON objects:
+# a bad call's string would not share an Arrow type with them, so these formats get no invalid
+# arguments.
 # Only OpenAI and ShareGPT rows declare their tools (a `tools` column): the declared-tools codes
 # need it. They are planted only when asked for (`TOOLS_RATES`, the bench's tools mode).
 # ShareGPT has no call ids, so no two calls can share one.
@@ -62,6 +63,8 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     "sharegpt": frozenset({"duplicate_call_id"}),
     "anthropic": frozenset({"invalid_tool_arguments"}) | _DECLARED,
     "rig": frozenset({"invalid_tool_arguments"}) | _DECLARED,
+    "gemini": frozenset({"invalid_tool_arguments"}) | _DECLARED,
+    "bedrock": frozenset({"invalid_tool_arguments"}) | _DECLARED,
 }
 
 TOOLS_RATES: Final[Mapping[str, float]] = {"unknown_tool": 0.05, "tool_arguments_schema": 0.05}
@@ -478,6 +481,74 @@ def _rig(rng: random.Random, items: list[_Item], i: int, planted: str | None) ->
     return {"id": i, "messages": messages}
 
 
+def _gemini(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    # Calls without ids, answered by position, as most files have them; some with ids (newer
+    # API responses carry them), and a row with a repeated id needs them.
+    with_ids = rng.random() < 0.3 or planted == "duplicate_call_id"
+    contents: list[Row] = []
+    for item in items:
+        kind = item[0]
+        if kind == "user":
+            contents.append({"role": "user", "parts": [{"text": item[1]}]})
+        elif kind == "assistant":
+            parts: list[Row] = []
+            if item[2] is not None:
+                thought: Row = {"text": item[2], "thought": True}
+                if rng.random() < 0.5:
+                    thought["thoughtSignature"] = f"{rng.getrandbits(192):048x}"
+                parts.append(thought)
+            if item[1] is not None:
+                parts.append({"text": item[1]})
+            parts.extend(
+                {"functionCall": {**({"id": c[0]} if with_ids else {}), "name": c[1],
+                                  "args": c[2]}}
+                for c in item[3]
+            )  # fmt: skip
+            contents.append({"role": "model", "parts": parts})
+        elif kind == "results":
+            responses: list[Row] = []
+            for call_id, name, text in item[1]:
+                response: Row = {"name": name, "response": {"result": text}}
+                if with_ids:
+                    response["id"] = call_id or _bogus(rng)
+                responses.append({"functionResponse": response})
+            contents.append({"role": "user", "parts": responses})
+    return {"id": i, "contents": contents}
+
+
+def _bedrock(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    messages: list[Row] = []
+    for item in items:
+        kind = item[0]
+        if kind == "user":
+            messages.append({"role": "user", "content": [{"text": item[1]}]})
+        elif kind == "assistant":
+            blocks: list[Row] = []
+            if item[2] is not None:
+                text = {"text": item[2], "signature": f"{rng.getrandbits(192):048x}"}
+                blocks.append({"reasoningContent": {"reasoningText": text}})
+            if item[1] is not None:
+                blocks.append({"text": item[1]})
+            blocks.extend(
+                {"toolUse": {"toolUseId": _tooluse(c[0]), "name": c[1], "input": c[2]}}
+                for c in item[3]
+            )
+            messages.append({"role": "assistant", "content": blocks})
+        elif kind == "results":
+            messages.append(
+                {"role": "user", "content": [
+                    {"toolResult": {"toolUseId": _tooluse(c or _bogus(rng)),
+                                    "content": [{"text": t}], "status": "success"}}
+                    for c, _, t in item[1]
+                ]}
+            )  # fmt: skip
+    return {"id": i, "messages": messages}
+
+
+def _tooluse(call_id: str) -> str:
+    return "tooluse_" + call_id.removeprefix("call_")
+
+
 def _bogus(rng: random.Random) -> str:
     """The id of a call nobody made."""
     return f"call_{rng.getrandbits(64):016x}"
@@ -517,20 +588,33 @@ _RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
     "sharegpt": (_sharegpt, "conversations", False, True),
     "anthropic": (_anthropic, "messages", True, True),
     "rig": (_rig, "messages", True, False),  # rig keeps the preamble out of the history
+    # Gemini's and Bedrock's system prompts live in columns of their own (`systemInstruction`,
+    # `system`), which the fast path does not hand to a flattener yet: a file with one takes the
+    # per-row path, so the generated rows carry none and exercise the flattener.
+    "gemini": (_gemini, "contents", True, False),
+    "bedrock": (_bedrock, "messages", True, False),
 }
 
 
 def _break(rng: random.Random, row: Row, format: str, code: str) -> None:
     """Plants a defect the decoder rejects: an unknown role, or a field that cannot be read."""
-    messages = row["conversations" if format == "sharegpt" else "messages"]
+    messages = row[_RENDER[format][1]]
     message = rng.choice(messages)
     if code == "unknown_role":
         if format == "sharegpt":
             message["from"] = rng.choice(("bing", "chatgpt", "bot"))
         else:
-            message["role"] = {"openai": "narrator", "anthropic": "system", "rig": "tool"}[format]
+            message["role"] = {
+                "openai": "narrator",
+                "anthropic": "system",
+                "rig": "tool",
+                "gemini": "assistant",
+                "bedrock": "system",
+            }[format]
     elif format == "openai":
         message["role"] = None
+    elif format == "gemini":
+        message["parts"] = None
     else:
         message["value" if format == "sharegpt" else "content"] = None
 
@@ -570,6 +654,26 @@ def arrow_schema(format: str) -> pa.Schema:
              ("function", function), ("additional_params", pa.null()), ("call", s), ("name", s)]
         )  # fmt: skip
         message = pa.struct([("role", s), ("id", s), ("content", pa.list_(part))])
+        return pa.schema([("id", pa.int64()), ("messages", pa.list_(message))])
+    if format == "gemini":
+        call = pa.struct([("id", s), ("name", s), ("args", arguments)])
+        response = pa.struct([("name", s), ("response", pa.struct([("result", s)])), ("id", s)])
+        part = pa.struct(
+            [("text", s), ("thought", pa.bool_()), ("thoughtSignature", s),
+             ("functionCall", call), ("functionResponse", response)]
+        )  # fmt: skip
+        item = pa.struct([("role", s), ("parts", pa.list_(part))])
+        return pa.schema([("id", pa.int64()), ("contents", pa.list_(item))])
+    if format == "bedrock":
+        reasoning = pa.struct([("reasoningText", pa.struct([("text", s), ("signature", s)]))])
+        use = pa.struct([("toolUseId", s), ("name", s), ("input", arguments)])
+        result = pa.struct(
+            [("toolUseId", s), ("content", pa.list_(pa.struct([("text", s)]))), ("status", s)]
+        )
+        block = pa.struct(
+            [("reasoningContent", reasoning), ("text", s), ("toolUse", use), ("toolResult", result)]
+        )
+        message = pa.struct([("role", s), ("content", pa.list_(block))])
         return pa.schema([("id", pa.int64()), ("messages", pa.list_(message))])
     return _bad_format(format)
 

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from transcript_clean.formats.base import (
     MISSING,
@@ -60,6 +60,11 @@ from transcript_clean.model import (
     UserPart,
 )
 from transcript_clean.tools import Declared, read_declarations
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.columnar.conversations import Conversations
 
 
 class BedrockFormat(Format):
@@ -100,6 +105,20 @@ class BedrockFormat(Format):
                     f"{path}.role", f'unknown role "{role}"; expected user or assistant'
                 )
         return Decoded(messages, dict(row), format=self.name)
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        """The `messages` column flattened (`bedrock.flatten`); None where the batch has a
+        `system` column, which the flattener does not see, or a `toolConfig` not an object."""
+        from transcript_clean.formats.bedrock.flatten import flatten_bedrock, reads_schema
+
+        if not reads_schema(schema, self.tools_column):
+            return None
+        return flatten_bedrock(column)
 
     def declared_tools(self, row: Mapping[str, Any]) -> Declared | None:
         """`toolConfig.tools[].toolSpec`, each `{name, description, inputSchema: {json}}`."""

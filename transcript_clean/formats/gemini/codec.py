@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from transcript_clean.formats.base import (
     MISSING,
@@ -60,6 +60,11 @@ from transcript_clean.model import (
     UserPart,
 )
 from transcript_clean.tools import Declared, read_declarations
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.columnar.conversations import Conversations
 
 _SYSTEM_KEYS: Final = ("systemInstruction", "system_instruction")
 _CALL_KEYS: Final = ("functionCall", "function_call")
@@ -106,6 +111,20 @@ class GeminiFormat(Format):
                     f"{path}.role", f'unknown role "{role}"; expected user, model or function'
                 )
         return Decoded(messages, dict(row), frozenset(mint.minted), format=self.name)
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        """The `contents` column flattened (`gemini.flatten`); None where the batch has a system
+        instruction column, which the flattener does not see, or tools in another layout."""
+        from transcript_clean.formats.gemini.flatten import flatten_gemini, reads_schema
+
+        if not reads_schema(schema, self.tools_column):
+            return None
+        return flatten_gemini(column)
 
     def declared_tools(self, row: Mapping[str, Any]) -> Declared | None:
         """`tools[].functionDeclarations`, each declaration's `parametersJsonSchema` or its

@@ -1,0 +1,180 @@
+"""Bedrock Converse's flattener (`formats/bedrock/flatten.py`) held to its decoder: each row read
+as the decoder reads it, unread exactly where the decoder raises, and each walk attribute what
+the rule's `find` finds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from differential import assert_fast_and_slow_agree, assert_verdicts_equal_on_generated_rows
+from flattened import assert_flattened_as_decoded
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from synthetic import every_rates, generate_rows
+
+from transcript_clean.formats import get_format
+from transcript_clean.policy import DEFAULT, STRICT, Config
+
+BEDROCK = get_format("bedrock")
+
+_S = pa.string()
+_INNER = pa.struct([("text", _S), ("json", pa.struct([("n", pa.int64())])), ("image", _S)])
+_BLOCK = pa.struct(
+    [
+        ("image", pa.struct([("format", _S)])),  # before text: a block holding both is media
+        ("text", _S),
+        ("toolUse", pa.struct([("toolUseId", _S), ("name", _S), ("input", _S)])),
+        (
+            "toolResult",
+            pa.struct([("toolUseId", _S), ("content", pa.list_(_INNER)), ("status", _S)]),
+        ),
+        (
+            "reasoningContent",
+            pa.struct(
+                [
+                    ("reasoningText", pa.struct([("text", _S), ("signature", _S)])),
+                    ("redactedContent", _S),
+                ]
+            ),
+        ),
+    ]
+)
+SCHEMA = pa.schema(
+    [("messages", pa.list_(pa.struct([("role", _S), ("content", pa.list_(_BLOCK))])))]
+)
+
+_ids = st.sampled_from(["a", "b", "c"])
+_texts = st.sampled_from(["", " ", "\n", "hi", "\u3000", "é!"])
+
+
+def _blocks() -> st.SearchStrategy[dict[str, Any]]:
+    inner = st.one_of(
+        st.builds(lambda t: {"text": t}, _texts),
+        st.just({"json": {"n": 1}}),
+        st.just({"image": "png"}),
+    )
+    return st.one_of(
+        st.builds(lambda t: {"text": t}, _texts),
+        st.just({"image": {"format": "png"}}),
+        st.builds(
+            lambda i, arguments: {"toolUse": {"toolUseId": i, "name": "f", "input": arguments}},
+            _ids,
+            st.sampled_from(['{"n": 1}', "{}", "[1]", "{", None]),
+        ),
+        st.builds(
+            lambda i, content, status: {
+                "toolResult": {"toolUseId": i, "content": content, "status": status}
+            },
+            _ids,
+            st.lists(inner, max_size=2) | st.none(),
+            st.sampled_from([None, "success", "error"]),
+        ),
+        st.builds(
+            lambda t, sig: {"reasoningContent": {"reasoningText": {"text": t, "signature": sig}}},
+            _texts,
+            st.sampled_from([None, "sig"]),
+        ),
+        st.just({"reasoningContent": {"redactedContent": "xyz"}}),
+    )
+
+
+# What the decoder does not read: a null message, role, content or block, another role, an
+# empty block, a call without its id or name, a result with another status or a null block,
+# reasoning without its text.
+_BAD_BLOCKS = [
+    None,
+    {},
+    {"toolUse": {"name": "f"}},
+    {"toolUse": {"toolUseId": "a"}},
+    {"toolResult": {"toolUseId": "a", "status": "done"}},
+    {"toolResult": {"toolUseId": "a", "content": [None]}},
+    {"toolResult": {"toolUseId": "a", "content": [{}]}},
+    {"toolResult": {"content": []}},
+    {"reasoningContent": {"reasoningText": {"signature": "s"}}},
+    {"reasoningContent": {}},
+]
+
+
+def _rows() -> st.SearchStrategy[list[list[dict[str, Any]] | None]]:
+    good = st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "assistant"]),
+            "content": st.lists(_blocks(), max_size=3),
+        }
+    )
+    bad = st.one_of(
+        st.none(),
+        st.fixed_dictionaries(
+            {"role": st.sampled_from(["system", None, "user", "assistant"]), "content": st.none()}
+        ),
+        st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["user", "assistant"]),
+                "content": st.sampled_from(_BAD_BLOCKS).map(lambda b: [b]),
+            }
+        ),
+    )
+    exchange = st.builds(
+        lambda ids, words: [
+            {"role": "user", "content": [{"text": "go"}]},
+            {
+                "role": "assistant",
+                "content": [{"toolUse": {"toolUseId": i, "name": "f", "input": "{}"}} for i in ids],
+            },
+            {
+                "role": "user",
+                "content": [
+                    {"toolResult": {"toolUseId": i, "content": [{"text": words}]}} for i in ids
+                ],
+            },
+        ],
+        st.lists(_ids, min_size=1, max_size=3),
+        _texts,
+    )
+    item = st.one_of(*[good] * 8, bad)
+    row = st.builds(
+        lambda head, tail: head + tail, exchange | st.just([]), st.lists(item, max_size=5)
+    )
+    return st.lists(st.one_of(row, row, row, row, st.none()), min_size=1, max_size=6)
+
+
+@settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_rows())
+def test_bedrock_rows_flatten_as_the_decoder_reads_them(
+    messages: list[list[dict[str, Any]] | None],
+) -> None:
+    table = pa.Table.from_pylist([{"messages": m} for m in messages], schema=SCHEMA)
+    assert_flattened_as_decoded(BEDROCK, table)
+
+
+def test_layouts_it_does_not_read_are_left_to_the_per_row_path() -> None:
+    turn = {"role": "user", "content": [{"text": "hi"}]}
+    for rows in (
+        [{"messages": [turn], "system": [{"text": "Be brief."}]}],  # a column it cannot see
+        [{"messages": [turn], "toolConfig": '[{"name": "f"}]'}],  # tools the fast path reads
+        [{"messages": [{"role": "user", "content": [{"text": 3}]}]}],  # text that is no text
+    ):
+        table = pa.Table.from_pylist(rows)
+        column = table.column("messages").combine_chunks()
+        assert BEDROCK.flatten(column, table.schema) is None, rows
+    config = {"tools": [{"toolSpec": {"name": "f"}}]}
+    table = pa.Table.from_pylist([{"messages": [turn], "toolConfig": config}])
+    assert BEDROCK.flatten(table.column("messages").combine_chunks(), table.schema) is not None
+
+
+def test_bedrock_generated_rows_with_every_code_flatten_as_decoded() -> None:
+    rows = [row for row, _ in generate_rows(400, "bedrock", seed=21, rates=every_rates("bedrock"))]
+    view = assert_flattened_as_decoded(BEDROCK, pa.Table.from_pylist(rows))
+    assert 0 < view.unread.sum() < len(rows) // 5
+
+
+def test_bedrock_clean_rows_are_found_clean_in_arrow() -> None:
+    assert_verdicts_equal_on_generated_rows(BEDROCK, seed=4, kinds=6)
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_bedrock_batches_agree_on_both_paths(config: Config) -> None:
+    rows = [row for row, _ in generate_rows(600, "bedrock", seed=8, rates=every_rates("bedrock"))]
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, BEDROCK)

@@ -1,0 +1,189 @@
+"""Gemini's flattener (`formats/gemini/flatten.py`) held to its decoder: each row read as the
+decoder reads it, unread exactly where the decoder raises, and each walk attribute what the
+rule's `find` finds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from differential import assert_fast_and_slow_agree, assert_verdicts_equal_on_generated_rows
+from flattened import assert_flattened_as_decoded
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from synthetic import every_rates, generate_rows
+
+from transcript_clean.formats import get_format
+from transcript_clean.policy import DEFAULT, STRICT, Config
+
+GEMINI = get_format("gemini")
+
+_ARGS = pa.struct([("n", pa.int64()), ("x", pa.float64())])
+
+
+def _schema(response: pa.DataType) -> pa.Schema:
+    call = pa.struct([("name", pa.string()), ("id", pa.string()), ("args", _ARGS)])
+    answer = pa.struct([("name", pa.string()), ("id", pa.string()), ("response", response)])
+    part = pa.struct(
+        [
+            ("text", pa.string()),
+            ("thought", pa.bool_()),
+            ("thoughtSignature", pa.string()),
+            ("functionCall", call),
+            ("functionResponse", answer),
+            ("inlineData", pa.struct([("mimeType", pa.string())])),
+        ]
+    )
+    item = pa.struct([("role", pa.string()), ("parts", pa.list_(part))])
+    return pa.schema([("contents", pa.list_(item))])
+
+
+# A response `{"result": text}` (read as its text) or another object (read as its JSON).
+RESPONSES = {
+    "result": (
+        pa.struct([("result", pa.string())]),
+        st.sampled_from(["18 C", " ", None]).map(lambda t: {"result": t}),
+    ),
+    "object": (
+        pa.struct([("result", pa.string()), ("temp", pa.int64())]),
+        st.sampled_from([{"result": "x", "temp": 3}, {"temp": 4}]),
+    ),
+    "text": (pa.string(), st.sampled_from(["done", "", "\n", None])),
+}
+
+_ids = st.sampled_from([None, None, "a", "b"])
+_texts = st.sampled_from(["", " ", "\n", "hi", "\u3000", "é!", None])
+
+
+def _or_rarely_none(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """`values`, or now and then None."""
+    return st.one_of(values, values, values, values, st.none())
+
+
+def _rows(responses: st.SearchStrategy[Any]) -> st.SearchStrategy[list[list[dict[str, Any]]]]:
+    response = st.fixed_dictionaries({"response": responses}) | st.just({})
+    result = st.builds(
+        lambda body, i, name: {"functionResponse": {"id": i, "name": name, **body}},
+        response,
+        _ids,
+        st.sampled_from(["f", None]),
+    )
+    call = st.fixed_dictionaries(
+        {
+            "functionCall": st.fixed_dictionaries(
+                {
+                    "name": st.sampled_from(["f", "g"]),
+                    "id": _ids,
+                    "args": st.sampled_from([{"n": 1}, None, {"x": float("nan")}]),
+                }
+            )
+        }
+    )
+    text = st.fixed_dictionaries(
+        {"text": _texts},
+        optional={
+            "thought": st.sampled_from([True, False, None]),
+            "thoughtSignature": st.sampled_from(["sig", None]),
+        },
+    )
+    media = st.just({"inlineData": {"mimeType": "image/png"}}) | st.just({})
+    part = st.one_of(text, call, call, result, result, media)
+    good = st.fixed_dictionaries(
+        {
+            "role": st.sampled_from(["user", "user", "model", "model", "function"]),
+            "parts": st.lists(part, max_size=3),
+        }
+    )
+    # What the decoder does not read: a null item, role, parts or part, another role, a call
+    # without a name.
+    bad = st.one_of(
+        st.none(),
+        st.fixed_dictionaries(
+            {
+                "role": st.sampled_from(["system", None, "model"]),
+                "parts": st.sampled_from([None, [None], [{"functionCall": {"name": None}}]]),
+            }
+        ),
+    )
+    item = st.one_of(*[good] * 8, bad)
+    # Mostly well formed: a model turn's calls answered by the next user turn.
+    exchange = st.builds(
+        lambda ids, words: [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "f", "id": i}} for i in ids]},
+            {"role": "user", "parts": [{"functionResponse": {"name": "f", "id": i}} for i in ids]},
+            {"role": "model", "parts": [{"text": words}]},
+        ],
+        st.lists(_ids, min_size=1, max_size=3),
+        _texts.filter(lambda t: t is not None),
+    )
+    return st.lists(
+        _or_rarely_none(
+            st.builds(
+                lambda head, tail: head + tail, exchange | st.just([]), st.lists(item, max_size=5)
+            )
+        ),
+        min_size=1,
+        max_size=6,
+    )
+
+
+@pytest.mark.parametrize("kind", sorted(RESPONSES))
+def test_gemini_rows_flatten_as_the_decoder_reads_them(kind: str) -> None:
+    response_type, responses = RESPONSES[kind]
+    schema = _schema(response_type)
+
+    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_rows(responses))
+    def check(contents: list[list[dict[str, Any]] | None]) -> None:
+        table = pa.Table.from_pylist([{"contents": c} for c in contents], schema=schema)
+        assert_flattened_as_decoded(GEMINI, table)
+
+    check()
+
+
+def test_snake_case_keys_flatten_the_same() -> None:
+    row = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "go"}]},
+            {"role": "model", "parts": [{"function_call": {"name": "f", "args": {"n": 1}}}]},
+            {"role": "user", "parts": [{"function_response": {"name": "f", "response": {}}}]},
+        ]
+    }
+    view = assert_flattened_as_decoded(GEMINI, pa.Table.from_pylist([row]))
+    assert view.result_call.to_pylist() == view.call_id.to_pylist()
+
+
+def test_layouts_it_does_not_read_are_left_to_the_per_row_path() -> None:
+    turn = {"role": "user", "parts": [{"text": "hi"}]}
+    system = {"parts": [{"text": "Be brief."}]}
+    both = [{"function_call": {"name": "f"}}, {"functionCall": {"name": "f"}}]
+    for rows in (
+        [{"contents": [turn], "systemInstruction": system}],  # a column it cannot see
+        [{"contents": [turn], "tools": '[{"name": "f"}]'}],  # tools the fast path would read
+        [{"contents": [{"role": "model", "parts": both}]}],  # a key under two names
+        [{"contents": [{"role": "user", "parts": [{"text": 3}]}]}],  # text that is no text
+    ):
+        table = pa.Table.from_pylist(rows)
+        column = table.column("contents").combine_chunks()
+        assert GEMINI.flatten(column, table.schema) is None, rows
+    tools = [{"functionDeclarations": [{"name": "f"}]}]
+    table = pa.Table.from_pylist([{"contents": [turn], "tools": tools}])
+    assert GEMINI.flatten(table.column("contents").combine_chunks(), table.schema) is not None
+
+
+def test_gemini_generated_rows_with_every_code_flatten_as_decoded() -> None:
+    rows = [row for row, _ in generate_rows(400, "gemini", seed=21, rates=every_rates("gemini"))]
+    view = assert_flattened_as_decoded(GEMINI, pa.Table.from_pylist(rows))
+    assert 0 < view.unread.sum() < len(rows) // 5
+
+
+def test_gemini_clean_rows_are_found_clean_in_arrow() -> None:
+    assert_verdicts_equal_on_generated_rows(GEMINI, seed=4, kinds=6)
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_gemini_batches_agree_on_both_paths(config: Config) -> None:
+    rows = [row for row, _ in generate_rows(600, "gemini", seed=8, rates=every_rates("gemini"))]
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, GEMINI)

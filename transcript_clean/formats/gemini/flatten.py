@@ -1,0 +1,273 @@
+"""Gemini's flattener: a column of `contents`, held as Arrow structs, into `Conversations`.
+
+It reads a row as `GeminiFormat.decode` reads it, or marks it unread: a null item, role or
+`parts`, a role other than `user`, `model` or `function`, a null part, a call without a name.
+A layout it does not read as the decoder would is not flattened at all (None): a field of
+another type than the decoder takes, a key held under both its camelCase and snake_case names.
+
+Ids. The decoder mints an id for a call that has none and pairs a response that has none with
+the call at its place in the model turn before (the k-th response of a turn, the k-th call);
+a response with nothing at its place gets an id of its own, an orphan. The view's ids keep
+exactly that pairing, in three name spaces that never meet: `r` + a real id, `m` + the call's
+position in the batch for a minted one, and `o` + its place for a response that answers
+nothing. The walk compares ids within a turn only, so these pair each result with the call the
+decoder pairs it with, and no other.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.columnar.arrays import (
+    Counts,
+    Mask,
+    as_mask,
+    count,
+    field_type,
+    finite,
+    flattened,
+    indices,
+    is_text,
+    rows_with,
+    run_starts,
+    text_lengths,
+)
+from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
+from transcript_clean.formats.fields import (
+    alias,
+    field,
+    fits,
+    is_list_of_structs,
+    not_blank,
+    positions,
+    prefixed,
+    present,
+)
+
+__all__ = ["flatten_gemini", "reads_schema"]
+
+_CALL_KEYS: Final = ("functionCall", "function_call")
+_RESPONSE_KEYS: Final = ("functionResponse", "function_response")
+_SIGNATURE_KEYS: Final = ("thoughtSignature", "thought_signature")
+_SYSTEM_KEYS: Final = ("systemInstruction", "system_instruction")
+_DECLARATION_KEYS: Final = ("functionDeclarations", "function_declarations")
+
+
+def reads_schema(schema: pa.Schema | None, tools_column: str | None) -> bool:
+    """Whether the batch's other columns leave the rows to the conversation column: no system
+    instruction (a flattener sees its column alone, and the decoder reads that one too), and
+    `tools` only in Gemini's own layout, which the fast path's declared-tools check never
+    takes for declarations (so it leaves each row that has them to the per-row path)."""
+    if schema is None:
+        return True
+    columns = pa.struct(list(schema))
+    if any(not pa.types.is_null(field_type(columns, k) or pa.null()) for k in _SYSTEM_KEYS):
+        return False
+    tools = field_type(columns, "tools")
+    if tools_column is not None or tools is None or pa.types.is_null(tools):
+        return True
+    if not is_list_of_structs(tools):
+        return False
+    entry = tools.value_type
+    has_declarations = any(field_type(entry, k) is not None for k in _DECLARATION_KEYS)
+    return has_declarations and field_type(entry, "name") is None
+
+
+def _is_call(type_: pa.DataType) -> bool:
+    return (
+        pa.types.is_struct(type_)
+        and fits(type_, "name", is_text)
+        and fits(type_, "id", is_text)
+        and fits(type_, "args", pa.types.is_struct)
+    )
+
+
+def _is_response(type_: pa.DataType) -> bool:
+    return (
+        pa.types.is_struct(type_)
+        and fits(type_, "name", is_text)
+        and fits(type_, "id", is_text)
+        and fits(type_, "response", lambda t: is_text(t) or pa.types.is_struct(t))
+    )
+
+
+def flatten_gemini(array: pa.Array) -> Conversations | None:
+    """The rows of a Gemini `contents` column as `Conversations`; None for a column whose Arrow
+    type this does not read (the per-row path reads every row)."""
+    if not is_list_of_structs(array.type):
+        return None
+    item_type = array.type.value_type
+    parts_type = field_type(item_type, "parts")
+    if parts_type is None or not is_list_of_structs(parts_type):
+        return None
+    if not fits(item_type, "role", is_text):
+        return None
+    part_type = parts_type.value_type
+    try:
+        call_key = alias(part_type, _CALL_KEYS)
+        response_key = alias(part_type, _RESPONSE_KEYS)
+        signature_key = alias(part_type, _SIGNATURE_KEYS)
+    except LookupError:
+        return None
+    if not (
+        fits(part_type, "text", is_text)
+        and fits(part_type, "thought", pa.types.is_boolean)
+        and fits(part_type, signature_key, is_text)
+        and fits(part_type, call_key, _is_call)
+        and fits(part_type, response_key, _is_response)
+    ):
+        return None
+
+    rows = len(array)
+    items, _, message_row = flattened(array)
+    messages_n = len(items)
+    role = field(items, "role")
+    is_model = as_mask(pc.equal(role, "model"))
+    is_user = as_mask(pc.is_in(role, pa.array(["user", "function"])))
+    parts_list = field(items, "parts")
+    flag = as_mask(items.is_null()) | ~(is_model | is_user) | as_mask(parts_list.is_null())
+
+    parts, _, part_message = flattened(parts_list)
+    parts_n = len(parts)
+    model_part = is_model[part_message]
+    calls_struct = field(parts, call_key)
+    responses_struct = field(parts, response_key)
+    text = field(parts, "text")
+    thought = field(parts, "thought")
+    marked = as_mask(thought) if pa.types.is_boolean(thought.type) else np.zeros(parts_n, bool)
+
+    # The decoder's order: a call (model) or a response (user) first, then a text, else media.
+    is_call = model_part & present(parts, call_key)
+    is_result = ~model_part & present(parts, response_key)
+    is_text_part = ~is_call & ~is_result & ~as_mask(text.is_null())
+    is_reasoning = is_text_part & model_part & marked
+    is_plain = is_text_part & ~is_reasoning
+    is_media = ~(is_call | is_result | is_text_part)
+
+    flag_part = as_mask(parts.is_null())
+    calls = np.flatnonzero(is_call)
+    call_structs = calls_struct.take(indices(calls))
+    name = field(call_structs, "name")
+    flag_part[calls[as_mask(name.is_null())]] = True
+    unread = as_mask(array.is_null())
+    unread |= rows_with(flag, message_row, rows)
+    unread |= rows_with(flag_part, message_row[part_message], rows)
+
+    says = not_blank(text)
+    text_chars = text_lengths(text)
+    part_said = (is_plain & says) | is_media
+    part_thought = is_reasoning & (says | present(parts, signature_key))
+
+    # Calls: their ids as the view writes them (the module's docstring).
+    call_message = part_message[calls]
+    real_id = field(call_structs, "id")
+    call_id = pc.if_else(
+        real_id.is_valid(), prefixed("r", real_id), prefixed("m", positions(len(calls)))
+    )
+    arguments = field(call_structs, "args")
+    call_object: Mask = as_mask(arguments.is_null()) | finite(arguments)  # none: `{}`
+
+    # Results: their texts, and the call each answers.
+    results = np.flatnonzero(is_result)
+    result_structs = responses_struct.take(indices(results))
+    result_message = part_message[results]
+    result_text = _response_texts(field(result_structs, "response"))
+    result_call = _answered_ids(
+        result_structs, result_message, call_id, call_message, message_row, is_model
+    )
+
+    result_chars = text_lengths(result_text)
+    own_chars = np.where(is_text_part, text_chars, 0)
+    chars = np.bincount(part_message, weights=own_chars, minlength=messages_n)
+    chars += np.bincount(result_message, weights=result_chars, minlength=messages_n)
+
+    def texts() -> tuple[pa.Array, Counts]:
+        own = np.flatnonzero(is_text_part)
+        pieces = pa.concat_arrays(
+            [text.take(indices(own)).cast(pa.large_string()), result_text.cast(pa.large_string())]
+        )
+        return pieces, np.concatenate([part_message[own], result_message])
+
+    return Conversations(
+        rows=rows,
+        unread=unread,
+        message_row=message_row,
+        role=np.where(is_model, ASSISTANT, USER).astype(np.int8),
+        said=count(part_said, part_message, messages_n) > 0,
+        thought=count(part_thought, part_message, messages_n) > 0,
+        reasoned=count(is_reasoning, part_message, messages_n) > 0,
+        spoken=count(is_plain & (text_chars > 0), part_message, messages_n) > 0,
+        chars=chars.astype(np.int64),
+        call_message=call_message,
+        call_id=call_id,
+        call_name=name,
+        call_arguments=arguments,
+        call_object=call_object,
+        result_message=result_message,
+        result_call=result_call,
+        result_blank=~not_blank(result_text),
+        texts=texts,
+    )
+
+
+def _response_texts(response: pa.Array) -> pa.Array:
+    """Each response's text as the decoder reads it: a text as it is; `{"result": text}` or
+    `{"error": text}` that text; anything else (null too) its JSON, made in Python for those
+    alone."""
+    n = len(response)
+    if is_text(response.type):
+        direct = response
+    elif pa.types.is_struct(response.type) and response.type.num_fields == 1:
+        only = response.type.field(0)
+        direct = (
+            pc.struct_field(response, 0)
+            if only.name in ("result", "error") and is_text(only.type)
+            else pa.nulls(n, pa.string())
+        )
+    else:
+        direct = pa.nulls(n, pa.string())
+    direct = direct.cast(pa.large_string())
+    rest = np.flatnonzero(as_mask(direct.is_null()))
+    if not len(rest):
+        return direct
+    values = response.take(indices(rest)).to_pylist()
+    made = pa.array([json.dumps(v, ensure_ascii=False) for v in values], pa.large_string())
+    at = np.arange(n, dtype=np.int64)
+    at[rest] = n + np.arange(len(rest), dtype=np.int64)
+    return pa.concat_arrays([direct, made]).take(indices(at))
+
+
+def _answered_ids(
+    results: pa.Array,
+    result_message: Counts,
+    call_id: pa.Array,
+    call_message: Counts,
+    message_row: Counts,
+    is_model: Mask,
+) -> pa.Array:
+    """Each response's id in the view: its own (`r`), else that of the call at its place in
+    the model turn right before (the decoder's `answers`), else one of its own (`o`)."""
+    n = len(results)
+    real = field(results, "id")
+    place = np.arange(n, dtype=np.int64) - run_starts(result_message)
+    before = result_message - 1
+    follows = before >= 0
+    follows[follows] &= (message_row[before[follows]] == message_row[result_message[follows]]) & (
+        is_model[before[follows]]
+    )
+    calls_per = np.bincount(call_message, minlength=len(message_row)).astype(np.int64)
+    first_call = np.cumsum(calls_per) - calls_per
+    answers = np.where(follows, calls_per[np.maximum(before, 0)], 0)
+    paired = place < answers
+    own = prefixed("o", pa.array(place))
+    if paired.any():
+        at = np.where(paired, first_call[np.maximum(before, 0)] + place, 0)
+        by_place = pc.if_else(pa.array(paired), call_id.take(indices(at)), own)
+    else:
+        by_place = own
+    return pc.if_else(real.is_valid(), prefixed("r", real), by_place)
