@@ -1,8 +1,10 @@
 """The Arrow-native fast path: which rows are settled per batch, not per row.
 
-A format's Arrow side (`formats/<name>/arrow.py`) reads a batch's conversation column into an
-`ArrowView`: the rows it reads as the decoder would, and per code it knows the rows that may have
-it. A rule may bring Arrow checks of its own (`Rule.arrow`). `fast_verdicts` combines them:
+A format's flattener (`formats/<name>/flatten.py`) reads a batch's conversation column into the
+columnar view, `Conversations`, which the fast path reads as a `ConversationsView`: the rows it
+reads as the decoder would, and per code, the rows each rule's columnar check (`Rule.columnar`)
+says may have it. (OpenAI's Arrow side, `formats/openai/arrow.py`, is still a view of its own,
+with its own checks.) `fast_verdicts` combines them:
 
 - a row is **clean** (kept unchanged, no code) only when the view reads it and every enabled
   rule's check has cleared it; a rule with no check for this format clears no row, so a new rule
@@ -66,17 +68,15 @@ def clean_mask(fmt: Format, column: pa.Array | pa.ChunkedArray) -> Mask | None:
 def possible_codes(
     view: ArrowView, fmt: Format, enabled: Sequence[Rule] | None = None
 ) -> dict[str, Mask]:
-    """Per enabled rule, the rows of the view that may have its code: its own Arrow check for
-    this format, else the view's, else every row. A code of decoding or encoding needs no check:
+    """Per enabled rule, the rows of the view that may have its code: the declared-tools checks
+    for a rule that reads declared tools, else the view's own check, else the rule's columnar
+    check over a flattened view, else every row. A code of decoding or encoding needs no check:
     a row the view reads decodes as the decoder reads it, and the fast path writes it in the
     input's own Arrow type, never through the encoder."""
     out: dict[str, Mask] = {}
     walk = view.walk if isinstance(view, ConversationsView) else None
     for rule in _default_rules() if enabled is None else enabled:
-        check = rule.arrow.get(fmt.name)
-        if check is not None:
-            out[rule.code] = check(view)
-        elif rule.reads_declared_tools:
+        if rule.reads_declared_tools:
             out[rule.code] = tool_checks(view)[rule.code]
         elif rule.code in view.checks:
             out[rule.code] = view.checks[rule.code]

@@ -22,7 +22,6 @@ from typing import TYPE_CHECKING, Final
 from transcript_clean.rules.base import (
     ACTIONS,
     Action,
-    ArrowCheck,
     Rule,
     Stage,
     Unrepairable,
@@ -63,7 +62,6 @@ __all__ = [
     "UNENCODABLE_ROW",
     "UNKNOWN_ROLE",
     "Action",
-    "ArrowCheck",
     "Rule",
     "Stage",
     "Unrepairable",

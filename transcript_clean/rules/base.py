@@ -7,8 +7,8 @@ A rule's `find` on the canonical transcript is the truth. Its Arrow checks (one 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from transcript_clean.errors import TranscriptCleanError
@@ -20,14 +20,12 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from transcript_clean.columnar.walk import ConversationsWalk
-    from transcript_clean.fastpath.base import ArrowView
     from transcript_clean.policy import Config
     from transcript_clean.tools import Declared
 
 __all__ = [
     "ACTIONS",
     "Action",
-    "ArrowCheck",
     "ColumnarCheck",
     "Rule",
     "Stage",
@@ -45,10 +43,6 @@ ACTIONS: tuple[Action, ...] = ("repair", "reject", "keep")
 Stage = Literal["decode", "empty", "walk", "encode"]
 """Where a rule is found: by the format's decoder (R0), among the empty turns (R1), on the
 R1-cleaned transcript (`find`), or when a repaired row is written back (R7)."""
-
-ArrowCheck = Callable[["ArrowView"], "npt.NDArray[np.bool_]"]
-"""Given a format's columnar view of a batch, the rows that may have the code; every other row
-the view reads certainly does not."""
 
 ColumnarCheck = Callable[["ConversationsWalk"], "npt.NDArray[np.bool_]"]
 """Given the walk over a batch's `Conversations` (any format's), the rows that may have the code;
@@ -169,9 +163,6 @@ class Rule:
     reads_declared_tools: bool = False
     """It checks calls against the row's declared tools: its Arrow check is the fast path's
     declared-tools checks (`fastpath.declared`), over any view's calls."""
-    arrow: Mapping[str, ArrowCheck] = field(default_factory=dict)
-    """Per format name, an Arrow check of the format's own view, where the rule brings one (a
-    format's view may also bring checks for the rules it knows)."""
     enabled: Callable[[Config], bool] = _always
     """Whether a run with this config looks for it at all."""
     optional: bool = False
