@@ -61,7 +61,10 @@ def assert_flattened_as_decoded(
     marks unread each one it does not (with `unread_superset`, maybe some it does read too);
     on each row read, the messages' roles and characters are the decoder's and each walk
     attribute is what the rule's `find` finds."""
-    view = fmt.flatten(table.column(fmt.column).combine_chunks(), table.schema)
+    side = {
+        n: table.column(n).combine_chunks() for n in fmt.side_columns if n in table.schema.names
+    }
+    view = fmt.flatten(table.column(fmt.column).combine_chunks(), table.schema, side)
     assert view is not None
     view.check()
     walk = ConversationsWalk(view)

@@ -10,6 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from differential import assert_fast_and_slow_agree, assert_verdicts_equal_on_generated_rows
+from flattened import CHECKED, assert_flattened_as_decoded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from synthetic import every_rates, generate_rows
@@ -17,25 +18,10 @@ from synthetic import every_rates, generate_rows
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.formats import get_format
-from transcript_clean.formats.base import DecodeError, Format
-from transcript_clean.model import AssistantMessage, Message, SystemMessage
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.rules import get_rule
-from transcript_clean.rules.base import Walk
-from transcript_clean.rules.empty_assistant_turn import drop_empty_turns
 
 RIG = get_format("rig")
-
-# Each walk attribute a rule's columnar check reads, by the rule whose `find` it stands for.
-CHECKED = {
-    "consecutive_assistant": "rows_consecutive",
-    "orphan_tool_result": "rows_orphan",
-    "unanswered_tool_call": "rows_unanswered",
-    "trailing_tool_call": "rows_trailing",
-    "duplicate_call_id": "rows_duplicate_id",
-    "no_assistant_turn": "rows_no_assistant",
-    "invalid_tool_arguments": "rows_invalid_arguments",
-}
 
 
 def test_each_rule_reads_its_check_from_the_walk() -> None:
@@ -252,49 +238,8 @@ _rows = st.lists(
 )
 
 
-def _truth(row: dict[str, Any], fmt: Format = RIG) -> dict[str, Any] | None:
-    """What the per-row path finds in a row: None when the decoder does not read it."""
-    try:
-        messages: list[Message] = list(fmt.decode(row).messages)
-    except DecodeError:
-        return None
-    kept, dropped = drop_empty_turns(messages)
-    walk = Walk(kept)
-    found: dict[str, Any] = {}
-    for code, attr in CHECKED.items():
-        find = get_rule(code).find
-        assert find is not None
-        found[attr] = bool(list(find(walk)))
-    found["rows_empty"] = bool(dropped)
-    found["trailing_calls"] = 0 if walk.trailing is None else len(walk.trailing[1])
-    found["messages"] = [
-        "system"
-        if isinstance(m, SystemMessage)
-        else "assistant"
-        if isinstance(m, AssistantMessage)
-        else "user"
-        for m in messages
-    ]
-    return found
-
-
 def _assert_flattened_as_decoded(rows: list[dict[str, Any]]) -> Conversations:
-    table = pa.Table.from_pylist(rows, schema=RIG_SCHEMA)
-    view = RIG.flatten(table.column("messages").combine_chunks())
-    assert view is not None
-    view.check()
-    walk = ConversationsWalk(view)
-    for r, row in enumerate(table.to_pylist()):
-        truth = _truth(row)
-        assert view.unread[r] == (truth is None), (r, row)
-        if truth is None:
-            continue
-        roles = view.role[view.message_row == r]
-        assert [("system", "user", "assistant")[k] for k in roles] == truth["messages"]
-        for attr in (*CHECKED.values(), "rows_empty"):
-            assert getattr(walk, attr)[r] == truth[attr], (attr, row)
-        assert walk.trailing_calls[r] == truth["trailing_calls"]
-    return view
+    return assert_flattened_as_decoded(RIG, pa.Table.from_pylist(rows, schema=RIG_SCHEMA))
 
 
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -326,17 +271,7 @@ def test_rig_turns_of_one_part_flatten_as_decoded() -> None:
 
 def test_rig_generated_rows_with_every_code_flatten_as_decoded() -> None:
     rows = [row for row, _ in generate_rows(400, "rig", seed=21, rates=every_rates("rig"))]
-    table = pa.Table.from_pylist(rows)
-    view = RIG.flatten(table.column("messages").combine_chunks())
-    assert view is not None
-    view.check()
-    walk = ConversationsWalk(view)
-    for r, row in enumerate(table.to_pylist()):
-        truth = _truth(row)
-        assert view.unread[r] == (truth is None)
-        if truth is not None:
-            for attr in (*CHECKED.values(), "rows_empty"):
-                assert getattr(walk, attr)[r] == truth[attr], (attr, r)
+    view = assert_flattened_as_decoded(RIG, pa.Table.from_pylist(rows))
     assert view.unread.sum() < len(rows) // 5
 
 
@@ -513,22 +448,7 @@ _anthropic_rows = st.lists(
 @settings(max_examples=250, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_anthropic_rows)
 def test_anthropic_rows_flatten_as_the_decoder_reads_them(rows: list[dict[str, Any]]) -> None:
-    table = pa.Table.from_pylist(rows, schema=ANTHROPIC_SCHEMA)
-    side = {"system": table.column("system").combine_chunks()}
-    view = ANTHROPIC.flatten(table.column("messages").combine_chunks(), table.schema, side)
-    assert view is not None
-    view.check()
-    walk = ConversationsWalk(view)
-    for r, row in enumerate(table.to_pylist()):
-        truth = _truth(row, ANTHROPIC)
-        assert view.unread[r] == (truth is None), (r, row)
-        if truth is None:
-            continue
-        roles = view.role[view.message_row == r]
-        assert [("system", "user", "assistant")[k] for k in roles] == truth["messages"]
-        for attr in (*CHECKED.values(), "rows_empty"):
-            assert getattr(walk, attr)[r] == truth[attr], (attr, row)
-        assert walk.trailing_calls[r] == truth["trailing_calls"]
+    assert_flattened_as_decoded(ANTHROPIC, pa.Table.from_pylist(rows, schema=ANTHROPIC_SCHEMA))
 
 
 def test_anthropic_turns_of_one_block_flatten_as_decoded() -> None:
@@ -546,14 +466,9 @@ def test_anthropic_turns_of_one_block_flatten_as_decoded() -> None:
         for block in alone
     ]
     table = pa.Table.from_pylist(rows, schema=ANTHROPIC_SCHEMA)
-    side = {"system": table.column("system").combine_chunks()}
-    view = ANTHROPIC.flatten(table.column("messages").combine_chunks(), table.schema, side)
-    assert view is not None and view.unread.sum() == 0
-    walk = ConversationsWalk(view)
-    for r, row in enumerate(table.to_pylist()):
-        truth = _truth(row, ANTHROPIC)
-        assert truth is not None and walk.rows_empty[r] == truth["rows_empty"], row
-    assert walk.rows_empty.sum() == 3  # two blank texts and blank thinking
+    view = assert_flattened_as_decoded(ANTHROPIC, table)
+    assert view.unread.sum() == 0
+    assert ConversationsWalk(view).rows_empty.sum() == 3  # two blank texts and blank thinking
 
 
 @pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
@@ -609,22 +524,7 @@ _sharegpt_rows = st.lists(
 
 
 def _assert_sharegpt_flattened_as_decoded(rows: list[dict[str, Any]]) -> None:
-    table = pa.Table.from_pylist(rows, schema=SHAREGPT_SCHEMA)
-    side = {"system": table.column("system").combine_chunks()}
-    view = SHAREGPT.flatten(table.column("conversations").combine_chunks(), table.schema, side)
-    assert view is not None
-    view.check()
-    walk = ConversationsWalk(view)
-    for r, row in enumerate(table.to_pylist()):
-        truth = _truth(row, SHAREGPT)
-        assert view.unread[r] == (truth is None), (r, row)
-        if truth is None:
-            continue
-        roles = view.role[view.message_row == r]
-        assert [("system", "user", "assistant")[k] for k in roles] == truth["messages"], row
-        for attr in (*CHECKED.values(), "rows_empty"):
-            assert getattr(walk, attr)[r] == truth[attr], (attr, row)
-        assert walk.trailing_calls[r] == truth["trailing_calls"]
+    assert_flattened_as_decoded(SHAREGPT, pa.Table.from_pylist(rows, schema=SHAREGPT_SCHEMA))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
