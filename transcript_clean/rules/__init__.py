@@ -43,7 +43,7 @@ from transcript_clean.rules.unknown_role import CODE as UNKNOWN_ROLE
 
 if TYPE_CHECKING:
     from transcript_clean.model import Message
-    from transcript_clean.policy import Config
+    from transcript_clean.rules.base import RuleConfig
     from transcript_clean.tools import Declared
 
 __all__ = [
@@ -160,7 +160,7 @@ def repair_chain() -> list[Rule]:
 
 
 def find_violations(
-    messages: Sequence[Message], config: Config | None = None, tools: Declared | None = None
+    messages: Sequence[Message], config: RuleConfig | None = None, tools: Declared | None = None
 ) -> list[Violation]:
     """Every rule's violations in a transcript whose empty turns are already set aside, rule by
     rule in order; with `config`, of the rules a run with it looks for (`Rule.enabled`), as the

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from transcript_clean.errors import TranscriptCleanError
 from transcript_clean.model import AssistantMessage, Message, ToolResult, UserMessage
@@ -20,7 +20,6 @@ if TYPE_CHECKING:
     import numpy.typing as npt
 
     from transcript_clean.columnar.walk import ConversationsWalk
-    from transcript_clean.policy import Config
     from transcript_clean.tools import Declared
 
 __all__ = [
@@ -28,6 +27,7 @@ __all__ = [
     "Action",
     "ColumnarCheck",
     "Rule",
+    "RuleConfig",
     "Stage",
     "Unrepairable",
     "Violation",
@@ -47,6 +47,28 @@ R1-cleaned transcript (`find`), or when a repaired row is written back (R7)."""
 ColumnarCheck = Callable[["ConversationsWalk"], "npt.NDArray[np.bool_]"]
 """Given the walk over a batch's `Conversations` (any format's), the rows that may have the code;
 every other row the view reads certainly does not."""
+
+
+class RuleConfig(Protocol):
+    """What a rule reads of a run's config (`policy.Config` is one; the policy, above the
+    rules, reads their registry)."""
+
+    @property
+    def interrupted_call(self) -> str: ...
+
+    @property
+    def orphan_result(self) -> str: ...
+
+    @property
+    def tokenizer(self) -> str | None: ...
+
+    @property
+    def max_tokens(self) -> int | None: ...
+
+    @property
+    def to(self) -> str | None: ...
+
+    def action(self, code: str) -> Action: ...
 
 
 @dataclass(slots=True, frozen=True)
@@ -86,7 +108,7 @@ class Walk:
         self,
         messages: Sequence[Message],
         tools: Declared | None = None,
-        config: Config | None = None,
+        config: RuleConfig | None = None,
     ) -> None:
         self.messages = messages
         self.tools = tools
@@ -121,7 +143,7 @@ class Walk:
         return list(self._by_code.get(code, ()))
 
 
-def _always(config: Config) -> bool:
+def _always(config: RuleConfig) -> bool:
     return True
 
 
@@ -142,9 +164,11 @@ class Rule:
     stage: Stage = "walk"
     find: Callable[[Walk], Iterable[Violation]] | None = None
     """Its violations on the R1-cleaned transcript (stage `walk`)."""
-    repair: Callable[[list[Message], Config], list[Message]] | None = None
+    repair: Callable[[list[Message], RuleConfig], list[Message]] | None = None
     """Its repair, where it has one: new messages, or `Unrepairable`."""
-    repair_declared: Callable[[list[Message], Config, Declared | None], list[Message]] | None = None
+    repair_declared: (
+        Callable[[list[Message], RuleConfig, Declared | None], list[Message]] | None
+    ) = None
     """Its repair given the row's declared tools too, where they matter to it (R2: a raw-input
     tool's call is not invalid); the cleaner calls it in place of `repair`."""
     also_repairs: tuple[str, ...] = ()
@@ -163,7 +187,7 @@ class Rule:
     reads_declared_tools: bool = False
     """It checks calls against the row's declared tools: its Arrow check is the fast path's
     declared-tools checks (`fastpath.declared`), over any view's calls."""
-    enabled: Callable[[Config], bool] = _always
+    enabled: Callable[[RuleConfig], bool] = _always
     """Whether a run with this config looks for it at all."""
     optional: bool = False
     """A config's summary (`Config.to_dict`, summary.json, a run's identity) names its action

@@ -19,7 +19,7 @@ from transcript_clean.rules.base import Rule, Unrepairable, Violation, Walk
 from transcript_clean.transcript import CONSECUTIVE_ASSISTANT, describe_error
 
 if TYPE_CHECKING:
-    from transcript_clean.policy import Config
+    from transcript_clean.rules.base import RuleConfig
 
 CODE: Final = CONSECUTIVE_ASSISTANT
 
@@ -101,7 +101,7 @@ def _differing_fields(first: AssistantMessage, second: AssistantMessage) -> str 
     return ", ".join(f"{k} ({one.get(k)!r}, {two.get(k)!r})" for k in keys)
 
 
-def _repair(messages: list[Message], config: Config) -> list[Message]:
+def _repair(messages: list[Message], config: RuleConfig) -> list[Message]:
     return merge_consecutive_assistant(messages)
 
 

@@ -44,7 +44,7 @@ from transcript_clean.transcript import (
 )
 
 if TYPE_CHECKING:
-    from transcript_clean.policy import Config
+    from transcript_clean.rules.base import RuleConfig
     from transcript_clean.tools import Declared
 
 CODE: Final = "invalid_tool_arguments"
@@ -143,12 +143,12 @@ def _refuse_real_result(messages: Sequence[Message], index: int, call: ToolCall,
             return
 
 
-def _repair(messages: list[Message], config: Config) -> list[Message]:
+def _repair(messages: list[Message], config: RuleConfig) -> list[Message]:
     return answer_invalid_calls(messages)
 
 
 def _repair_declared(
-    messages: list[Message], config: Config, tools: Declared | None
+    messages: list[Message], config: RuleConfig, tools: Declared | None
 ) -> list[Message]:
     return answer_invalid_calls(messages, raw_input_names(tools))
 

@@ -20,7 +20,7 @@ from transcript_clean.rules.base import Rule, Unrepairable, Violation, Walk
 from transcript_clean.transcript import ORPHAN_TOOL_RESULT, describe_error
 
 if TYPE_CHECKING:
-    from transcript_clean.policy import Config
+    from transcript_clean.rules.base import RuleConfig
 
 CODE: Final = ORPHAN_TOOL_RESULT
 
@@ -85,7 +85,7 @@ def may_be_used(result: ToolResult, given: Sequence[tuple[object, ...]]) -> bool
     return not empty and result.content not in given
 
 
-def _repair(messages: list[Message], config: Config) -> list[Message]:
+def _repair(messages: list[Message], config: RuleConfig) -> list[Message]:
     return drop_orphan_results(messages, drop_used=config.orphan_result == "drop")
 
 

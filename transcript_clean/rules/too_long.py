@@ -10,7 +10,7 @@ from transcript_clean.model import message_texts
 from transcript_clean.rules.base import Rule, Violation, Walk
 
 if TYPE_CHECKING:
-    from transcript_clean.policy import Config
+    from transcript_clean.rules.base import RuleConfig
 
 CODE: Final = "too_long"
 
@@ -28,7 +28,7 @@ def find(walk: Walk) -> Iterator[Violation]:
         yield Violation(CODE, None, None, message)
 
 
-def _enabled(config: Config) -> bool:
+def _enabled(config: RuleConfig) -> bool:
     return config.max_tokens is not None
 
 

@@ -27,7 +27,7 @@ from transcript_clean.transcript import (
 )
 
 if TYPE_CHECKING:
-    from transcript_clean.policy import Config
+    from transcript_clean.rules.base import RuleConfig
 
 CODE: Final = UNANSWERED_TOOL_CALL
 TRAILING: Final = "trailing_tool_call"
@@ -99,7 +99,7 @@ def answer_unanswered_calls(
     return out
 
 
-def _repair(messages: list[Message], config: Config) -> list[Message]:
+def _repair(messages: list[Message], config: RuleConfig) -> list[Message]:
     include_trailing = config.action(TRAILING) == "repair"
     if config.interrupted_call == "cut":
         return cut_before_unanswered(messages, include_trailing=include_trailing)
