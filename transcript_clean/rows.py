@@ -20,6 +20,7 @@ from transcript_clean.rules import (
     UNENCODABLE_ROW,
     Unrepairable,
     Violation,
+    find_rendered,
     find_violations,
     get_rule,
     repair_chain,
@@ -196,6 +197,18 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
                 result.violations.append(v)
         return _reject(result, [v.code for v in remaining], remaining[0].message)
 
+    # With a chat template: the transcript as it will be written, rendered as its trainer
+    # renders it (the rules of stage `render`).
+    if config.chat_template is not None:
+        rendered = find_rendered(current, config, tools, declarations(row, fmt))
+        if rendered:
+            result.violations.extend(rendered)
+            for v in rendered:
+                result.actions[v.code] = "rejected" if config.action(v.code) == "reject" else "kept"
+            deciding = [v for v in rendered if config.action(v.code) == "reject"]
+            if deciding:
+                return _reject(result, [v.code for v in deciding], deciding[0].message)
+
     result.messages = current
     if current == original:
         return result
@@ -206,6 +219,16 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
     result.status = "repaired"
     result.messages_out = _message_count(result.row.get(fmt.column))
     return result
+
+
+def declarations(row: Row, fmt: Format) -> Any:
+    """The row's declared tools as it holds them: the first of its format's columns that holds
+    something (what a trainer passes as `tools=`)."""
+    for column in fmt.declaring_columns:
+        value = row.get(column)
+        if value is not None and value != "" and value != []:
+            return value
+    return None
 
 
 def _place(violation: Violation) -> int:

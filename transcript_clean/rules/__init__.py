@@ -73,9 +73,11 @@ __all__ = [
     "codes_table",
     "config_toml",
     "discover",
+    "find_rendered",
     "find_violations",
     "get_rule",
     "registered",
+    "render_rules",
     "repair_chain",
     "rules",
     "unknown_code",
@@ -170,9 +172,32 @@ def find_violations(
     walk = Walk(messages, tools, config)
     found: list[Violation] = []
     for rule in _registry.values():
+        if rule.stage != "walk":
+            continue
         if rule.find is not None and (config is None or rule.enabled(config)):
             found.extend(rule.find(walk))
     return found
+
+
+def find_rendered(
+    messages: Sequence[Message],
+    config: Config,
+    tools: Declared | None = None,
+    declarations: object = None,
+) -> list[Violation]:
+    """The violations of the rules of stage `render` that `config` enables, in the transcript as
+    it will be written; `declarations`, the row's declared tools as it holds them."""
+    walk = Walk(messages, tools, config, declarations)
+    found: list[Violation] = []
+    for rule in _registry.values():
+        if rule.stage == "render" and rule.find is not None and rule.enabled(config):
+            found.extend(rule.find(walk))
+    return found
+
+
+def render_rules(config: Config) -> list[Rule]:
+    """The rules of stage `render` a run with `config` looks for."""
+    return [r for r in _registry.values() if r.stage == "render" and r.enabled(config)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,9 +41,10 @@ __all__ = [
 Action = Literal["repair", "reject", "keep"]
 ACTIONS: tuple[Action, ...] = ("repair", "reject", "keep")
 
-Stage = Literal["decode", "empty", "walk", "encode"]
+Stage = Literal["decode", "empty", "walk", "render", "encode"]
 """Where a rule is found: by the format's decoder (R0), among the empty turns (R1), on the
-R1-cleaned transcript (`find`), or when a repaired row is written back (R7)."""
+R1-cleaned transcript (`find`), on the transcript as it will be written, rendered with the
+chat template (`find`, after R6), or when a repaired row is written back (R7)."""
 
 ArrowCheck = Callable[["ArrowView"], "npt.NDArray[np.bool_]"]
 """Given a format's columnar view of a batch, the rows that may have the code; every other row
@@ -79,6 +80,8 @@ class Walk:
         "_trailing",
         "_trailing_known",
         "config",
+        "declarations",
+        "memo",
         "messages",
         "tools",
     )
@@ -88,11 +91,16 @@ class Walk:
         messages: Sequence[Message],
         tools: Declared | None = None,
         config: Config | None = None,
+        declarations: object = None,
     ) -> None:
         self.messages = messages
         self.tools = tools
         self.config = config
         """The run's config, for a rule that needs more than the actions (`too_long`)."""
+        self.declarations = declarations
+        """The row's declarations as it holds them (stage `render`: the template's `tools`)."""
+        self.memo: dict[str, object] = {}
+        """What several rules of one stage work out once (the render, for `render` rules)."""
         self._errors: list[TranscriptError] | None = None
         self._by_code: dict[str, list[TranscriptError]] | None = None
         self._trailing: tuple[int, tuple[str, ...]] | None = None

@@ -33,8 +33,13 @@ _ACTION_RANK = {"rejected": 3, "repaired": 2, "dropped": 1, "kept": 0, "present"
 
 
 def prompt_config(config: Config) -> Config:
-    """`config` for a prompt alone: what a prompt is allowed by design is kept, uncounted."""
-    return replace(config, actions={**config.actions, **dict.fromkeys(_PROMPT_CODES, "keep")})
+    """`config` for a prompt alone: what a prompt is allowed by design is kept, uncounted. It
+    is not rendered with a chat template: it is rendered with each candidate after it."""
+    return replace(
+        config,
+        actions={**config.actions, **dict.fromkeys(_PROMPT_CODES, "keep")},
+        chat_template=None,
+    )
 
 
 def get_path(row: Mapping[str, Any], path: str) -> Any:
