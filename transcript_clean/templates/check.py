@@ -3,14 +3,15 @@ auto` when the first way fails), and what the render left out."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
 from transcript_clean.model import Message
-from transcript_clean.templates.drops import Drops, find_drops
+from transcript_clean.templates.drops import Drops, Piece, find_drops
 from transcript_clean.templates.load import ChatTemplate
-from transcript_clean.templates.render import ArgumentsAs, Rendering, render
+from transcript_clean.templates.render import ArgumentsAs, Rendering, arguments_value, render
 
 __all__ = ["ArgumentsOption", "Checked", "check_transcript"]
 
@@ -69,4 +70,21 @@ def _check(
     if rendering.error is not None:
         return Checked(template, rendering, Drops([], []), arguments_as)
     drops = find_drops(template, messages, rendering.text, chat, tools, arguments_as)
+    if arguments_as == "string":
+        drops.dropped.extend(double_encoded(messages, rendering.text))
     return Checked(template, rendering, drops, arguments_as)
+
+
+def double_encoded(messages: Sequence[Message], text: str) -> list[Piece]:
+    """The calls whose arguments, given as JSON text, the template wrote as a JSON string
+    (`tojson` on a string: Qwen2.5 does it silently): the model would learn to quote them."""
+    out = []
+    for index, message in enumerate(messages):
+        for call in getattr(message, "tool_calls", ()):
+            if not isinstance(call.arguments, dict) or not call.arguments:
+                continue
+            given = arguments_value(call, "string")
+            if json.dumps(given, ensure_ascii=False) in text or json.dumps(given) in text:
+                what = f"the call {call.name}'s arguments as an object (written as a JSON string)"
+                out.append(Piece(index, what, ()))
+    return out

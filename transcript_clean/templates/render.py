@@ -230,11 +230,9 @@ def render(
     try:
         text, spans = render_chat(template, chat.messages, tools)
     except Exception as err:  # whatever the template raises: its words are the reject's
-        return (
-            Rendering(error=template_words(err), error_at=_raised_at(template, chat, tools)),
-            chat,
-            tools,
-        )
+        words = template_words(err)
+        at = _raised_at(template, chat, tools, words)
+        return Rendering(error=words, error_at=at), chat, tools
     rendering = Rendering(text, spans)
     if template.tokenizer is not None:
         _count(template, rendering, keep_mask)
@@ -242,15 +240,17 @@ def render(
 
 
 def _raised_at(
-    template: ChatTemplate, chat: Chat, tools: list[dict[str, Any]] | None
+    template: ChatTemplate, chat: Chat, tools: list[dict[str, Any]] | None, words: str
 ) -> int | None:
-    """The transcript's message at which the template first raises: the end of the shortest
-    prefix of the chat that raises, as a trainer building it turn by turn would find it."""
+    """The transcript's message at which the template raises `words`: the end of the shortest
+    prefix of the chat that raises them, as a trainer building it turn by turn would find it
+    (a shorter one may raise otherwise: Llama 3.1 wants a user message after the system)."""
     for end in range(1, len(chat.messages) + 1):
         try:
             render_chat(template, chat.messages[:end], tools)
-        except Exception:
-            return chat.origins[end - 1]
+        except Exception as err:
+            if template_words(err) == words:
+                return chat.origins[end - 1]
     return None
 
 
