@@ -371,3 +371,24 @@ def test_the_workers_render_as_this_process_does(
     two = audit(str(shared_data / ZAVA), chat_template=path, rows_per_block=10, workers=2)
     assert one.stats.records() == two.stats.records()
     assert ("template_drops_content", "rejected") in one.stats.codes
+
+
+def test_explain_shows_the_render_with_trained_spans_and_what_was_left_out(
+    shared_data: Path, templates: Path
+) -> None:
+    zava = str(shared_data / ZAVA)
+    llama = ["explain", zava, "--row", "0", "--chat-template", str(templates / "llama3_1.jinja")]
+    result = CliRunner().invoke(main, llama)
+    assert result.exit_code == 0, result.output
+    out = result.output
+    assert "Rendered with llama3_1.jinja (arguments as objects; it marks no" in out
+    left = out.split("Left out by the template (never rendered):\n")[1].splitlines()[0]
+    assert left.startswith("  message 6: the assistant text 'Thanks, Alex!")
+    assert "⟦" not in out
+    qwen = ["explain", zava, "--row", "0", "--chat-template"]
+    result = CliRunner().invoke(main, [*qwen, str(templates / "qwen3_training.jinja")])
+    assert result.exit_code == 0, result.output
+    spans = result.output.split("⟦")[2:]  # the first is the header's
+    assert len(spans) == 8 and all("⟧" in s for s in spans)  # the row's 8 assistant turns
+    assert spans[-1].startswith("<think>") and "modify_pending_order_items" in spans[-1]
+    assert "Nothing of the transcript is left out." in result.output

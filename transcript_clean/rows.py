@@ -207,6 +207,7 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
                 result.actions[v.code] = "rejected" if config.action(v.code) == "reject" else "kept"
             deciding = [v for v in rendered if config.action(v.code) == "reject"]
             if deciding:
+                result.messages = current  # as rendered: `explain` shows what was left out
                 return _reject(result, [v.code for v in deciding], deciding[0].message)
 
     result.messages = current
