@@ -392,3 +392,35 @@ def test_explain_shows_the_render_with_trained_spans_and_what_was_left_out(
     assert len(spans) == 8 and all("⟧" in s for s in spans)  # the row's 8 assistant turns
     assert spans[-1].startswith("<think>") and "modify_pending_order_items" in spans[-1]
     assert "Nothing of the transcript is left out." in result.output
+
+
+def test_max_tokens_counts_the_rendered_conversation(
+    templates: Path, zava: list[dict[str, Any]], tmp_path: Path
+) -> None:
+    import pyarrow as pa
+
+    source = (templates / "qwen3_training.jinja").read_text(encoding="utf-8")
+    folder = str(_tokenizer_folder(tmp_path / "tok", source))
+    template = load_template(folder)
+    # As the cleaner reads them from Arrow: keys a row leaves out are there, null.
+    rows = pa.Table.from_pylist(zava[:6]).to_pylist()
+    tokens = [
+        check_transcript(template, messages, tools).rendering.tokens
+        for messages, tools in _transcripts(rows)
+    ]
+    assert all(t is not None for t in tokens)
+    limit = sorted(tokens)[2]  # type: ignore[type-var]
+    cfg = replace(DEFAULT, chat_template=folder, max_tokens=limit, actions={"too_long": "reject"})
+    result = clean_batch(pa.Table.from_pylist(rows), cfg, format="openai")
+    rejects = result.rejects.select(["_source_row", "_reject_message"]).to_pylist()
+    over = [i for i, t in enumerate(tokens) if t > limit]  # type: ignore[operator]
+    assert [r["_source_row"] for r in rejects] == over, rejects
+    for r in rejects:
+        t = tokens[r["_source_row"]]
+        assert r["_reject_message"].startswith(f"the rendered conversation has {t} tokens (")
+        assert r["_reject_message"].endswith(f"trained), over the limit of {limit}")
+    # A .jinja file alone has no tokens to count.
+    with pytest.raises(ConfigError, match="counts the rendered tokens"):
+        from transcript_clean.templates import with_template
+
+        with_template(replace(DEFAULT, max_tokens=10), str(templates / "qwen3.jinja"), None)

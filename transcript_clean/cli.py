@@ -490,11 +490,6 @@ def _with_tokens(
             "looked for)",
             err=True,
         )
-    if max_tokens is not None and template.tokenizer is None:
-        raise click.UsageError(
-            "--max-tokens needs tokens: give --chat-template a tokenizer folder or Hub id, or "
-            "--tokenizer with a .jinja file"
-        )
     return loaded
 
 

@@ -171,8 +171,9 @@ def find_violations(
     fast path does; with `tools`, the row's declared tools, its calls checked against them."""
     walk = Walk(messages, tools, config)
     found: list[Violation] = []
+    rendering = config is not None and config.chat_template is not None
     for rule in _registry.values():
-        if rule.stage != "walk":
+        if rule.stage != "walk" or (rendering and rule.rendered is not None):
             continue
         if rule.find is not None and (config is None or rule.enabled(config)):
             found.extend(rule.find(walk))
@@ -185,13 +186,15 @@ def find_rendered(
     tools: Declared | None = None,
     declarations: object = None,
 ) -> list[Violation]:
-    """The violations of the rules of stage `render` that `config` enables, in the transcript as
-    it will be written; `declarations`, the row's declared tools as it holds them."""
+    """The violations of the rules of stage `render` that `config` enables (and of those with a
+    `rendered` find), in the transcript as it will be written; `declarations`, the row's
+    declared tools as it holds them."""
     walk = Walk(messages, tools, config, declarations)
     found: list[Violation] = []
     for rule in _registry.values():
-        if rule.stage == "render" and rule.find is not None and rule.enabled(config):
-            found.extend(rule.find(walk))
+        find = rule.find if rule.stage == "render" else rule.rendered
+        if find is not None and rule.enabled(config):
+            found.extend(find(walk))
     return found
 
 

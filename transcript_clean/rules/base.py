@@ -151,6 +151,9 @@ class Rule:
     stage: Stage = "walk"
     find: Callable[[Walk], Iterable[Violation]] | None = None
     """Its violations on the R1-cleaned transcript (stage `walk`)."""
+    rendered: Callable[[Walk], Iterable[Violation]] | None = None
+    """With a chat template, its violations on the transcript as rendered, found in stage
+    `render` in place of `find` (`too_long` counts the rendered conversation's tokens)."""
     repair: Callable[[list[Message], Config], list[Message]] | None = None
     """Its repair, where it has one: new messages, or `Unrepairable`."""
     repair_declared: Callable[[list[Message], Config, Declared | None], list[Message]] | None = None

@@ -189,5 +189,11 @@ def with_template(config: Config, chat_template: str | None, arguments_as: str |
     if chat_template is None:
         raise ConfigError(f"{option_name('arguments_as')} needs {option_name('chat_template')}")
     chat_template = os.fspath(chat_template)
-    check_template(chat_template, config.tokenizer)
+    template = check_template(chat_template, config.tokenizer)
+    if config.max_tokens is not None and template.tokenizer is None:
+        raise ConfigError(
+            f"{option_name('max_tokens')} with {option_name('chat_template')} counts the rendered "
+            "tokens: give a tokenizer folder or Hub id, or a tokenizer.json as "
+            f"{option_name('tokenizer')} with a .jinja file"
+        )
     return replace(config, chat_template=chat_template, arguments_as=arguments_as)
