@@ -424,3 +424,29 @@ def test_max_tokens_counts_the_rendered_conversation(
         from transcript_clean.templates import with_template
 
         with_template(replace(DEFAULT, max_tokens=10), str(templates / "qwen3.jinja"), None)
+
+
+def test_the_profile_and_the_audit_report_count_rendered_and_trained_tokens(
+    shared_data: Path, templates: Path, tmp_path: Path
+) -> None:
+    from transcript_clean.audit import audit
+    from transcript_clean.audit.render import render_markdown, render_text
+
+    source = (templates / "qwen3_training.jinja").read_text(encoding="utf-8")
+    folder = str(_tokenizer_folder(tmp_path / "tok", source))
+    result = audit(str(shared_data / ZAVA), chat_template=folder, rows_per_block=20)
+    profile = result.summary["profile"]
+    assert profile["rendered_rows"] == 55
+    rendered, trained = profile["per_row"]["rendered_tokens"], profile["per_row"]["trained_tokens"]
+    assert rendered["count"] == trained["count"] == 55
+    assert 0 < trained["mean"] < rendered["mean"]
+    assert {"rendered_tokens_per_row", "trained_tokens_per_row"} <= set(profile["histograms"])
+    text = render_text(result)
+    assert f"chat template {folder}: rows rendered 55" in text
+    assert "template_error 0 rows; template_drops_content 0 rows" in text
+    assert "trained tokens per row kept: mean" in text
+    assert "## Chat template" in render_markdown(result)
+    # Without a template, none of it.
+    plain = audit(str(shared_data / ZAVA))
+    assert "rendered_rows" not in plain.summary["profile"]
+    assert "chat template" not in render_text(plain)

@@ -69,7 +69,13 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
-            "actions": {code: self.action(code) for code in codes()},
+            # The chat template's codes only in a run that renders: a run without one reads,
+            # and resumes, as it did before they were added.
+            "actions": {
+                code: self.action(code)
+                for code in codes()
+                if self.chat_template is not None or get_rule(code).stage != "render"
+            },
             "repair": {
                 "interrupted_call": self.interrupted_call,
                 "orphan_result": self.orphan_result,

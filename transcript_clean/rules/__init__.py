@@ -180,16 +180,12 @@ def find_violations(
     return found
 
 
-def find_rendered(
-    messages: Sequence[Message],
-    config: Config,
-    tools: Declared | None = None,
-    declarations: object = None,
-) -> list[Violation]:
-    """The violations of the rules of stage `render` that `config` enables (and of those with a
-    `rendered` find), in the transcript as it will be written; `declarations`, the row's
-    declared tools as it holds them."""
-    walk = Walk(messages, tools, config, declarations)
+def find_rendered(walk: Walk) -> list[Violation]:
+    """The violations of the rules of stage `render` that the walk's config enables (and of
+    those with a `rendered` find), in the transcript as it will be written (`Walk` with the
+    row's declarations as it holds them)."""
+    config = walk.config
+    assert config is not None
     found: list[Violation] = []
     for rule in _registry.values():
         find = rule.find if rule.stage == "render" else rule.rendered
