@@ -450,3 +450,31 @@ def test_the_profile_and_the_audit_report_count_rendered_and_trained_tokens(
     plain = audit(str(shared_data / ZAVA))
     assert "rendered_rows" not in plain.summary["profile"]
     assert "chat template" not in render_text(plain)
+
+
+def test_preference_rows_render_each_candidate_after_the_prompt(
+    shared_data: Path, templates: Path, tmp_path: Path
+) -> None:
+    from transcript_clean.audit import audit
+
+    dpo = str(shared_data / "preference" / "llamafactory_dpo_en_demo.json")
+    source = (templates / "qwen3_training.jinja").read_text(encoding="utf-8")
+    folder = str(_tokenizer_folder(tmp_path / "tok", source))
+    result = audit(dpo, chat_template=folder)
+    profile = result.summary["profile"]
+    assert profile["rendered_rows"] == 300 == result.stats.rows_in
+    assert profile["per_row"]["trained_tokens"]["count"] == 300
+    assert not any(code.startswith("template") for code, _ in result.stats.codes)
+    # A template that trains on calls only: each row's first candidate has no trained token.
+    calls = tmp_path / "calls.jinja"
+    calls.write_text(
+        "{% for m in messages %}{{ m.role }}: {% if m.tool_calls %}{% generation %}"
+        "{{ m.tool_calls[0].function.name }}{% endgeneration %}{% endif %}"
+        "{{ m.content or '' }}\n{% endfor %}",
+        encoding="utf-8",
+    )
+    rejected = audit(dpo, chat_template=str(calls))
+    stat = rejected.stats.codes["no_trained_tokens", "rejected"]
+    assert stat.rows == 300
+    first = rejected.samples["no_trained_tokens"][0]
+    assert first.reject_message is not None and first.reject_message.startswith("chosen: ")

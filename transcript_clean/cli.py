@@ -446,9 +446,9 @@ def template_options(f: F) -> F:
                 "--arguments-as",
                 type=click.Choice(["object", "string", "auto"]),
                 default=None,
-                help="With --chat-template: give calls' arguments to the template as JSON "
-                "objects (the default), as JSON text, or auto: as whichever renders without "
-                "error and without loss.",
+                help="With --chat-template: render calls' arguments as JSON objects (the "
+                "default), as JSON text, or auto: as whichever renders without error and "
+                "without loss, row by row (the rows written keep their arguments as they are).",
             ),
         ],
         f,
