@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, cast
 
-from transcript_clean.rules.base import Walk
-
 if TYPE_CHECKING:
     from transcript_clean.policy import Config
+    from transcript_clean.rules.base import Walk
     from transcript_clean.templates import ArgumentsOption, Checked
 
 _MEMO = "template"
