@@ -478,3 +478,12 @@ def test_preference_rows_render_each_candidate_after_the_prompt(
     assert stat.rows == 300
     first = rejected.samples["no_trained_tokens"][0]
     assert first.reject_message is not None and first.reject_message.startswith("chosen: ")
+
+
+def test_rendering_never_imports_torch(templates: Path, zava: list[dict[str, Any]]) -> None:
+    import sys
+
+    template = load_template(str(templates / "qwen3.jinja"))
+    messages, tools = _transcripts(zava[:1])[0]
+    assert check_transcript(template, messages, tools).clean
+    assert "torch" not in sys.modules
