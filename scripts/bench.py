@@ -29,6 +29,13 @@ issue 27's target (under 1.5 GB, and flat), and checks that the largest output l
 printed as a Markdown table:
 
     .venv/bin/python scripts/bench.py --source jsonl --repeat 1
+
+`--chat-template T.jinja` measures issue 30's target instead (`template_bench.py`): `audit
+--chat-template` over the zava rows against `apply_chat_template(tokenize=True)` alone on the
+same rows, with the workers of `--workers`:
+
+    .venv/bin/python scripts/bench.py --rows 2200 --workers 1,2 \
+        --chat-template ../shared/data/chat_templates/qwen3_training.jinja
 """
 
 from __future__ import annotations
@@ -408,6 +415,13 @@ def ensure_dataset(
     show_default=True,
     help="With --long-rows: the row counts to measure.",
 )
+@click.option(
+    "--chat-template",
+    "chat_template",
+    type=click.Path(exists=True, dir_okay=False),
+    default=None,
+    help="Measure audit --chat-template against apply_chat_template alone (template_bench.py).",
+)
 @click.pass_context
 def main(
     ctx: click.Context,
@@ -426,9 +440,27 @@ def main(
     source_kind: str,
     jsonl_counts: str,
     long_rows_counts: str,
+    chat_template: str | None,
 ) -> None:
     """Time the floor, the datasets pipeline and transcript-clean in one run."""
     if ctx.invoked_subcommand is not None:
+        return
+    if chat_template is not None:
+        from template_bench import bench_templates
+
+        byte_compile_cleaner()
+        rendered = bench_templates(
+            __file__,
+            Path(workdir),
+            Path(chat_template),
+            rows,
+            [int(n) for n in workers.split(",")],
+            repeat,
+            measure,
+        )
+        target = Path(json_out) if json_out else Path(workdir) / "results-templates.json"
+        target.write_text(json.dumps({"cpus": os.cpu_count(), "results": rendered}, indent=2))
+        click.echo(f"\nwrote {target}")
         return
     if long_rows:
         from long_rows import bench_long_rows
@@ -591,6 +623,16 @@ def per_row_share(source: Path, fmt: str) -> dict[str, float]:
         "per_row_with_code": with_code / total,
         "per_row_clean": (per_row - with_code) / total,
     }
+
+
+@main.command("template-step")
+@click.argument("source")
+@click.argument("folder")
+def template_step(source: str, folder: str) -> None:
+    """The chat-template baseline: apply_chat_template(tokenize=True) on every row."""
+    from template_bench import step_apply
+
+    step_apply(source, folder)
 
 
 @main.command()

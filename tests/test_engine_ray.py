@@ -348,3 +348,17 @@ def test_shards_the_driver_cannot_see_are_an_error(tmp_path: Path) -> None:
     block = Block(0, open_source(str(small_source(tmp_path))).parts()[0], 0, 5)
     with pytest.raises(EngineError, match="storage every node shares"):
         ray_engine._check_shards_visible(tmp_path / "out.partial", [block])
+
+
+def test_ray_renders_with_a_chat_template_as_the_local_engine_does(
+    local_ray: Any, generated: Path, shared_data: Path
+) -> None:
+    """The template travels to the Ray tasks as its path; each loads and compiles it once."""
+    pytest.importorskip("transformers")
+    template = str(shared_data / "chat_templates" / "llama3_1.jinja")
+    options: dict[str, Any] = {"chat_template": template, "limit": 600, "rows_per_block": 200}
+    local = audit(generated, **options)
+    on_ray = audit(generated, engine="ray", **options)
+    assert on_ray.stats.records() == local.stats.records()
+    assert on_ray.summary["profile"] == local.summary["profile"]
+    assert ("template_error", "rejected") in local.stats.codes

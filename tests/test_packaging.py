@@ -47,9 +47,14 @@ def test_every_third_party_import_is_a_declared_dependency() -> None:
     third_party = imported_modules(ROOT / "transcript_clean") - set(sys.stdlib_module_names)
     third_party.discard("transcript_clean")
     # ray is imported only by --engine ray, which asks for the [ray] extra; tokenizers only by
-    # --tokenizer, which asks for the [tokens] extra.
-    assert third_party - declared <= {"ray", "tokenizers"}, "imported but not declared"
-    assert {"ray", "tokenizers"} <= extras
+    # --tokenizer, which asks for the [tokens] extra; transformers only by --chat-template,
+    # which asks for the [templates] extra.
+    optional = {"ray", "tokenizers", "transformers"}
+    assert third_party - declared <= optional, "imported but not declared"
+    assert optional <= extras
+    assert {"transformers", "tokenizers"} <= {
+        requirement_name(r) for r in PROJECT["optional-dependencies"]["templates"]
+    }
     assert {"pyarrow", "numpy"} <= third_party
 
 

@@ -16,6 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 import rules_files
 from click.testing import CliRunner
+from conftest import SHARED_DATA
 from differential import assert_fast_and_slow_agree
 from synthetic import (
     FORMATS,
@@ -128,7 +129,7 @@ def test_the_shipped_rules_are_spec_order_and_each_well_formed() -> None:
         assert rule.default in rule.allowed and rule.strict in rule.allowed
         assert set(rule.allowed) <= set(ACTIONS)
         assert rule.summary and "\n" not in rule.summary
-        assert (rule.find is not None) == (rule.stage == "walk"), rule.code
+        assert (rule.find is not None) == (rule.stage in ("walk", "render")), rule.code
 
 
 def test_the_configs_are_generated_from_the_registry() -> None:
@@ -252,21 +253,56 @@ NOT_PLANTED_IN = {
 }
 
 
-def _config(code: str, action: str, tokenizer: str) -> Config:
+TEMPLATES = SHARED_DATA / "chat_templates"
+
+# The chat template each template code is looked for with (only with one): a real one that
+# plants it on the generated rows, and for no_trained_tokens one that trains on calls only.
+TEMPLATE_FOR = {
+    "template_error": "llama3_1.jinja",
+    "template_drops_content": "llama3_1.jinja",
+    "template_prunes_history": "gptoss.jinja",
+    "no_trained_tokens": None,
+}
+
+CALLS_ONLY = (
+    "{% for m in messages %}{{ m.role }}: {% if m.tool_calls %}{% generation %}"
+    "{% for c in m.tool_calls %}{{ c.function.name }}{{ c.function.arguments | tojson }}"
+    "{% endfor %}{% endgeneration %}{% endif %}{{ m.content or '' }}{% if m.reasoning_content %}"
+    "{{ m.reasoning_content }}{% endif %}\n{% endfor %}"
+)
+
+
+@pytest.fixture(scope="module")
+def calls_only(tmp_path_factory: pytest.TempPathFactory) -> str:
+    path = tmp_path_factory.mktemp("tpl") / "calls_only.jinja"
+    path.write_text(CALLS_ONLY, encoding="utf-8")
+    return str(path)
+
+
+def _config(code: str, action: str, tokenizer: str, calls_only: str = "") -> Config:
     actions = {"actions": {code: action}}
     if code == TOO_LONG:  # looked for only with --max-tokens: about half the rows are over
         config = config_from_dict(actions, name=f"{code}={action}")
         return replace(config, tokenizer=tokenizer, max_tokens=60)
+    if code in TEMPLATE_FOR:  # looked for only with --chat-template
+        pytest.importorskip("transformers")
+        name = TEMPLATE_FOR[code]
+        if name is not None and not (TEMPLATES / name).is_file():
+            pytest.skip(f"{TEMPLATES} is absent")
+        config = config_from_dict(actions, name=f"{code}={action}")
+        template = calls_only if name is None else str(TEMPLATES / name)
+        return replace(config, chat_template=template)
     return config_from_dict(actions, name=f"{code}={action}")
 
 
 @pytest.mark.parametrize(("fmt", "code", "action"), _cases())
 def test_fast_and_slow_agree_for_every_rule_and_action(
-    fmt: str, code: str, action: str, tokenizer: str
+    fmt: str, code: str, action: str, tokenizer: str, calls_only: str
 ) -> None:
-    rows = generate_rows(600, fmt, seed=11, rates=every_rates(fmt))
+    # Rendering is per-row work: fewer rows for the template codes.
+    rows = generate_rows(150 if code in TEMPLATE_FOR else 600, fmt, seed=11, rates=every_rates(fmt))
     table = pa.Table.from_pylist([row for row, _ in rows])
-    config = _config(code, action, tokenizer)
+    config = _config(code, action, tokenizer, calls_only)
     slow = assert_fast_and_slow_agree(table, config, get_format(fmt))
     if code in NOT_PLANTED or code in NOT_PLANTED_IN[fmt]:
         return

@@ -439,19 +439,68 @@ def _profile_limits(texts: list[str]) -> list[Any]:
         raise click.BadParameter(str(err), param_hint="'--max-drift'") from None
 
 
-def _with_tokens(config: str, tokenizer: str | None, max_tokens: int | None) -> str | Config:
-    """The config, with `--tokenizer` and `--max-tokens` when given (the name otherwise)."""
-    if tokenizer is None and max_tokens is None:
+def template_options(f: F) -> F:
+    """Rows rendered with a model's chat template (`clean`, `audit` and `explain`)."""
+    return _apply(
+        [
+            click.option(
+                "--chat-template",
+                metavar="TEMPLATE",
+                default=None,
+                help="Render every row kept with this chat template, as its trainer will: a "
+                ".jinja file, a tokenizer folder or a Hub model id; adds the codes template_error, "
+                "template_drops_content, template_prunes_history and no_trained_tokens (needs "
+                "the [templates] extra: pip install 'transcript-clean[templates]').",
+            ),
+            click.option(
+                "--arguments-as",
+                type=click.Choice(["object", "string", "auto"]),
+                default=None,
+                help="With --chat-template: render calls' arguments as JSON objects (the "
+                "default), as JSON text, or auto: as whichever renders without error and "
+                "without loss, row by row (the rows written keep their arguments as they are).",
+            ),
+        ],
+        f,
+    )
+
+
+def _with_tokens(
+    config: str,
+    tokenizer: str | None,
+    max_tokens: int | None,
+    chat_template: str | None = None,
+    arguments_as: str | None = None,
+) -> str | Config:
+    """The config, with `--tokenizer`, `--max-tokens`, `--chat-template` and `--arguments-as`
+    when given (the name otherwise)."""
+    if tokenizer is None and max_tokens is None and chat_template is None and arguments_as is None:
         return config
-    if tokenizer is None:
-        raise click.UsageError("--max-tokens needs --tokenizer")
+    if max_tokens is not None and tokenizer is None and chat_template is None:
+        raise click.UsageError("--max-tokens needs --tokenizer or --chat-template")
     from dataclasses import replace
 
     from transcript_clean.policy import load_config
     from transcript_clean.tokens import check_tokenizer
 
-    check_tokenizer(tokenizer)
-    return replace(load_config(config), tokenizer=tokenizer, max_tokens=max_tokens)
+    if tokenizer is not None:
+        check_tokenizer(tokenizer)
+    loaded = replace(load_config(config), tokenizer=tokenizer, max_tokens=max_tokens)
+    if chat_template is None and arguments_as is None:
+        return loaded
+    from transcript_clean.templates import load_template, with_template
+
+    loaded = with_template(loaded, chat_template, arguments_as)
+    assert loaded.chat_template is not None
+    template = load_template(loaded.chat_template, loaded.tokenizer)
+    if not template.marks_generation:
+        click.echo(
+            f"note: the chat template {template.name} marks no {{% generation %}}: it gives no "
+            "assistant mask, so trained tokens cannot be counted (no_trained_tokens is not "
+            "looked for)",
+            err=True,
+        )
+    return loaded
 
 
 def run_options(f: F) -> F:
@@ -541,7 +590,11 @@ def _options(
         candidates=tuple(c.strip() for c in candidates.split(",")) if candidates else None,
     )
     config = _with_tokens(
-        given.pop("config"), given.pop("tokenizer", None), given.pop("max_tokens", None)
+        given.pop("config"),
+        given.pop("tokenizer", None),
+        given.pop("max_tokens", None),
+        given.pop("chat_template", None),
+        given.pop("arguments_as", None),
     )
     return config, read, engine
 
@@ -673,6 +726,7 @@ def _resumable(output: str) -> Iterator[None]:
 @click.option("--resume", is_flag=True, help="Finish a run that was killed (same options).")
 @run_options
 @token_options
+@template_options
 @gate_options
 @click.option(
     "--json",
@@ -783,6 +837,7 @@ def clean(
 @click.argument("source")
 @click.option("--row", "row_number", type=int, required=True, help="The row number, from 0.")
 @source_options
+@template_options
 @log_options
 def explain(source: str, row_number: int, **options: Any) -> None:
     """Show what the cleaner does to one row: its canonical transcript, its violations with
@@ -806,6 +861,7 @@ def explain(source: str, row_number: int, **options: Any) -> None:
 @source_options
 @run_options
 @token_options
+@template_options
 @click.option(
     "--stats-out",
     type=click.Path(file_okay=False),

@@ -54,6 +54,8 @@ class Explanation:
     transcripts: list[tuple[str, list[Message]]] = field(default_factory=list)
     """A dataset type's row: each conversation checked (the prompt and each candidate, as far
     as the cleaner went), by its title; empty: the one transcript of `result`."""
+    rendered: list[str] = field(default_factory=list)
+    """With a chat template: the transcript as written, rendered (`templates.view`)."""
 
 
 def read_row(source: Source, number: int) -> tuple[Row, str | None]:
@@ -91,8 +93,24 @@ def explain_row(source: Source, number: int, fmt: Format, config: Config) -> Exp
     # shows each candidate after the prompt, as the cleaner checked them: a violation listed
     # may be in any of them.
     if not isinstance(fmt, ShapedFormat):
-        return Explanation(source.name, number, fmt.name, row, result)
+        rendered = _rendered(row, fmt, config, result)
+        return Explanation(source.name, number, fmt.name, row, result, rendered=rendered)
     return Explanation(source.name, number, fmt.describe(), row, result, _transcripts(fmt, result))
+
+
+def _rendered(row: Row, fmt: Format, config: Config, result: RowResult) -> list[str]:
+    """The transcript as written (or as it was when rejected) rendered with the chat template,
+    its trained spans marked; nothing without a template or a transcript."""
+    if config.chat_template is None or result.messages is None or result.decoded is None:
+        return []
+    from transcript_clean.rows import declarations
+    from transcript_clean.templates import check_transcript, load_template
+    from transcript_clean.templates.view import render_view
+
+    template = load_template(config.chat_template, config.tokenizer)
+    arguments_as: Any = config.arguments_as
+    checked = check_transcript(template, result.messages, declarations(row, fmt), arguments_as)
+    return render_view(checked)
 
 
 def _transcripts(fmt: ShapedFormat, result: RowResult) -> list[tuple[str, list[Message]]]:
@@ -229,6 +247,8 @@ def render_explanation(exp: Explanation) -> str:
         lines += ["No violations.", ""]
     for step in result.steps:
         lines += [f"Repair {step.code} (- before, + after):", *render_change(step), ""]
+    if exp.rendered:
+        lines += [*exp.rendered, ""]
     outcome = {
         "unchanged": "kept unchanged",
         "repaired": "kept, repaired",

@@ -390,6 +390,16 @@ def clean_batch_parts(
     return CleanedBatch(table, kept, replaced, rejects, stats)
 
 
+def _profile_rendered(stats: Stats, results: Sequence[RowResult]) -> None:
+    """The rendered and trained tokens of the rows kept (`--chat-template`), for the profile."""
+    counted = [r.rendered for r in results if r.rendered is not None and r.status != "rejected"]
+    stats.profile.rendered_rows += sum(r.templated for r in results)
+    stats.profile.add_rendered(
+        [tokens for tokens, _ in counted],
+        [trained for _, trained in counted if trained is not None],
+    )
+
+
 def _clean_rows(
     table: pa.Table,
     slow: npt.NDArray[np.int64],
@@ -440,6 +450,8 @@ def _clean_rows(
 
     kept = np.ones(table.num_rows, dtype=bool)
     kept[[i for i, _, _ in rejected]] = False
+    if config.chat_template is not None:
+        _profile_rendered(stats, results)
     for i, row, result in zip(positions, rows, results, strict=True):
         if result.status == "rejected":
             kept[i] = False

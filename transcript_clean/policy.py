@@ -49,6 +49,13 @@ class Config:
     """A local `tokenizer.json` (`--tokenizer`): the profile counts tokens with it."""
     max_tokens: int | None = None
     """`--max-tokens`: rows over it have `too_long` (looked for only when it is set)."""
+    chat_template: str | None = None
+    """`--chat-template`: a `.jinja` file, a tokenizer folder or a Hub model id; every row kept
+    is rendered with it (the rules `template_*` and `no_trained_tokens`, looked for only then).
+    Held as given, so that it travels to workers as text; each process loads it once."""
+    arguments_as: str | None = None
+    """`--arguments-as`: `object`, `string` or `auto`, how calls' arguments reach the template
+    (None: as objects, what transformers documents)."""
     max_row_bytes: int | None = None
     """`--max-row-bytes`: a row holding more bytes in Arrow is a `malformed_row` reject, never
     made Python objects (None: no limit; `clean` and `audit` set their source options')."""
@@ -65,10 +72,13 @@ class Config:
     def to_dict(self) -> dict[str, Any]:
         return {
             "name": self.name,
+            # The optional codes (`--to`'s) and the chat template's only in a run that looks for
+            # them: a run without them reads, and resumes, as it did before they were added.
             "actions": {
                 rule.code: self.action(rule.code)
                 for rule in rules()
-                if not rule.optional or rule.enabled(self)
+                if (not rule.optional or rule.enabled(self))
+                and (self.chat_template is not None or rule.stage != "render")
             },
             "repair": {
                 "interrupted_call": self.interrupted_call,
@@ -77,6 +87,8 @@ class Config:
             # Only when set, so a run without them reads as it always did.
             **({"tokenizer": self.tokenizer} if self.tokenizer is not None else {}),
             **({"max_tokens": self.max_tokens} if self.max_tokens is not None else {}),
+            **({"chat_template": self.chat_template} if self.chat_template is not None else {}),
+            **({"arguments_as": self.arguments_as} if self.arguments_as is not None else {}),
         }
 
 

@@ -61,8 +61,14 @@ EXACT_BELOW: Final = 128
 """Values below it have a bin each: their quantiles are exact."""
 QUANTILES: Final = {"p5": 0.05, "p50": 0.5, "p95": 0.95}
 
-PER_ROW: Final = ("messages", "user_turns", "assistant_turns", "tool_calls", "chars", "tokens")
-"""The distributions over rows (`tokens` only with a tokenizer)."""
+PER_ROW: Final = (
+    "messages", "user_turns", "assistant_turns", "tool_calls", "chars", "tokens",
+    "rendered_tokens", "trained_tokens",
+)  # fmt: skip
+"""The distributions over rows (`tokens` only with a tokenizer; `rendered_tokens`, the
+conversation as a chat template renders it, and `trained_tokens`, those of its assistant mask,
+only with `--chat-template`, over the rows kept)."""
+RENDERED: Final = ("rendered_tokens", "trained_tokens")
 PER_TURN: Final = ("chars", "tokens")
 """The distributions over assistant turns, named `turn_<name>`."""
 
@@ -210,6 +216,8 @@ class Profile:
     per_turn: dict[str, Histogram] = field(default_factory=dict)
     turns: dict[str, int] = field(default_factory=dict)
     tools: dict[str, int] = field(default_factory=dict)
+    rendered_rows: int = 0
+    """Rows rendered with a chat template (`--chat-template`): those that got as far."""
 
     def add(self, measures: Measures, tokens: Callable[[list[str]], Ints] | None = None) -> None:
         """Add measured rows (count the rows themselves with `add_rows`)."""
@@ -236,9 +244,16 @@ class Profile:
         per_turn = np.bincount(measures.text_turn[inside], counts[inside], minlength=turns)
         self.per_turn.setdefault("tokens", Histogram()).add(per_turn.astype(np.int64))
 
+    def add_rendered(self, tokens: Sequence[int], trained: Sequence[int]) -> None:
+        """Add rows rendered with a chat template: their tokens, and those trained."""
+        for name, values in zip(RENDERED, (tokens, trained), strict=True):
+            if values:
+                self.per_row.setdefault(name, Histogram()).add(np.array(values, dtype=np.int64))
+
     def merge(self, other: Profile) -> None:
         self.rows += other.rows
         self.system_rows += other.system_rows
+        self.rendered_rows += other.rendered_rows
         for mine, theirs in ((self.per_row, other.per_row), (self.per_turn, other.per_turn)):
             for name, histogram in theirs.items():
                 mine.setdefault(name, Histogram()).merge(histogram)
@@ -271,9 +286,10 @@ class Profile:
             },
             "calls_per_tool": dict(sorted(self.tools.items(), key=lambda kv: (-kv[1], kv[0]))),
             "system_share": round(self.system_rows / self.measured, 6) if self.measured else 0.0,
+            **({"rendered_rows": self.rendered_rows} if self.rendered_rows else {}),
             "histograms": {
                 f"{name}_{where}": histogram.buckets()
-                for name in PER_TURN
+                for name in (*PER_TURN, *RENDERED)
                 for where, histogram in (
                     ("per_row", self.per_row.get(name)),
                     ("per_assistant_turn", self.per_turn.get(name)),
@@ -290,6 +306,7 @@ class Profile:
             "per_turn": {n: h.to_dict() for n, h in self.per_turn.items()},
             "turns": dict(self.turns),
             "tools": dict(self.tools),
+            **({"rendered_rows": self.rendered_rows} if self.rendered_rows else {}),
         }
 
     @classmethod
@@ -301,6 +318,7 @@ class Profile:
             {n: Histogram.from_dict(h) for n, h in data["per_turn"].items()},
             {str(k): int(v) for k, v in data["turns"].items()},
             {str(k): int(v) for k, v in data["tools"].items()},
+            int(data.get("rendered_rows", 0)),
         )
 
 

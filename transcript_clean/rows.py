@@ -20,6 +20,8 @@ from transcript_clean.rules import (
     UNENCODABLE_ROW,
     Unrepairable,
     Violation,
+    Walk,
+    find_rendered,
     find_violations,
     get_rule,
     repair_chain,
@@ -72,6 +74,11 @@ class RowResult:
     messages_in: int = 0
     """Messages in the row's conversation column as it came in, and as written."""
     messages_out: int = 0
+    templated: bool = False
+    """Rendered with the chat template (it got as far as that, with `--chat-template`)."""
+    rendered: tuple[int, int | None] | None = None
+    """With a chat template that came with a tokenizer: the tokens of the transcript as
+    rendered, and the trained ones (None without `{% generation %}`); None when it raised."""
     parts: list[tuple[str, Decoded]] = field(default_factory=list)
     """A dataset type's row, traced: each conversation checked (the prompt, then prompt +
     candidate) by its column, as decoded, for `explain`."""
@@ -196,6 +203,22 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
                 result.violations.append(v)
         return _reject(result, [v.code for v in remaining], remaining[0].message)
 
+    # With a chat template: the transcript as it will be written, rendered as its trainer
+    # renders it (the rules of stage `render`).
+    if config.chat_template is not None:
+        walk = Walk(current, tools, config, declarations(row, fmt))
+        rendered = find_rendered(walk)
+        result.rendered = rendered_tokens(walk)
+        result.templated = True
+        if rendered:
+            result.violations.extend(rendered)
+            for v in rendered:
+                result.actions[v.code] = "rejected" if config.action(v.code) == "reject" else "kept"
+            deciding = [v for v in rendered if config.action(v.code) == "reject"]
+            if deciding:
+                result.messages = current  # as rendered: `explain` shows what was left out
+                return _reject(result, [v.code for v in deciding], deciding[0].message)
+
     result.messages = current
     if current == original:
         return result
@@ -206,6 +229,26 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
     result.status = "repaired"
     result.messages_out = _message_count(result.row.get(fmt.column))
     return result
+
+
+def declarations(row: Row, fmt: Format) -> Any:
+    """The row's declared tools as it holds them: the first of its format's columns that holds
+    something (what a trainer passes as `tools=`)."""
+    for column in fmt.declaring_columns:
+        value = row.get(column)
+        if value is not None and value != "" and value != []:
+            return value
+    return None
+
+
+def rendered_tokens(walk: Walk) -> tuple[int, int | None] | None:
+    """The rendered tokens and trained tokens the render rules worked out on `walk`."""
+    from transcript_clean.rules._template import template_check
+
+    checked = template_check(walk)
+    if checked is None or checked.rendering.tokens is None:
+        return None
+    return checked.rendering.tokens, checked.rendering.trained
 
 
 def _place(violation: Violation) -> int:

@@ -92,6 +92,8 @@ def clean(
     output_format: str = "parquet",
     compression: str | None = None,
     to: str | None = None,
+    chat_template: str | os.PathLike[str] | None = None,
+    arguments_as: str | None = None,
     **options: Any,
 ) -> RunResult:
     """Clean `source` into `output`: data/, rejects/, stats.parquet, stats.csv, summary.json and
@@ -106,6 +108,10 @@ def clean(
 
     `output` is a folder; one named like a data file (`cleaned.jsonl`) is refused unless it is
     given as `cleaned.jsonl/` or is a folder already (`OutputError`).
+
+    `chat_template`: a `.jinja` file, a tokenizer folder or a Hub model id; every row kept is
+    rendered with it, as its trainer renders it (`docs/templates.md`), with calls' arguments
+    as `arguments_as` says (`object`, `string` or `auto`). Needs the `templates` extra.
 
     `output_format`: `parquet` or `jsonl` (JSON Lines), compressed with `compression` (default:
     zstd for Parquet, none for JSON Lines; see `sinks.OutputFormat`).
@@ -126,6 +132,10 @@ def clean(
         raise ValueError("rows_per_shard must be at least 1")
     cfg = config if isinstance(config, Config) else load_config(config)
     cfg = replace(cfg, max_row_bytes=read.max_row_bytes)
+    if chat_template is not None or arguments_as is not None:
+        from transcript_clean.templates import with_template
+
+        cfg = with_template(cfg, os.fspath(chat_template) if chat_template else None, arguments_as)
     src, fmt = read.resolve()
     cleaner = fmt
     if to is not None:

@@ -108,6 +108,8 @@ def histograms(profile: Mapping[str, Any]) -> list[Histogram]:
             ("chars_per_assistant_turn", "characters per assistant turn"),
             ("tokens_per_row", "tokens per row"),
             ("tokens_per_assistant_turn", "tokens per assistant turn"),
+            ("rendered_tokens_per_row", "rendered tokens per row (chat template)"),
+            ("trained_tokens_per_row", "trained tokens per row (chat template)"),
         )
     ]
     return [h for h in found if h is not None]

@@ -197,10 +197,44 @@ def _headline(result: AuditResult) -> str:
     )
 
 
+TEMPLATE_CODES = (
+    "template_error", "template_drops_content", "template_prunes_history", "no_trained_tokens",
+)  # fmt: skip
+
+
+def render_template(result: AuditResult) -> list[str]:
+    """With `--chat-template`, its section: rows rendered, each template code's rows, and the
+    rendered and trained tokens per row kept; nothing without one."""
+    template = result.summary["config"].get("chat_template")
+    if template is None:
+        return []
+    profile = result.summary["profile"]
+    rows: dict[str, int] = {}
+    for (code, _), stat in result.stats.codes.items():
+        rows[code] = rows.get(code, 0) + stat.rows
+    lines = [
+        f"chat template {template}: rows rendered {profile.get('rendered_rows', 0):,}",
+        "  " + "; ".join(f"{code} {rows.get(code, 0):,} rows" for code in TEMPLATE_CODES),
+    ]
+    for name in ("rendered_tokens", "trained_tokens"):
+        d = profile["per_row"].get(name)
+        if d is not None:
+            lines.append(
+                f"  {name.replace('_', ' ')} per row kept: mean {d['mean']:,.1f}, p50 "
+                f"{d['p50']:,}, p95 {d['p95']:,}, max {d['max']:,}"
+            )
+    if "trained_tokens" not in profile["per_row"]:
+        lines.append("  trained tokens: not counted (no {% generation %}, or no tokenizer)")
+    return lines
+
+
 def render_text(result: AuditResult) -> str:
     """What `transcript-clean audit` prints: stats, accounting, drift and gates."""
     lines = [render_table(result.stats.records()), "", _headline(result)]
     lines.append(render_accounting(result.stats) + "  (checked)")
+    section = render_template(result)
+    if section:
+        lines += ["", *section]
     if result.drift is not None and result.baseline is not None:
         lines += ["", f"drift against {result.baseline.path}:", render_drift(result.drift)]
     lines += ["", "profile:", render_profile(result.summary["profile"])]
@@ -269,6 +303,9 @@ def render_markdown(result: AuditResult) -> str:
     if result.drift is not None and result.baseline is not None:
         out += ["", "## Drift", "", f"Against `{result.baseline.path}`.", ""]
         out.append(render_drift(result.drift, markdown=True))
+    section = render_template(result)
+    if section:
+        out += ["", "## Chat template", "", _fenced("\n".join(section))]
     out += ["", "## Profile", "", _fenced(render_profile(result.summary["profile"]))]
     if result.profile_drift is not None and result.baseline is not None:
         out += ["", "## Profile drift", "", f"Against `{result.baseline.path}`.", ""]

@@ -153,6 +153,8 @@ def audit(
     progress: Callable[[int], None] | None = None,
     on_start: Callable[[Source, Format, int | None], None] | None = None,
     pool: ProcessPoolExecutor | None = None,
+    chat_template: str | os.PathLike[str] | None = None,
+    arguments_as: str | None = None,
     **options: Any,
 ) -> AuditResult:
     """Audit `source`: the stats `clean` would report for it, without writing data.
@@ -169,7 +171,7 @@ def audit(
     streaming, batch_size, limit; workers, ray_address); so is `pool`. The blocks are a cleaning
     run's (`rows_per_block`, by default `clean`'s rows per shard); a smaller one spreads a
     small input over more workers. The stats and samples are the same for any engine, workers
-    and blocks.
+    and blocks. `chat_template` and `arguments_as` are as for `clean`.
 
         >>> audit("raw/", config="strict", max_error_rate=0.05).passed  # doctest: +SKIP
     """
@@ -186,6 +188,10 @@ def audit(
         raise ValueError("samples must be at least 0")
     cfg = config if isinstance(config, Config) else load_config(config)
     cfg = replace(cfg, max_row_bytes=read.max_row_bytes)
+    if chat_template is not None or arguments_as is not None:
+        from transcript_clean.templates import with_template
+
+        cfg = with_template(cfg, os.fspath(chat_template) if chat_template else None, arguments_as)
     base = (
         baseline
         if baseline is None or isinstance(baseline, Baseline)

@@ -71,9 +71,11 @@ __all__ = [
     "codes_table",
     "config_toml",
     "discover",
+    "find_rendered",
     "find_violations",
     "get_rule",
     "registered",
+    "render_rules",
     "repair_chain",
     "rules",
     "unknown_code",
@@ -167,10 +169,32 @@ def find_violations(
     fast path does; with `tools`, the row's declared tools, its calls checked against them."""
     walk = Walk(messages, tools, config)
     found: list[Violation] = []
+    rendering = config is not None and config.chat_template is not None
     for rule in _registry.values():
+        if rule.stage != "walk" or (rendering and rule.rendered is not None):
+            continue
         if rule.find is not None and (config is None or rule.enabled(config)):
             found.extend(rule.find(walk))
     return found
+
+
+def find_rendered(walk: Walk) -> list[Violation]:
+    """The violations of the rules of stage `render` that the walk's config enables (and of
+    those with a `rendered` find), in the transcript as it will be written (`Walk` with the
+    row's declarations as it holds them)."""
+    config = walk.config
+    assert config is not None
+    found: list[Violation] = []
+    for rule in _registry.values():
+        find = rule.find if rule.stage == "render" else rule.rendered
+        if find is not None and rule.enabled(config):
+            found.extend(find(walk))
+    return found
+
+
+def render_rules(config: RuleConfig) -> list[Rule]:
+    """The rules of stage `render` a run with `config` looks for."""
+    return [r for r in _registry.values() if r.stage == "render" and r.enabled(config)]
 
 
 # ---------------------------------------------------------------------------------------------

@@ -40,9 +40,10 @@ __all__ = [
 Action = Literal["repair", "reject", "keep"]
 ACTIONS: tuple[Action, ...] = ("repair", "reject", "keep")
 
-Stage = Literal["decode", "empty", "walk", "encode"]
+Stage = Literal["decode", "empty", "walk", "render", "encode"]
 """Where a rule is found: by the format's decoder (R0), among the empty turns (R1), on the
-R1-cleaned transcript (`find`), or when a repaired row is written back (R7)."""
+R1-cleaned transcript (`find`), on the transcript as it will be written, rendered with the
+chat template (`find`, after R6), or when a repaired row is written back (R7)."""
 
 ColumnarCheck = Callable[["ConversationsWalk"], "npt.NDArray[np.bool_]"]
 """Given the walk over a batch's `Conversations` (any format's), the rows that may have the code;
@@ -67,6 +68,12 @@ class RuleConfig(Protocol):
 
     @property
     def to(self) -> str | None: ...
+
+    @property
+    def chat_template(self) -> str | None: ...
+
+    @property
+    def arguments_as(self) -> str | None: ...
 
     def action(self, code: str) -> Action: ...
 
@@ -100,6 +107,8 @@ class Walk:
         "_trailing",
         "_trailing_known",
         "config",
+        "declarations",
+        "memo",
         "messages",
         "tools",
     )
@@ -109,11 +118,16 @@ class Walk:
         messages: Sequence[Message],
         tools: Declared | None = None,
         config: RuleConfig | None = None,
+        declarations: object = None,
     ) -> None:
         self.messages = messages
         self.tools = tools
         self.config = config
         """The run's config, for a rule that needs more than the actions (`too_long`)."""
+        self.declarations = declarations
+        """The row's declarations as it holds them (stage `render`: the template's `tools`)."""
+        self.memo: dict[str, object] = {}
+        """What several rules of one stage work out once (the render, for `render` rules)."""
         self._errors: list[TranscriptError] | None = None
         self._by_code: dict[str, list[TranscriptError]] | None = None
         self._trailing: tuple[int, tuple[str, ...]] | None = None
@@ -164,6 +178,9 @@ class Rule:
     stage: Stage = "walk"
     find: Callable[[Walk], Iterable[Violation]] | None = None
     """Its violations on the R1-cleaned transcript (stage `walk`)."""
+    rendered: Callable[[Walk], Iterable[Violation]] | None = None
+    """With a chat template, its violations on the transcript as rendered, found in stage
+    `render` in place of `find` (`too_long` counts the rendered conversation's tokens)."""
     repair: Callable[[list[Message], RuleConfig], list[Message]] | None = None
     """Its repair, where it has one: new messages, or `Unrepairable`."""
     repair_declared: (

@@ -1,5 +1,7 @@
 """too_long: a transcript over `--max-tokens` tokens of the `--tokenizer` does not fit the
-training context. Looked for only when `--max-tokens` is given."""
+training context. Looked for only when `--max-tokens` is given. With `--chat-template`, the
+tokens are the rendered conversation's, as the trainer will see them (the template's
+tokenizer), counted on the transcript as it will be written."""
 
 from __future__ import annotations
 
@@ -28,6 +30,23 @@ def find(walk: Walk) -> Iterator[Violation]:
         yield Violation(CODE, None, None, message)
 
 
+def rendered(walk: Walk) -> Iterator[Violation]:
+    from transcript_clean.rules._template import template_check
+
+    config = walk.config
+    checked = template_check(walk)
+    if config is None or config.max_tokens is None or checked is None:
+        return
+    tokens, trained = checked.rendering.tokens, checked.rendering.trained
+    if tokens is not None and tokens > config.max_tokens:
+        of = "" if trained is None else f" ({trained} trained)"
+        message = (
+            f"the rendered conversation has {tokens} tokens{of}, over the limit of "
+            f"{config.max_tokens}"
+        )
+        yield Violation(CODE, None, None, message)
+
+
 def _enabled(config: RuleConfig) -> bool:
     return config.max_tokens is not None
 
@@ -42,5 +61,6 @@ RULE = Rule(
     default="keep",
     strict="reject",
     find=find,
+    rendered=rendered,
     enabled=_enabled,
 )

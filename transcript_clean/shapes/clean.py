@@ -33,8 +33,13 @@ _ACTION_RANK = {"rejected": 3, "repaired": 2, "dropped": 1, "kept": 0, "present"
 
 
 def prompt_config(config: Config) -> Config:
-    """`config` for a prompt alone: what a prompt is allowed by design is kept, uncounted."""
-    return replace(config, actions={**config.actions, **dict.fromkeys(_PROMPT_CODES, "keep")})
+    """`config` for a prompt alone: what a prompt is allowed by design is kept, uncounted. It
+    is not rendered with a chat template: it is rendered with each candidate after it."""
+    return replace(
+        config,
+        actions={**config.actions, **dict.fromkeys(_PROMPT_CODES, "keep")},
+        chat_template=None,
+    )
 
 
 def get_path(row: Mapping[str, Any], path: str) -> Any:
@@ -171,6 +176,21 @@ def _forget(result: RowResult, codes: tuple[str, ...]) -> None:
         result.actions.pop(code, None)
 
 
+def _add_rendered(combined: RowResult, part: RowResult) -> None:
+    """A candidate's render (`--chat-template`) counted in its row's: a row is rendered when
+    a candidate is, its tokens and trained tokens those of its candidates together (a trainer
+    of preferences renders each one)."""
+    combined.templated = combined.templated or part.templated
+    if part.rendered is None:
+        return
+    tokens, trained = part.rendered
+    if combined.rendered is not None:
+        before, had = combined.rendered
+        tokens += before
+        trained = None if trained is None or had is None else trained + had
+    combined.rendered = tokens, trained
+
+
 def _combined(
     parts: list[tuple[str, RowResult]],
     fmt: ShapedFormat,
@@ -193,6 +213,7 @@ def _combined(
             if was is None or _ACTION_RANK[action] > _ACTION_RANK[was]:
                 combined.actions[code] = action
         combined.steps += result.steps
+        _add_rendered(combined, result)
         if result.decoded is not None and (combined.decoded is None or name == first):
             combined.decoded, combined.messages = result.decoded, result.messages
         if result.status == "rejected":

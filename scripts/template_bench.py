@@ -1,0 +1,131 @@
+"""Rows rendered with a chat template, for `bench.py --chat-template TEMPLATE.jinja`: issue 30's
+target, measured side by side on the same rows.
+
+The rows are the real zava file (`../shared/data`, 55 rows of a tool-using agent) repeated to
+`--rows`, as JSON Lines. The tokenizer is a byte-level BPE trained here on those rows (no
+network), saved as a tokenizer folder with the template as its chat template. In rounds, each
+step in its own process:
+
+  apply_chat_template   each row's messages (arguments parsed to objects) through
+                        tokenizer.apply_chat_template(messages, tools=..., tokenize=True): the
+                        baseline, what a trainer pays to render the rows
+  audit -w N            transcript-clean audit FILE --chat-template FOLDER --workers N: the whole
+                        run (read, decode, clean, render, tokenize, drop check, stats)
+
+The target: audit --workers 1 costs at most 1.25x the baseline; more workers go faster.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+Measure = Callable[[list[str]], dict[str, float]]
+
+ZAVA = Path(__file__).resolve().parents[2] / "shared/data/openai/msfoundry_zava_toolsft_valid.jsonl"
+TARGET = "target (issue 30): audit --workers 1 <= 1.25x apply_chat_template(tokenize=True)"
+
+
+def write_rows(target: Path, rows: int) -> None:
+    lines = ZAVA.read_text(encoding="utf-8").splitlines()
+    with target.open("w", encoding="utf-8") as out:
+        for k in range(rows):
+            out.write(lines[k % len(lines)] + "\n")
+
+
+def tokenizer_folder(folder: Path, template: str) -> None:
+    """A byte-level BPE over the zava rows' text, with `template` as its chat template."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    texts = [line for line in ZAVA.read_text(encoding="utf-8").splitlines()]
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|start|>", "<|end|>"]
+    trainer = trainers.BpeTrainer(
+        vocab_size=4000,
+        special_tokens=specials,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+    )
+    tok.train_from_iterator(texts, trainer)
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tok, eos_token="<|endoftext|>", chat_template=template
+    )
+    fast.save_pretrained(str(folder))
+
+
+def step_apply(source: str, folder: str) -> None:
+    """The baseline: every row through apply_chat_template(tokenize=True), as a trainer does."""
+    os.environ.setdefault("TRANSFORMERS_NO_ADVISORY_WARNINGS", "1")
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    mask = "{% generation %}" in tokenizer.chat_template
+    tokens = 0
+    with open(source, encoding="utf-8") as lines:
+        for line in lines:
+            row = json.loads(line)
+            messages = row["messages"]
+            for message in messages:
+                for call in message.get("tool_calls") or ():
+                    function = call["function"]
+                    function["arguments"] = json.loads(function["arguments"])
+            out = tokenizer.apply_chat_template(
+                messages,
+                tools=row.get("tools"),
+                tokenize=True,
+                return_dict=True,
+                return_assistant_tokens_mask=mask,
+            )
+            tokens += len(out["input_ids"])
+    print(tokens, file=sys.stderr)
+
+
+def bench_templates(
+    script: str,
+    workdir: Path,
+    template: Path,
+    rows: int,
+    workers: list[int],
+    repeat: int,
+    measure: Measure,
+) -> list[dict[str, Any]]:
+    python = sys.executable
+    workdir.mkdir(parents=True, exist_ok=True)
+    source = workdir / f"zava-{rows}.jsonl"
+    write_rows(source, rows)
+    folder = workdir / f"tokenizer-{template.stem}"
+    tokenizer_folder(folder, template.read_text(encoding="utf-8"))
+    cli = str(Path(python).parent / "transcript-clean")
+    steps: list[tuple[str, list[str]]] = [
+        ("apply_chat_template", [python, script, "template-step", str(source), str(folder)]),
+    ]
+    for n in workers:
+        command = [cli, "audit", str(source), "--chat-template", str(folder), "--quiet"]
+        steps.append((f"audit --workers {n}", [*command, "--workers", str(n)]))
+    best: dict[str, dict[str, float]] = {}
+    for round_ in range(1, repeat + 1):
+        for name, command in steps:
+            print(f"round {round_}/{repeat}: {name} ...", file=sys.stderr)
+            measured = measure(command)
+            got = best.setdefault(name, dict(measured))
+            got["seconds"] = min(got["seconds"], measured["seconds"])
+            got["peak_rss_mb"] = max(got["peak_rss_mb"], measured["peak_rss_mb"])
+    base = best["apply_chat_template"]["seconds"]
+    print(f"\n{rows:,} zava rows, template {template.name}, {os.cpu_count()} cpus\n")
+    print("| step | seconds | x apply_chat_template | rows/s | peak RSS |")
+    print("| --- | ---: | ---: | ---: | ---: |")
+    results = []
+    for name, r in best.items():
+        ratio = r["seconds"] / base
+        rate = rows / r["seconds"]
+        rss = f"{r['peak_rss_mb']:,.0f} MB"
+        print(f"| {name} | {r['seconds']:.2f} | {ratio:.2f} | {rate:,.0f} | {rss} |")
+        results.append({"step": name, **r, "x_apply": ratio, "rows_per_s": rate})
+    print(f"\n{TARGET}")
+    return results
