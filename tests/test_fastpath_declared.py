@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from differential import assert_fast_and_slow_agree
@@ -104,4 +105,26 @@ def test_rows_that_declare_tools_are_settled_in_arrow(fmt: str) -> None:
     planted = [bool(codes) for _, codes in rows]
     assert 0 < sum(planted) < len(rows)
     assert verdicts.clean.tolist() == [not p for p in planted]
+    assert_fast_and_slow_agree(table, DEFAULT, get_format(fmt))
+
+
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt"])
+def test_calls_to_undeclared_tools_or_breaking_a_schema_are_rejected_in_arrow(fmt: str) -> None:
+    """Rows whose only code is a declared-tools one are rejected by the view in the per-row
+    path's words: OpenAI's own view, and the columnar view for a flattened format."""
+    from synthetic import TOOLS_RATES, generate_rows
+
+    from transcript_clean.pipeline import batch_verdicts
+
+    rows = list(generate_rows(400, fmt, seed=5, rates=TOOLS_RATES))
+    table = pa.Table.from_pylist([row for row, _ in rows])
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    rejected = {r.code: r.rows for r in verdicts.rejects}
+    assert set(rejected) == {"unknown_tool", "tool_arguments_schema"}
+    planted = np.array([bool(codes) for _, codes in rows])
+    assert (
+        rejected["unknown_tool"] | rejected["tool_arguments_schema"]
+    ).tolist() == planted.tolist()
+    assert verdicts.handled.all()
     assert_fast_and_slow_agree(table, DEFAULT, get_format(fmt))

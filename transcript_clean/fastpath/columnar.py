@@ -23,10 +23,13 @@ from transcript_clean.columnar.arrays import (
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, Conversations
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.fastpath.base import ArrowRepair, ArrowView, FastReject, Subset
+from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.fastpath.measures import Measures, conversation_measures
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import EMPTY_ASSISTANT_TURN, UNANSWERED_TOOL_CALL
+from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
 from transcript_clean.rules.unanswered_tool_call import uncuttable
+from transcript_clean.rules.unknown_tool import CODE as UNKNOWN_TOOL
 
 __all__ = ["ConversationsView"]
 
@@ -61,6 +64,19 @@ class ConversationsView(ArrowView):
                 EMPTY_ASSISTANT_TURN: walk.rows_empty,
                 UNANSWERED_TOOL_CALL: walk.rows_unanswered,
             }
+
+    rejects = frozenset({UNKNOWN_TOOL, TOOL_ARGUMENTS_SCHEMA})
+
+    def reject(self, rows: dict[str, Mask]) -> list[FastReject]:
+        """Rows whose only code is a call to an undeclared tool or one breaking its schema,
+        rejected with the per-row path's words (`fastpath.declared`), which name each call by
+        its message and its place among the calls of its turn."""
+        c = self.conversations
+        calls = np.arange(len(c.call_message), dtype=np.int64)
+        place = calls - np.searchsorted(c.call_message, c.call_message)
+        row_start = np.searchsorted(c.message_row, np.arange(self.rows))
+        index = c.call_message - row_start[c.message_row[c.call_message]]
+        return declared_rejects(self, rows, (index, place))
 
     def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
         return conversation_measures(
