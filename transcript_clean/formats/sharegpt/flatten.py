@@ -258,6 +258,11 @@ def _calls(text: str) -> list[tuple[str, str | None, bool]] | None:
     """The calls a `function_call` value holds, as the decoder reads them: each one's name,
     its arguments as JSON text (None where JSON cannot write them), and whether they are a
     JSON object; None where the decoder would call the turn malformed."""
+    try:
+        orjson.loads(text)
+        strict = True  # orjson reads strict JSON only: no NaN, no lone surrogate
+    except orjson.JSONDecodeError:
+        strict = False
     read = read_calls(text)
     if not read:
         return None
@@ -265,7 +270,9 @@ def _calls(text: str) -> list[tuple[str, str | None, bool]] | None:
     for name, arguments, raw in read:
         if not isinstance(name, str):
             return None
-        is_object = isinstance(arguments, dict) and (raw is not None or is_json(arguments))
+        is_object = isinstance(arguments, dict) and (
+            raw is not None or strict or is_json(arguments)
+        )
         if raw is None:
             try:
                 raw = orjson.dumps(arguments).decode()
