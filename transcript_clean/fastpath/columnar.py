@@ -1,7 +1,8 @@
 """The fast path's view of a batch that its format flattened into `Conversations`: every rule
-clears rows with its own columnar check (`Rule.columnar`), the same for every format; where each
-message is one item of the conversation column, R1's empty turns are dropped and R5's cut made
-in Arrow."""
+clears rows with its own columnar check (`Rule.columnar`), the same for every format; calls to
+undeclared tools or breaking a schema are rejected in the per-row path's words; and where each
+message is made of whole items of the conversation column, R1's empty turns are dropped and R5's
+cut made in Arrow."""
 
 from __future__ import annotations
 
@@ -37,8 +38,10 @@ __all__ = ["ConversationsView"]
 class ConversationsView(ArrowView):
     """A batch's `Conversations` as the fast path reads a view: the rows the flattener reads,
     the calls pending at the end and the calls for the declared-tools checks. Its checks are
-    the rules' columnar checks (`possible_codes` asks each rule of `walk`); the one it repairs,
-    R1, it names among its own."""
+    the rules' columnar checks (`possible_codes` asks each rule of `walk`); the codes it
+    repairs, R1 and R5, it names among its own."""
+
+    rejects = frozenset({UNKNOWN_TOOL, TOOL_ARGUMENTS_SCHEMA})
 
     def __init__(
         self,
@@ -64,8 +67,6 @@ class ConversationsView(ArrowView):
                 EMPTY_ASSISTANT_TURN: walk.rows_empty,
                 UNANSWERED_TOOL_CALL: walk.rows_unanswered,
             }
-
-    rejects = frozenset({UNKNOWN_TOOL, TOOL_ARGUMENTS_SCHEMA})
 
     def reject(self, rows: dict[str, Mask]) -> list[FastReject]:
         """Rows whose only code is a call to an undeclared tool or one breaking its schema,
