@@ -421,7 +421,7 @@ def test_max_tokens_counts_the_rendered_conversation(
         assert r["_reject_message"].endswith(f"trained), over the limit of {limit}")
     # A .jinja file alone has no tokens to count.
     with pytest.raises(ConfigError, match="counts the rendered tokens"):
-        from transcript_clean.templates import with_template
+        from transcript_clean.policy import with_template
 
         with_template(replace(DEFAULT, max_tokens=10), str(templates / "qwen3.jinja"), None)
 

@@ -488,7 +488,8 @@ def _with_tokens(
     loaded = replace(load_config(config), tokenizer=tokenizer, max_tokens=max_tokens)
     if chat_template is None and arguments_as is None:
         return loaded
-    from transcript_clean.templates import load_template, with_template
+    from transcript_clean.policy import with_template
+    from transcript_clean.templates import load_template
 
     loaded = with_template(loaded, chat_template, arguments_as)
     assert loaded.chat_template is not None

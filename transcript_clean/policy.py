@@ -10,11 +10,11 @@ import os
 import stat
 import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from transcript_clean.errors import ConfigError
+from transcript_clean.errors import ConfigError, option, option_name
 from transcript_clean.rules import Action, get_rule, rules, unknown_code
 
 InterruptedCall = Literal["cut", "error_result"]
@@ -214,3 +214,27 @@ def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
 
 DEFAULT: Final = Config()
 STRICT: Final = Config(actions={rule.code: rule.strict for rule in rules()}, name="strict")
+
+
+def with_template(config: Config, chat_template: str | None, arguments_as: str | None) -> Config:
+    """`config` with `--chat-template` and `--arguments-as` (checked: the template is loaded
+    here, once, so that a bad one fails before the run starts)."""
+    from transcript_clean.templates.load import ARGUMENTS_AS, check_template
+
+    if chat_template is None and arguments_as is None:
+        return config
+    if arguments_as is not None and arguments_as not in ARGUMENTS_AS:
+        raise ConfigError(
+            f"{option('arguments_as', arguments_as)}: choose {', '.join(ARGUMENTS_AS)}"
+        )
+    if chat_template is None:
+        raise ConfigError(f"{option_name('arguments_as')} needs {option_name('chat_template')}")
+    chat_template = os.fspath(chat_template)
+    template = check_template(chat_template, config.tokenizer)
+    if config.max_tokens is not None and template.tokenizer is None:
+        raise ConfigError(
+            f"{option_name('max_tokens')} with {option_name('chat_template')} counts the rendered "
+            "tokens: give a tokenizer folder or Hub id, or a tokenizer.json as "
+            f"{option_name('tokenizer')} with a .jinja file"
+        )
+    return replace(config, chat_template=chat_template, arguments_as=arguments_as)

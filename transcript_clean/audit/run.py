@@ -189,7 +189,7 @@ def audit(
     cfg = config if isinstance(config, Config) else load_config(config)
     cfg = replace(cfg, max_row_bytes=read.max_row_bytes)
     if chat_template is not None or arguments_as is not None:
-        from transcript_clean.templates import with_template
+        from transcript_clean.policy import with_template
 
         cfg = with_template(cfg, os.fspath(chat_template) if chat_template else None, arguments_as)
     base = (

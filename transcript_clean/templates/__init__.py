@@ -13,7 +13,6 @@ from transcript_clean.templates.load import (
     ChatTemplate,
     check_template,
     load_template,
-    with_template,
 )
 
 __all__ = [
@@ -24,5 +23,4 @@ __all__ = [
     "check_template",
     "check_transcript",
     "load_template",
-    "with_template",
 ]

@@ -14,12 +14,9 @@ import re
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from transcript_clean.errors import ConfigError, option, option_name
-
-if TYPE_CHECKING:
-    from transcript_clean.policy import Config
 
 __all__ = [
     "ARGUMENTS_AS",
@@ -27,7 +24,6 @@ __all__ = [
     "check_template",
     "load_template",
     "marks_generation",
-    "with_template",
 ]
 
 _GENERATION: Final = re.compile(r"\{%-?\s*generation\s*-?%\}")
@@ -173,27 +169,3 @@ def _template_of(tokenizer: Any, spec: str) -> str:
 
 
 ARGUMENTS_AS: Final = ("object", "string", "auto")
-
-
-def with_template(config: Config, chat_template: str | None, arguments_as: str | None) -> Config:
-    """`config` with `--chat-template` and `--arguments-as` (checked: the template is loaded
-    here, once, so that a bad one fails before the run starts)."""
-    from dataclasses import replace
-
-    if chat_template is None and arguments_as is None:
-        return config
-    if arguments_as is not None and arguments_as not in ARGUMENTS_AS:
-        raise ConfigError(
-            f"{option('arguments_as', arguments_as)}: choose {', '.join(ARGUMENTS_AS)}"
-        )
-    if chat_template is None:
-        raise ConfigError(f"{option_name('arguments_as')} needs {option_name('chat_template')}")
-    chat_template = os.fspath(chat_template)
-    template = check_template(chat_template, config.tokenizer)
-    if config.max_tokens is not None and template.tokenizer is None:
-        raise ConfigError(
-            f"{option_name('max_tokens')} with {option_name('chat_template')} counts the rendered "
-            "tokens: give a tokenizer folder or Hub id, or a tokenizer.json as "
-            f"{option_name('tokenizer')} with a .jinja file"
-        )
-    return replace(config, chat_template=chat_template, arguments_as=arguments_as)
