@@ -72,7 +72,7 @@ def as_mask(array: pa.Array | pa.ChunkedArray, fill: bool = False) -> Mask:
 
 
 def rows_with(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Mask:
-    """Rows where any of their elements is flagged."""
+    """Rows (or any groups: messages, parts) where any of their elements is flagged."""
     return count(flags, parent, rows) > 0
 
 

@@ -136,11 +136,11 @@ class ConversationsView(ArrowView):
         `unanswered_tool_call.cut_before_unanswered` cuts: the messages dropped, and the rows it
         cannot cut, rejected in its words."""
         c, walk = self.conversations, self.walk
-        turns = count(walk.unanswered, c.call_message, c.messages) > 0
+        turns = rows_with(walk.unanswered, c.call_message, c.messages)
         first = first_flagged(turns, c.message_row, self.rows)
         position = np.arange(c.messages, dtype=np.int64)
         before = position < first[c.message_row]
-        cuttable = count((c.role == ASSISTANT) & before, c.message_row, self.rows) > 0
+        cuttable = rows_with((c.role == ASSISTANT) & before, c.message_row, self.rows)
         drop = ~before & (rows & cuttable)[c.message_row]
         stuck = rows & ~cuttable
         if not stuck.any():

@@ -23,7 +23,6 @@ from transcript_clean.columnar.arrays import (
     Counts,
     Mask,
     as_mask,
-    count,
     field_type,
     flattened,
     indices,
@@ -188,7 +187,7 @@ def _blocks(content: pa.Array, is_assistant: Mask, n: int) -> _Facts:
     wrong |= use & (as_mask(call_id.is_null()) | as_mask(name.is_null()))
     answered = _field(blocks, "tool_use_id")
     wrong |= result & as_mask(answered.is_null())
-    facts.flag = count(wrong, owner, n) > 0
+    facts.flag = rows_with(wrong, owner, n)
 
     text_said = as_mask(pc.match_substring_regex(text, NOT_SPACE), fill=False)
     thought_said = as_mask(pc.match_substring_regex(thought_text, NOT_SPACE), fill=False)
@@ -198,10 +197,10 @@ def _blocks(content: pa.Array, is_assistant: Mask, n: int) -> _Facts:
     said_back = _field(blocks, "content")  # a result's content, as text
     result_chars = text_lengths(said_back)
 
-    facts.said = count((text_block & text_said) | media, owner, n) > 0
-    facts.thought = count((thinking & (thought_said | signed)) | redacted, owner, n) > 0
-    facts.reasoned = count(thinking | redacted, owner, n) > 0
-    facts.spoken = count(text_block & (text_chars > 0), owner, n) > 0
+    facts.said = rows_with((text_block & text_said) | media, owner, n)
+    facts.thought = rows_with((thinking & (thought_said | signed)) | redacted, owner, n)
+    facts.reasoned = rows_with(thinking | redacted, owner, n)
+    facts.spoken = rows_with(text_block & (text_chars > 0), owner, n)
     chars = (
         np.where(text_block, text_chars, 0)
         + np.where(thinking, thought_chars, 0)

@@ -170,7 +170,7 @@ def flatten_bedrock(array: pa.Array) -> Conversations | None:
     piece_text = _piece_texts(pieces, piece_kind)
     flag_piece = as_mask(pieces.is_null()) | piece_empty
     flag_piece |= (piece_kind == 0) & as_mask(piece_text.is_null())
-    flag_block[results] |= count(flag_piece, piece_result, len(results)) > 0
+    flag_block[results] |= rows_with(flag_piece, piece_result, len(results))
     textual = (piece_kind == 0) | (piece_kind == _JSON)
     piece_says = ~textual | not_blank(piece_text)
     result_blank = count(piece_says, piece_result, len(results)) == 0
@@ -205,10 +205,10 @@ def flatten_bedrock(array: pa.Array) -> Conversations | None:
         unread=unread,
         message_row=message_row,
         role=np.where(is_assistant, ASSISTANT, USER).astype(np.int8),
-        said=count(block_said, block_message, messages_n) > 0,
-        thought=count(part_thought, block_message, messages_n) > 0,
-        reasoned=count(is_reasoning, block_message, messages_n) > 0,
-        spoken=count(is_text_block & (text_chars > 0), block_message, messages_n) > 0,
+        said=rows_with(block_said, block_message, messages_n),
+        thought=rows_with(part_thought, block_message, messages_n),
+        reasoned=rows_with(is_reasoning, block_message, messages_n),
+        spoken=rows_with(is_text_block & (text_chars > 0), block_message, messages_n),
         chars=np.bincount(block_message, weights=block_chars, minlength=messages_n).astype(
             np.int64
         ),

@@ -121,11 +121,11 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
     piece_said = encrypted | (textual & ~piece_blank)
     parts_n = len(parts)
     has_pieces = _present(parts, "content")
-    reasoning_said = count(piece_said, piece_part, parts_n) > 0
+    reasoning_said = rows_with(piece_said, piece_part, parts_n)
     part_thought = is_reasoning & (signed | reasoning_said)
     # The pieces read as reasoning or as a result's parts, as the part's type says.
     flag_part |= (is_reasoning | is_result) & ~has_pieces
-    flag_part |= is_reasoning & (count(piece_flag, piece_part, parts_n) > 0)
+    flag_part |= is_reasoning & rows_with(piece_flag, piece_part, parts_n)
 
     # Results: the call they answer, a status of success or error, and parts of text or image.
     call = _field(parts, "call")
@@ -136,7 +136,7 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
     result_piece_ok = as_mask(pc.is_in(piece_kind, pa.array(sorted(_RESULT_PARTS))), fill=False)
     piece_is_text = as_mask(pc.equal(piece_kind, "text"), fill=False)
     result_piece_ok &= ~(piece_is_text & as_mask(piece_text.is_null()))
-    flag_part |= is_result & (count(~result_piece_ok, piece_part, parts_n) > 0)
+    flag_part |= is_result & rows_with(~result_piece_ok, piece_part, parts_n)
     result_says = count(
         piece_said | as_mask(pc.equal(piece_kind, "image"), fill=False), piece_part, parts_n
     )
@@ -170,7 +170,7 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
         return pieces_text, np.concatenate([part_message[own], part_message[piece_part[inner]]])
 
     messages_n = len(msgs)
-    flag |= count(flag_part, part_message, messages_n) > 0
+    flag |= rows_with(flag_part, part_message, messages_n)
     unread = as_mask(array.is_null()) | rows_with(flag, message_row, rows)
 
     calls = np.flatnonzero(is_call)
@@ -183,10 +183,10 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
         unread=unread,
         message_row=message_row,
         role=role_number,
-        said=count(part_said, part_message, messages_n) > 0,
-        thought=count(part_thought, part_message, messages_n) > 0,
-        reasoned=count(is_reasoning, part_message, messages_n) > 0,
-        spoken=count(is_text_part & (text_chars > 0), part_message, messages_n) > 0,
+        said=rows_with(part_said, part_message, messages_n),
+        thought=rows_with(part_thought, part_message, messages_n),
+        reasoned=rows_with(is_reasoning, part_message, messages_n),
+        spoken=rows_with(is_text_part & (text_chars > 0), part_message, messages_n),
         chars=np.bincount(part_message, weights=part_chars, minlength=messages_n).astype(np.int64),
         call_message=part_message[calls],
         call_id=call_id.take(call_positions),

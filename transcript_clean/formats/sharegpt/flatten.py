@@ -28,7 +28,6 @@ from transcript_clean.columnar.arrays import (
     Counts,
     Mask,
     as_mask,
-    count,
     field_type,
     flattened,
     indices,
@@ -194,8 +193,8 @@ def flatten_sharegpt(
     def per_message(values: Counts | Mask, system_value: Counts | Mask) -> Any:
         return np.concatenate([system_value, values])[by_row]
 
-    gpt_said = count(is_gpt & ~value_blank, turn_message, m_turns) > 0
-    gpt_spoken = count(is_gpt & (value_chars > 0), turn_message, m_turns) > 0
+    gpt_said = rows_with(is_gpt & ~value_blank, turn_message, m_turns)
+    gpt_spoken = rows_with(is_gpt & (value_chars > 0), turn_message, m_turns)
     chars = np.bincount(turn_message, weights=turn_chars, minlength=m_turns).astype(np.int64)
     none = np.zeros(len(system_rows), dtype=bool)
     unread = as_mask(array.is_null()) | rows_with(flag, turn_row, rows)
