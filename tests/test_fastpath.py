@@ -26,6 +26,7 @@ from transcript_clean.formats import get_format
 from transcript_clean.formats.base import strict_loads
 from transcript_clean.pipeline import batch_verdicts, clean_batch, clean_row
 from transcript_clean.policy import DEFAULT, STRICT
+from transcript_clean.rules.orphan_tool_result import used_message
 from transcript_clean.transcript import invalid_arguments_feedback
 
 OPENAI = get_format("openai")
@@ -275,18 +276,23 @@ def test_generated_rows_exercise_every_fast_verdict() -> None:
     rows = [row for row, _ in generate_rows(3000, format="openai", seed=5)]
     table = pa.Table.from_pylist(rows)
     verdicts = fast_verdicts(
-        OPENAI, table.column("messages"), keep_trailing=True, repair=FAST_REPAIRS
+        OPENAI, table.column("messages"), keep_trailing=True, repair=FAST_REPAIRS, config=DEFAULT
     )
     assert verdicts is not None
     assert verdicts.trailing.sum() > 10
     # R2 never writes over a real result, and the generated rows' invalid calls all have one
     # (OpenAI's tool messages are never errors): those rows are the per-row path's to reject.
-    # Their orphan results all say something, which a later turn may use (R3 rejects, or drops
-    # a repeat): the per-row path's too. The near-repair rows reach both repairs in Arrow.
+    # Their orphan results all say something, which a later turn may use: R3 rejects their
+    # rows, in Arrow, in the per-row path's words. The near-repair rows reach both repairs.
     assert {fix.code for fix in verdicts.repairs} == FAST_REPAIRS - {
         "invalid_tool_arguments",
         "orphan_tool_result",
     }
+    [orphans] = [fix for fix in verdicts.rejects if fix.code == "orphan_tool_result"]
+    assert orphans.rows.sum() >= 10
+    for i, words in zip(np.flatnonzero(orphans.rows), orphans.messages, strict=True):
+        result = clean_row(rows[int(i)], OPENAI, DEFAULT)
+        assert result.status == "rejected" and result.reject_message == words
     settled = [verdicts.clean, verdicts.trailing] + [fix.rows for fix in verdicts.repairs]
     assert (np.sum(settled, axis=0) <= 1).all()  # each row settled once, by one verdict
     expected: dict[str, dict[str, str]] = {}
@@ -381,6 +387,8 @@ def test_the_flat_object_pattern_accepts_flat_objects(value: dict[str, Any], asc
 
 # The default config, but answering unanswered calls with an error result instead of a cut.
 ERROR_RESULT = replace(DEFAULT, interrupted_call="error_result")
+# The default config, but dropping every orphan result, even one a later turn may have used.
+DROP_ORPHANS = replace(DEFAULT, orphan_result="drop")
 
 # Results named by their tool, as rows without call ids have them.
 NAMED = pa.schema([("messages", pa.list_(pa.struct([*MESSAGE, pa.field("name", pa.string())])))])
@@ -431,8 +439,9 @@ def near_repairs(draw: st.DrawFn) -> list[dict[str, Any]]:
                 out.append({**result, "name": draw(st.sampled_from([None, "f"]))})
             if kind == "extra":
                 again = draw(st.sampled_from(["a", "b", "z", None]))
-                # blank, or saying something: only a blank orphan is the Arrow side's (R3)
-                said = draw(st.sampled_from(["again", "", " "]))
+                # blank, saying something, or repeating a result ("r"): R3 drops the first and
+                # the last, and rejects the row of one a later turn may have used
+                said = draw(st.sampled_from(["again", "r", "", " "]))
                 out.append(msg("tool", said, call_id=again))
             out += [msg("assistant", "done"), msg("user", "more")]
         elif kind == "unanswered":  # no results: a user message (or a system one) comes next
@@ -443,7 +452,7 @@ def near_repairs(draw: st.DrawFn) -> list[dict[str, Any]]:
             out.append(msg("assistant", draw(maybe_text), calls))
             out += [msg(draw(st.sampled_from(["user", "user", "user", "system"])), "hello?")]
         elif kind == "orphan":
-            said = draw(st.sampled_from(["lost", "", " ", None]))
+            said = draw(st.sampled_from(["lost", "r", "", " ", None]))
             out.append(msg("tool", said, call_id=draw(st.sampled_from(["a", "z", "", None]))))
         elif kind == "consecutive":
             out.append(msg("assistant", "one", reasoning=draw(st.sampled_from([None, None, "r"]))))
@@ -466,7 +475,7 @@ def near_repairs(draw: st.DrawFn) -> list[dict[str, Any]]:
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(
     st.lists(near_repairs(), min_size=1, max_size=6),
-    st.sampled_from([DEFAULT, STRICT, ERROR_RESULT]),
+    st.sampled_from([DEFAULT, STRICT, ERROR_RESULT, DROP_ORPHANS]),
 )
 def test_fast_and_slow_batches_agree_near_the_fast_repairs(
     rows: list[list[dict[str, Any]]], config: Any
@@ -490,7 +499,11 @@ def test_near_repairs_reach_every_fast_repair_and_reject() -> None:
     def collect(rows: list[list[dict[str, Any]]]) -> None:
         table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=NAMED)
         verdicts = fast_verdicts(
-            OPENAI, table.column("messages"), repair=FAST_REPAIRS, reject=["no_assistant_turn"]
+            OPENAI,
+            table.column("messages"),
+            repair=FAST_REPAIRS,
+            reject=["no_assistant_turn"],
+            config=DEFAULT,
         )
         assert verdicts is not None
         reached.update({fix.code: int(fix.rows.sum()) for fix in verdicts.repairs})
@@ -501,6 +514,46 @@ def test_near_repairs_reach_every_fast_repair_and_reject() -> None:
     least = {code: 5 if code == "invalid_tool_arguments" else 10 for code in FAST_REPAIRS}
     assert all(reached[code] >= least[code] for code in FAST_REPAIRS), reached
     assert rejected["no_assistant_turn"] >= 10 and rejected["unanswered_tool_call"] >= 10, rejected
+    assert rejected["orphan_tool_result"] >= 10, rejected  # one a later turn may have used
+
+
+@pytest.mark.parametrize("config", [DEFAULT, DROP_ORPHANS], ids=["default", "drop"])
+def test_r3_tells_an_orphan_a_later_turn_may_use_in_arrow(config: Any) -> None:
+    """R3 in Arrow: an orphan that repeats a result already given, is blank, or has no
+    assistant turn after it is dropped; one a later turn may have used rejects its row (with
+    or without an id: the decoder names it by its place), unless the config drops it too. A
+    tool message right after the results is one user message with them (message 2)."""
+    answered = [msg("user"), msg("assistant", None, [call("a")]), msg("tool", "18 C", call_id="a")]
+    later = [msg("assistant", "It is 18 C."), msg("user", "thanks")]
+    end = [msg("assistant", "done"), msg("user")]
+    rows = [
+        # dropped: a repeat, a blank one, one no assistant turn follows
+        [*answered, msg("tool", "18 C", call_id="z"), *later, msg("assistant", "bye")],
+        [*answered, msg("tool", " ", call_id="z"), *later, msg("assistant", "bye")],
+        [*answered, *end, msg("tool", "late", call_id="z")],
+        # a later turn may use them: a new result, the same with no id, one that repeats no answer
+        [*answered, msg("tool", "19 C", call_id="z"), *later, msg("assistant", "bye")],
+        [*answered, msg("tool", "19 C"), *later, msg("assistant", "bye")],
+        [msg("user"), msg("tool", "18 C", call_id="a"), msg("assistant", "18 C")],
+    ]
+    table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=NAMED)
+    verdicts = batch_verdicts(table, config, format=OPENAI)
+    assert verdicts is not None
+    drop = config.orphan_result == "drop"
+    assert verdicts.repaired.tolist() == [True, True, True, drop, drop, drop]
+    rejects = [fix for fix in verdicts.rejects if fix.code == "orphan_tool_result"]
+    if drop:
+        assert not rejects
+    else:
+        [fix] = rejects
+        assert fix.rows.tolist() == [False] * 3 + [True] * 3
+        assert fix.messages == [
+            used_message(2, "z"),
+            used_message(2, "result_3"),  # `result_{i}`, i its place among the row's messages
+            used_message(1, "a"),
+        ]
+    assert verdicts.handled.all()
+    assert_fast_and_slow_agree(table, config, OPENAI)
 
 
 @pytest.mark.parametrize("config", [DEFAULT, STRICT, ERROR_RESULT], ids=["default", "strict", "e"])

@@ -225,6 +225,7 @@ def _verdicts(
         enabled=enabled,
         tools=declaring_columns(table, fmt),
         side={n: whole(table.column(n)) for n in fmt.side_columns if n in table.schema.names},
+        config=config,
     )
 
 

@@ -42,6 +42,7 @@ from transcript_clean.fastpath.columnar import ConversationsView
 from transcript_clean.fastpath.declared import tool_checks, tool_counts
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import TRAILING_TOOL_CALL, Rule, get_rule, rules
+from transcript_clean.rules.base import RuleConfig
 from transcript_clean.sources.jsontypes import has_json
 
 __all__ = [
@@ -119,6 +120,7 @@ def fast_verdicts(
     tools: Sequence[pa.Array | pa.ChunkedArray] = (),
     declared: tuple[npt.NDArray[np.int64], list[Any]] | None = None,
     side: Mapping[str, pa.Array] | None = None,
+    config: RuleConfig | None = None,
 ) -> Verdicts | None:
     """The rows the fast path settles: always the clean ones; with `keep_trailing`, those whose
     only code is calls pending at the end (for a config that keeps them); those whose only
@@ -128,7 +130,8 @@ def fast_verdicts(
     the rules the run looks for (by default, those of the default config); `tools`, the batch's
     columns of declared tools, and `declared` what `declared.declared_per_row` makes of them,
     where the caller has worked it out already (the columns of a dataset type's row share
-    their declarations). None when this format or column shape has no fast path."""
+    their declarations); `config`, the run's, for the repairs that read it. None when this
+    format or column shape has no fast path."""
     array = whole(column)
     if has_json(array.type):
         # A `pa.json_()` field holds values of more than one type: no view reads it as the
@@ -140,6 +143,7 @@ def fast_verdicts(
         return None
     view.tools = tuple(whole(t) for t in tools)
     view.tool_declared = declared
+    view.config = config
     enabled = list(_default_rules() if enabled is None else enabled)
     may = possible_codes(view, fmt, enabled)
     read = ~view.unread

@@ -28,6 +28,7 @@ from transcript_clean.sources import jsontypes
 if TYPE_CHECKING:
     from transcript_clean.fastpath.declared import ToolCounts
     from transcript_clean.profile import Measures, Profile
+    from transcript_clean.rules.base import RuleConfig
 
 V = TypeVar("V")
 
@@ -67,6 +68,10 @@ class ArrowView:
     """Per row, its declarations among the batch's distinct ones (`fastpath.declared`)."""
     tool_found: Any = None
     """What they found call by call, for the view's rejects (`fastpath.declared._Found`)."""
+    config: RuleConfig | None = None
+    """The run's config, set by the fast path where it knows it: what a repair that depends on
+    it reads (R3 drops an orphan a later turn may have used, or rejects its row). Where it is
+    None, such a row is left to the per-row path."""
 
     def __init__(
         self, rows: int, unread: Mask, checks: dict[str, Mask], trailing_calls: Counts

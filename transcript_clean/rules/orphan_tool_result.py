@@ -15,6 +15,11 @@ from dataclasses import replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.columnar.arrays import Counts, Mask, rows_with
 from transcript_clean.model import AssistantMessage, Message, Text, ToolResult, UserMessage
 from transcript_clean.rules.base import Rule, Unrepairable, Violation, Walk
 from transcript_clean.transcript import ORPHAN_TOOL_RESULT, describe_error
@@ -83,6 +88,37 @@ def may_be_used(result: ToolResult, given: Sequence[tuple[object, ...]]) -> bool
     it is not empty (every part a blank text) and repeats none of the results `given`."""
     empty = all(isinstance(p, Text) and not p.text.strip() for p in result.content)
     return not empty and result.content not in given
+
+
+def used_orphans(
+    row: Counts, orphan: Mask, says: Mask, text: pa.Array, before_last_turn: Mask
+) -> Mask:
+    """`may_be_used` over the columns of a batch's results, in order: of each result (its row,
+    whether it is an orphan, whether it says something, its text, whether an assistant turn
+    follows it in its row), whether it is an orphan a later turn may have used. Such an orphan
+    says something, comes before the row's last assistant turn, and repeats no earlier result
+    of its row that answered a call. Its text is the whole of what it says (one text part)."""
+    candidate = orphan & says & before_last_turn
+    if not candidate.any():
+        return candidate
+    # Only the rows holding a candidate are compared, by their texts' codes in one dictionary.
+    looked = np.flatnonzero(rows_with(candidate, row, int(row[-1]) + 1)[row])
+    codes = pc.dictionary_encode(text.take(pa.array(looked, pa.int64()))).indices
+    code = pc.fill_null(codes, -1).to_numpy(zero_copy_only=False).astype(np.int64)
+    key = row[looked] * (int(code.max()) + 2) + code
+    answered = ~orphan[looked] & (code >= 0)
+    # The first answer of each (row, text): results are in order, so `np.unique`'s first index
+    # is the earliest one.
+    keys, first = np.unique(key[answered], return_index=True)
+    first_at = looked[answered][first]
+    asked = np.flatnonzero(candidate[looked])
+    place = np.minimum(np.searchsorted(keys, key[asked]), max(len(keys) - 1, 0))
+    repeat = np.zeros(len(asked), dtype=bool)
+    if len(keys):
+        repeat = (keys[place] == key[asked]) & (first_at[place] < looked[asked])
+    used = np.zeros(len(orphan), dtype=bool)
+    used[looked[asked[~repeat]]] = True
+    return used
 
 
 def _repair(messages: list[Message], config: RuleConfig) -> list[Message]:

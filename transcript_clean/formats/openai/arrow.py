@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Final, NamedTuple
+from typing import TYPE_CHECKING, Final, NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -72,6 +72,7 @@ from transcript_clean.rules import (
     UNKNOWN_ROLE,
 )
 from transcript_clean.rules.invalid_tool_arguments import real_result
+from transcript_clean.rules.orphan_tool_result import used_message, used_orphans
 from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
 from transcript_clean.rules.unanswered_tool_call import uncuttable
 from transcript_clean.rules.unknown_tool import CODE as UNKNOWN_TOOL
@@ -79,6 +80,9 @@ from transcript_clean.transcript import (
     TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER,
     invalid_arguments_feedback,
 )
+
+if TYPE_CHECKING:
+    from transcript_clean.rules.base import RuleConfig
 
 __all__ = ["REPAIRS", "OpenAIView", "openai_measures", "openai_parts_measures", "openai_view"]
 
@@ -178,6 +182,8 @@ class OpenAIView(ArrowView):
             rejects = _reject_uncuttable(self.scan, alone)
         if INVALID_TOOL_ARGUMENTS in alone and self.scan.real_results:
             rejects += _reject_real_results(self.scan, alone)
+        if ORPHAN_TOOL_RESULT in alone and self.scan.used.any():
+            rejects += _reject_used_orphans(self.scan, alone, self.config)
         subset = np.flatnonzero(any_of(alone.values(), self.rows))
         if not len(subset):
             return ArrowRepair(subset, self.array.slice(0, 0), {}, rejects)
@@ -231,6 +237,63 @@ def _reject_real_results(scan: _Scan, alone: dict[str, Mask]) -> list[FastReject
     alone[INVALID_TOOL_ARGUMENTS] = wanted & ~chosen
     messages = [scan.real_results[r] for r in at]
     return [FastReject(INVALID_TOOL_ARGUMENTS, chosen, np.where(chosen, scan.invalid, 0), messages)]
+
+
+def _reject_used_orphans(
+    scan: _Scan, alone: dict[str, Mask], config: RuleConfig | None
+) -> list[FastReject]:
+    """R3's rows with an orphan a later turn may have used: where the config drops such
+    orphans, repaired with the others; where it rejects them, rejected with the per-row path's
+    words, which name the first one by its place among the canonical messages and its id. A
+    row whose orphan has no id (the decoder makes one up), or whose config is not known, is
+    left to the per-row path."""
+    wanted = alone[ORPHAN_TOOL_RESULT]
+    used = wanted & rows_with(scan.used, scan.parent, scan.rows)
+    if not used.any() or (config is not None and config.orphan_result == "drop"):
+        return []
+    alone[ORPHAN_TOOL_RESULT] = wanted & ~used
+    if (
+        config is None
+        or scan.canonical is None
+        or scan.msgs.type.get_field_index("tool_call_id") < 0
+    ):
+        return []
+    hit = np.flatnonzero(used)
+    first = first_flagged(scan.used, scan.parent, scan.rows)[hit]
+    ids = pc.struct_field(scan.msgs, "tool_call_id").take(indices(first)).to_pylist()
+    # An orphan without an id is named as the decoder names it, `result_{i}` by its place in
+    # the row, unless a real id of the row could have taken that name first.
+    start = np.searchsorted(scan.parent, hit)
+    taken = _ids_like(scan, "result_")[hit]
+    rejected = np.zeros(scan.rows, dtype=bool)
+    words = []
+    for row, at, call_id, place, clash in zip(
+        hit.tolist(), first.tolist(), ids, (first - start).tolist(), taken.tolist(), strict=True
+    ):
+        if call_id is None:
+            if clash:
+                continue
+            call_id = f"result_{place}"
+        rejected[row] = True
+        words.append(used_message(int(scan.canonical[at]), call_id))
+    if not rejected.any():
+        return []
+    occurrences = np.where(rejected, count(scan.orphan, scan.parent, scan.rows), 0)
+    return [FastReject(ORPHAN_TOOL_RESULT, rejected, occurrences, words)]
+
+
+def _ids_like(scan: _Scan, prefix: str) -> Mask:
+    """Rows holding a real id (a call's, or a tool message's `tool_call_id`) that starts with
+    `prefix`."""
+    found = np.zeros(scan.rows, dtype=bool)
+    if "tool_call_id" in scan.msgs.type.names:
+        named = pc.starts_with(pc.struct_field(scan.msgs, "tool_call_id"), prefix)
+        found |= rows_with(as_mask(named), scan.parent, scan.rows)
+    if "tool_calls" in scan.msgs.type.names:
+        calls, _, owner = flattened(pc.struct_field(scan.msgs, "tool_calls"))
+        named = pc.starts_with(pc.struct_field(calls, "id"), prefix)
+        found |= rows_with(as_mask(named), scan.parent[owner], scan.rows)
+    return found
 
 
 def _reject_uncuttable(scan: _Scan, alone: dict[str, Mask]) -> list[FastReject]:
@@ -323,6 +386,9 @@ class _Scan:
     """Empty assistant turns (R1 drops them)."""
     orphan: Mask
     """Tool messages that answer no pending call (R3 drops them)."""
+    used: Mask
+    """Of those, the ones a later turn may have used (R3 rejects the row, unless the config
+    drops them anyway)."""
     second: Mask
     """Assistant text messages right after another one (R4 merges them into it)."""
     after_empty: Mask
@@ -396,6 +462,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
             none,
             parent,
             msgs,
+            empty,
             empty,
             empty,
             empty,
@@ -487,12 +554,21 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
     place = tool - starts[run_of_tool]
     orphan = np.zeros(n, dtype=bool)
     orphan[tool] = ~after_call[run_of_tool] | (place >= run_calls[run_of_tool])
-    # R3 drops an orphan only where that cannot change a later turn (issue 27, item 4): the
-    # view settles the empty ones, and leaves one that says something (a repeat, or a result a
-    # later turn may quote) to the per-row path, which tells them apart.
+    # R3 drops an orphan only where that cannot change a later turn (issue 27, item 4): one a
+    # later turn may have used is the repair's to reject, or to drop where the config says so.
+    used = np.zeros(n, dtype=bool)
     if orphan.any():
-        at = np.flatnonzero(orphan)
-        flag[at] |= says(content, at)[0]
+        last_turn = np.full(rows, -1, dtype=np.int64)
+        at_turn = np.flatnonzero(is_assistant)
+        np.maximum.at(last_turn, parent[at_turn], at_turn)
+        speaks = says(content, tool)[0]
+        used[tool] = used_orphans(
+            parent[tool],
+            orphan[tool],
+            speaks,
+            content.take(indices(tool)),
+            tool < last_turn[parent[tool]],
+        )
 
     pending_at_end = calling & is_last  # trailing_tool_call
     next_tool = shift(is_tool[::-1])[::-1] & ~is_last
@@ -522,6 +598,7 @@ def _scan(array: pa.Array, *, answers: bool = True) -> _Scan:
         msgs=msgs,
         blank=blank,
         orphan=orphan,
+        used=used,
         second=second,
         after_empty=after_empty,
         unanswered=unanswered,
