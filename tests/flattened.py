@@ -10,7 +10,15 @@ import pyarrow as pa
 from transcript_clean.columnar.conversations import ROLES, Conversations
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.formats.base import DecodeError, Format
-from transcript_clean.model import AssistantMessage, Message, SystemMessage, message_texts
+from transcript_clean.model import (
+    AssistantMessage,
+    Message,
+    SystemMessage,
+    Text,
+    ToolResult,
+    UserMessage,
+    message_texts,
+)
 from transcript_clean.rules import get_rule
 from transcript_clean.rules.base import Walk
 from transcript_clean.rules.empty_assistant_turn import drop_empty_turns
@@ -51,7 +59,21 @@ def truth(fmt: Format, row: dict[str, Any]) -> dict[str, Any] | None:
         for m in messages
     ]
     found["chars"] = [sum(len(t) for t in message_texts(m)) for m in messages]
+    found["results"] = [
+        (part.call, _one_text(part))
+        for m in messages
+        if isinstance(m, UserMessage)
+        for part in m.content
+        if isinstance(part, ToolResult)
+    ]
     return found
+
+
+def _one_text(result: ToolResult) -> str | None:
+    """A result's text where the whole of what it says is one text part (R3 compares them)."""
+    if len(result.content) == 1 and isinstance(result.content[0], Text):
+        return result.content[0].text
+    return None
 
 
 def assert_flattened_as_decoded(
@@ -68,6 +90,9 @@ def assert_flattened_as_decoded(
     assert view is not None
     view.check()
     walk = ConversationsWalk(view)
+    result_row = view.message_row[view.result_message]
+    result_ids = view.result_call.to_pylist()
+    result_texts = None if view.result_text is None else view.result_text().to_pylist()
     for r, row in enumerate(table.to_pylist()):
         found = truth(fmt, row)
         if found is None or not unread_superset:
@@ -80,4 +105,9 @@ def assert_flattened_as_decoded(
         for attr in (*CHECKED.values(), "rows_empty"):
             assert getattr(walk, attr)[r] == found[attr], (attr, row)
         assert walk.trailing_calls[r] == found["trailing_calls"], row
+        if result_texts is not None:  # what R3's rejects in Arrow name and compare
+            mine_ = (result_row == r).tolist()
+            ids = [i for i, m in zip(result_ids, mine_, strict=True) if m]
+            texts = [t for t, m in zip(result_texts, mine_, strict=True) if m]
+            assert list(zip(ids, texts, strict=True)) == found["results"], row
     return view

@@ -4,6 +4,7 @@ finds on the per-row path."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -20,6 +21,7 @@ from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.formats import get_format
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.rules import get_rule
+from transcript_clean.rules.orphan_tool_result import used_message
 
 RIG = get_format("rig")
 
@@ -311,6 +313,38 @@ def _said(text: str) -> dict[str, Any]:
 
 def _calls(call_id: str) -> dict[str, Any]:
     return {"type": "toolcall", "id": call_id, "function": {"name": "f", "arguments": {"n": 1}}}
+
+
+def _result(call_id: str, *texts: str) -> dict[str, Any]:
+    return {"type": "toolresult", "call": call_id, "content": [_said(t) for t in texts]}
+
+
+@pytest.mark.parametrize("drop", [False, True], ids=["reject", "drop"])
+def test_rig_orphans_a_later_turn_may_use_reject_their_rows_in_arrow(drop: bool) -> None:
+    """R3 over the view: a row whose orphan result says one text no earlier result gave, with
+    an assistant turn after it, is rejected in Arrow in the per-row path's words; one whose
+    orphan repeats a result, or says two texts (which the view does not compare), is the
+    per-row path's, as is every one where the config drops such orphans."""
+    from transcript_clean.pipeline import batch_verdicts
+
+    def row(*orphan: str) -> list[dict[str, Any]]:
+        return [
+            _rig_turn("user", _said("go")),
+            _rig_turn("assistant", _calls("a")),
+            _rig_turn("user", _result("a", "18 C"), _result("z", *orphan)),
+            _rig_turn("assistant", _said("It is 18 C.")),
+        ]
+
+    rows = [row("19 C"), row("18 C"), row("19", " C")]
+    table = pa.Table.from_pylist([{"messages": m} for m in rows], schema=RIG_SCHEMA)
+    config = replace(DEFAULT, orphan_result="drop") if drop else DEFAULT
+    verdicts = batch_verdicts(table, config, format="rig")
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [not drop, False, False]
+    if not drop:
+        (reject,) = verdicts.rejects
+        assert reject.code == "orphan_tool_result" and reject.messages == [used_message(2, "z")]
+    assert_fast_and_slow_agree(table, config, RIG)
 
 
 def test_rig_unanswered_calls_are_cut_in_arrow_or_rejected_in_the_per_row_paths_words() -> None:

@@ -95,6 +95,11 @@ class Conversations:
     """Whether the format's results answer calls by their place, not by ids (ShareGPT's): the
     decoder pairs them before R1 drops an empty turn, so dropping one that stands between
     calls and their results would pair them anew; such a row is the per-row path's."""
+    result_text: Callable[[], pa.Array] | None = None
+    """Per tool result, its text where the whole of what it says is one text part, null where
+    it is anything else: what tells a result that repeats one already given (R3), made when
+    asked for; None where the flattener does not say (R3 then leaves such rows to the per-row
+    path)."""
     texts: Callable[[], tuple[pa.Array, Counts]] | None = None
     """Where tokens are counted: the texts of `chars`, one piece each, and each piece's message
     (made when asked for: a copy of every text)."""

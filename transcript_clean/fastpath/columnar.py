@@ -15,6 +15,7 @@ from transcript_clean.columnar.arrays import (
     Counts,
     Mask,
     any_of,
+    as_mask,
     count,
     first_flagged,
     flattened,
@@ -27,7 +28,8 @@ from transcript_clean.fastpath.base import ArrowRepair, ArrowView, FastReject, S
 from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.fastpath.measures import Measures, conversation_measures
 from transcript_clean.formats.base import Format
-from transcript_clean.rules import EMPTY_ASSISTANT_TURN, UNANSWERED_TOOL_CALL
+from transcript_clean.rules import EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT, UNANSWERED_TOOL_CALL
+from transcript_clean.rules.orphan_tool_result import used_message, used_orphans
 from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
 from transcript_clean.rules.unanswered_tool_call import uncuttable
 from transcript_clean.rules.unknown_tool import CODE as UNKNOWN_TOOL
@@ -61,12 +63,17 @@ class ConversationsView(ArrowView):
         self.side = dict(side or {})
         c = conversations
         self.calls = (c.message_row[c.call_message], c.call_name, c.call_arguments)
+        repairs: set[str] = set()
         if c.item_message is not None:
-            self.repairs = frozenset({EMPTY_ASSISTANT_TURN, UNANSWERED_TOOL_CALL})
+            repairs |= {EMPTY_ASSISTANT_TURN, UNANSWERED_TOOL_CALL}
             self.checks = {
                 EMPTY_ASSISTANT_TURN: walk.rows_empty,
                 UNANSWERED_TOOL_CALL: walk.rows_unanswered,
             }
+        if c.result_text is not None:  # R3's rejects (its drops are the per-row path's)
+            repairs.add(ORPHAN_TOOL_RESULT)
+            self.checks[ORPHAN_TOOL_RESULT] = walk.rows_orphan
+        self.repairs = frozenset(repairs)
 
     def reject(self, rows: dict[str, Mask]) -> list[FastReject]:
         """Rows whose only code is a call to an undeclared tool or one breaking its schema,
@@ -90,10 +97,16 @@ class ConversationsView(ArrowView):
         cut, for rows whose only code it is, everything from the first assistant turn with an
         unanswered call on, or a reject where no assistant turn would be left."""
         c, walk = self.conversations, self.walk
-        assert c.item_message is not None and set(rows) <= self.repairs
+        assert set(rows) <= self.repairs
+        rows = dict(rows)
+        rejects: list[FastReject] = []
+        if ORPHAN_TOOL_RESULT in rows:
+            rejects += self._reject_used_orphans(rows.pop(ORPHAN_TOOL_RESULT))
+        if not rows:
+            return ArrowRepair(np.zeros(0, dtype=np.int64), self.column.slice(0, 0), {}, rejects)
+        assert c.item_message is not None
         drop = np.zeros(c.messages, dtype=bool)
         occurrences: dict[str, Counts] = {}
-        rejects: list[FastReject] = []
         asked = np.zeros(self.rows, dtype=bool)
         if EMPTY_ASSISTANT_TURN in rows:
             empty_rows = rows[EMPTY_ASSISTANT_TURN]
@@ -130,6 +143,43 @@ class ConversationsView(ArrowView):
         found[found] &= self.walk.empty[prior[found]]
         found[found] &= c.message_row[prior[found]] == c.message_row[holders[found]]
         return rows_with(found, c.message_row[holders], self.rows)
+
+    def _reject_used_orphans(self, rows: Mask) -> list[FastReject]:
+        """R3 of the rows of `rows` (rows with no other code): a row with an orphan result a
+        later turn may have used (`used_orphans`) is rejected in the per-row path's words,
+        which name the first one, where the config rejects such rows. Every other row is left
+        to the per-row path: one whose orphans may all be dropped, one with an orphan that
+        says something other than one text (which the columns do not compare), and every row
+        where the config drops them all or is not known."""
+        c, walk = self.conversations, self.walk
+        if self.config is None or self.config.orphan_result == "drop" or c.result_text is None:
+            return []
+        result_row = c.message_row[c.result_message]
+        last_turn = np.full(self.rows, -1, dtype=np.int64)
+        turns = np.flatnonzero(c.role == ASSISTANT)
+        np.maximum.at(last_turn, c.message_row[turns], turns)
+        says = ~c.result_blank
+        before = c.result_message < last_turn[result_row]
+        rows = rows & rows_with(walk.orphan & says & before, result_row, self.rows)
+        if not rows.any():
+            return []
+        text = c.result_text()
+        used = used_orphans(result_row, walk.orphan, says, text, before)
+        unsure = walk.orphan & says & before & as_mask(text.is_null())
+        hit = rows & rows_with(used, result_row, self.rows)
+        hit &= ~rows_with(unsure, result_row, self.rows)
+        if not hit.any():
+            return []
+        first = first_flagged(used, result_row, self.rows)[hit]
+        at = np.flatnonzero(hit)
+        index = c.result_message[first] - np.searchsorted(c.message_row, at)
+        ids = c.result_call.take(indices(first)).to_pylist()
+        words = [
+            used_message(int(i), str(call_id))
+            for i, call_id in zip(index.tolist(), ids, strict=True)
+        ]
+        occurrences = np.where(hit, count(walk.orphan, result_row, self.rows), 0)
+        return [FastReject(ORPHAN_TOOL_RESULT, hit, occurrences, words)]
 
     def _cut(self, rows: Mask) -> tuple[Mask, list[FastReject]]:
         """R5's cut of the rows of `rows` (rows with no empty turn: every message is kept), as

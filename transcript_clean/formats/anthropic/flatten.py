@@ -118,6 +118,7 @@ def flatten_anthropic(
         result_message=message_of_item[facts.result_owner],
         result_call=facts.result_call,
         result_blank=facts.result_blank,
+        result_text=lambda: facts.result_text,
         item_message=message_of_item,
         texts=texts,
     )
@@ -140,6 +141,7 @@ class _Facts:
         self.result_owner = np.zeros(0, dtype=np.int64)
         self.result_call: pa.Array = pa.array([], pa.string())
         self.result_blank = np.zeros(0, dtype=bool)
+        self.result_text: pa.Array = pa.array([], pa.string())
         self.pieces: list[tuple[pa.Array, Counts]] = []
 
     def texts(self) -> tuple[pa.Array, Counts]:
@@ -218,8 +220,9 @@ def _blocks(content: pa.Array, is_assistant: Mask, n: int) -> _Facts:
         facts.call_arguments = pa.nulls(len(calls), pa.string())  # no arguments: not an object
     facts.result_owner = owner[results]
     facts.result_call = answered.take(indices(results))
+    facts.result_text = said_back.take(indices(results))  # a result's content is one text
     facts.result_blank = ~as_mask(
-        pc.match_substring_regex(said_back.take(indices(results)), NOT_SPACE), fill=False
+        pc.match_substring_regex(facts.result_text, NOT_SPACE), fill=False
     )
     for flags, values in ((text_block, text), (thinking, thought_text), (result, said_back)):
         at = np.flatnonzero(flags & ~as_mask(values.is_null()))

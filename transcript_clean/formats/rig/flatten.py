@@ -169,6 +169,16 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
         )
         return pieces_text, np.concatenate([part_message[own], part_message[piece_part[inner]]])
 
+    def result_text() -> pa.Array:
+        # A result of one piece that is text says that text; any other, no one text.
+        pieces = np.bincount(piece_part, minlength=parts_n)[results]
+        first = np.minimum(np.searchsorted(piece_part, results), max(len(piece_part) - 1, 0))
+        one = (pieces == 1) & (piece_is_text[first] if len(piece_part) else False)
+        if not one.any():
+            return pa.nulls(len(results), pa.string())
+        texts = piece_text.take(pa.array(np.where(one, first, 0), pa.int64()))
+        return pc.if_else(pa.array(one), texts, pa.scalar(None, texts.type))
+
     messages_n = len(msgs)
     flag |= rows_with(flag_part, part_message, messages_n)
     unread = as_mask(array.is_null()) | rows_with(flag, message_row, rows)
@@ -196,6 +206,7 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
         result_message=part_message[results],
         result_call=call.take(pa.array(results, pa.int64())),
         result_blank=result_says[results] == 0,
+        result_text=result_text,
         item_message=np.arange(messages_n, dtype=np.int64),
         texts=texts,
     )

@@ -213,6 +213,13 @@ def flatten_sharegpt(
         answers_of = call_ids.take(indices(np.where(answered, result_call_number, 0)))
         result_ids = pc.if_else(pa.array(answered), answers_of, orphans)
 
+    def result_texts() -> pa.Array:
+        # An observation's value, or the item of a split one, in the results' order.
+        own = value.take(indices(obs)).cast(pa.large_string())
+        firsts = pc.coalesce(pa.array(first_texts, pa.large_string()), own)
+        every = pa.concat_arrays([firsts, pa.array(extra_text, pa.large_string())])
+        return every.take(indices(order))
+
     def texts() -> tuple[pa.Array, Counts]:
         plain = np.flatnonzero(~is_call & ~np.isin(np.arange(n), obs[split_done]))
         pieces = [
@@ -247,6 +254,7 @@ def flatten_sharegpt(
         result_message=of_message[turn_message[result_turn]],
         result_call=result_ids,
         result_blank=result_blank,
+        result_text=result_texts,
         item_message=of_message[turn_message],
         pairs_by_position=True,
         texts=texts,
