@@ -37,7 +37,7 @@ from transcript_clean.columnar.arrays import (
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.formats.base import REASONING_KEYS
-from transcript_clean.formats.sharegpt.values import read_calls, split_list
+from transcript_clean.formats.sharegpt.values import calls_of, read_calls, split_list
 from transcript_clean.model import is_json
 
 __all__ = ["flatten_sharegpt"]
@@ -266,11 +266,14 @@ def _calls(text: str) -> list[tuple[str, str | None, bool]] | None:
     its arguments as JSON text (None where JSON cannot write them), and whether they are a
     JSON object; None where the decoder would call the turn malformed."""
     try:
-        orjson.loads(text)
-        strict = True  # orjson reads strict JSON only: no NaN, no lone surrogate
+        # orjson reads strict JSON only (no NaN, no lone surrogate), and reads it as
+        # `parse_call_objects` does: parsed once.
+        parsed = orjson.loads(text)
+        strict = True
+        read = calls_of(parsed if isinstance(parsed, list) else [parsed])
     except orjson.JSONDecodeError:
         strict = False
-    read = read_calls(text)
+        read = read_calls(text)
     if not read:
         return None
     out = []

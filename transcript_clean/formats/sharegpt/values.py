@@ -11,7 +11,7 @@ from typing import Any
 from transcript_clean.formats.base import parse_arguments
 from transcript_clean.jsontext import loads
 
-__all__ = ["parse_call_objects", "read_calls", "split_list"]
+__all__ = ["calls_of", "parse_call_objects", "read_calls", "split_list"]
 
 
 def parse_call_objects(value: str) -> list[Any] | None:
@@ -25,7 +25,12 @@ def parse_call_objects(value: str) -> list[Any] | None:
 
 def read_calls(value: object) -> list[tuple[Any, ...]] | None:
     """What `_calls` reads from a turn's value, to tell whether calls changed since."""
-    objects = parse_call_objects(value) if isinstance(value, str) else None
+    return calls_of(parse_call_objects(value) if isinstance(value, str) else None)
+
+
+def calls_of(objects: list[Any] | None) -> list[tuple[Any, ...]] | None:
+    """`read_calls` of a value already parsed (`parse_call_objects`): each call's name and
+    `parse_arguments` of its arguments; None where a call is no object."""
     if objects is None or not all(isinstance(o, Mapping) for o in objects):
         return None
     return [(o.get("name"), *parse_arguments(o.get("arguments"))) for o in objects]
