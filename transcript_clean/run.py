@@ -143,7 +143,11 @@ def clean(
 
         cleaner = converting(fmt, to)
         cfg = replace(cfg, to=to)
-        written = replace(written, written=cleaner.written_schema(src.schema))
+    from transcript_clean.pipeline import written_schema
+
+    anew = written_schema(cleaner, cfg, src.schema)
+    if anew is not None:
+        written = replace(written, written=anew)
     hint = None if read.format == "auto" else format_hint(src, fmt)
     store = _output_store(output, src, read, overwrite=overwrite, resume=resume)
     out = local_path(os.fspath(output)).absolute()
