@@ -120,6 +120,9 @@ def test_auto_writes_objects_for_qwen2_5_and_every_row_renders(
         output_format=output_format,
     )  # fmt: skip
     assert result.stats.rows_kept == 55
+    assert result.summary["arguments_written"] == "object"
+    card = (out / "README.md").read_text(encoding="utf-8")
+    assert "Calls' arguments are written as JSON objects" in card
     dataset = _load(out, output_format)
     wanted = [
         [json.loads(text) for text in _calls(json.loads(line)["messages"])]
@@ -170,6 +173,7 @@ def test_string_arguments_for_qwen3_are_written_as_text_and_render(
         arguments_as="string", output_format=output_format,
     )  # fmt: skip
     assert result.stats.rows_kept == 55
+    assert result.summary["arguments_written"] == "string"
     dataset = _load(out, output_format)
     wanted = [_calls(json.loads(line)["messages"]) for line in zava_lines]
     got = [_calls(row["messages"]) for row in dataset]
@@ -274,3 +278,5 @@ def test_the_command_line_says_the_form_auto_picked_and_who_keeps_its_own(
         "note: --arguments-as decides how the rows are rendered; sharegpt rows keep their "
         "calls' arguments in their own form"
     ) in result.output
+    summary = json.loads((tmp_path / "b" / "summary.json").read_text(encoding="utf-8"))
+    assert "arguments_written" not in summary
