@@ -280,3 +280,23 @@ def test_the_command_line_says_the_form_auto_picked_and_who_keeps_its_own(
     ) in result.output
     summary = json.loads((tmp_path / "b" / "summary.json").read_text(encoding="utf-8"))
     assert "arguments_written" not in summary
+
+
+def test_two_workers_write_the_rows_as_one_does(
+    shared_data: Path, templates: Path, tmp_path: Path
+) -> None:
+    """Each worker process works auto's form out for itself: the same form, the same files."""
+    import pyarrow.parquet as pq
+
+    tables = []
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        clean(
+            shared_data / ZAVA, out, chat_template=str(templates / "qwen2_5.jinja"),
+            arguments_as="auto", rows_per_shard=10, workers=workers,
+        )  # fmt: skip
+        shards = sorted((out / "data").iterdir())
+        assert len(shards) == 6
+        tables.append([pq.read_table(p) for p in shards])
+    assert all(a.equals(b) for a, b in zip(*tables, strict=True))
+    assert tables[0][0].schema == tables[1][0].schema
