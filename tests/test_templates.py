@@ -190,6 +190,39 @@ def test_llama3_1_raises_on_two_calls_in_a_turn_and_drops_text_beside_a_call(
         assert checked.rendering.error_at == len(messages) - 1
 
 
+def test_template_error_rejects_say_the_templates_words_and_where(
+    templates: Path, zava: list[dict[str, Any]]
+) -> None:
+    """The rejects a run writes: Gemma 3 and DeepSeek-R1-Distill raise on all 55 zava rows, each
+    reject saying the template's words and the message it raises at; Llama 3.1 raises on a
+    row whose last turn makes two calls."""
+    import pyarrow as pa
+
+    transcripts = _transcripts(zava)
+    for name, words in (
+        ("gemma3", "Conversation roles must alternate user/assistant/user/assistant/..."),
+        ("deepseek_r1_distill", "'dict object' has no attribute 'content'"),
+    ):
+        cfg = replace(DEFAULT, chat_template=str(templates / f"{name}.jinja"))
+        result = clean_batch(pa.Table.from_pylist(zava), cfg, format="openai")
+        rejects = result.rejects.select(["_source_row", "_reject_message"]).to_pylist()
+        assert [r["_source_row"] for r in rejects] == list(range(len(zava)))
+        template = load_template(cfg.chat_template or "")
+        for r, (messages, tools) in zip(rejects, transcripts, strict=True):
+            at = check_transcript(template, messages, tools).rendering.error_at
+            assert r["_reject_message"] == (
+                f"message {at}: the chat template {name}.jinja raises: {words}"
+            )
+    # Llama 3.1: the first zava row with its last call made twice, as an OpenAI row.
+    messages, tools = transcripts[0]
+    last = messages[-1]
+    assert isinstance(last, AssistantMessage)
+    call = last.tool_calls[0]
+    doubled = [*messages[:-1], AssistantMessage((*last.content, replace(call, id=call.id + "_2")))]
+    path = str(templates / "llama3_1.jinja")
+    assert _codes([_openai_row(doubled, tools)], path) == [["template_error"]]
+
+
 def _has_text_and_call(messages: list[Message]) -> bool:
     return any(
         isinstance(m, AssistantMessage)

@@ -57,7 +57,7 @@ row passes validation. Rejected rows are in `rejects/` (the `rejects` config, wh
 any), as they came in, with their codes. The licence is the source's: `unknown` above until
 it is set.
 
-{_conversion(summary)}| | rows |
+{_conversion(summary)}{_arguments(summary)}| | rows |
 |---|---:|
 | in | {counts["rows_in"]:,} |
 | kept | {counts["rows_kept"]:,} |
@@ -208,4 +208,22 @@ def _conversion(summary: Mapping[str, Any]) -> str:
         "source's other columns are kept as they were. A row that format cannot hold whole "
         "(reasoning with no place in it, an image) was rejected as `lossy_conversion`, never "
         "written with a part missing.\n\n"
+    )
+
+
+def _arguments(summary: Mapping[str, Any]) -> str:
+    """How the kept rows' calls' arguments are written (`--arguments-as`), where it was given
+    to rows that take a form."""
+    form = summary.get("arguments_written")
+    if form is None:
+        return ""
+    template = summary.get("config", {}).get("chat_template", "")
+    how = (
+        "JSON objects (in Parquet, typed as JSON: `datasets` reads each back as the object it is)"
+        if form == "object"
+        else "JSON text"
+    )
+    return (
+        f"Calls' arguments are written as {how}, the form the chat template "
+        f"{code(str(template))} was rendered with (`--arguments-as`).\n\n"
     )

@@ -456,13 +456,17 @@ def template_options(f: F) -> F:
                 "--arguments-as",
                 type=click.Choice(["object", "string", "auto"]),
                 default=None,
-                help="With --chat-template: render calls' arguments as JSON objects (the "
-                "default), as JSON text, or auto: as whichever renders without error and "
-                "without loss, row by row (the rows written keep their arguments as they are).",
+                help="With --chat-template: render calls' arguments as JSON objects, as JSON "
+                "text, or auto: in the form the template renders without error and without "
+                "loss (worked out once per run); OpenAI rows (and --to openai) are written "
+                "with them in that form. Without it: rendered as objects, written as they are.",
             ),
         ],
         f,
     )
+
+
+_FORM_WORDS = {"object": "JSON objects", "string": "JSON text"}
 
 
 def _with_tokens(
@@ -494,6 +498,15 @@ def _with_tokens(
     loaded = with_template(loaded, chat_template, arguments_as)
     assert loaded.chat_template is not None
     template = load_template(loaded.chat_template, loaded.tokenizer)
+    if arguments_as == "auto":
+        from transcript_clean.templates.check import arguments_form
+
+        click.echo(
+            f"note: --arguments-as auto: the chat template {template.name} takes calls' "
+            f"arguments as {_FORM_WORDS[arguments_form(template, 'auto')]}: rows are rendered, "
+            "and OpenAI rows written, with them so",
+            err=True,
+        )
     if not template.marks_generation:
         click.echo(
             f"note: the chat template {template.name} marks no {{% generation %}}: it gives no "
@@ -623,6 +636,8 @@ class Progress:
         self.bar: Any = None
         self.to: str | None = None
         """The format the kept rows are written in (`--to`), said after the one read."""
+        self.arguments = False
+        """Whether `--arguments-as` was given to a run that writes rows."""
 
     def start(self, src: Any, fmt: Any, total: int | None) -> None:
         _dropped_ctrl_c()
@@ -641,6 +656,15 @@ class Progress:
                 )
             if self.to is not None:
                 click.echo(f"writing the kept rows as {self.to}, tools in 'tools'", err=True)
+            from transcript_clean.formats import get_format
+
+            written = get_format(self.to) if self.to is not None else fmt
+            if self.arguments and written.with_arguments("object") is None:
+                click.echo(
+                    f"note: --arguments-as decides how the rows are rendered; {written.name} "
+                    "rows keep their calls' arguments in their own form",
+                    err=True,
+                )
         if self.quiet or not self.want_bar or not sys.stderr.isatty():
             return  # no bar: tqdm is not even imported (it starts a monitor thread)
         from tqdm import tqdm
@@ -783,6 +807,7 @@ def clean(
 
         progress = stack.enter_context(Progress(quiet, bar=not as_json))
         progress.to = to
+        progress.arguments = getattr(config, "arguments_as", None) is not None
         stack.enter_context(_resumable(output))
         _without_pandas(read, engine)
         result = run_clean(

@@ -55,6 +55,7 @@ from transcript_clean.model import (
 from transcript_clean.policy import Config
 from transcript_clean.rows import RowResult, clean_row, mark_rejected
 from transcript_clean.rules import Violation
+from transcript_clean.rules._template import written_arguments
 from transcript_clean.rules.lossy_conversion import CODE as LOSSY_CONVERSION
 from transcript_clean.sources import hidden_columns
 from transcript_clean.sources.jsontypes import JSON
@@ -119,8 +120,12 @@ class ConvertingFormat(Format):
         if result.status == "rejected":
             return result
         assert result.decoded is not None and result.messages is not None
+        target = self.target
+        form = written_arguments(config)
+        if form is not None:
+            target = target.with_arguments(form) or target
         try:
-            written, loss = self.written(result.decoded, result.messages, row)
+            written, loss = self.written(result.decoded, result.messages, row, target)
         except Exception as err:  # an encoder's bug must cost one row, not the run
             written, loss = None, f"cannot be written as {self.target.name}: {err}"
         if loss is not None:
@@ -131,12 +136,18 @@ class ConvertingFormat(Format):
         return result
 
     def written(
-        self, decoded: Decoded, messages: Sequence[Message], row: Mapping[str, Any]
+        self,
+        decoded: Decoded,
+        messages: Sequence[Message],
+        row: Mapping[str, Any],
+        target: Format | None = None,
     ) -> tuple[Row | None, str | None]:
-        """The row written in the target format, or what it would lose."""
+        """The row written in the target format (`target`: the same, writing calls' arguments
+        in the form `--arguments-as` asks), or what it would lose."""
+        target = target or self.target
         rest = {k: v for k, v in row.items() if k not in self.replaced_columns}
         fresh = Decoded(list(messages), rest, format=None)
-        out = self.target.encode(fresh, messages)
+        out = target.encode(fresh, messages)
         tools, problem = tools_for(self.target.name, _entries(row, self.declaring_columns))
         if problem is not None:
             return None, problem

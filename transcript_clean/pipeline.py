@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 import gc
 import json
-from collections.abc import Callable, Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import NamedTuple
 
@@ -44,6 +44,7 @@ from transcript_clean.rules import (
     Rule,
     rules,
 )
+from transcript_clean.rules._template import written_arguments
 from transcript_clean.shapes import ShapedFormat
 from transcript_clean.shapes.arrow import (
     ARROW_REPAIRS,
@@ -338,6 +339,9 @@ def clean_batch_parts(
     """`clean_batch`, leaving the kept rows to be gathered (`CleanedBatch.kept_rows`)."""
     table, fmt = _prepared(batch, format)
     as_json = holds_json_text(table.schema, fmt.column)
+    # Every kept row written anew: every row takes the per-row path then (a converting format
+    # has no Arrow side; `--arguments-as` needs `--chat-template`, whose rules are per-row).
+    anew = written_schema(fmt, config, table.schema)
     stats = Stats()
     if verdicts is None and fast:
         verdicts = batch_verdicts(table, config, format=fmt, codes=on_row is None)
@@ -362,8 +366,9 @@ def clean_batch_parts(
             slow = np.flatnonzero(~verdicts.handled)
             settled, rejected = _settle(table, fmt, verdicts, stats, source, first_row, lines)
         kept, rejects, fitted = _clean_rows(
-            table, slow, rejected, fmt, config, as_json, stats, source, first_row, on_row, decoded
-        )
+            table, slow, rejected, fmt, config, as_json, stats, source, first_row, on_row,
+            decoded, anew,
+        )  # fmt: skip
     read = None if verdicts is None or not fast else verdicts.read
     if measured is not None:
         # The settled rows were measured with the verdicts: only the others are measured here
@@ -383,9 +388,8 @@ def clean_batch_parts(
         read[[i for i, messages in decoded.items() if messages is None]] = False
         decoded = {}
     stats.profile.merge(profile_batch(table, fmt, read, decoded, tokenizer=config.tokenizer))
-    if isinstance(fmt, ConvertingFormat):  # every row took the per-row path
-        schema = fmt.written_schema(table.schema)
-        written = fitted.rows if fitted is not None else schema.empty_table()
+    if anew is not None:  # every row took the per-row path
+        written = fitted.rows if fitted is not None else pa.Table.from_batches([], anew)
         return CleanedBatch(table, kept, [], rejects, stats, written)
     replaced = [r for r in (settled, fitted) if r is not None]
     return CleanedBatch(table, kept, replaced, rejects, stats)
@@ -413,12 +417,14 @@ def _clean_rows(
     first_row: int,
     on_row: Callable[[int, Row, RowResult], None] | None,
     decoded: dict[int, Sequence[Message] | None] | None = None,
+    anew: pa.Schema | None = None,
 ) -> tuple[npt.NDArray[np.bool_], pa.Table, Replaced | None]:
     """The per-row path for the rows at `slow`: which rows of the batch are kept, the rejects
-    (with the fast path's, `rejected`), and the repaired rows re-encoded. Only Arrow and NumPy
-    data come out, so the Python objects made on the way are gone before the cyclic collector
-    is back. `decoded` gets each row's transcript as it came in (None: unread), by position,
-    for the profile."""
+    (with the fast path's, `rejected`), and the rows re-encoded (repaired, or with calls'
+    arguments in another form); with `anew` (`written_schema`), every kept row, in it. Only
+    Arrow and NumPy data come out, so the Python objects made on the way are gone before the
+    cyclic collector is back. `decoded` gets each row's transcript as it came in (None:
+    unread), by position, for the profile."""
     positions: list[int] = slow.tolist()
     picked = table.take(pa.array(slow)) if positions else table.slice(0, 0)
     # A row with text that is not UTF-8 cannot become Python as it is: it is a malformed_row,
@@ -439,15 +445,27 @@ def _clean_rows(
         else clean_stored_row(row, fmt, config, as_json=as_json)
         for k, row in enumerate(rows)
     ]
-    if isinstance(fmt, ConvertingFormat):
-        # Every kept row is written anew, in the format of `--to` and a schema of its own.
+    if anew is not None:
+        # Every kept row is written anew, in a schema of its own (the format of `--to`, or
+        # calls' arguments as objects): an unchanged row as it came in, and its line.
         kept_results = {
             i: r for i, r in zip(positions, results, strict=True) if r.status != "rejected"
         }
-        fitted = _fit_repaired(kept_results, fmt.written_schema(table.schema), None)
+        raws = picked.column(RAW_LINE).to_pylist() if RAW_LINE in picked.schema.names else None
+        lines = {}
+        for k, (i, result) in enumerate(zip(positions, results, strict=True)):
+            if result.status != "rejected" and result.row is None:
+                result.row = rows[k]
+                if raws is not None and raws[k] is not None:
+                    lines[i] = raws[k]
+        fitted = _fit_repaired(kept_results, anew, None, lines)
     else:
-        repaired = {i: r for i, r in zip(positions, results, strict=True) if r.status == "repaired"}
-        fitted = _fit_repaired(repaired, table.schema, fmt.column if as_json else None)
+        rewritten = {
+            i: r
+            for i, r in zip(positions, results, strict=True)
+            if r.row is not None and r.status != "rejected"
+        }
+        fitted = _fit_repaired(rewritten, table.schema, fmt.column if as_json else None)
 
     kept = np.ones(table.num_rows, dtype=bool)
     kept[[i for i, _, _ in rejected]] = False
@@ -798,6 +816,18 @@ def clean_stored_row(
     return clean_row(row, fmt, config, trace=trace)
 
 
+def written_schema(fmt: Format, config: Config, schema: pa.Schema) -> pa.Schema | None:
+    """The schema kept rows of `schema` are written in, where it is not `schema`: every kept
+    row is then written anew (`Format.written_schema`): in the format of `--to`, or with
+    calls' arguments in the form `--arguments-as` asks where the input's types cannot hold it
+    (objects in a column of text)."""
+    if isinstance(fmt, ConvertingFormat):
+        return fmt.written_schema(schema)
+    form = written_arguments(config)
+    writer = fmt.with_arguments(form) if form is not None else None
+    return writer.written_schema(schema) if writer is not None else None
+
+
 def _as_stored(row: Row, json_column: str | None) -> Row:
     """A repaired row as its batch stores it: the conversation as JSON text where the batch
     holds it so (`json_column`)."""
@@ -807,22 +837,27 @@ def _as_stored(row: Row, json_column: str | None) -> Row:
 
 
 def _fit_repaired(
-    repaired: dict[int, RowResult], schema: pa.Schema, json_column: str | None
+    repaired: dict[int, RowResult],
+    schema: pa.Schema,
+    json_column: str | None,
+    lines: Mapping[int, str] | None = None,
 ) -> Replaced | None:
     """The repaired rows in the input's schema, converted together. A row that does not fit the
     schema any more is rejected as `unencodable_row` (and left out). A JSON Lines row's line
-    is the repaired row re-encoded; `json_` leaves are encoded as JSON text."""
+    is the repaired row re-encoded (or its line as it came in, from `lines`, where the row is
+    unchanged); `json_` leaves are encoded as JSON text."""
     if not repaired:
         return None
     rows = []
-    lines = RAW_LINE in schema.names
-    for result in repaired.values():
+    as_lines = RAW_LINE in schema.names
+    for i, result in repaired.items():
         assert result.row is not None
         row = _as_stored(result.row, json_column)
-        if lines:
-            row = {**row, RAW_LINE: jsontypes.dumps(row), LINE_ERROR: None}
+        if as_lines:
+            line = lines.get(i) if lines is not None else None
+            row = {**row, RAW_LINE: line or jsontypes.dumps(row), LINE_ERROR: None}
         rows.append(row)
-    typed = lines or any(jsontypes.has_json(f.type) for f in schema)
+    typed = as_lines or any(jsontypes.has_json(f.type) for f in schema)
 
     def build(rows: list[Row]) -> pa.Table:
         return jsontypes.to_table(rows, schema) if typed else pa.Table.from_pylist(rows, schema)

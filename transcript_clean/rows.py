@@ -205,6 +205,7 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
 
     # With a chat template: the transcript as it will be written, rendered as its trainer
     # renders it (the rules of stage `render`).
+    writer = fmt
     if config.chat_template is not None:
         walk = Walk(current, tools, config, declarations(row, fmt))
         rendered = find_rendered(walk)
@@ -218,17 +219,33 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
             if deciding:
                 result.messages = current  # as rendered: `explain` shows what was left out
                 return _reject(result, [v.code for v in deciding], deciding[0].message)
+        writer = _arguments_writer(config, fmt)
 
     result.messages = current
-    if current == original:
+    if current == original and writer is fmt:
         return result
     try:
-        result.row = fmt.encode(decoded, current)
+        written = writer.encode(decoded, current)
     except Exception as err:  # an encoder bug must cost one row, not the run
         return unencodable(result, f"the repaired row cannot be written in its format: {err}")
+    if current == original:
+        # Unchanged, but for its calls' arguments, written in the form `--arguments-as` asks.
+        if written != row:
+            result.row = written
+        return result
+    result.row = written
     result.status = "repaired"
     result.messages_out = _message_count(result.row.get(fmt.column))
     return result
+
+
+def _arguments_writer(config: Config, fmt: Format) -> Format:
+    """`fmt` writing calls' arguments in the form the run asks for (`--arguments-as`), where
+    it asks for one and the format has no form of its own."""
+    from transcript_clean.rules._template import written_arguments
+
+    form = written_arguments(config)
+    return fmt if form is None else fmt.with_arguments(form) or fmt
 
 
 def declarations(row: Row, fmt: Format) -> Any:

@@ -143,7 +143,12 @@ def clean(
 
         cleaner = converting(fmt, to)
         cfg = replace(cfg, to=to)
-        written = replace(written, written=cleaner.written_schema(src.schema))
+    from transcript_clean.pipeline import written_schema
+
+    anew = written_schema(cleaner, cfg, src.schema)
+    arguments = _arguments_written(cleaner, cfg, to)
+    if anew is not None:
+        written = replace(written, written=anew)
     hint = None if read.format == "auto" else format_hint(src, fmt)
     store = _output_store(output, src, read, overwrite=overwrite, resume=resume)
     out = local_path(os.fspath(output)).absolute()
@@ -195,6 +200,8 @@ def clean(
         )
         if to is not None:
             summary["to"] = to
+        if arguments is not None:
+            summary["arguments_written"] = arguments
         return summary
 
     if store is not None:
@@ -253,6 +260,19 @@ def clean(
             raise
         remove_partial(work, out)
     return RunResult(out, stats, summary)
+
+
+def _arguments_written(cleaner: Format, cfg: Config, to: str | None) -> str | None:
+    """The form the kept rows' calls' arguments are written in (`--arguments-as`, `auto`
+    worked out), where the rows are written in a format that takes one; None otherwise."""
+    from transcript_clean.formats import get_format
+    from transcript_clean.rules._template import written_arguments
+
+    form = written_arguments(cfg)
+    if form is None:
+        return None
+    written = get_format(to) if to is not None else cleaner
+    return form if written.with_arguments(form) is not None else None
 
 
 def _output_store(

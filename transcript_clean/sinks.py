@@ -178,7 +178,8 @@ class OutputFormat:
     """None: the format's default."""
     written: pa.Schema | None = None
     """The data shards' schema where it is not the input's: rows written in another format
-    (`--to`, `convert.ConvertingFormat.written_schema`)."""
+    (`--to`, `convert.ConvertingFormat.written_schema`), or calls' arguments as objects in a
+    column of text (`--arguments-as`, `pipeline.written_schema`)."""
 
     def __post_init__(self) -> None:
         from transcript_clean.jsonl_sink import JSONL_CODECS

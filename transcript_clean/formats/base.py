@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar, Final
+from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
 from transcript_clean.errors import TranscriptCleanError
 from transcript_clean.jsontext import strict_loads
@@ -63,6 +63,10 @@ class Decoded:
     messages' `origin` (source objects of a different shape) and writes them fresh."""
 
 
+ArgumentsForm = Literal["object", "string"]
+"""How calls' arguments are written (`--arguments-as`): JSON values, or JSON text."""
+
+
 class Format:
     """A conversation format. Subclasses set `name` and `default_column` and implement the rest.
 
@@ -93,6 +97,17 @@ class Format:
         """The row with its conversation (and any column the format reads, such as `system`)
         rewritten from `messages`; every other column unchanged."""
         raise NotImplementedError
+
+    def written_schema(self, schema: pa.Schema) -> pa.Schema | None:
+        """The schema kept rows of `schema` are written in, where it is not `schema` (then
+        every kept row is written anew: `convert.ConvertingFormat`, calls' arguments as
+        objects in a column typed as text); None: the input's."""
+        return None
+
+    def with_arguments(self, form: ArgumentsForm) -> Format | None:
+        """This format writing every call's arguments in `form`, or None where the format has
+        one form of its own (Anthropic's `input` is an object, ShareGPT's calls are text)."""
+        return None
 
     def clean(self, row: Row, config: Config, *, trace: bool = False) -> RowResult | None:
         """The row cleaned by the format's own means, or None (every conversation format):

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, cast
 if TYPE_CHECKING:
     from transcript_clean.rules.base import RuleConfig, Walk
     from transcript_clean.templates import ArgumentsOption, Checked
+    from transcript_clean.templates.render import ArgumentsAs
 
 _MEMO = "template"
 
@@ -31,3 +32,15 @@ def template_check(walk: Walk) -> Checked | None:
 
 def with_template(config: RuleConfig) -> bool:
     return config.chat_template is not None
+
+
+def written_arguments(config: RuleConfig) -> ArgumentsAs | None:
+    """The form kept rows' calls' arguments are written in (`--arguments-as`, `auto` worked
+    out from the template once per process), or None: as the rows hold them."""
+    if config.arguments_as is None or config.chat_template is None:
+        return None
+    from transcript_clean.templates import load_template
+    from transcript_clean.templates.check import arguments_form
+
+    template = load_template(config.chat_template, config.tokenizer)
+    return arguments_form(template, cast("ArgumentsOption", config.arguments_as))

@@ -1,19 +1,21 @@
-"""One transcript checked against a chat template: rendered once (twice with `--arguments-as
-auto` when the first way fails), and what the render left out."""
+"""One transcript checked against a chat template: rendered once, and what the render left out;
+and the form of calls' arguments a template takes (`--arguments-as auto`), found once per
+template by rendering a probe conversation both ways."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from functools import cache
+from typing import Any, Final, Literal
 
-from transcript_clean.model import Message
+from transcript_clean.model import AssistantMessage, Message, Text, ToolCall, UserMessage
 from transcript_clean.templates.drops import Drops, Piece, find_drops
 from transcript_clean.templates.load import ChatTemplate
 from transcript_clean.templates.render import ArgumentsAs, Rendering, arguments_value, render
 
-__all__ = ["ArgumentsOption", "Checked", "check_transcript"]
+__all__ = ["ArgumentsOption", "Checked", "arguments_form", "check_transcript"]
 
 ArgumentsOption = Literal["object", "string", "auto"]
 
@@ -42,19 +44,59 @@ def check_transcript(
     keep_mask: bool = False,
 ) -> Checked:
     """Render `messages` with `template` and find what it left out. Arguments go as objects
-    (what transformers documents) unless `arguments_as` says otherwise; `auto` gives them as
-    objects and, when that raises or loses a piece, as JSON text, keeping the first way that
-    renders whole (else the objects' render)."""
-    first: ArgumentsAs = "string" if arguments_as == "string" else "object"
-    checked = _check(template, messages, declarations, first, keep_mask)
-    if arguments_as != "auto" or checked.clean or not _has_calls(messages):
-        return checked
-    other = _check(template, messages, declarations, "string", keep_mask)
-    return other if other.clean else checked
+    (what transformers documents) unless `arguments_as` says otherwise; `auto` gives them in
+    the form the template takes (`arguments_form`), the same for every row."""
+    form = arguments_form(template, arguments_as)
+    return _check(template, messages, declarations, form, keep_mask)
 
 
-def _has_calls(messages: Sequence[Message]) -> bool:
-    return any(getattr(m, "tool_calls", ()) for m in messages)
+def arguments_form(template: ChatTemplate, arguments_as: ArgumentsOption | None) -> ArgumentsAs:
+    """The form calls' arguments are given to `template` in, and written in: `object` or
+    `string` as asked (None: objects); for `auto`, the first of objects and JSON text under
+    which a probe conversation (a user text, then a call with a text and a number among its
+    arguments) renders without error and without loss, else objects (a template that renders
+    no call whole in either form, as Gemma 3's, loses the rows' calls whatever they are)."""
+    if arguments_as == "string":
+        return "string"
+    if arguments_as != "auto":
+        return "object"
+    return _probed(template)
+
+
+_PROBE_ARGUMENTS: Final = {"probe_text": "a probe value", "probe_number": 2}
+_PROBE_TOOLS: Final = [
+    {
+        "type": "function",
+        "function": {
+            "name": "probe_tool",
+            "description": "A tool to probe the template with.",
+            "parameters": {
+                "type": "object",
+                "properties": {
+                    "probe_text": {"type": "string"},
+                    "probe_number": {"type": "integer"},
+                },
+            },
+        },
+    }
+]
+
+
+@cache
+def _probed(template: ChatTemplate) -> ArgumentsAs:
+    """`arguments_form`'s `auto`: worked out once per template and process, so that every
+    row of a run, in any worker, gets the same form."""
+    text = json.dumps(_PROBE_ARGUMENTS)
+    call = ToolCall("call_probe", "probe_tool", dict(_PROBE_ARGUMENTS), text)
+    probe: list[Message] = [
+        UserMessage((Text("Probe the tool, please."),)),
+        AssistantMessage((call,)),
+    ]
+    forms: tuple[ArgumentsAs, ...] = ("object", "string")
+    for form in forms:
+        if _check(template, probe, _PROBE_TOOLS, form, False).clean:
+            return form
+    return "object"
 
 
 def _check(

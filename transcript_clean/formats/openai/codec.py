@@ -15,16 +15,22 @@ of a run answers the k-th call of the assistant turn before it, and calls withou
 minted from their position, which are never written back. The legacy `function_call` /
 `role: function` shape reads the same way; `reasoning_content`, `reasoning` and `thinking` are the
 assistant's reasoning, each written back in its own field.
+
+A call's `arguments` are written back as the row held them (JSON text, or an object), a fresh
+call's as JSON text; `with_arguments` gives the format writing every call's in one form
+(`--arguments-as`: objects, or JSON text).
 """
 
 from __future__ import annotations
 
+import copy
 import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from transcript_clean.formats.base import (
     MISSING,
+    ArgumentsForm,
     Decoded,
     DecodeError,
     Format,
@@ -76,6 +82,34 @@ class OpenAIFormat(Format):
     default_column = "messages"
     tools_columns = ("tools", "functions")  # `functions`: the legacy declarations
     joins_text = True
+    arguments_as: ArgumentsForm | None = None
+    """The form every call's `arguments` are written in (`with_arguments`); None: as the row
+    held them."""
+
+    def with_arguments(self, form: ArgumentsForm) -> OpenAIFormat:
+        """This format writing every call's `arguments` as `form` says: `object`, the JSON
+        value (arguments that are not JSON stay their text), or `string`, JSON text (the row's
+        own text where it held text)."""
+        out = copy.copy(self)
+        out.arguments_as = form
+        return out
+
+    def written_schema(self, schema: pa.Schema) -> pa.Schema | None:
+        """With `with_arguments`, the schema a typed conversation column's calls' arguments
+        need: `json_` for objects (which `datasets` reads back as `Json()`: each object as it
+        is, not a struct of every row's keys), text for JSON text. None where it is the
+        input's (or the column is JSON as a whole)."""
+        if self.arguments_as is None or self.column not in schema.names:
+            return None
+        import pyarrow as pa
+
+        leaf = pa.json_() if self.arguments_as == "object" else pa.string()
+        at = schema.get_field_index(self.column)
+        field = schema.field(at)
+        retyped = _with_arguments_type(field.type, leaf)
+        if retyped == field.type:
+            return None
+        return schema.set(at, field.with_type(retyped))
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         column = self.column
@@ -130,8 +164,42 @@ class OpenAIFormat(Format):
         if decoded.format != self.name:
             messages = without_origins(messages)
         row = dict(decoded.row)
-        row[self.column] = list(_encode_messages(messages, decoded.minted))
+        row[self.column] = list(_encode_messages(messages, decoded.minted, self.arguments_as))
         return row
+
+
+def _with_arguments_type(type_: pa.DataType, leaf: pa.DataType) -> pa.DataType:
+    """A `messages` column's Arrow type with the type of every call's `arguments` (in
+    `tool_calls[].function` and the legacy `function_call`) made `leaf`."""
+    import pyarrow as pa
+
+    def fields(struct: pa.StructType, change: Mapping[str, Any]) -> pa.StructType:
+        out = []
+        for field in struct:
+            make = change.get(field.name)
+            out.append(field.with_type(make(field.type)) if make is not None else field)
+        return pa.struct(out)
+
+    def arguments(t: pa.DataType) -> pa.DataType:
+        return fields(t, {"arguments": lambda _: leaf}) if pa.types.is_struct(t) else t
+
+    def call(t: pa.DataType) -> pa.DataType:
+        return fields(t, {"function": arguments}) if pa.types.is_struct(t) else t
+
+    def calls(t: pa.DataType) -> pa.DataType:
+        if not pa.types.is_list(t):
+            return t
+        return pa.list_(t.value_field.with_type(call(t.value_type)))
+
+    def message(t: pa.DataType) -> pa.DataType:
+        if not pa.types.is_struct(t):
+            return t
+        return fields(t, {"tool_calls": calls, "function_call": arguments})
+
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        item = type_.value_field.with_type(message(type_.value_type))
+        return pa.list_(item) if pa.types.is_list(type_) else pa.large_list(item)
+    return type_
 
 
 # ---------------------------------------------------------------------------------------------
@@ -263,14 +331,16 @@ def _tool_result(
 # encode
 
 
-def _encode_messages(messages: Sequence[Message], minted: frozenset[str]) -> Iterator[Row]:
+def _encode_messages(
+    messages: Sequence[Message], minted: frozenset[str], form: ArgumentsForm | None = None
+) -> Iterator[Row]:
     calls: tuple[ToolCall, ...] = ()  # the calls of the last assistant turn
     legacy: frozenset[str] = frozenset()  # those of them written as a legacy function_call
     for message in messages:
         if isinstance(message, SystemMessage):
             yield _system_out(message)
         elif isinstance(message, AssistantMessage):
-            out, legacy = _assistant_out(message, minted)
+            out, legacy = _assistant_out(message, minted, form)
             calls = message.tool_calls
             yield out
         else:
@@ -328,7 +398,9 @@ def _user_out(message: UserMessage, parts: Sequence[UserPart]) -> Row:
     return out
 
 
-def _assistant_out(message: AssistantMessage, minted: frozenset[str]) -> tuple[Row, frozenset[str]]:
+def _assistant_out(
+    message: AssistantMessage, minted: frozenset[str], form: ArgumentsForm | None
+) -> tuple[Row, frozenset[str]]:
     """The assistant message, and the ids of its calls written as a legacy `function_call`."""
     origin = message.origin
     content = [p for p in message.content if isinstance(p, Text | Media)]
@@ -349,9 +421,9 @@ def _assistant_out(message: AssistantMessage, minted: frozenset[str]) -> tuple[R
         if legacy_origin is not None and call.origin is legacy_origin:
             function_call = dict(legacy_origin)
             put(function_call, "name", call.name)
-            put(function_call, "arguments", _arguments_out(call))
+            put(function_call, "arguments", _arguments_out(call, form))
         else:
-            tool_calls.append(_call_out(call, minted))
+            tool_calls.append(_call_out(call, minted, form))
     if tool_calls:
         out["tool_calls"] = tool_calls
     elif out.get("tool_calls"):
@@ -365,7 +437,11 @@ def _assistant_out(message: AssistantMessage, minted: frozenset[str]) -> tuple[R
     return out, frozenset(c.id for c in message.tool_calls if c.origin is legacy_origin)
 
 
-def _arguments_out(call: ToolCall) -> Any:
+def _arguments_out(call: ToolCall, form: ArgumentsForm | None) -> Any:
+    if form == "object" and call.arguments is not None:
+        return call.arguments
+    if form == "string" and call.raw_arguments is None:
+        return json.dumps(call.arguments, ensure_ascii=False)
     if call.raw_arguments is not None:
         return call.raw_arguments
     if call.origin is None:  # a fresh call: OpenAI writes its arguments as a JSON string
@@ -373,18 +449,18 @@ def _arguments_out(call: ToolCall) -> Any:
     return call.arguments
 
 
-def _call_out(call: ToolCall, minted: frozenset[str]) -> Row:
+def _call_out(call: ToolCall, minted: frozenset[str], form: ArgumentsForm | None) -> Row:
     if call.origin is None:
         out: Row = {} if call.id in minted else {"id": call.id}
         out["type"] = "function"
-        out["function"] = {"name": call.name, "arguments": _arguments_out(call)}
+        out["function"] = {"name": call.name, "arguments": _arguments_out(call, form)}
         return out
     out = dict(call.origin)
     function = dict(out.get("function") or {})
     if call.id not in minted:
         put(out, "id", call.id)
     put(function, "name", call.name)
-    put(function, "arguments", _arguments_out(call))
+    put(function, "arguments", _arguments_out(call, form))
     out["function"] = function
     return out
 
