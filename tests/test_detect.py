@@ -205,6 +205,11 @@ def test_the_registry() -> None:
         "gemini",
         "bedrock",
         "claude-code",
+        "hh",
+        "alpaca",
+        "query-response",
+        "pairs",
+        "completion",
     )
     assert all(FORMATS[name].name == name for name in FORMAT_NAMES)
     fmt = get_format("sharegpt", "messages", tags={"user": "user"})

@@ -80,6 +80,7 @@ class ConvertingFormat(Format):
         self.source = source
         self.target = target
         self.tools_column = source.tools_column
+        self.plain_text = source.plain_text
 
     @property
     def declaring_columns(self) -> tuple[str, ...]:
@@ -93,6 +94,9 @@ class ConvertingFormat(Format):
 
     def declared_tools(self, row: Mapping[str, Any]) -> Any:
         return self.source.declared_tools(row)
+
+    def message_count(self, row: Mapping[str, Any]) -> int:
+        return self.source.message_count(row)
 
     @property
     def replaced_columns(self) -> tuple[str, ...]:

@@ -71,6 +71,7 @@ __all__ = [
     "clean_row",
     "clean_stored_row",
     "holds_json_text",
+    "stored_as_json",
     "line_errors",
     "not_utf8",
     "previous_names",
@@ -126,6 +127,12 @@ def holds_json_text(schema: pa.Schema, column: str) -> bool:
     """Whether the conversation column holds JSON as text (some datasets store it so, and
     `sources` falls back to it for JSON that Arrow cannot type): decoded before cleaning."""
     return column in json_columns(schema) or pa.types.is_string(schema.field(column).type)
+
+
+def stored_as_json(schema: pa.Schema, fmt: Format) -> bool:
+    """Whether `fmt`'s conversation column is JSON text to parse before cleaning: where it
+    `holds_json_text`, and the format reads no plain text there (`Format.plain_text`)."""
+    return not fmt.plain_text and holds_json_text(schema, fmt.column)
 
 
 def previous_names(names: list[str]) -> dict[str, str]:
@@ -209,7 +216,7 @@ def _verdicts(
     """`batch_verdicts` once it knows which codes the Arrow side may repair."""
     if isinstance(fmt, ShapedFormat):
         return _shaped_verdicts(table, fmt, enabled, unread, repair)
-    if holds_json_text(table.schema, fmt.column):
+    if stored_as_json(table.schema, fmt) or fmt.plain_text:
         return None
     column = whole(table.column(fmt.column))
     if unread:
@@ -336,7 +343,7 @@ def clean_batch_parts(
 ) -> CleanedBatch:
     """`clean_batch`, leaving the kept rows to be gathered (`CleanedBatch.kept_rows`)."""
     table, fmt = _prepared(batch, format)
-    as_json = holds_json_text(table.schema, fmt.column)
+    as_json = stored_as_json(table.schema, fmt)
     stats = Stats()
     if verdicts is None and fast:
         verdicts = batch_verdicts(table, config, format=fmt, codes=on_row is None)

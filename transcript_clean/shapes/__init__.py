@@ -72,6 +72,9 @@ class Shape:
     prompt: str | None
     candidates: tuple[str, ...]
     label: str | None = None
+    texts: bool = False
+    """The parts are plain strings (TRL's standard rows, hh-rlhf's transcripts), read as
+    messages (`shapes.clean.part_messages`); else a string where a part belongs is malformed."""
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -154,6 +157,7 @@ class ShapedFormat(Format):
 
     name = "shaped"
     default_column = "prompt"
+    plain_text = True  # the parts' JSON text is read part by part (`shapes.clean.get_path`)
 
     def __init__(self, inner: Format, shape: Shape) -> None:
         super().__init__(shape.columns[0])
@@ -174,7 +178,8 @@ class ShapedFormat(Format):
         for readers of one."""
         from transcript_clean.shapes.clean import conversation_row
 
-        return self.inner.decode(conversation_row(row, self, 0 if self.shape.candidates else None))
+        candidate = 0 if self.shape.candidates else None
+        return self.inner.decode(conversation_row(row, self, candidate, strict=True))
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         raise NotImplementedError("shaped rows are written part by part (shapes.clean)")

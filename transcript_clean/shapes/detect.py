@@ -13,6 +13,7 @@ grader fields such as `reference_answer`): it reads as prompt-only rows (`prompt
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -20,6 +21,7 @@ from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import MISSING, DecodeError, Format
 from transcript_clean.formats.detect import SAMPLE_ROWS, detect_conversation_format, json_decoded
 from transcript_clean.formats.registry import get_format
+from transcript_clean.formats.text.hh import looks_like_hh
 from transcript_clean.model import AssistantMessage
 from transcript_clean.shapes import Shape, ShapedFormat, make_shape
 from transcript_clean.shapes.clean import get_path
@@ -55,7 +57,7 @@ def detect_format(
     shape = detect_shape(columns, sample)
     if shape is not None:
         return shaped_format(shape, columns, sample)
-    found = detect_conversation_format(columns, rows)
+    found = detect_conversation_format(columns, rows, source=source)
     return prompt_set(found, columns, sample) or found
 
 
@@ -70,6 +72,25 @@ def _holds_messages(rows: Sequence[Mapping[str, Any]], path: str, *, one: bool =
             return "role" in value or "from" in value
         return isinstance(value, list) and all(isinstance(m, Mapping) for m in value)
     return False
+
+
+def _first(rows: Sequence[Mapping[str, Any]], path: str) -> Any:
+    """The first value at `path` that is neither absent nor null (None if there is none)."""
+    for row in rows:
+        value = get_path(row, path)
+        if value is not MISSING and value is not None:
+            return value
+    return None
+
+
+def _texts(rows: Sequence[Mapping[str, Any]], *paths: str) -> bool:
+    """Whether the rows hold plain strings at every path (TRL's standard rows)."""
+    return all(isinstance(_first(rows, p), str) for p in paths)
+
+
+def _transcripts(rows: Sequence[Mapping[str, Any]], *paths: str) -> bool:
+    """Whether the rows hold texts of `Human:` / `Assistant:` turns at every path (hh-rlhf)."""
+    return all(looks_like_hh(_first(rows, p)) for p in paths)
 
 
 def _one_message(rows: Sequence[Mapping[str, Any]], column: str) -> bool:
@@ -93,6 +114,13 @@ def detect_shape(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> S
     if {"input", "preferred_output"} <= names and conversations("input.messages"):
         candidates = [c for c in ("preferred_output", "non_preferred_output") if c in names]
         return make_shape("openai-preference", columns, candidates=candidates)
+    if {"chosen", "rejected"} <= names and _texts(rows, "chosen", "rejected"):
+        # Strings: TRL's standard preference rows after a prompt, hh-rlhf's whole transcripts
+        if "prompt" in names and (conversations("prompt") or _texts(rows, "prompt")):
+            return make_shape("preference", columns)
+        if _transcripts(rows, "chosen", "rejected"):
+            return make_shape("implicit-preference", columns)
+        return None
     if {"chosen", "rejected"} <= names and conversations("chosen", "rejected"):
         if "prompt" in names and conversations("prompt"):
             return make_shape("preference", columns)
@@ -103,6 +131,15 @@ def detect_shape(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> S
         if prompt is not None and conversations(prompt) and _one_message(rows, "chosen"):
             return make_shape("ranking", columns, prompt=prompt)
         return make_shape("implicit-preference", columns)
+    if "prompt" in names and _texts(rows, "prompt"):
+        # TRL's standard rows: a prompt and its completion are one conversation (the
+        # `completion` format), with a label unpaired preference rows; a prompt alone (beside
+        # columns that are no conversation, such as an answer) is a prompt set.
+        if "completion" in names and _texts(rows, "completion"):
+            labelled = "label" in names and _labels(rows, "label")
+            return make_shape("unpaired", columns) if labelled else None
+        others = [c for c in columns if c != "prompt" and conversations(c)]
+        return None if others or "completion" in names else make_shape("prompt", columns)
     if "prompt" in names and conversations("prompt"):
         if "completion" in names and conversations("completion"):
             kind = "unpaired" if "label" in names and _labels(rows, "label") else None
@@ -121,9 +158,14 @@ def detect_shape(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> S
 def shaped_format(
     shape: Shape, columns: Sequence[str], rows: Sequence[Mapping[str, Any]], format: str = "auto"
 ) -> ShapedFormat:
-    """`shape` read in `format` (detected on the prompt and first candidate when `auto`)."""
+    """`shape` read in `format` (detected on the prompt and first candidate when `auto`). Where
+    the first row holds its parts as plain strings, they are read as texts (`Shape.texts`)."""
+    first = rows[0] if rows else {}
+    texts = any(isinstance(get_path(first, p), str) for p in shape.paths)
+    if texts:
+        shape = dataclasses.replace(shape, texts=True)
     if format != "auto":
-        return ShapedFormat(get_format(format), shape)
+        return _explained(ShapedFormat(get_format(format), shape))
     probe = ShapedFormat(get_format("openai", column=_PART), shape)
     from transcript_clean.shapes.clean import conversation_row
 
@@ -138,7 +180,18 @@ def shaped_format(
         raise FormatError(f"reading {shape.describe()}:\n{said}") from err
     inner: Format = copy.copy(found)
     inner.column = inner.default_column
-    return ShapedFormat(inner, shape)
+    return _explained(ShapedFormat(inner, shape))
+
+
+def _explained(shaped: ShapedFormat) -> ShapedFormat:
+    """`shaped`, saying how it reads parts held as texts."""
+    if shaped.shape.texts:
+        shaped.why = (
+            "each a text of Human: / Assistant: turns"
+            if shaped.shape.prompt is None
+            else "strings: the prompt a user turn, each completion an assistant turn"
+        )
+    return shaped
 
 
 def prompt_set(
