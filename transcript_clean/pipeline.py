@@ -71,11 +71,11 @@ __all__ = [
     "clean_row",
     "clean_stored_row",
     "holds_json_text",
-    "stored_as_json",
     "line_errors",
     "not_utf8",
     "previous_names",
     "reject_schema",
+    "stored_as_json",
 ]
 
 REJECT_FIELDS = (

@@ -6,8 +6,9 @@ Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI, a `<tool_call
 turn's text at Hermes, `parts` at Gemini, `human` / `assistant` pairs at ms-swift's). Columns of
 plain strings are read too: `instruction` + `output` (Alpaca), `query` + `response` (ms-swift),
 `prompt` + `completion` (TRL), and a text of `Human:` / `Assistant:` turns (hh-rlhf). Each
-format pointed at is then tried on the first rows: the one the keys point at most clearly wins if it reads nearly as many of them as any
-(`NEARLY`), so that a few bad rows cannot hand the dataset to a more lenient reader.
+format pointed at is then tried on the first rows: the one the keys point at most clearly wins
+if it reads nearly as many of them as any (`NEARLY`), so that a few bad rows cannot hand the
+dataset to a more lenient reader.
 """
 
 from __future__ import annotations

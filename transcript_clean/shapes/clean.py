@@ -90,8 +90,9 @@ def _messages(value: Any) -> list[Any] | Any:
 
 def part_messages(value: Any, shape: Shape, path: str) -> list[Any] | Any:
     """The part at `path` as a list of messages: one message object is a list of one; a text
-    is OpenAI messages (module doc) where the shape's parts are texts. Raises `DecodeError` for a whole conversation's text that
-    is no transcript of turns; any other value is left for the decoder to judge."""
+    is OpenAI messages (module doc) where the shape's parts are texts. Raises `DecodeError`
+    for a whole conversation's text that is no transcript of turns; any other value is left
+    for the decoder to judge."""
     if not isinstance(value, str) or not shape.texts:
         return _messages(value)
     start = value.lstrip()
