@@ -132,7 +132,10 @@ def detect_conversation_format(
         f"  columns: {', '.join(columns) or '-'}",
         *(f"  {s.describe()}" for s in seen),
         "  formats tried:"
-        + ("".join(f"\n    {t}" for t in tried) or " none (no column holds messages)"),
+        + (
+            "".join(f"\n    {t}" for t in tried)
+            or " none (no column holds messages, nor the strings of a known layout)"
+        ),
         _advice(seen, tried, len(sample), columns, sample),
     ]
     raise FormatError("\n".join(lines))
@@ -180,13 +183,13 @@ def _first_value(sample: Sequence[Mapping[str, Any]], column: str, test: Any) ->
 def _text_candidates(
     columns: Sequence[str], sample: Sequence[Mapping[str, Any]], column: str | None
 ) -> list[Format]:
-    """The formats of plain strings whose columns the rows have, holding text."""
+    """The formats of plain strings whose columns the rows have, the first holding text."""
     out = []
     for fields, name in _TEXT_LAYOUTS:
         if (
             set(fields) <= set(columns)
             and column in (None, fields[0])
-            and all(_first_value(sample, f, _is_str) for f in fields)
+            and _first_value(sample, fields[0], _is_str)
         ):
             out.append(get_format(name))
     return out

@@ -18,15 +18,15 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from transcript_clean.errors import FormatError
-from transcript_clean.formats.base import MISSING, DecodeError, Format
+from transcript_clean.formats.base import MISSING, DecodeError, Format, kind_of
 from transcript_clean.formats.detect import SAMPLE_ROWS, detect_conversation_format, json_decoded
 from transcript_clean.formats.registry import get_format
 from transcript_clean.formats.text.hh import looks_like_hh
 from transcript_clean.model import AssistantMessage
-from transcript_clean.shapes import Shape, ShapedFormat, make_shape
+from transcript_clean.shapes import KINDS, Shape, ShapedFormat, make_shape
 from transcript_clean.shapes.clean import get_path
 
-__all__ = ["detect_format", "detect_shape", "prompt_set", "shaped_format"]
+__all__ = ["detect_format", "detect_shape", "prompt_set", "shaped_format", "types_tried"]
 
 # Columns that hold a whole conversation in the one-column case, in the order they are tried.
 _CONVERSATION_COLUMNS = ("messages", "conversations", "conversation", "chat", "dialog")
@@ -57,8 +57,44 @@ def detect_format(
     shape = detect_shape(columns, sample)
     if shape is not None:
         return shaped_format(shape, columns, sample)
-    found = detect_conversation_format(columns, rows, source=source)
+    try:
+        found = detect_conversation_format(columns, rows, source=source)
+    except FormatError as err:
+        tried = types_tried(columns, sample)
+        if not tried:
+            raise
+        *lines, advice = str(err).splitlines()
+        said = "".join(f"\n    {t}" for t in tried)
+        raise FormatError("\n".join([*lines, f"  dataset types tried:{said}", advice])) from err
     return prompt_set(found, columns, sample) or found
+
+
+def _held(rows: Sequence[Mapping[str, Any]], path: str) -> str:
+    """What the first row with a value at `path` holds there, in words."""
+    for k, row in enumerate(rows):
+        value = get_path(row, path)
+        if value is MISSING or value is None:
+            continue
+        if isinstance(value, list) and all(isinstance(m, Mapping) for m in value):
+            what = "a list of messages"
+        elif isinstance(value, str):
+            what = "a text" + ("" if looks_like_hh(value) else " with no Human: turn")
+        else:
+            what = kind_of(value)
+        return f"row {k}: `{path}` holds {what}"
+    return f"`{path}` holds nothing in the first {len(rows)} rows"
+
+
+def types_tried(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """For detection's error: each dataset type whose usual columns the rows have, and what
+    the first rows hold there (none of them fitted)."""
+    out = []
+    for kind in KINDS.values():
+        paths = ((kind.prompt,) if kind.prompt else ()) + kind.candidates
+        if len(paths) < 2 or not all(p.split(".", 1)[0] in columns for p in paths):
+            continue
+        out.append(f"{kind.name}: " + "; ".join(_held(rows, p) for p in paths))
+    return out
 
 
 def _holds_messages(rows: Sequence[Mapping[str, Any]], path: str, *, one: bool = False) -> bool:

@@ -24,8 +24,8 @@ MARKERS: Final = {"Human": "user", "Assistant": "assistant"}
 
 _ROLES: Final = {role: name for name, role in MARKERS.items()}
 
-# A marker opens a turn at the text's start or after a blank line.
-_MARKER: Final = re.compile(r"(?:\A|\n\n)(Human|Assistant):")
+# A marker opens a turn at the text's start (after white space) or after a blank line.
+_MARKER: Final = re.compile(r"(?:\A\s*|\n\n)(Human|Assistant):")
 
 
 def looks_like_hh(value: object) -> bool:
