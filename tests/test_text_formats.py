@@ -16,7 +16,7 @@ from transcript_clean.cli import main
 from transcript_clean.errors import FormatError
 from transcript_clean.formats import get_format
 from transcript_clean.formats.text import parse_hh, render_hh
-from transcript_clean.model import AssistantMessage, SystemMessage, Text, UserMessage
+from transcript_clean.model import SystemMessage, Text, UserMessage
 from transcript_clean.policy import DEFAULT
 from transcript_clean.rows import clean_row
 from transcript_clean.run import clean
@@ -120,6 +120,9 @@ def test_real_hh_rlhf_pairs_are_detected_and_written_back_byte_for_byte(tmp_path
     assert written(out) == lines(HH_PAIRS)
 
 
+HI = "\n\nHuman: Hi"
+
+
 def test_an_hh_pair_is_repaired_in_its_texts_and_a_bad_text_rejected(tmp_path: Path) -> None:
     source = tmp_path / "hh.jsonl"
     rows = [
@@ -128,7 +131,7 @@ def test_an_hh_pair_is_repaired_in_its_texts_and_a_bad_text_rejected(tmp_path: P
             "rejected": "\n\nHuman: Hi\n\nAssistant: No.",
         },
         {
-            "chosen": "\n\nHuman: Hi\n\nAssistant: One.\n\nAssistant: Two.\n\nHuman: Ok\n\nAssistant:",
+            "chosen": f"{HI}\n\nAssistant: One.\n\nAssistant: Two.\n\nHuman: Ok\n\nAssistant:",
             "rejected": "\n\nHuman: Hi\n\nAssistant: Go.",
         },
         {"chosen": "no turns at all", "rejected": "\n\nHuman: Hi\n\nAssistant: x"},
