@@ -114,7 +114,7 @@ def test_real_hh_rlhf_pairs_are_detected_and_written_back_byte_for_byte(tmp_path
     code, output, out = run(tmp_path, HH_PAIRS, "--output-format", "jsonl")
     assert code == 0, output
     assert (
-        f"reading {HH_PAIRS} as openai implicit-prompt preference rows: "
+        f"reading {HH_PAIRS} as implicit-prompt preference rows: "
         "candidates `chosen`, `rejected` (each a text of Human: / Assistant: turns)"
     ) in output
     assert written(out) == lines(HH_PAIRS)

@@ -171,7 +171,10 @@ class ShapedFormat(Format):
 
     def describe(self) -> str:
         why = "" if self.why is None else f" ({self.why})"
-        return f"{self.inner.name} {self.shape.describe()}{why}"
+        # Parts held as texts are read as OpenAI messages: the format is the texts', not one of
+        # message objects.
+        inner = "" if self.shape.texts else f"{self.inner.name} "
+        return f"{inner}{self.shape.describe()}{why}"
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         """The first candidate's conversation (prompt + candidate; a prompt-only row's prompt),
