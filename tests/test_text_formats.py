@@ -399,3 +399,18 @@ def test_an_alpaca_file_with_a_bad_first_row_is_tried_as_alpaca(tmp_path: Path) 
         "alpaca on column 'instruction': read 0 of 1 rows "
         "(row 0: output: expected a text, got a number)"
     ) in output
+
+
+def test_a_prompt_set_of_strings_and_a_named_format_over_string_parts(tmp_path: Path) -> None:
+    rl = [{"prompt": "What is 2+2?", "answer": "4"}]
+    fmt = detect_format(list(rl[0]), rl)
+    assert isinstance(fmt, ShapedFormat) and fmt.shape.kind == "prompt"
+    assert fmt.describe() == "prompt-only rows: prompt `prompt` (a string: the prompt a user turn)"
+    assert clean_row(rl[0], fmt, DEFAULT).status == "unchanged"
+    # --format hh over hh-rlhf pairs reads them as without it; a format of messages refuses
+    code, output, _ = run(tmp_path, HH_PAIRS, "--format", "hh")
+    assert code == 0, output
+    assert "rows in 3 = kept 3 (repaired 0) + rejected 0" in output
+    code, output, _ = run(tmp_path, HH_PAIRS, "--format", "sharegpt")
+    assert code == 2
+    assert "the parts are plain strings, not sharegpt messages" in output

@@ -200,6 +200,12 @@ def shaped_format(
     texts = any(isinstance(get_path(first, p), str) for p in shape.paths)
     if texts:
         shape = dataclasses.replace(shape, texts=True)
+        if format not in ("auto", "openai", "hh"):
+            raise FormatError(
+                f"reading {shape.describe()}: the parts are plain strings, not {format} "
+                "messages (name no format, or --format hh for texts of Human: / Assistant: turns)"
+            )
+        format = "openai" if format == "hh" else format  # texts are read as OpenAI messages
     if format != "auto":
         return _explained(ShapedFormat(get_format(format), shape))
     probe = ShapedFormat(get_format("openai", column=_PART), shape)
@@ -222,11 +228,13 @@ def shaped_format(
 def _explained(shaped: ShapedFormat) -> ShapedFormat:
     """`shaped`, saying how it reads parts held as texts."""
     if shaped.shape.texts:
-        shaped.why = (
-            "each a text of Human: / Assistant: turns"
-            if shaped.shape.prompt is None
-            else "strings: the prompt a user turn, each completion an assistant turn"
-        )
+        shape = shaped.shape
+        if shape.prompt is None:
+            shaped.why = "each a text of Human: / Assistant: turns"
+        elif not shape.candidates:
+            shaped.why = "a string: the prompt a user turn"
+        else:
+            shaped.why = "strings: the prompt a user turn, each completion an assistant turn"
     return shaped
 
 
