@@ -216,7 +216,7 @@ def _verdicts(
     """`batch_verdicts` once it knows which codes the Arrow side may repair."""
     if isinstance(fmt, ShapedFormat):
         return _shaped_verdicts(table, fmt, enabled, unread, repair)
-    if stored_as_json(table.schema, fmt) or fmt.plain_text:
+    if stored_as_json(table.schema, fmt):
         return None
     column = whole(table.column(fmt.column))
     if unread:
@@ -717,7 +717,7 @@ def _settle(
     if isinstance(fmt, ShapedFormat):
         lengths = message_counts(table, fmt)
     else:
-        lengths = pc.fill_null(pc.list_value_length(table.column(column)), 0).to_numpy()
+        lengths = fmt.message_counts(table)
     clean, trailing, repaired = verdicts.clean, verdicts.trailing, verdicts.repaired
     if verdicts.tool_counts is not None:
         # A row rejected while decoding has its tools unread, as on the per-row path.

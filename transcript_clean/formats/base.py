@@ -25,6 +25,8 @@ from transcript_clean.rules.malformed_row import CODE as MALFORMED_ROW
 from transcript_clean.tools import Declared, read_row_declarations
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
@@ -108,6 +110,15 @@ class Format:
         format of plain strings counts what its decoder reads)."""
         value = row.get(self.column)
         return len(value) if isinstance(value, list) else 0
+
+    def message_counts(self, table: pa.Table) -> npt.NDArray[np.int64]:
+        """Per row of a batch, its messages as `message_count` counts them (for the stats of
+        the rows the fast path settles)."""
+        import pyarrow.compute as pc
+
+        column = table.column(self.column)
+        counts: npt.NDArray[np.int64] = pc.fill_null(pc.list_value_length(column), 0).to_numpy()
+        return counts
 
     def declared_tools(self, row: Mapping[str, Any]) -> Declared | None:
         """The tools the row declares (`transcript_clean.tools`); None when it declares none."""

@@ -10,7 +10,7 @@ rejects as `unencodable_row`; `--to` writes such rows as `messages` instead.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from transcript_clean.formats.base import (
     Decoded,
@@ -30,6 +30,13 @@ from transcript_clean.model import (
     Text,
     UserMessage,
 )
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
+    import pyarrow as pa
+
+    from transcript_clean.columnar.conversations import Conversations
 
 __all__ = [
     "AlpacaFormat",
@@ -145,6 +152,24 @@ class _FieldsFormat(_TextFormat):
     system_field: ClassVar[str | None] = "system"
     history_field: ClassVar[str | None] = "history"
     where: ClassVar[str]
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        from transcript_clean.formats.text.flatten import flatten_fields
+
+        return flatten_fields(self, column, side or {})
+
+    def message_counts(self, table: pa.Table) -> npt.NDArray[np.int64]:
+        from transcript_clean.formats.text.flatten import field_message_counts
+
+        names = table.column_names
+        side = {n: table.column(n).combine_chunks() for n in self.side_columns if n in names}
+        counts = field_message_counts(self, table.column(self.column).combine_chunks(), side)
+        return super().message_counts(table) if counts is None else counts
 
     @property
     def _user_fields(self) -> tuple[str, ...]:
