@@ -414,6 +414,13 @@ def test_a_prompt_set_of_strings_and_a_named_format_over_string_parts(tmp_path: 
     code, output, _ = run(tmp_path, HH_PAIRS, "--format", "sharegpt")
     assert code == 2
     assert "the parts are plain strings, not sharegpt messages" in output
+    # pairs are no conversation: --to says what they are
+    code, output, _ = run(tmp_path, HH_PAIRS, "--to", "openai")
+    assert code == 2
+    assert (
+        "--to writes conversations; the rows are implicit-prompt preference rows: candidates "
+        "`chosen`, `rejected` (each a text of Human: / Assistant: turns)"
+    ) in output
 
 
 # ---------------------------------------------------------------------------------------------

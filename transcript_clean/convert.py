@@ -166,7 +166,7 @@ def converting(source: Format, to: str) -> ConvertingFormat:
 
     if isinstance(source, ShapedFormat):
         raise FormatError(
-            f"--to writes conversations; the rows are {source.name} (a prompt and candidates)"
+            f"--to writes conversations; the rows are {source.describe()} (a prompt and candidates)"
         )
     if to not in TARGETS:
         raise FormatError(f"--to is one of {', '.join(TARGETS)}, not {to!r}")
