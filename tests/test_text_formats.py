@@ -300,8 +300,8 @@ def test_to_openai_writes_messages_that_datasets_loads(tmp_path: Path, path: Pat
 def test_ms_swift_pairs_are_detected_and_converted() -> None:
     row = {
         "conversation": [
-            {"human": "你好", "assistant": "你好！有什么可以帮助你？"},
-            {"human": "帮我写一首诗", "assistant": "好的"},
+            {"human": "早上好", "assistant": "早上好！"},
+            {"human": "What is 2 + 2?", "assistant": "4"},
         ]
     }
     fmt = detect_format(["conversation"], [row])
