@@ -10,6 +10,8 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from hypothesis import assume, given
+from hypothesis import strategies as st
 from test_convert import trl_messages
 
 from transcript_clean.cli import main
@@ -77,6 +79,22 @@ def test_hh_text_parses_into_turns_and_renders_back() -> None:
     assert parse_hh("\nHuman: a\n\nAssistant: b") == [("user", "a"), ("assistant", "b")]
     # a marker inside a turn, not after a blank line, is the turn's text
     assert parse_hh("Human: say Assistant: x\n\nAssistant: ok")[0] == ("user", "say Assistant: x")
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["user", "assistant"]),
+            st.text(alphabet=st.sampled_from("ab :\nHumanAssistt"), max_size=30),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_a_transcript_of_any_turns_reads_back_as_written(turns: list[tuple[str, str]]) -> None:
+    # A turn's text holding a marker after a blank line would open a turn of its own.
+    assume(not any(m in t for _, t in turns for m in ("\n\nHuman:", "\n\nAssistant:")))
+    assert parse_hh(render_hh(turns)) == turns
 
 
 @pytest.mark.parametrize(
