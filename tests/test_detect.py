@@ -177,7 +177,7 @@ def test_without_rows_the_column_name_decides() -> None:
 @pytest.mark.parametrize(
     ("columns", "rows", "seen"),
     [
-        (["text"], [{"text": "hello"}], "none (no column holds messages)"),
+        (["text"], [{"text": "hello"}], "none (no column holds messages, nor the strings of"),
         (["messages"], [{"messages": [{"role": "bot", "content": "x"}]}], "roles bot"),
         (["chat"], [{"chat": [{"speaker": "a", "line": "x"}]}], "message keys line, speaker"),
     ],
@@ -205,6 +205,11 @@ def test_the_registry() -> None:
         "gemini",
         "bedrock",
         "claude-code",
+        "hh",
+        "alpaca",
+        "query-response",
+        "pairs",
+        "completion",
     )
     assert all(FORMATS[name].name == name for name in FORMAT_NAMES)
     fmt = get_format("sharegpt", "messages", tags={"user": "user"})

@@ -721,7 +721,7 @@ def test_a_forced_conversation_type_says_what_to_pass_for_a_prompt_set(tmp_path:
 
 def test_a_type_whose_parts_hold_no_messages_names_its_columns_not_ours(tmp_path: Path) -> None:
     source = tmp_path / "pc.jsonl"
-    source.write_text(json.dumps({"prompt": "What is 2+2?", "completion": "4"}) + "\n")
+    source.write_text(json.dumps({"prompt": 4, "completion": 2}) + "\n")
     result = CliRunner().invoke(
         main, ["clean", str(source), str(tmp_path / "out"), "--type", "prompt-completion"]
     )

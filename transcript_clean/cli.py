@@ -40,6 +40,11 @@ FORMAT_CHOICES = (
     "gemini",
     "bedrock",
     "claude-code",
+    "hh",
+    "alpaca",
+    "query-response",
+    "pairs",
+    "completion",
 )
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TYPE_CHOICES = (

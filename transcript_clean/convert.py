@@ -81,6 +81,7 @@ class ConvertingFormat(Format):
         self.source = source
         self.target = target
         self.tools_column = source.tools_column
+        self.plain_text = source.plain_text
 
     @property
     def declaring_columns(self) -> tuple[str, ...]:
@@ -94,6 +95,9 @@ class ConvertingFormat(Format):
 
     def declared_tools(self, row: Mapping[str, Any]) -> Any:
         return self.source.declared_tools(row)
+
+    def message_count(self, row: Mapping[str, Any]) -> int:
+        return self.source.message_count(row)
 
     @property
     def replaced_columns(self) -> tuple[str, ...]:
@@ -173,7 +177,7 @@ def converting(source: Format, to: str) -> ConvertingFormat:
 
     if isinstance(source, ShapedFormat):
         raise FormatError(
-            f"--to writes conversations; the rows are {source.name} (a prompt and candidates)"
+            f"--to writes conversations; the rows are {source.describe()} (a prompt and candidates)"
         )
     if to not in TARGETS:
         raise FormatError(f"--to is one of {', '.join(TARGETS)}, not {to!r}")

@@ -24,7 +24,7 @@ from transcript_clean.model import (
     ToolCall,
     ToolResult,
 )
-from transcript_clean.pipeline import clean_stored_row, holds_json_text, not_utf8
+from transcript_clean.pipeline import clean_stored_row, not_utf8, stored_as_json
 from transcript_clean.policy import Config
 from transcript_clean.rows import RepairStep, RowResult, rejected_row
 from transcript_clean.rules import MALFORMED_ROW
@@ -86,7 +86,7 @@ def explain_row(source: Source, number: int, fmt: Format, config: Config) -> Exp
     elif not_utf8_at is not None:
         result = not_utf8(row, fmt, not_utf8_at)
     else:
-        as_json = holds_json_text(source.schema, fmt.column)
+        as_json = stored_as_json(source.schema, fmt)
         row = row if raw is None else loads(raw)
         result = clean_stored_row(row, fmt, config, as_json=as_json, trace=True)
     # A dataset type's row says its type and parts (`sharegpt ranking rows: prompt ...`), and

@@ -76,6 +76,7 @@ __all__ = [
     "not_utf8",
     "previous_names",
     "reject_schema",
+    "stored_as_json",
 ]
 
 REJECT_FIELDS = (
@@ -127,6 +128,12 @@ def holds_json_text(schema: pa.Schema, column: str) -> bool:
     """Whether the conversation column holds JSON as text (some datasets store it so, and
     `sources` falls back to it for JSON that Arrow cannot type): decoded before cleaning."""
     return column in json_columns(schema) or pa.types.is_string(schema.field(column).type)
+
+
+def stored_as_json(schema: pa.Schema, fmt: Format) -> bool:
+    """Whether `fmt`'s conversation column is JSON text to parse before cleaning: where it
+    `holds_json_text`, and the format reads no plain text there (`Format.plain_text`)."""
+    return not fmt.plain_text and holds_json_text(schema, fmt.column)
 
 
 def previous_names(names: list[str]) -> dict[str, str]:
@@ -210,7 +217,7 @@ def _verdicts(
     """`batch_verdicts` once it knows which codes the Arrow side may repair."""
     if isinstance(fmt, ShapedFormat):
         return _shaped_verdicts(table, fmt, enabled, unread, repair)
-    if holds_json_text(table.schema, fmt.column):
+    if stored_as_json(table.schema, fmt):
         return None
     column = whole(table.column(fmt.column))
     if unread:
@@ -338,7 +345,7 @@ def clean_batch_parts(
 ) -> CleanedBatch:
     """`clean_batch`, leaving the kept rows to be gathered (`CleanedBatch.kept_rows`)."""
     table, fmt = _prepared(batch, format)
-    as_json = holds_json_text(table.schema, fmt.column)
+    as_json = stored_as_json(table.schema, fmt)
     # Every kept row written anew: every row takes the per-row path then (a converting format
     # has no Arrow side; `--arguments-as` needs `--chat-template`, whose rules are per-row).
     anew = written_schema(fmt, config, table.schema)
@@ -729,7 +736,7 @@ def _settle(
     if isinstance(fmt, ShapedFormat):
         lengths = message_counts(table, fmt)
     else:
-        lengths = pc.fill_null(pc.list_value_length(table.column(column)), 0).to_numpy()
+        lengths = fmt.message_counts(table)
     clean, trailing, repaired = verdicts.clean, verdicts.trailing, verdicts.repaired
     if verdicts.tool_counts is not None:
         # A row rejected while decoding has its tools unread, as on the per-row path.

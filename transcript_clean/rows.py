@@ -119,7 +119,7 @@ def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = 
     own = fmt.clean(row, config, trace=trace)
     if own is not None:
         return own
-    messages_in = _message_count(row.get(fmt.column))
+    messages_in = fmt.message_count(row)
     try:
         return _clean_row(row, fmt, config, trace, messages_in)
     except RecursionError:
@@ -235,7 +235,7 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
         return result
     result.row = written
     result.status = "repaired"
-    result.messages_out = _message_count(result.row.get(fmt.column))
+    result.messages_out = fmt.message_count(result.row)
     return result
 
 
@@ -330,11 +330,3 @@ def _repair(
             result.actions[c] = "repaired"
         messages = after
     return messages
-
-
-# ---------------------------------------------------------------------------------------------
-# batches
-
-
-def _message_count(value: Any) -> int:
-    return len(value) if isinstance(value, list) else 0

@@ -25,6 +25,8 @@ from transcript_clean.rules.malformed_row import CODE as MALFORMED_ROW
 from transcript_clean.tools import Declared, read_row_declarations
 
 if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
@@ -83,6 +85,9 @@ class Format:
     """The columns a row declares its tools in: the first that holds something is read."""
     tools_column: str | None = None
     """A column named by `--tools-column`, read in place of `tools_columns`."""
+    plain_text: bool = False
+    """Whether the conversation column holds plain text, never JSON text to parse first (hh's
+    transcripts, Alpaca's strings; a dataset type reads its parts' JSON text itself)."""
     words: ClassVar[str | None] = None
     """What the format understands of a row, for the "reading X as ..." line, where its name
     alone does not say it (Hermes: calls as tags inside the assistant's text)."""
@@ -114,6 +119,21 @@ class Format:
         `rows.clean_row` cleans it as one conversation. A dataset type's rows are cleaned part
         by part (`shapes.ShapedFormat`); asking the format keeps the row cleaner below them."""
         return None
+
+    def message_count(self, row: Mapping[str, Any]) -> int:
+        """How many messages the row holds, for the stats: its conversation column's items (a
+        format of plain strings counts what its decoder reads)."""
+        value = row.get(self.column)
+        return len(value) if isinstance(value, list) else 0
+
+    def message_counts(self, table: pa.Table) -> npt.NDArray[np.int64]:
+        """Per row of a batch, its messages as `message_count` counts them (for the stats of
+        the rows the fast path settles)."""
+        import pyarrow.compute as pc
+
+        column = table.column(self.column)
+        counts: npt.NDArray[np.int64] = pc.fill_null(pc.list_value_length(column), 0).to_numpy()
+        return counts
 
     def declared_tools(self, row: Mapping[str, Any]) -> Declared | None:
         """The tools the row declares (`transcript_clean.tools`); None when it declares none."""

@@ -3,9 +3,12 @@
 Each column holding lists of objects is a candidate conversation column. Its message keys, roles,
 tags and part types point at formats (an `observation` tag at ShareGPT, a `tool_use` block at
 Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI, a `<tool_call>` tag in a
-turn's text at Hermes, `parts` at Gemini); each format pointed at is then tried on the first
-rows: the one the keys point at most clearly wins if it reads nearly as many of them as any
-(`NEARLY`), so that a few bad rows cannot hand the dataset to a more lenient reader.
+turn's text at Hermes, `parts` at Gemini, `human` / `assistant` pairs at ms-swift's). Columns of
+plain strings are read too: `instruction` + `output` (Alpaca), `query` + `response` (ms-swift),
+`prompt` + `completion` (TRL), and a text of `Human:` / `Assistant:` turns (hh-rlhf). Each
+format pointed at is then tried on the first rows: the one the keys point at most clearly wins
+if it reads nearly as many of them as any (`NEARLY`), so that a few bad rows cannot hand the
+dataset to a more lenient reader.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from transcript_clean.formats.base import DecodeError, Format
 from transcript_clean.formats.hermes.codec import TAGS as HERMES_TAGS
 from transcript_clean.formats.registry import get_format
 from transcript_clean.formats.sharegpt import DEFAULT_TAGS
+from transcript_clean.formats.text.hh import looks_like_hh
 
 SAMPLE_ROWS: Final = 20
 """How many of the first rows detection looks at."""
@@ -45,6 +49,13 @@ _OPENAI_PARTS: Final = {"image_url", "input_audio", "file", "refusal"}
 _ANTHROPIC_PARTS: Final = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 _RIG_PARTS: Final = {"toolcall", "toolresult", "reasoning"}
 _BEDROCK_BLOCKS: Final = {"text", "toolUse", "toolResult", "reasoningContent"}
+
+# Rows of plain strings: the columns that must hold text (the first is the format's column).
+_TEXT_LAYOUTS: Final = (
+    (("instruction", "output"), "alpaca"),
+    (("query", "response"), "query-response"),
+    (("prompt", "completion"), "completion"),
+)
 
 
 @dataclass
@@ -88,7 +99,8 @@ def detect_conversation_format(
     sample = [json_decoded(row) for row in rows[:SAMPLE_ROWS]]
     looked = [column] if column is not None else _ordered(columns)
     seen = [s for s in (_look(c, sample) for c in looked) if s is not None]
-    held = [s.column for s in seen if _candidates(s, set(columns))]
+    hh = [c for c in looked if _first_value(sample, c, looks_like_hh)]
+    held = [s.column for s in seen if _candidates(s, set(columns))] + hh
     if len(held) > 1:
         raise FormatError(
             f"{source + ': ' if source else ''}several columns hold conversations: "
@@ -100,6 +112,7 @@ def detect_conversation_format(
             if usual in columns and column in (None, usual):
                 return get_format(name, usual)
     candidates = [c for s in seen for c in _candidates(s, set(columns))]
+    candidates += _text_candidates(columns, sample, column) + [get_format("hh", c) for c in hh]
     tried: list[str] = []
     reads: list[tuple[int, Format]] = []
     for fmt in candidates:
@@ -119,19 +132,33 @@ def detect_conversation_format(
         f"  columns: {', '.join(columns) or '-'}",
         *(f"  {s.describe()}" for s in seen),
         "  formats tried:"
-        + ("".join(f"\n    {t}" for t in tried) or " none (no column holds messages)"),
-        _advice(seen, tried, len(sample)),
+        + (
+            "".join(f"\n    {t}" for t in tried)
+            or " none (no column holds messages, nor the strings of a known layout)"
+        ),
+        _advice(seen, tried, len(sample), columns, sample),
     ]
     raise FormatError("\n".join(lines))
 
 
-def _advice(seen: list[_Seen], tried: list[str], rows: int) -> str:
+def _advice(
+    seen: list[_Seen],
+    tried: list[str],
+    rows: int,
+    columns: Sequence[str] = (),
+    sample: Sequence[Mapping[str, Any]] = (),
+) -> str:
     """The last line of detection's error: what to do, fitted to what was seen. Naming the
     format and the column helps only where there were no rows to judge by: otherwise every
     format the messages' keys allow was tried, and none read them."""
     if not rows:
         return "There are no rows to tell it by: name the format (--format) and the column."
-    if not seen:
+    if not seen and not tried and "text" in columns and _first_value(sample, "text", _is_str):
+        return (
+            "The column 'text' holds plain text: language-modeling rows, with no turns for this "
+            "tool to check (a text of 'Human:' / 'Assistant:' turns would be read as hh)."
+        )
+    if not seen and not tried:
         return (
             "No column holds a list of messages (JSON objects), so no format can read these rows."
         )
@@ -141,6 +168,31 @@ def _advice(seen: list[_Seen], tried: list[str], rows: int) -> str:
             "can read these rows."
         )
     return f"No format reads any of the first {rows} rows; the first error of each is above."
+
+
+def _is_str(value: object) -> bool:
+    return isinstance(value, str)
+
+
+def _first_value(sample: Sequence[Mapping[str, Any]], column: str, test: Any) -> bool:
+    """Whether the first value of `column` in the sample that is not null passes `test`."""
+    value = next((row[column] for row in sample if row.get(column) is not None), None)
+    return value is not None and bool(test(value))
+
+
+def _text_candidates(
+    columns: Sequence[str], sample: Sequence[Mapping[str, Any]], column: str | None
+) -> list[Format]:
+    """The formats of plain strings whose columns the rows have, the first holding text."""
+    out = []
+    for fields, name in _TEXT_LAYOUTS:
+        if (
+            set(fields) <= set(columns)
+            and column in (None, fields[0])
+            and _first_value(sample, fields[0], _is_str)
+        ):
+            out.append(get_format(name))
+    return out
 
 
 def json_decoded(row: Mapping[str, Any]) -> dict[str, Any]:
@@ -213,6 +265,8 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
         # The set's own tags first, so that turns written fresh use them.
         tags = {t: _TAG_ALIASES[t] for t in sorted(seen.tags)} | dict(DEFAULT_TAGS)
         return [get_format("sharegpt", column, tags=tags)]
+    if {"human", "assistant"} <= seen.keys and "role" not in seen.keys:
+        return [get_format("pairs", column)]  # ms-swift's {human, assistant} pairs
     if "role" not in seen.keys:
         return []
     if "parts" in seen.keys and "content" not in seen.keys:
@@ -237,11 +291,11 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
 def _trial(fmt: Format, sample: list[dict[str, Any]]) -> tuple[int, str | None]:
     """How many sample rows `fmt` reads, and why it could not read the first it could not."""
     read, first_error = 0, None
-    for row in sample:
+    for k, row in enumerate(sample):
         try:
             fmt.decode(row)
         except DecodeError as err:
-            first_error = first_error or f"{err.code}: {err}"
+            first_error = first_error or f"row {k}: {err}"
         else:
             read += 1
     return read, first_error

@@ -14,6 +14,13 @@ from transcript_clean.formats.hermes import HermesFormat
 from transcript_clean.formats.openai import OpenAIFormat
 from transcript_clean.formats.rig import RigFormat
 from transcript_clean.formats.sharegpt import ShareGPTFormat
+from transcript_clean.formats.text import (
+    AlpacaFormat,
+    CompletionFormat,
+    HHFormat,
+    PairsFormat,
+    QueryResponseFormat,
+)
 
 FORMATS: Final[dict[str, type[Format]]] = {
     "openai": OpenAIFormat,
@@ -24,6 +31,11 @@ FORMATS: Final[dict[str, type[Format]]] = {
     "gemini": GeminiFormat,
     "bedrock": BedrockFormat,
     "claude-code": ClaudeCodeFormat,
+    "hh": HHFormat,
+    "alpaca": AlpacaFormat,
+    "query-response": QueryResponseFormat,
+    "pairs": PairsFormat,
+    "completion": CompletionFormat,
 }
 
 FORMAT_NAMES: Final = tuple(FORMATS)

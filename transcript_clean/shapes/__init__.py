@@ -72,6 +72,9 @@ class Shape:
     prompt: str | None
     candidates: tuple[str, ...]
     label: str | None = None
+    texts: bool = False
+    """The parts are plain strings (TRL's standard rows, hh-rlhf's transcripts), read as
+    messages (`shapes.clean.part_messages`); else a string where a part belongs is malformed."""
 
     @property
     def paths(self) -> tuple[str, ...]:
@@ -154,6 +157,7 @@ class ShapedFormat(Format):
 
     name = "shaped"
     default_column = "prompt"
+    plain_text = True  # the parts' JSON text is read part by part (`shapes.clean.get_path`)
 
     def __init__(self, inner: Format, shape: Shape) -> None:
         super().__init__(shape.columns[0])
@@ -167,14 +171,18 @@ class ShapedFormat(Format):
 
     def describe(self) -> str:
         why = "" if self.why is None else f" ({self.why})"
-        return f"{self.inner.name} {self.shape.describe()}{why}"
+        # Parts held as texts are read as OpenAI messages: the format is the texts', not one of
+        # message objects.
+        inner = "" if self.shape.texts else f"{self.inner.name} "
+        return f"{inner}{self.shape.describe()}{why}"
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         """The first candidate's conversation (prompt + candidate; a prompt-only row's prompt),
         for readers of one."""
         from transcript_clean.shapes.clean import conversation_row
 
-        return self.inner.decode(conversation_row(row, self, 0 if self.shape.candidates else None))
+        candidate = 0 if self.shape.candidates else None
+        return self.inner.decode(conversation_row(row, self, candidate, strict=True))
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         raise NotImplementedError("shaped rows are written part by part (shapes.clean)")

@@ -7,6 +7,11 @@ config as it is. A candidate's repair must leave the prompt as it was (it starts
 conversation); one that would reach into the prompt makes the row a reject that says so. The row
 is kept only when every part is; a code's message names the column it comes from
 (`chosen: message 3: ...`, the index counting from the prompt's first message).
+
+A part held as a plain string (TRL's standard rows, hh-rlhf's pairs) is read as OpenAI
+messages (`part_messages`): a prompt's text is a user turn, a completion's an assistant turn,
+and a whole conversation (a type with no prompt) a transcript of `Human:` / `Assistant:` turns.
+A repaired string part is written back as a string, or the row is rejected saying why not.
 """
 
 from __future__ import annotations
@@ -16,15 +21,16 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from transcript_clean.formats.base import MISSING, Row
+from transcript_clean.formats.base import MISSING, DecodeError, Row, join_texts
+from transcript_clean.formats.text.hh import parse_hh, render_hh
 from transcript_clean.policy import Config
 from transcript_clean.rows import RowResult, Violation, clean_row, mark_rejected, rejected_row
 from transcript_clean.rules import MALFORMED_ROW, NO_ASSISTANT_TURN, TRAILING_TOOL_CALL
 
 if TYPE_CHECKING:
-    from transcript_clean.shapes import ShapedFormat
+    from transcript_clean.shapes import Shape, ShapedFormat
 
-__all__ = ["clean_shaped_row", "conversation_row", "prompt_config"]
+__all__ = ["clean_shaped_row", "conversation_row", "part_messages", "prompt_config"]
 
 # What a prompt is allowed by design: no assistant turn, calls pending at its end.
 _PROMPT_CODES = (NO_ASSISTANT_TURN, TRAILING_TOOL_CALL)
@@ -56,10 +62,12 @@ def get_path(row: Mapping[str, Any], path: str) -> Any:
 
 
 def _parsed(text: str) -> Any:
+    """A column stored as JSON text, read as its list or object; any other text is itself."""
     try:
-        return json.loads(text)
+        value = json.loads(text)
     except (ValueError, RecursionError):
         return text  # the decoder says what is wrong with it
+    return value if isinstance(value, list | Mapping) else text
 
 
 def set_path(row: Row, path: str, value: Any) -> None:
@@ -80,17 +88,75 @@ def _messages(value: Any) -> list[Any] | Any:
     return [value] if isinstance(value, Mapping) else value
 
 
-def conversation_row(row: Mapping[str, Any], fmt: ShapedFormat, candidate: int | None) -> Row:
+def part_messages(value: Any, shape: Shape, path: str) -> list[Any] | Any:
+    """The part at `path` as a list of messages: one message object is a list of one; a text
+    is OpenAI messages (module doc) where the shape's parts are texts. Raises `DecodeError`
+    for a whole conversation's text that is no transcript of turns; any other value is left
+    for the decoder to judge."""
+    if not isinstance(value, str) or not shape.texts:
+        return _messages(value)
+    start = value.lstrip()
+    if start.startswith("[") and start[1:].lstrip().startswith("{"):
+        raise DecodeError(MALFORMED_ROW, path, "not valid JSON (a list of messages, cut short?)")
+    if path == shape.prompt:
+        return [{"role": "user", "content": value}]
+    if shape.prompt is not None:
+        return [{"role": "assistant", "content": value}]
+    try:
+        turns = parse_hh(value)
+    except ValueError as err:
+        raise DecodeError(MALFORMED_ROW, path, str(err)) from None
+    return [{"role": role, "content": said} for role, said in turns]
+
+
+def _as_text(messages: list[Any], shape: Shape, path: str, was: str) -> str | None:
+    """Messages written by the OpenAI encoder as the text a string part holds (the inverse of
+    `part_messages`), or None where a text cannot hold them."""
+    turns = []
+    for message in messages:
+        if not isinstance(message, Mapping) or message.get("role") not in ("user", "assistant"):
+            return None
+        if any(v is not None for k, v in message.items() if k not in ("role", "content")):
+            return None  # reasoning, calls: more than a text
+        content = message.get("content")
+        if isinstance(content, list):
+            if not all(isinstance(p, Mapping) and p.get("type") == "text" for p in content):
+                return None
+            content = join_texts(str(p.get("text", "")) for p in content)
+        if not isinstance(content, str):
+            return None
+        turns.append((message["role"], content))
+    if shape.prompt is None and path != shape.prompt:  # a whole conversation: a transcript
+        return render_hh(turns, lead=was[: len(was) - len(was.lstrip())]) if turns else None
+    role = "user" if path == shape.prompt else "assistant"
+    return turns[0][1] if len(turns) == 1 and turns[0][0] == role else None
+
+
+def conversation_row(
+    row: Mapping[str, Any], fmt: ShapedFormat, candidate: int | None, *, strict: bool = False
+) -> Row:
     """The row as its inner format reads one conversation: the prompt, followed by candidate
     number `candidate` (None: the prompt alone), in the inner format's column; the prompt's
-    sibling `tools` (OpenAI's `input.tools`) beside it."""
+    sibling `tools` (OpenAI's `input.tools`) beside it. A text that no messages can be read
+    from is left as it is (the inner decoder rejects it), or with `strict` raises
+    `DecodeError` saying why (`part_messages`)."""
     shape, column = fmt.shape, fmt.inner.column
     out = dict(row)
-    prompt = get_path(row, shape.prompt) if shape.prompt else []
+
+    def read(path: str) -> Any:
+        value = get_path(row, path)
+        try:
+            return part_messages(value, shape, path)
+        except DecodeError:
+            if strict:
+                raise
+            return value
+
+    prompt = read(shape.prompt) if shape.prompt else []
     if candidate is None:
         out[column] = prompt
     else:
-        part = _messages(get_path(row, shape.candidates[candidate]))
+        part = read(shape.candidates[candidate])
         both = isinstance(prompt, list) and isinstance(part, list)
         out[column] = prompt + part if both else (part if isinstance(prompt, list) else prompt)
     if shape.prompt and "." in shape.prompt:
@@ -109,7 +175,11 @@ def clean_shaped_row(
     messages_in = sum(counts.values())
     for path in (*([shape.prompt] if shape.prompt else []), *shape.candidates):
         value = get_path(row, path)
-        if not isinstance(_messages(value), list):
+        try:
+            read = part_messages(value, shape, path)
+        except DecodeError as err:
+            return rejected_row(MALFORMED_ROW, str(err), messages_in)
+        if not isinstance(read, list):
             what = (
                 "missing" if value is MISSING else f"expected a list of messages, got {value!r:.40}"
             )
@@ -126,13 +196,26 @@ def clean_shaped_row(
         parts.append((shape.prompt, result))
         if result.status == "rejected":
             return _combined(parts, fmt, messages_in, out, trace)
-        prompt = result.row[inner.column] if result.row is not None else get_path(row, shape.prompt)
+        was = get_path(row, shape.prompt)
+        read = part_messages(was, shape, shape.prompt)
+        prompt = result.row[inner.column] if result.row is not None else read
         if result.status == "repaired":
-            set_path(out, shape.prompt, prompt)
+            if not isinstance(was, str):
+                set_path(out, shape.prompt, prompt)
+            elif (text := _as_text(prompt, shape, shape.prompt, was)) is not None:
+                out[shape.prompt] = text
+            else:
+                return _combined(
+                    [(shape.prompt, _refused(result, "its repair leaves more than its text"))],
+                    fmt,
+                    messages_in,
+                    out,
+                    trace,
+                )
 
     for k, name in enumerate(shape.candidates):
         value = get_path(row, name)
-        candidate = _messages(value)
+        candidate = part_messages(value, shape, name)
         whole = {**conversation_row(row, fmt, k), inner.column: prompt + candidate}
         result = clean_row(whole, inner, config, trace=trace)
         parts.append((name, result))
@@ -148,15 +231,27 @@ def clean_shaped_row(
         tail = written[len(prompt) :]
         if problem is None and isinstance(value, Mapping) and len(tail) != 1:
             problem = f"its repair leaves {len(tail)} messages where the column holds one"
+        text = _as_text(tail, shape, name, value) if isinstance(value, str) else None
+        if problem is None and isinstance(value, str) and text is None:
+            problem = f"its repair leaves {len(tail)} messages that its text cannot hold"
         if problem is not None:
-            result.status = "rejected"
-            # The repairs that would change the shared prompt decide it.
-            changed = [c for c, a in result.actions.items() if a in ("repaired", "dropped")]
-            result.actions = mark_rejected(result.actions, changed)
-            result.reject_message = problem
+            _refused(result, problem)
             break
-        set_path(out, name, tail[0] if isinstance(value, Mapping) else tail)
+        if text is not None:
+            out[name] = text
+        else:
+            set_path(out, name, tail[0] if isinstance(value, Mapping) else tail)
     return _combined(parts, fmt, messages_in, out, trace)
+
+
+def _refused(result: RowResult, problem: str) -> RowResult:
+    """A part's repair that its column cannot take: the row is rejected, the repairs made
+    deciding it."""
+    result.status = "rejected"
+    changed = [c for c, a in result.actions.items() if a in ("repaired", "dropped")]
+    result.actions = mark_rejected(result.actions, changed)
+    result.reject_message = problem
+    return result
 
 
 def _counts(row: Mapping[str, Any], fmt: ShapedFormat) -> dict[str, int]:
@@ -164,7 +259,10 @@ def _counts(row: Mapping[str, Any], fmt: ShapedFormat) -> dict[str, int]:
     paths = ([shape.prompt] if shape.prompt else []) + list(shape.candidates)
     out = {}
     for path in paths:
-        value = _messages(get_path(row, path))
+        try:
+            value = part_messages(get_path(row, path), shape, path)
+        except DecodeError:
+            value = None
         out[path] = len(value) if isinstance(value, list) else 0
     return out
 

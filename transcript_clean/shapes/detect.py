@@ -13,18 +13,20 @@ grader fields such as `reference_answer`): it reads as prompt-only rows (`prompt
 from __future__ import annotations
 
 import copy
+import dataclasses
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from transcript_clean.errors import FormatError
-from transcript_clean.formats.base import MISSING, DecodeError, Format
+from transcript_clean.formats.base import MISSING, DecodeError, Format, kind_of
 from transcript_clean.formats.detect import SAMPLE_ROWS, detect_conversation_format, json_decoded
 from transcript_clean.formats.registry import get_format
+from transcript_clean.formats.text.hh import looks_like_hh
 from transcript_clean.model import AssistantMessage
-from transcript_clean.shapes import Shape, ShapedFormat, make_shape
+from transcript_clean.shapes import KINDS, Shape, ShapedFormat, make_shape
 from transcript_clean.shapes.clean import get_path
 
-__all__ = ["detect_format", "detect_shape", "prompt_set", "shaped_format"]
+__all__ = ["detect_format", "detect_shape", "prompt_set", "shaped_format", "types_tried"]
 
 # Columns that hold a whole conversation in the one-column case, in the order they are tried.
 _CONVERSATION_COLUMNS = ("messages", "conversations", "conversation", "chat", "dialog")
@@ -55,8 +57,44 @@ def detect_format(
     shape = detect_shape(columns, sample)
     if shape is not None:
         return shaped_format(shape, columns, sample)
-    found = detect_conversation_format(columns, rows)
+    try:
+        found = detect_conversation_format(columns, rows, source=source)
+    except FormatError as err:
+        tried = types_tried(columns, sample)
+        if not tried:
+            raise
+        *lines, advice = str(err).splitlines()
+        said = "".join(f"\n    {t}" for t in tried)
+        raise FormatError("\n".join([*lines, f"  dataset types tried:{said}", advice])) from err
     return prompt_set(found, columns, sample) or found
+
+
+def _held(rows: Sequence[Mapping[str, Any]], path: str) -> str:
+    """What the first row with a value at `path` holds there, in words."""
+    for k, row in enumerate(rows):
+        value = get_path(row, path)
+        if value is MISSING or value is None:
+            continue
+        if isinstance(value, list) and all(isinstance(m, Mapping) for m in value):
+            what = "a list of messages"
+        elif isinstance(value, str):
+            what = "a text" + ("" if looks_like_hh(value) else " with no Human: turn")
+        else:
+            what = kind_of(value)
+        return f"row {k}: `{path}` holds {what}"
+    return f"`{path}` holds nothing in the first {len(rows)} rows"
+
+
+def types_tried(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    """For detection's error: each dataset type whose usual columns the rows have, and what
+    the first rows hold there (none of them fitted)."""
+    out = []
+    for kind in KINDS.values():
+        paths = ((kind.prompt,) if kind.prompt else ()) + kind.candidates
+        if len(paths) < 2 or not all(p.split(".", 1)[0] in columns for p in paths):
+            continue
+        out.append(f"{kind.name}: " + "; ".join(_held(rows, p) for p in paths))
+    return out
 
 
 def _holds_messages(rows: Sequence[Mapping[str, Any]], path: str, *, one: bool = False) -> bool:
@@ -70,6 +108,25 @@ def _holds_messages(rows: Sequence[Mapping[str, Any]], path: str, *, one: bool =
             return "role" in value or "from" in value
         return isinstance(value, list) and all(isinstance(m, Mapping) for m in value)
     return False
+
+
+def _first(rows: Sequence[Mapping[str, Any]], path: str) -> Any:
+    """The first value at `path` that is neither absent nor null (None if there is none)."""
+    for row in rows:
+        value = get_path(row, path)
+        if value is not MISSING and value is not None:
+            return value
+    return None
+
+
+def _texts(rows: Sequence[Mapping[str, Any]], *paths: str) -> bool:
+    """Whether the rows hold plain strings at every path (TRL's standard rows)."""
+    return all(isinstance(_first(rows, p), str) for p in paths)
+
+
+def _transcripts(rows: Sequence[Mapping[str, Any]], *paths: str) -> bool:
+    """Whether the rows hold texts of `Human:` / `Assistant:` turns at every path (hh-rlhf)."""
+    return all(looks_like_hh(_first(rows, p)) for p in paths)
 
 
 def _one_message(rows: Sequence[Mapping[str, Any]], column: str) -> bool:
@@ -93,6 +150,13 @@ def detect_shape(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> S
     if {"input", "preferred_output"} <= names and conversations("input.messages"):
         candidates = [c for c in ("preferred_output", "non_preferred_output") if c in names]
         return make_shape("openai-preference", columns, candidates=candidates)
+    if {"chosen", "rejected"} <= names and _texts(rows, "chosen", "rejected"):
+        # Strings: TRL's standard preference rows after a prompt, hh-rlhf's whole transcripts
+        if "prompt" in names and (conversations("prompt") or _texts(rows, "prompt")):
+            return make_shape("preference", columns)
+        if _transcripts(rows, "chosen", "rejected"):
+            return make_shape("implicit-preference", columns)
+        return None
     if {"chosen", "rejected"} <= names and conversations("chosen", "rejected"):
         if "prompt" in names and conversations("prompt"):
             return make_shape("preference", columns)
@@ -103,6 +167,15 @@ def detect_shape(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> S
         if prompt is not None and conversations(prompt) and _one_message(rows, "chosen"):
             return make_shape("ranking", columns, prompt=prompt)
         return make_shape("implicit-preference", columns)
+    if "prompt" in names and _texts(rows, "prompt"):
+        # TRL's standard rows: a prompt and its completion are one conversation (the
+        # `completion` format), with a label unpaired preference rows; a prompt alone (beside
+        # columns that are no conversation, such as an answer) is a prompt set.
+        if "completion" in names and _texts(rows, "completion"):
+            labelled = "label" in names and _labels(rows, "label")
+            return make_shape("unpaired", columns) if labelled else None
+        others = [c for c in columns if c != "prompt" and conversations(c)]
+        return None if others or "completion" in names else make_shape("prompt", columns)
     if "prompt" in names and conversations("prompt"):
         if "completion" in names and conversations("completion"):
             kind = "unpaired" if "label" in names and _labels(rows, "label") else None
@@ -121,9 +194,20 @@ def detect_shape(columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> S
 def shaped_format(
     shape: Shape, columns: Sequence[str], rows: Sequence[Mapping[str, Any]], format: str = "auto"
 ) -> ShapedFormat:
-    """`shape` read in `format` (detected on the prompt and first candidate when `auto`)."""
+    """`shape` read in `format` (detected on the prompt and first candidate when `auto`). Where
+    the first row holds its parts as plain strings, they are read as texts (`Shape.texts`)."""
+    first = rows[0] if rows else {}
+    texts = any(isinstance(get_path(first, p), str) for p in shape.paths)
+    if texts:
+        shape = dataclasses.replace(shape, texts=True)
+        if format not in ("auto", "openai", "hh"):
+            raise FormatError(
+                f"reading {shape.describe()}: the parts are plain strings, not {format} "
+                "messages (name no format, or --format hh for texts of Human: / Assistant: turns)"
+            )
+        format = "openai" if format == "hh" else format  # texts are read as OpenAI messages
     if format != "auto":
-        return ShapedFormat(get_format(format), shape)
+        return _explained(ShapedFormat(get_format(format), shape))
     probe = ShapedFormat(get_format("openai", column=_PART), shape)
     from transcript_clean.shapes.clean import conversation_row
 
@@ -138,7 +222,20 @@ def shaped_format(
         raise FormatError(f"reading {shape.describe()}:\n{said}") from err
     inner: Format = copy.copy(found)
     inner.column = inner.default_column
-    return ShapedFormat(inner, shape)
+    return _explained(ShapedFormat(inner, shape))
+
+
+def _explained(shaped: ShapedFormat) -> ShapedFormat:
+    """`shaped`, saying how it reads parts held as texts."""
+    if shaped.shape.texts:
+        shape = shaped.shape
+        if shape.prompt is None:
+            shaped.why = "each a text of Human: / Assistant: turns"
+        elif not shape.candidates:
+            shaped.why = "a string: the prompt a user turn"
+        else:
+            shaped.why = "strings: the prompt a user turn, each completion an assistant turn"
+    return shaped
 
 
 def prompt_set(

@@ -1,0 +1,22 @@
+"""Conversations held as plain strings: Anthropic's hh-rlhf transcripts (`\\n\\nHuman: ...
+\\n\\nAssistant: ...` in one text), Alpaca rows (`instruction` / `input` / `output`, LLaMA-Factory
+and ms-swift), ms-swift's `query` / `response` rows and TRL's `prompt` / `completion` strings."""
+
+from transcript_clean.formats.text.codec import (
+    AlpacaFormat,
+    CompletionFormat,
+    HHFormat,
+    PairsFormat,
+    QueryResponseFormat,
+)
+from transcript_clean.formats.text.hh import parse_hh, render_hh
+
+__all__ = [
+    "AlpacaFormat",
+    "CompletionFormat",
+    "HHFormat",
+    "PairsFormat",
+    "QueryResponseFormat",
+    "parse_hh",
+    "render_hh",
+]
