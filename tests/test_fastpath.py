@@ -271,7 +271,7 @@ def test_fast_and_slow_batches_agree_on_any_rows(rows: list[list[dict[str, Any]]
 
 def test_generated_rows_exercise_every_fast_verdict() -> None:
     from transcript_clean.fastpath import fast_verdicts
-    from transcript_clean.formats.openai.arrow import REPAIRS as FAST_REPAIRS
+    from transcript_clean.fastpath.openai import REPAIRS as FAST_REPAIRS
 
     rows = [row for row, _ in generate_rows(3000, format="openai", seed=5)]
     table = pa.Table.from_pylist(rows)
@@ -488,7 +488,7 @@ def test_near_repairs_reach_every_fast_repair_and_reject() -> None:
     from collections import Counter
 
     from transcript_clean.fastpath import fast_verdicts
-    from transcript_clean.formats.openai.arrow import REPAIRS as FAST_REPAIRS
+    from transcript_clean.fastpath.openai import REPAIRS as FAST_REPAIRS
 
     reached: Counter[str] = Counter()
     rejected: Counter[str] = Counter()

@@ -15,8 +15,9 @@ from synthetic import arrow_schema, generate_rows
 
 from transcript_clean.columnar.arrays import text_lengths
 from transcript_clean.engine.local import with_verdicts
+from transcript_clean.fastpath import arrow_view
+from transcript_clean.fastpath.openai import openai_measures
 from transcript_clean.formats import get_format
-from transcript_clean.formats.openai.arrow import openai_measures
 from transcript_clean.pipeline import clean_batch, clean_batch_parts
 from transcript_clean.policy import DEFAULT
 from transcript_clean.profile import (
@@ -137,7 +138,7 @@ def _arrow_and_python(table: pa.Table) -> tuple[dict[str, Any], dict[str, Any]]:
     """The openai Arrow measures of the rows its view reads, and the per-row path's."""
     fmt = get_format("openai")
     column = table.column("messages").combine_chunks()
-    view = fmt.arrow_view(column, table.schema)
+    view = arrow_view(fmt, column, table.schema)
     assert view is not None
     read = ~view.unread
     rows = table.filter(pa.array(read)).to_pylist()
@@ -370,7 +371,7 @@ def test_text_lengths_are_pythons_len(texts: list[str | None], start: int, wide:
 
 
 def test_a_prompt_and_candidate_are_measured_part_by_part_as_one_conversation() -> None:
-    from transcript_clean.formats.openai.arrow import openai_parts_measures
+    from transcript_clean.fastpath.openai import openai_parts_measures
 
     user, answer = {"role": "user", "content": "Weather?"}, {"role": "assistant", "content": "18"}
     calls = {"role": "assistant", "content": None, "tool_calls": [CALL_OPENAI]}

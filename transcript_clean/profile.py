@@ -394,7 +394,7 @@ def arrow_measures(fmt: Format) -> ArrowMeasures | None:
     format_name = fmt.name
     if format_name == "openai":
         from transcript_clean.fastpath.measures import column_array
-        from transcript_clean.formats.openai.arrow import openai_measures
+        from transcript_clean.fastpath.openai import openai_measures
 
         def openai(
             fmt: Format, table: pa.Table, rows: npt.NDArray[np.bool_], *, texts: bool = False
@@ -515,7 +515,7 @@ def profile_batch(
             else:
                 read_as = _first_conversation(table, fmt)
         if parts is not None:
-            from transcript_clean.formats.openai.arrow import openai_parts_measures
+            from transcript_clean.fastpath.openai import openai_parts_measures
 
             profile.add(openai_parts_measures(parts, settled), tokens)
             settled = np.zeros_like(settled)

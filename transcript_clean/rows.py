@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, runtime_checkable
 
 from transcript_clean.formats.base import Decoded, DecodeError, Format, Row
 from transcript_clean.model import Message
@@ -109,16 +109,27 @@ def _reject(result: RowResult, deciding: Iterable[str], message: str | None = No
     return result
 
 
+@runtime_checkable
+class CleansItsRows(Protocol):
+    """A format that cleans a row by its own means: a dataset type part by part
+    (`shapes.ShapedFormat`), `--to` in one format and written in another
+    (`convert.ConvertingFormat`). `clean_row` asks it first, which keeps the row cleaner below
+    them; None: clean the row as one conversation."""
+
+    def clean(self, row: Row, config: Config, *, trace: bool = False) -> RowResult | None: ...
+
+
 def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = False) -> RowResult:
     """Clean one row (SPEC section 5). Never raises for bad data: a bad row is a rejection.
 
     With `trace`, `steps` records each repair's before and after. A row of a dataset type
     (`ShapedFormat`: prompt and candidates) is cleaned part by part (`shapes.clean`), which
-    its format does (`Format.clean`).
+    its format does (`CleansItsRows`).
     """
-    own = fmt.clean(row, config, trace=trace)
-    if own is not None:
-        return own
+    if isinstance(fmt, CleansItsRows):
+        own = fmt.clean(row, config, trace=trace)
+        if own is not None:
+            return own
     messages_in = fmt.message_count(row)
     try:
         return _clean_row(row, fmt, config, trace, messages_in)

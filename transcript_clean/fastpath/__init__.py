@@ -3,8 +3,9 @@
 A format's flattener (`formats/<name>/flatten.py`) reads a batch's conversation column into the
 columnar view, `Conversations`, which the fast path reads as a `ConversationsView`: the rows it
 reads as the decoder would, and per code, the rows each rule's columnar check (`Rule.columnar`)
-says may have it. (OpenAI's Arrow side, `formats/openai/arrow.py`, is still a view of its own,
-with its own checks.) `fast_verdicts` combines them:
+says may have it. (OpenAI's rows are still read by a view of the fast path's own,
+`fastpath/openai.py`, with its own checks, until OpenAI has a flattener.) `fast_verdicts`
+combines them:
 
 - a row is **clean** (kept unchanged, no code) only when the view reads it and every enabled
   rule's check has cleared it; a rule with no check for this format clears no row, so a new rule
@@ -41,6 +42,7 @@ from transcript_clean.fastpath.base import (
 from transcript_clean.fastpath.columnar import ConversationsView
 from transcript_clean.fastpath.declared import tool_checks, tool_counts
 from transcript_clean.formats.base import Format
+from transcript_clean.formats.openai import OpenAIFormat
 from transcript_clean.rules import TRAILING_TOOL_CALL, Rule, get_rule, rules
 from transcript_clean.rules.base import RuleConfig
 from transcript_clean.sources.jsontypes import has_json
@@ -96,12 +98,13 @@ def arrow_view(
     schema: pa.Schema | None = None,
     side: Mapping[str, pa.Array] | None = None,
 ) -> ArrowView | None:
-    """The fast path's view of a batch's conversation column: the format's own view, else its
-    flattened `Conversations` (`side`: the batch's other columns it reads, `side_columns`);
-    None when it has neither for this column."""
-    view = fmt.arrow_view(array, schema)
-    if view is not None:
-        return view
+    """The fast path's view of a batch's conversation column: OpenAI's own view
+    (`fastpath/openai.py`), else the format's flattened `Conversations` (`side`: the batch's
+    other columns it reads, `side_columns`); None when it has neither for this column."""
+    if isinstance(fmt, OpenAIFormat):
+        from transcript_clean.fastpath.openai import openai_view
+
+        return openai_view(fmt, array, schema)
     conversations = fmt.flatten(array, schema, side)
     if conversations is None:
         return None

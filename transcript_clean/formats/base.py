@@ -30,9 +30,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
-    from transcript_clean.fastpath.base import ArrowView
-    from transcript_clean.policy import Config
-    from transcript_clean.rows import RowResult
 
 Row = dict[str, Any]
 """One dataset row as Python values: column name -> value (what `pyarrow` `to_pylist` gives)."""
@@ -114,12 +111,6 @@ class Format:
         one form of its own (Anthropic's `input` is an object, ShareGPT's calls are text)."""
         return None
 
-    def clean(self, row: Row, config: Config, *, trace: bool = False) -> RowResult | None:
-        """The row cleaned by the format's own means, or None (every conversation format):
-        `rows.clean_row` cleans it as one conversation. A dataset type's rows are cleaned part
-        by part (`shapes.ShapedFormat`); asking the format keeps the row cleaner below them."""
-        return None
-
     def message_count(self, row: Mapping[str, Any]) -> int:
         """How many messages the row holds, for the stats: its conversation column's items (a
         format of plain strings counts what its decoder reads)."""
@@ -143,11 +134,6 @@ class Format:
     def declaring_columns(self) -> tuple[str, ...]:
         return (self.tools_column,) if self.tools_column else self.tools_columns
 
-    def arrow_view(self, column: pa.Array, schema: pa.Schema | None = None) -> ArrowView | None:
-        """The fast path's view of a batch's conversation column (`schema`: the batch's, where
-        other columns matter); None when this format, or this column's Arrow type, has none."""
-        return None
-
     side_columns: ClassVar[tuple[str, ...]] = ()
     """The batch's other columns the decoder reads (and the encoder writes) with the
     conversation, besides the declarations (a `system` column): what the fast path hands the
@@ -164,7 +150,7 @@ class Format:
         (`transcript_clean.columnar`): what the decoder would make of each row, for the rules'
         Arrow checks; rows it cannot read so are marked unread. `side` holds the batch's columns
         of `side_columns` that it has. None when this format, or this column's Arrow type, has
-        no flattener (a format with its own `arrow_view` needs none)."""
+        no flattener (OpenAI, whose view is the fast path's own: `fastpath/openai.py`)."""
         return None
 
     def __repr__(self) -> str:

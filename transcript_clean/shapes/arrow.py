@@ -263,7 +263,7 @@ class _FirstConversation:
         self.views = views
 
     def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
-        from transcript_clean.formats.openai.arrow import openai_parts_measures
+        from transcript_clean.fastpath.openai import openai_parts_measures
 
         return None if texts else openai_parts_measures(self.views, rows)
 
@@ -271,7 +271,7 @@ class _FirstConversation:
 def _first_conversation(fmt: ShapedFormat, parts: dict[str, _Part]) -> Measurer | None:
     """What measures the rows settled from the views of their prompt and first candidate,
     where `profile_batch` would measure them part by part (OpenAI parts of one type)."""
-    from transcript_clean.formats.openai.arrow import OpenAIView
+    from transcript_clean.fastpath.openai import OpenAIView
 
     parts = {name: parts[name] for name in fmt.shape.first_conversation}
     views = [p.view for p in parts.values()]

@@ -66,7 +66,6 @@ from transcript_clean.rules import UNKNOWN_ROLE
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from transcript_clean.fastpath.base import ArrowView
 
 # OpenAI's content-part types for media, and the canonical kinds they read as.
 _MEDIA_KINDS = {"image_url": "image", "input_audio": "audio", "file": "document"}
@@ -154,11 +153,6 @@ class OpenAIFormat(Format):
         if run:
             messages.append(UserMessage(tuple(run)))
         return Decoded(messages, dict(row), frozenset(mint.minted), format=self.name)
-
-    def arrow_view(self, column: pa.Array, schema: pa.Schema | None = None) -> ArrowView | None:
-        from transcript_clean.formats.openai.arrow import openai_view
-
-        return openai_view(self, column, schema)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

@@ -1,4 +1,6 @@
-"""The OpenAI format's Arrow side: its messages, held as plain-text structs, read per batch.
+"""The fast path's own view of OpenAI rows: their messages, held as plain-text structs, read per
+batch. It knows the rules' codes and repairs, so it lives with the fast path, not with the
+format (a format is a codec and a flattener that know no rule); a flattener will replace it.
 
 The scan flattens a batch's messages and finds, with pyarrow.compute and NumPy, the rows it reads
 as the decoder would and, among them, the rows with each code it knows; it repairs R1-R5 (R5 by
