@@ -238,10 +238,11 @@ def step_profile(source: str, output: str, fmt: str) -> None:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
+    from transcript_clean.batch_profile import profile_batch
     from transcript_clean.engine.local import VERDICT_ROWS
     from transcript_clean.formats import get_format
     from transcript_clean.pipeline import batch_verdicts, settled_profile
-    from transcript_clean.profile import Profile, profile_batch
+    from transcript_clean.profile import Profile
     from transcript_clean.rows import clean_row
 
     form = get_format(fmt)

@@ -28,8 +28,9 @@ from pathlib import Path
 
 import click
 import s3fs  # type: ignore[import-untyped]
-from bench import ensure_dataset
 from moto.server import ThreadedMotoServer
+
+from bench import ensure_dataset
 
 PYTHON = sys.executable
 CREDENTIALS = {

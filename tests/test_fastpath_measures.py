@@ -5,7 +5,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from transcript_clean.fastpath.base import whole
+from transcript_clean.columnar.arrays import whole
 from transcript_clean.fastpath.measures import column_array, leading_bytes
 
 

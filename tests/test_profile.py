@@ -326,8 +326,8 @@ def test_a_profile_survives_json() -> None:
 def test_rows_are_measured_in_arrow_as_the_decoder_reads_them(fmt: str) -> None:
     """ShareGPT's rows without tools, Anthropic's rows, rig's flattened rows: measured in
     Arrow, as decoded."""
+    from transcript_clean.batch_profile import arrow_measures
     from transcript_clean.fastpath import arrow_view
-    from transcript_clean.profile import arrow_measures
 
     rows = [row for row, _ in generate_rows(1000, format=fmt, seed=6)]
     rows += list(TURNS[fmt].values())
@@ -350,7 +350,7 @@ def test_rows_are_measured_in_arrow_as_the_decoder_reads_them(fmt: str) -> None:
 
 
 def test_concat_lists_puts_each_rows_items_after_the_others() -> None:
-    from transcript_clean.profile import _concat_lists
+    from transcript_clean.batch_profile import _concat_lists
 
     a = pa.array([[1, 2], None, [], [3], [9]], pa.list_(pa.int64())).slice(0, 4)
     b = pa.array([[0], [4, 5], None, [6, 7], [8]], pa.list_(pa.int64())).slice(0, 4)

@@ -18,15 +18,16 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import Mask, flattened, rows_with
+from transcript_clean.batch_profile import profile_batch
+from transcript_clean.columnar.arrays import Mask, flattened, rows_with, whole
 from transcript_clean.convert import ConvertingFormat
 from transcript_clean.errors import FormatError
 from transcript_clean.fastpath import Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import FastRepair, Origins, replaced, whole
+from transcript_clean.fastpath.base import FastRepair, Origins, replaced
 from transcript_clean.formats.base import Format, Row, put
 from transcript_clean.model import Message
 from transcript_clean.policy import DEFAULT, Config
-from transcript_clean.profile import Profile, profile_batch
+from transcript_clean.profile import Profile
 from transcript_clean.rows import (
     RepairStep,
     RowResult,

@@ -15,15 +15,12 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from functools import cache, partial
+from functools import cache
 from typing import TYPE_CHECKING, Any, Final
 
 import numpy as np
 import numpy.typing as npt
-import pyarrow as pa
-import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import list_sizes
 from transcript_clean.fastpath.measures import Measures, add_counts
 from transcript_clean.model import (
     AssistantMessage,
@@ -33,11 +30,10 @@ from transcript_clean.model import (
     UserMessage,
     message_texts,
 )
-from transcript_clean.sources import jsontypes
 from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
 
 if TYPE_CHECKING:
-    from transcript_clean.formats.base import Format
+    pass
 
 __all__ = [
     "EXACT_BELOW",
@@ -49,10 +45,8 @@ __all__ = [
     "Measures",
     "Profile",
     "add_counts",
-    "arrow_measures",
     "measure_transcripts",
     "message_texts",
-    "profile_batch",
 ]
 
 RELATIVE_ERROR: Final = 0.01
@@ -377,154 +371,3 @@ def measure_transcripts(
         np.array(piece_row, dtype=np.int64) if texts else None,
         np.array(piece_turn, dtype=np.int64) if texts else None,
     )
-
-
-# ---------------------------------------------------------------------------------------------
-# one batch
-
-
-ArrowMeasures = Callable[..., tuple[Measures, npt.NDArray[np.bool_]]]
-
-
-def arrow_measures(fmt: Format) -> ArrowMeasures | None:
-    """The format's Arrow side's measures, where it has them: `f(fmt, table, rows, texts=...)`
-    measures rows of `rows` (a mask of rows its view reads as the decoder would) and returns
-    the measures and the rows it measured; the others are decoded. A format that flattens into
-    the columnar view is measured from it (`conversation_measures`)."""
-    format_name = fmt.name
-    if format_name == "openai":
-        from transcript_clean.fastpath.measures import column_array
-        from transcript_clean.fastpath.openai import openai_measures
-
-        def openai(
-            fmt: Format, table: pa.Table, rows: npt.NDArray[np.bool_], *, texts: bool = False
-        ) -> tuple[Measures, npt.NDArray[np.bool_]]:
-            column = column_array(table, fmt.column)
-            return openai_measures(column, rows, texts=texts), rows
-
-        return openai
-    from transcript_clean.formats.base import Format as Base
-
-    if type(fmt).flatten is not Base.flatten:
-        return _flattened_measures
-    return None
-
-
-def _flattened_measures(
-    fmt: Format, table: pa.Table, rows: npt.NDArray[np.bool_], *, texts: bool = False
-) -> tuple[Measures, npt.NDArray[np.bool_]]:
-    """The measures of the rows of `rows` that `fmt`'s flattener reads."""
-    from transcript_clean.fastpath.measures import column_array, conversation_measures
-
-    side = {n: column_array(table, n) for n in fmt.side_columns if n in table.column_names}
-    conversations = fmt.flatten(column_array(table, fmt.column), table.schema, side)
-    if conversations is None:
-        return measure_transcripts([]), np.zeros_like(rows)
-    measured = rows & conversations.read
-    return conversation_measures(conversations, measured, texts=texts), measured
-
-
-def _first_conversation(table: pa.Table, fmt: Any) -> tuple[Format, pa.Table] | None:
-    """A dataset type's batch as its inner format reads one conversation: the prompt followed
-    by the first candidate (`ShapedFormat.decode`), put together in Arrow in the inner format's
-    column. None where the parts are not lists of one type (then each row is decoded)."""
-    parts = _first_conversation_parts(table, fmt)
-    if parts is None:
-        return None
-    inner = fmt.inner
-    joined = parts[0] if len(parts) == 1 else _concat_lists(parts[0], parts[1])
-    at = table.schema.get_field_index(inner.column)
-    if at >= 0:
-        return inner, table.set_column(at, inner.column, joined)
-    return inner, table.append_column(inner.column, joined)
-
-
-def _first_conversation_parts(table: pa.Table, fmt: Any) -> list[pa.Array] | None:
-    """A dataset type's prompt and first candidate columns, as lists of one type; None where
-    they are not, or hold a `pa.json_()` field (then each row is decoded: in Arrow, such a
-    field is its JSON text, which the decoder reads as values)."""
-    from transcript_clean.shapes.arrow import part_column
-
-    found = [part_column(table, path) for path in fmt.shape.first_conversation]
-    parts = [p for p in found if p is not None]
-    if len(parts) < len(found) or any(p.type != parts[0].type for p in parts):
-        return None
-    if any(jsontypes.has_json(p.type) for p in parts):
-        return None
-    return parts
-
-
-def _concat_lists(a: pa.Array, b: pa.Array) -> pa.Array:
-    """Row by row, the items of list array `a` followed by those of `b` (of the same type)."""
-    first, second = list_sizes(a), list_sizes(b)
-    total = first + second
-    offsets = np.zeros(len(a) + 1, dtype=np.int64)
-    np.cumsum(total, out=offsets[1:])
-    flat_a, flat_b = pc.list_flatten(a), pc.list_flatten(b)
-    start_a = np.cumsum(first) - first
-    start_b = np.cumsum(second) - second + len(flat_a)
-    row = np.repeat(np.arange(len(a)), total)
-    place = np.arange(int(offsets[-1])) - offsets[:-1][row]
-    index = np.where(place < first[row], start_a[row] + place, start_b[row] + place - first[row])
-    values = pa.concat_arrays([flat_a, flat_b]).take(pa.array(index))
-    return pa.LargeListArray.from_arrays(pa.array(offsets), values).cast(
-        pa.list_(a.type.value_field)
-    )
-
-
-def _decoded(fmt: Format, row: Mapping[str, Any]) -> Sequence[Message] | None:
-    """A settled row's transcript (the fast path settles only rows that decode: None is a
-    safeguard, an unread row)."""
-    from transcript_clean.formats.base import DecodeError
-
-    try:
-        return fmt.decode(row).messages
-    except (DecodeError, RecursionError):
-        return None
-
-
-def profile_batch(
-    table: pa.Table,
-    fmt: Format,
-    settled: npt.NDArray[np.bool_] | None,
-    decoded: Mapping[int, Sequence[Message] | None],
-    *,
-    tokenizer: str | None = None,
-) -> Profile:
-    """The profile of one batch as it came in: `settled` (the rows the fast path settled) are
-    measured in Arrow where the format can (else decoded here: the per-row cost), `decoded`
-    holds the per-row path's transcripts by position (None: it could not be read)."""
-    from transcript_clean.shapes import ShapedFormat
-    from transcript_clean.tokens import token_counts
-
-    profile = Profile(rows=table.num_rows)
-    tokens = None if tokenizer is None else partial(token_counts, tokenizer)
-    texts = tokenizer is not None
-    transcripts = [m for m in decoded.values() if m is not None]
-    if settled is not None and settled.any():
-        # A dataset type's row is profiled as the per-row path reads it, its prompt and first
-        # candidate (`ShapedFormat.decode`): OpenAI's parts measured one by one, the other
-        # formats' put together into one column (`_first_conversation`).
-        measure = arrow_measures(fmt)
-        read_as: tuple[Format, pa.Table] | None = (fmt, table)
-        parts = None
-        if isinstance(fmt, ShapedFormat):
-            read_as = None
-            if fmt.inner.name == "openai" and not texts:
-                parts = _first_conversation_parts(table, fmt)
-            else:
-                read_as = _first_conversation(table, fmt)
-        if parts is not None:
-            from transcript_clean.fastpath.openai import openai_parts_measures
-
-            profile.add(openai_parts_measures(parts, settled), tokens)
-            settled = np.zeros_like(settled)
-        elif measure is not None and read_as is not None:
-            measures, measured = measure(read_as[0], read_as[1], settled, texts=texts)
-            profile.add(measures, tokens)
-            settled = settled & ~measured
-        rows = table.filter(pa.array(settled)).to_pylist() if settled.any() else []
-        transcripts += [m for m in map(partial(_decoded, fmt), rows) if m is not None]
-    if transcripts:
-        profile.add(measure_transcripts(transcripts, texts=texts), tokens)
-    return profile

@@ -250,3 +250,13 @@ def text_lengths(text: pa.Array) -> Counts:
     if text.null_count:
         lengths[~as_mask(text.is_valid())] = 0
     return lengths
+
+
+def whole(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """`column` as one array: its only chunk as it is (`combine_chunks` copies even one chunk,
+    a copy of the whole column; the engine reads a batch as large as the fast path looks at)."""
+    if isinstance(column, pa.Array):
+        return column
+    if column.num_chunks == 1:
+        return column.chunk(0)
+    return column.combine_chunks()

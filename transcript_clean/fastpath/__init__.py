@@ -30,14 +30,13 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from transcript_clean.columnar.arrays import Mask, any_of
+from transcript_clean.columnar.arrays import Mask, any_of, whole
 from transcript_clean.fastpath.base import (
     ArrowRepair,
     ArrowView,
     FastReject,
     FastRepair,
     Verdicts,
-    whole,
 )
 from transcript_clean.fastpath.columnar import ConversationsView
 from transcript_clean.fastpath.declared import tool_checks, tool_counts

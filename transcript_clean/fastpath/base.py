@@ -26,7 +26,6 @@ from transcript_clean.rules import TRAILING_TOOL_CALL, get_rule
 from transcript_clean.sources import jsontypes
 
 if TYPE_CHECKING:
-    from transcript_clean.fastpath.declared import ToolCounts
     from transcript_clean.profile import Measures, Profile
     from transcript_clean.rules.base import RuleConfig
 
@@ -265,16 +264,6 @@ def text_or_absent(schema: pa.Schema | None, name: str) -> bool:
     return kind is None or is_text(kind)
 
 
-def whole(column: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """`column` as one array: its only chunk as it is (`combine_chunks` copies even one chunk,
-    a copy of the whole column; the engine reads a batch as large as the fast path looks at)."""
-    if isinstance(column, pa.Array):
-        return column
-    if column.num_chunks == 1:
-        return column.chunk(0)
-    return column.combine_chunks()
-
-
 def flagged_within(array: pa.Array, flag: Callable[[pa.Array], Mask | None]) -> Mask:
     """Per element of `array`, whether any value within it (through structs, lists, maps' values
     and dictionaries) is one `flag` flags. `flag` answers for the arrays it judges, per
@@ -389,3 +378,42 @@ def agrees(msgs: pa.Array, merged: Collection[str], asked: Mask) -> Mask:
         fine &= same
     agree[at] = fine
     return agree
+
+
+@dataclass(slots=True, frozen=True)
+class ToolCounts:
+    """What the stats count of the rows that declare tools, per row of a batch: its
+    declarations (an index into `declared`, -1 for none) and its calls' tool names (an index
+    into `names`), so that the rows the fast path settles can be counted without them."""
+
+    names: list[str]
+    declared_id: npt.NDArray[np.int64]
+    declared: list[list[int]]
+    """Per distinct declarations, the indexes of its tools' names."""
+    call_row: npt.NDArray[np.int64]
+    call_name: npt.NDArray[np.int64]
+
+    def slice(self, start: int, stop: int) -> ToolCounts:
+        inside = (self.call_row >= start) & (self.call_row < stop)
+        return ToolCounts(
+            self.names,
+            self.declared_id[start:stop],
+            self.declared,
+            self.call_row[inside] - start,
+            self.call_name[inside],
+        )
+
+    def count(self, rows: Mask) -> tuple[int, dict[str, int], dict[str, int]]:
+        """Of `rows`, those that declare tools, and per tool name the rows that declare it and
+        the calls to it in them."""
+        ids = self.declared_id[rows & (self.declared_id >= 0)]
+        declared: dict[str, int] = {}
+        if len(ids):
+            per_id = np.bincount(ids, minlength=len(self.declared))
+            for i in np.flatnonzero(per_id).tolist():
+                for name in self.declared[i]:
+                    declared[self.names[name]] = declared.get(self.names[name], 0) + int(per_id[i])
+        chosen = rows[self.call_row] & (self.declared_id[self.call_row] >= 0)
+        per_name = np.bincount(self.call_name[chosen], minlength=len(self.names))
+        calls = {self.names[i]: int(per_name[i]) for i in np.flatnonzero(per_name).tolist()}
+        return len(ids), declared, calls

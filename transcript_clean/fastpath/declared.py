@@ -25,7 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import Mask, as_mask, indices, is_text
-from transcript_clean.fastpath.base import ArrowView, FastReject
+from transcript_clean.fastpath.base import ArrowView, FastReject, ToolCounts
 from transcript_clean.jsontext import strict_loads
 from transcript_clean.rules.tool_arguments_schema import message as schema_message
 from transcript_clean.rules.unknown_tool import message as unknown_message
@@ -60,45 +60,6 @@ def tool_checks(view: ArrowView) -> dict[str, Mask]:
     if view.tool_masks is None:
         view.tool_masks = _checks(view)
     return view.tool_masks
-
-
-@dataclass(slots=True, frozen=True)
-class ToolCounts:
-    """What the stats count of the rows that declare tools, per row of a batch: its
-    declarations (an index into `declared`, -1 for none) and its calls' tool names (an index
-    into `names`), so that the rows the fast path settles can be counted without them."""
-
-    names: list[str]
-    declared_id: npt.NDArray[np.int64]
-    declared: list[list[int]]
-    """Per distinct declarations, the indexes of its tools' names."""
-    call_row: npt.NDArray[np.int64]
-    call_name: npt.NDArray[np.int64]
-
-    def slice(self, start: int, stop: int) -> ToolCounts:
-        inside = (self.call_row >= start) & (self.call_row < stop)
-        return ToolCounts(
-            self.names,
-            self.declared_id[start:stop],
-            self.declared,
-            self.call_row[inside] - start,
-            self.call_name[inside],
-        )
-
-    def count(self, rows: Mask) -> tuple[int, dict[str, int], dict[str, int]]:
-        """Of `rows`, those that declare tools, and per tool name the rows that declare it and
-        the calls to it in them."""
-        ids = self.declared_id[rows & (self.declared_id >= 0)]
-        declared: dict[str, int] = {}
-        if len(ids):
-            per_id = np.bincount(ids, minlength=len(self.declared))
-            for i in np.flatnonzero(per_id).tolist():
-                for name in self.declared[i]:
-                    declared[self.names[name]] = declared.get(self.names[name], 0) + int(per_id[i])
-        chosen = rows[self.call_row] & (self.declared_id[self.call_row] >= 0)
-        per_name = np.bincount(self.call_name[chosen], minlength=len(self.names))
-        calls = {self.names[i]: int(per_name[i]) for i in np.flatnonzero(per_name).tolist()}
-        return len(ids), declared, calls
 
 
 def tool_counts(view: ArrowView) -> ToolCounts | None:

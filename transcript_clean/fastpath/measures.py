@@ -13,9 +13,16 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import NOT_SPACE, Counts, Mask, as_mask, indices, text_bytes
+from transcript_clean.columnar.arrays import (
+    NOT_SPACE,
+    Counts,
+    Mask,
+    as_mask,
+    indices,
+    text_bytes,
+    whole,
+)
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
-from transcript_clean.fastpath.base import whole
 from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
 from transcript_clean.transcript import TURN_CLASSES, assistant_turn_class
 

@@ -21,9 +21,9 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import Mask, as_mask, indices, list_sizes
+from transcript_clean.columnar.arrays import Mask, as_mask, indices, list_sizes, whole
 from transcript_clean.fastpath import FastRepair, Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import Measurer, whole
+from transcript_clean.fastpath.base import Measurer
 from transcript_clean.fastpath.declared import declared_per_row
 from transcript_clean.fastpath.measures import Measures, column_array
 from transcript_clean.formats.base import Format

@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from transcript_clean.formats.base import MISSING, DecodeError, Row, join_texts
 from transcript_clean.formats.text.hh import parse_hh, render_hh
@@ -28,7 +28,17 @@ from transcript_clean.rows import RowResult, Violation, clean_row, mark_rejected
 from transcript_clean.rules import MALFORMED_ROW, NO_ASSISTANT_TURN, TRAILING_TOOL_CALL
 
 if TYPE_CHECKING:
-    from transcript_clean.shapes import Shape, ShapedFormat
+    from transcript_clean.formats.base import Format
+    from transcript_clean.shapes.shape import Shape
+
+
+class Shaped(Protocol):
+    """What cleaning a row of a dataset type reads of its format (`shapes.ShapedFormat`): the
+    shape, and the conversation format of its parts."""
+
+    shape: Shape
+    inner: Format
+
 
 __all__ = ["clean_shaped_row", "conversation_row", "part_messages", "prompt_config"]
 
@@ -133,7 +143,7 @@ def _as_text(messages: list[Any], shape: Shape, path: str, was: str) -> str | No
 
 
 def conversation_row(
-    row: Mapping[str, Any], fmt: ShapedFormat, candidate: int | None, *, strict: bool = False
+    row: Mapping[str, Any], fmt: Shaped, candidate: int | None, *, strict: bool = False
 ) -> Row:
     """The row as its inner format reads one conversation: the prompt, followed by candidate
     number `candidate` (None: the prompt alone), in the inner format's column; the prompt's
@@ -166,9 +176,7 @@ def conversation_row(
     return out
 
 
-def clean_shaped_row(
-    row: Row, fmt: ShapedFormat, config: Config, *, trace: bool = False
-) -> RowResult:
+def clean_shaped_row(row: Row, fmt: Shaped, config: Config, *, trace: bool = False) -> RowResult:
     """Clean one row of a dataset type (module doc). Never raises for bad data."""
     shape, inner = fmt.shape, fmt.inner
     counts = _counts(row, fmt)
@@ -254,7 +262,7 @@ def _refused(result: RowResult, problem: str) -> RowResult:
     return result
 
 
-def _counts(row: Mapping[str, Any], fmt: ShapedFormat) -> dict[str, int]:
+def _counts(row: Mapping[str, Any], fmt: Shaped) -> dict[str, int]:
     shape = fmt.shape
     paths = ([shape.prompt] if shape.prompt else []) + list(shape.candidates)
     out = {}
@@ -291,7 +299,7 @@ def _add_rendered(combined: RowResult, part: RowResult) -> None:
 
 def _combined(
     parts: list[tuple[str, RowResult]],
-    fmt: ShapedFormat,
+    fmt: Shaped,
     messages_in: int,
     out: Row,
     trace: bool = False,

@@ -11,7 +11,7 @@ pair of texts) is unread; a batch whose columns are not of those types has no vi
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -29,8 +29,20 @@ from transcript_clean.columnar.arrays import (
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.formats.fields import not_blank
 
-if TYPE_CHECKING:
-    from transcript_clean.formats.text.codec import _FieldsFormat
+
+class Fields(Protocol):
+    """What the flattener reads of a format of string fields (`codec._FieldsFormat`): which
+    fields hold the user's text, the answer, the system prompt and the history."""
+
+    @property
+    def user_fields(self) -> tuple[str, ...]: ...
+    @property
+    def output_field(self) -> str: ...
+    @property
+    def system_field(self) -> str | None: ...
+    @property
+    def history_field(self) -> str | None: ...
+
 
 __all__ = ["flatten_fields", "history_pairs"]
 
@@ -80,7 +92,7 @@ def history_pairs(history: pa.Array) -> tuple[Counts, Mask, pa.Array, Counts] | 
 
 
 def flatten_fields(
-    fmt: _FieldsFormat, column: pa.Array, side: Mapping[str, pa.Array]
+    fmt: Fields, column: pa.Array, side: Mapping[str, pa.Array]
 ) -> Conversations | None:
     """The rows of `fmt` (`column`, its first user field, and `side`, the batch's other fields)
     as `Conversations`; None where a field's type is not one the decoder reads row by row."""
@@ -196,7 +208,7 @@ def _counted(
 
 
 def field_message_counts(
-    fmt: _FieldsFormat, column: pa.Array, side: Mapping[str, pa.Array]
+    fmt: Fields, column: pa.Array, side: Mapping[str, pa.Array]
 ) -> Counts | None:
     """Per row, its messages as `flatten_fields` has them, without reading the texts; None
     where it has no view."""
@@ -214,7 +226,7 @@ def field_message_counts(
     return _counted(column, output, system, pairs, bad_history)[3]
 
 
-def list_sizes_or(side: Mapping[str, pa.Array], fmt: _FieldsFormat, rows: int) -> Counts:
+def list_sizes_or(side: Mapping[str, pa.Array], fmt: Fields, rows: int) -> Counts:
     """Per row, its history pairs (none where the batch has no history column)."""
     if fmt.history_field is None or fmt.history_field not in side:
         return np.zeros(rows, dtype=np.int64)
