@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.formats.base import (
     Decoded,
@@ -62,6 +62,11 @@ from transcript_clean.model import (
     ToolResult,
     UserMessage,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.columnar.conversations import Conversations
 
 MEDIA_KINDS: Final[Mapping[str, str]] = {
     "image_url": "image",
@@ -127,6 +132,16 @@ class LlamaFactoryFormat(Format):
         if run:
             messages.append(UserMessage(_results(run, start, answers, mint)))
         return Decoded(messages, dict(row), frozenset(mint.minted), format=self.name)
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        from transcript_clean.formats.llamafactory.flatten import flatten_llamafactory
+
+        return flatten_llamafactory(column)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:
