@@ -15,8 +15,8 @@ from flattened import assert_flattened_as_decoded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from transcript_clean.formats import get_format
 from transcript_clean.fastpath import fast_verdicts
+from transcript_clean.formats import get_format
 from transcript_clean.policy import DEFAULT, STRICT, Config
 
 LLAMAFACTORY = get_format("llamafactory")
