@@ -42,13 +42,12 @@ from transcript_clean.formats.base import (
     expect_object,
     join_texts,
     malformed,
-    parse_arguments,
     required_str,
     unknown_role,
     without_origins,
 )
+from transcript_clean.formats.llamafactory.values import MEDIA_KINDS, read_call
 from transcript_clean.formats.sharegpt.values import split_list
-from transcript_clean.jsontext import loads
 from transcript_clean.model import (
     AssistantMessage,
     AssistantPart,
@@ -68,12 +67,6 @@ if TYPE_CHECKING:
 
     from transcript_clean.columnar.conversations import Conversations
 
-MEDIA_KINDS: Final[Mapping[str, str]] = {
-    "image_url": "image",
-    "video_url": "video",
-    "audio_url": "audio",
-}
-"""LLaMA-Factory's media item types, and the canonical kinds they read as."""
 _MEDIA_TYPES: Final = {kind: type_ for type_, kind in MEDIA_KINDS.items()}
 WEIGHT: Final = "loss_weight"
 
@@ -206,20 +199,6 @@ def _media(item: Mapping[str, Any], type_: str, path: str) -> Media:
         raise malformed(path, 'missing "value"')
     data = {key: value for key, value in item.items() if key != "type"}
     return Media(MEDIA_KINDS.get(type_, type_), data)
-
-
-def read_call(value: str, path: str) -> tuple[str, Any, str | None]:
-    """A `tool_call` item's value: its name, arguments and raw arguments (a string kept as it
-    is, as `parse_arguments` keeps it)."""
-    try:
-        data = loads(value)
-    except (ValueError, RecursionError):
-        data = None
-    if not isinstance(data, Mapping):
-        raise malformed(path, "expected the JSON text of one {name, arguments} object")
-    name = required_str(data, "name", f"{path}.value")
-    arguments, raw = parse_arguments(data.get("arguments"))
-    return name, arguments, raw
 
 
 def _assistant_parts(

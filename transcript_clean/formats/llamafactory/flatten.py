@@ -37,7 +37,7 @@ from transcript_clean.columnar.arrays import (
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.formats.base import DecodeError
 from transcript_clean.formats.fields import field, fits, is_list_of_structs, not_blank
-from transcript_clean.formats.llamafactory.codec import MEDIA_KINDS, read_call
+from transcript_clean.formats.llamafactory.values import MEDIA_KINDS, read_call
 from transcript_clean.formats.sharegpt.values import split_list
 from transcript_clean.model import is_json
 
