@@ -79,9 +79,10 @@ class Format:
     """The columns a row declares its tools in: the first that holds something is read."""
     tools_column: str | None = None
     """A column named by `--tools-column`, read in place of `tools_columns`."""
-    words: ClassVar[str | None] = None
+    words: str | None = None
     """What the format understands of a row, for the "reading X as ..." line, where its name
-    alone does not say it (Hermes: calls as tags inside the assistant's text)."""
+    alone does not say it (Hermes: calls as tags inside the assistant's text; OpenAI rows with
+    other role names: the names it reads as which role)."""
 
     def __init__(self, column: str | None = None) -> None:
         self.column = column or self.default_column

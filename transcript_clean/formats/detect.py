@@ -2,8 +2,9 @@
 
 Each column holding lists of objects is a candidate conversation column. Its message keys, roles,
 tags and part types point at formats (an `observation` tag at ShareGPT, a `tool_use` block at
-Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI, a `<tool_call>` tag in a
-turn's text at Hermes, `parts` at Gemini, `{type, value}` content items at LLaMA-Factory v1);
+Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI (and other role names, such
+as Cohere's `Chatbot`, at OpenAI with those names mapped), a `<tool_call>` tag in a turn's text
+at Hermes, `parts` at Gemini, `{type, value}` content items at LLaMA-Factory v1);
 each format pointed at is then tried on the first rows: the one the keys point at most clearly
 wins if it reads nearly as many of them as any (`NEARLY`), so that a few bad rows cannot hand
 the dataset to a more lenient reader.
@@ -20,6 +21,8 @@ from typing import Any, Final
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import DecodeError, Format
 from transcript_clean.formats.hermes.codec import TAGS as HERMES_TAGS
+from transcript_clean.formats.openai.codec import ROLE_ALIASES
+from transcript_clean.formats.openai.codec import ROLES as OPENAI_ROLES
 from transcript_clean.formats.registry import get_format
 from transcript_clean.formats.sharegpt import DEFAULT_TAGS
 
@@ -222,6 +225,11 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
         return []
     if "parts" in seen.keys and "content" not in seen.keys:
         return [get_format("gemini", column)]  # Gemini's turns hold parts, not content
+    others = seen.roles - set(OPENAI_ROLES)
+    if others and all(role.lower() in ROLE_ALIASES for role in others):
+        # OpenAI-shaped rows that name roles otherwise (Cohere's `Chatbot`, `model`, `agent`)
+        roles = {role: ROLE_ALIASES[role.lower()] for role in sorted(others)}
+        return [get_format("openai", column, roles=roles)]
     if "value" in seen.item_keys and "text" not in seen.item_keys:
         # LLaMA-Factory v1's {type, value} items: every other reader wants "text"
         return [get_format("llamafactory", column)]

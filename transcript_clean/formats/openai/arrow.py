@@ -7,7 +7,7 @@ a cut) in Arrow, writing the rows back in the column's own type.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final, NamedTuple
 
@@ -80,7 +80,14 @@ from transcript_clean.transcript import (
     invalid_arguments_feedback,
 )
 
-__all__ = ["REPAIRS", "OpenAIView", "openai_measures", "openai_parts_measures", "openai_view"]
+__all__ = [
+    "REPAIRS",
+    "OpenAIView",
+    "openai_measures",
+    "openai_parts_measures",
+    "openai_view",
+    "with_roles",
+]
 
 REPAIRS: Final = frozenset(
     {
@@ -109,6 +116,29 @@ def _role_masks(kind: Counts) -> tuple[Mask, Mask, Mask, Mask]:
     messages."""
     system = (kind == _SYSTEM) | (kind == _DEVELOPER)
     return kind == _ASSISTANT, kind == _TOOL, kind == _USER, system
+
+
+def with_roles(array: pa.Array, roles: Mapping[str, str]) -> tuple[pa.Array, bool]:
+    """A column of OpenAI messages with each role name of `roles` replaced by the role it
+    stands for (as the decoder reads it), and whether any was; the column as it is where its
+    Arrow type is not one the view reads."""
+    if not _openai_shape(array.type):
+        return array, False
+    msgs = array.values
+    role = msgs.field("role")
+    names = pa.array(list(roles), role.type)
+    at = pc.index_in(role, names)
+    if at.null_count == len(at):
+        return array, False
+    meant = pa.array(list(roles.values()), role.type).take(at)
+    new_role = pc.if_else(at.is_valid(), meant, role)
+    fields = [new_role if f.name == "role" else msgs.field(k) for k, f in enumerate(msgs.type)]
+    new_msgs = pa.StructArray.from_arrays(
+        fields, fields=list(msgs.type), mask=msgs.is_null() if msgs.null_count else None
+    )
+    list_type = type(array)
+    mask = array.is_null() if array.null_count else None
+    return list_type.from_arrays(array.offsets, new_msgs, type=array.type, mask=mask), True
 
 
 def openai_view(fmt: Format, array: pa.Array, schema: pa.Schema | None = None) -> OpenAIView | None:
