@@ -485,10 +485,13 @@ def _gemini(rng: random.Random, items: list[_Item], i: int, planted: str | None)
     # Calls without ids, answered by position, as most files have them; some with ids (newer
     # API responses carry them), and a row with a repeated id needs them.
     with_ids = rng.random() < 0.3 or planted == "duplicate_call_id"
+    row: Row = {"id": i, "systemInstruction": None}  # every row has every column
     contents: list[Row] = []
     for item in items:
         kind = item[0]
-        if kind == "user":
+        if kind == "system":
+            row["systemInstruction"] = {"role": "system", "parts": [{"text": item[1]}]}
+        elif kind == "user":
             contents.append({"role": "user", "parts": [{"text": item[1]}]})
         elif kind == "assistant":
             parts: list[Row] = []
@@ -513,14 +516,18 @@ def _gemini(rng: random.Random, items: list[_Item], i: int, planted: str | None)
                     response["id"] = call_id or _bogus(rng)
                 responses.append({"functionResponse": response})
             contents.append({"role": "user", "parts": responses})
-    return {"id": i, "contents": contents}
+    row["contents"] = contents
+    return row
 
 
 def _bedrock(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    row: Row = {"id": i, "system": None}  # every row has every column
     messages: list[Row] = []
     for item in items:
         kind = item[0]
-        if kind == "user":
+        if kind == "system":
+            row["system"] = [{"text": item[1]}]
+        elif kind == "user":
             messages.append({"role": "user", "content": [{"text": item[1]}]})
         elif kind == "assistant":
             blocks: list[Row] = []
@@ -542,7 +549,8 @@ def _bedrock(rng: random.Random, items: list[_Item], i: int, planted: str | None
                     for c, _, t in item[1]
                 ]}
             )  # fmt: skip
-    return {"id": i, "messages": messages}
+    row["messages"] = messages
+    return row
 
 
 def _tooluse(call_id: str) -> str:
@@ -588,11 +596,8 @@ _RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
     "sharegpt": (_sharegpt, "conversations", False, True),
     "anthropic": (_anthropic, "messages", True, True),
     "rig": (_rig, "messages", True, False),  # rig keeps the preamble out of the history
-    # Gemini's and Bedrock's system prompts live in columns of their own (`systemInstruction`,
-    # `system`), which the fast path does not hand to a flattener yet: a file with one takes the
-    # per-row path, so the generated rows carry none and exercise the flattener.
-    "gemini": (_gemini, "contents", True, False),
-    "bedrock": (_bedrock, "messages", True, False),
+    "gemini": (_gemini, "contents", True, True),  # in `systemInstruction`
+    "bedrock": (_bedrock, "messages", True, True),  # in `system`, as text blocks
 }
 
 
@@ -663,7 +668,10 @@ def arrow_schema(format: str) -> pa.Schema:
              ("functionCall", call), ("functionResponse", response)]
         )  # fmt: skip
         item = pa.struct([("role", s), ("parts", pa.list_(part))])
-        return pa.schema([("id", pa.int64()), ("contents", pa.list_(item))])
+        instruction = pa.struct([("role", s), ("parts", pa.list_(pa.struct([("text", s)])))])
+        return pa.schema(
+            [("id", pa.int64()), ("systemInstruction", instruction), ("contents", pa.list_(item))]
+        )
     if format == "bedrock":
         reasoning = pa.struct([("reasoningText", pa.struct([("text", s), ("signature", s)]))])
         use = pa.struct([("toolUseId", s), ("name", s), ("input", arguments)])
@@ -674,7 +682,8 @@ def arrow_schema(format: str) -> pa.Schema:
             [("reasoningContent", reasoning), ("text", s), ("toolUse", use), ("toolResult", result)]
         )
         message = pa.struct([("role", s), ("content", pa.list_(block))])
-        return pa.schema([("id", pa.int64()), ("messages", pa.list_(message))])
+        system = pa.list_(pa.struct([("text", s)]))
+        return pa.schema([("id", pa.int64()), ("system", system), ("messages", pa.list_(message))])
     return _bad_format(format)
 
 
