@@ -10,10 +10,15 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from differential import assert_fast_and_slow_agree, per_row_clean
+from differential import (
+    assert_fast_and_slow_agree,
+    assert_verdicts_equal_on_generated_rows,
+    per_row_clean,
+)
 from flattened import assert_flattened_as_decoded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synthetic import every_rates, generate_rows
 
 from transcript_clean.fastpath import fast_verdicts
 from transcript_clean.formats import get_format
@@ -177,3 +182,21 @@ def test_layouts_it_does_not_read_are_left_to_the_per_row_path() -> None:
     view = LLAMAFACTORY.flatten(pa.Table.from_pylist(rows).column("messages").combine_chunks())
     assert view is not None
     assert view.unread.tolist() == [True]
+
+
+def test_llamafactory_generated_rows_with_every_code_flatten_as_decoded() -> None:
+    rates = every_rates("llamafactory")
+    rows = [row for row, _ in generate_rows(400, "llamafactory", seed=21, rates=rates)]
+    view = assert_flattened_as_decoded(LLAMAFACTORY, pa.Table.from_pylist(rows))
+    assert 0 < view.unread.sum() < len(rows) // 5
+
+
+def test_llamafactory_clean_rows_are_found_clean_in_arrow() -> None:
+    assert_verdicts_equal_on_generated_rows(LLAMAFACTORY, seed=4, kinds=6)
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_llamafactory_generated_batches_agree_on_both_paths(config: Config) -> None:
+    rates = every_rates("llamafactory")
+    rows = [row for row, _ in generate_rows(600, "llamafactory", seed=8, rates=rates)]
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, LLAMAFACTORY)

@@ -217,7 +217,7 @@ def test_the_registry() -> None:
         get_format("openai", tags={})
 
 
-@pytest.mark.parametrize("fmt", ["openai", "sharegpt", "anthropic", "rig"])
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt", "anthropic", "rig", "llamafactory"])
 @pytest.mark.parametrize("through_arrow", [False, True], ids=["rows", "arrow rows"])
 def test_generated_rows_of_each_format_are_detected(fmt: str, through_arrow: bool) -> None:
     rows = [row for row, _ in generate_rows(40, fmt, seed=11)]
