@@ -5,6 +5,7 @@ what the rule's `find` finds; and the fast path's verdicts the per-row path's.""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -131,7 +132,11 @@ def test_llamafactory_rows_flatten_as_the_decoder_reads_them(
     assert_flattened_as_decoded(LLAMAFACTORY, table)
 
 
-@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+@pytest.mark.parametrize(
+    "config",
+    [DEFAULT, STRICT, replace(DEFAULT, interrupted_call="error_result")],
+    ids=["default", "strict", "error_result"],
+)
 def test_llamafactory_batches_agree_on_both_paths(config: Config) -> None:
     @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_rows())
