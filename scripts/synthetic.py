@@ -50,14 +50,15 @@ DEFAULT_RATES: Final[Mapping[str, float]] = {
 }
 """About 10% of rows with a defect, spread over the codes."""
 
-FORMATS: Final = ("openai", "sharegpt", "anthropic", "rig", "gemini", "bedrock")
+FORMATS: Final = ("openai", "sharegpt", "anthropic", "rig", "gemini", "bedrock", "llamafactory")
 
 # Anthropic's `input`, rig's `arguments`, Gemini's `args` and Bedrock's `input` are JSON objects:
 # a bad call's string would not share an Arrow type with them, so these formats get no invalid
 # arguments.
-# Only OpenAI and ShareGPT rows declare their tools (a `tools` column): the declared-tools codes
-# need it. They are planted only when asked for (`TOOLS_RATES`, the bench's tools mode).
-# ShareGPT has no call ids, so no two calls can share one.
+# Only OpenAI, ShareGPT and LLaMA-Factory rows declare their tools (a `tools` column): the
+# declared-tools codes need it. They are planted only when asked for (`TOOLS_RATES`, the bench's
+# tools mode).
+# ShareGPT and LLaMA-Factory have no call ids, so no two calls can share one.
 _DECLARED: Final = frozenset({"unknown_tool", "tool_arguments_schema", "invalid_tool_declaration"})
 UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     "sharegpt": frozenset({"duplicate_call_id"}),
@@ -65,6 +66,7 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     "rig": frozenset({"invalid_tool_arguments"}) | _DECLARED,
     "gemini": frozenset({"invalid_tool_arguments"}) | _DECLARED,
     "bedrock": frozenset({"invalid_tool_arguments"}) | _DECLARED,
+    "llamafactory": frozenset({"duplicate_call_id"}),  # no ids either
 }
 
 TOOLS_RATES: Final[Mapping[str, float]] = {"unknown_tool": 0.05, "tool_arguments_schema": 0.05}
@@ -485,10 +487,13 @@ def _gemini(rng: random.Random, items: list[_Item], i: int, planted: str | None)
     # Calls without ids, answered by position, as most files have them; some with ids (newer
     # API responses carry them), and a row with a repeated id needs them.
     with_ids = rng.random() < 0.3 or planted == "duplicate_call_id"
+    row: Row = {"id": i, "systemInstruction": None}  # every row has every column
     contents: list[Row] = []
     for item in items:
         kind = item[0]
-        if kind == "user":
+        if kind == "system":
+            row["systemInstruction"] = {"role": "system", "parts": [{"text": item[1]}]}
+        elif kind == "user":
             contents.append({"role": "user", "parts": [{"text": item[1]}]})
         elif kind == "assistant":
             parts: list[Row] = []
@@ -513,14 +518,18 @@ def _gemini(rng: random.Random, items: list[_Item], i: int, planted: str | None)
                     response["id"] = call_id or _bogus(rng)
                 responses.append({"functionResponse": response})
             contents.append({"role": "user", "parts": responses})
-    return {"id": i, "contents": contents}
+    row["contents"] = contents
+    return row
 
 
 def _bedrock(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    row: Row = {"id": i, "system": None}  # every row has every column
     messages: list[Row] = []
     for item in items:
         kind = item[0]
-        if kind == "user":
+        if kind == "system":
+            row["system"] = [{"text": item[1]}]
+        elif kind == "user":
             messages.append({"role": "user", "content": [{"text": item[1]}]})
         elif kind == "assistant":
             blocks: list[Row] = []
@@ -542,7 +551,8 @@ def _bedrock(rng: random.Random, items: list[_Item], i: int, planted: str | None
                     for c, _, t in item[1]
                 ]}
             )  # fmt: skip
-    return {"id": i, "messages": messages}
+    row["messages"] = messages
+    return row
 
 
 def _tooluse(call_id: str) -> str:
@@ -556,6 +566,43 @@ def _bogus(rng: random.Random) -> str:
 
 def _toolu(call_id: str) -> str:
     return "toolu_" + call_id.removeprefix("call_")
+
+
+def _llamafactory(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    # LLaMA-Factory v1: `{type, value}` items, calls as JSON text, results by position (parallel
+    # ones now and then packed into one tool message, as its reason_tool_use_demo has them),
+    # each message with the `loss_weight` its converters give it.
+    messages: list[Row] = []
+    calls = 0  # of the last assistant turn
+
+    def text(role: str, value: str) -> Row:
+        content = [{"type": "text", "value": value}]
+        return {"role": role, "content": content, "loss_weight": 0.0}
+
+    for item in items:
+        kind = item[0]
+        if kind in ("system", "user"):
+            messages.append(text(kind, item[1]))
+        elif kind == "assistant":
+            content: list[Row] = []
+            if item[2] is not None:
+                content.append({"type": "reasoning", "value": item[2]})
+            if item[1] is not None:
+                content.append({"type": "text", "value": item[1]})
+            for c in item[3]:
+                call = {"name": c[1], "arguments": c[2] if c[2] is not None else c[3]}
+                content.append({"type": "tool_call", "value": json.dumps(call)})
+            messages.append({"role": "assistant", "content": content, "loss_weight": 1.0})
+            calls = len(item[3])
+        else:
+            results = item[1]
+            if len(results) == calls > 1 and all(r[0] for r in results) and rng.random() < 0.3:
+                packed = [{"name": name, "content": t} for _, name, t in results]
+                messages.append(text("tool", json.dumps(packed)))
+            else:
+                messages.extend(text("tool", t) for _, _, t in results)
+    tools = _tools_json(items, _OPENAI_TOOL_JSON, planted)
+    return {"id": i, "messages": messages, "tools": tools}
 
 
 def _tools_json(items: list[_Item], specs: Mapping[str, str], planted: str | None) -> str:
@@ -588,11 +635,9 @@ _RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
     "sharegpt": (_sharegpt, "conversations", False, True),
     "anthropic": (_anthropic, "messages", True, True),
     "rig": (_rig, "messages", True, False),  # rig keeps the preamble out of the history
-    # Gemini's and Bedrock's system prompts live in columns of their own (`systemInstruction`,
-    # `system`), which the fast path does not hand to a flattener yet: a file with one takes the
-    # per-row path, so the generated rows carry none and exercise the flattener.
-    "gemini": (_gemini, "contents", True, False),
-    "bedrock": (_bedrock, "messages", True, False),
+    "gemini": (_gemini, "contents", True, True),  # in `systemInstruction`
+    "bedrock": (_bedrock, "messages", True, True),  # in `system`, as text blocks
+    "llamafactory": (_llamafactory, "messages", True, True),
 }
 
 
@@ -610,6 +655,7 @@ def _break(rng: random.Random, row: Row, format: str, code: str) -> None:
                 "rig": "tool",
                 "gemini": "assistant",
                 "bedrock": "system",
+                "llamafactory": "observation",
             }[format]
     elif format == "openai":
         message["role"] = None
@@ -663,7 +709,10 @@ def arrow_schema(format: str) -> pa.Schema:
              ("functionCall", call), ("functionResponse", response)]
         )  # fmt: skip
         item = pa.struct([("role", s), ("parts", pa.list_(part))])
-        return pa.schema([("id", pa.int64()), ("contents", pa.list_(item))])
+        instruction = pa.struct([("role", s), ("parts", pa.list_(pa.struct([("text", s)])))])
+        return pa.schema(
+            [("id", pa.int64()), ("systemInstruction", instruction), ("contents", pa.list_(item))]
+        )
     if format == "bedrock":
         reasoning = pa.struct([("reasoningText", pa.struct([("text", s), ("signature", s)]))])
         use = pa.struct([("toolUseId", s), ("name", s), ("input", arguments)])
@@ -674,7 +723,14 @@ def arrow_schema(format: str) -> pa.Schema:
             [("reasoningContent", reasoning), ("text", s), ("toolUse", use), ("toolResult", result)]
         )
         message = pa.struct([("role", s), ("content", pa.list_(block))])
-        return pa.schema([("id", pa.int64()), ("messages", pa.list_(message))])
+        system = pa.list_(pa.struct([("text", s)]))
+        return pa.schema([("id", pa.int64()), ("system", system), ("messages", pa.list_(message))])
+    if format == "llamafactory":
+        item = pa.struct([("type", s), ("value", s)])
+        message = pa.struct(
+            [("role", s), ("content", pa.list_(item)), ("loss_weight", pa.float64())]
+        )
+        return pa.schema([("id", pa.int64()), ("messages", pa.list_(message)), ("tools", s)])
     return _bad_format(format)
 
 

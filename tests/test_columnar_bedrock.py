@@ -178,3 +178,59 @@ def test_bedrock_clean_rows_are_found_clean_in_arrow() -> None:
 def test_bedrock_batches_agree_on_both_paths(config: Config) -> None:
     rows = [row for row, _ in generate_rows(600, "bedrock", seed=8, rates=every_rates("bedrock"))]
     assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, BEDROCK)
+
+
+# A `system` column beside the messages (`BedrockFormat.side_columns`): blocks of text, or
+# blocks the decoder skips (a cache point), or cannot read (a null block or text); or a string.
+_SYSTEM_BLOCK = pa.struct([("text", _S), ("cachePoint", pa.struct([("type", _S)]))])
+SYSTEM_LAYOUTS: dict[str, tuple[pa.DataType, st.SearchStrategy[Any]]] = {
+    "blocks": (
+        pa.list_(_SYSTEM_BLOCK),
+        st.lists(
+            st.one_of(
+                st.builds(lambda t: {"text": t}, _texts),
+                st.builds(lambda t: {"text": t}, _texts),
+                st.just({"cachePoint": {"type": "default"}}),
+                st.none(),
+            ),
+            max_size=3,
+        ),
+    ),
+    "text blocks": (
+        pa.list_(pa.struct([("text", _S)])),
+        st.lists(st.builds(lambda t: {"text": t}, _texts), max_size=3),
+    ),
+    "cache points": (
+        pa.list_(pa.struct([("cachePoint", pa.struct([("type", _S)]))])),
+        st.just([{"cachePoint": {"type": "default"}}]),
+    ),
+    "string": (_S, _texts),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(SYSTEM_LAYOUTS))
+def test_bedrock_rows_with_a_system_column_flatten_as_the_decoder_reads_them(layout: str) -> None:
+    system_type, systems = SYSTEM_LAYOUTS[layout]
+    schema = SCHEMA.append(pa.field("system", system_type))
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_rows(), st.data())
+    def check(messages: list[list[dict[str, Any]] | None], data: st.DataObject) -> None:
+        rows = [{"messages": m, "system": data.draw(st.none() | systems)} for m in messages]
+        table = pa.Table.from_pylist(rows, schema=schema)
+        # roles (the system prompt first, where the decoder makes one) and characters included
+        assert_flattened_as_decoded(BEDROCK, table)
+
+    check()
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_bedrock_batches_with_a_system_column_agree_on_both_paths(config: Config) -> None:
+    rows = [row for row, _ in generate_rows(600, "bedrock", seed=8, rates=every_rates("bedrock"))]
+    prompts = [[{"text": "Be brief."}], None, [{"text": " "}], [{"text": "A"}, {"text": "B"}]]
+    for k, row in enumerate(rows):
+        row["system"] = prompts[k % len(prompts)]
+    table = pa.Table.from_pylist(rows)
+    view = assert_flattened_as_decoded(BEDROCK, table)
+    assert (view.role == 0).sum() == 450  # a system message in each row with a prompt (" " too)
+    assert_fast_and_slow_agree(table, config, BEDROCK)

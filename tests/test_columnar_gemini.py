@@ -187,3 +187,62 @@ def test_gemini_clean_rows_are_found_clean_in_arrow() -> None:
 def test_gemini_batches_agree_on_both_paths(config: Config) -> None:
     rows = [row for row, _ in generate_rows(600, "gemini", seed=8, rates=every_rates("gemini"))]
     assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, GEMINI)
+
+
+# A system instruction column beside `contents` (`GeminiFormat.side_columns`): an object of
+# text parts (a null part, text or parts the decoder cannot read), or a string; under either
+# of its names.
+_PART = pa.struct([("text", pa.string())])
+_INSTRUCTION = pa.struct([("role", pa.string()), ("parts", pa.list_(_PART))])
+_instructions = st.builds(
+    lambda parts: {"role": "system", "parts": parts},
+    st.none() | st.lists(st.none() | st.builds(lambda t: {"text": t}, _texts), max_size=3),
+)
+SYSTEM_LAYOUTS: dict[str, tuple[str, pa.DataType, st.SearchStrategy[Any]]] = {
+    "object": ("systemInstruction", _INSTRUCTION, _instructions),
+    "snake_case": ("system_instruction", _INSTRUCTION, _instructions),
+    "string": ("systemInstruction", pa.string(), _texts),
+}
+
+
+@pytest.mark.parametrize("layout", sorted(SYSTEM_LAYOUTS))
+def test_gemini_rows_with_a_system_instruction_flatten_as_the_decoder_reads_them(
+    layout: str,
+) -> None:
+    key, system_type, systems = SYSTEM_LAYOUTS[layout]
+    schema = _schema(RESPONSES["result"][0]).append(pa.field(key, system_type))
+
+    @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_rows(RESPONSES["result"][1]), st.data())
+    def check(contents: list[list[dict[str, Any]] | None], data: st.DataObject) -> None:
+        rows = [{"contents": c, key: data.draw(st.none() | systems)} for c in contents]
+        # roles (the instruction first, where the decoder makes one) and characters included
+        assert_flattened_as_decoded(GEMINI, pa.Table.from_pylist(rows, schema=schema))
+
+    check()
+
+
+def test_an_instruction_under_both_names_is_left_to_the_per_row_path() -> None:
+    turn = {"role": "user", "parts": [{"text": "hi"}]}
+    table = pa.Table.from_pylist(
+        [{"contents": [turn], "systemInstruction": "A", "system_instruction": "B"}]
+    )
+    side = {k: table.column(k).combine_chunks() for k in GEMINI.side_columns}
+    assert GEMINI.flatten(table.column("contents").combine_chunks(), table.schema, side) is None
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_gemini_batches_with_a_system_instruction_agree_on_both_paths(config: Config) -> None:
+    rows = [row for row, _ in generate_rows(600, "gemini", seed=8, rates=every_rates("gemini"))]
+    instructions = [
+        {"role": "system", "parts": [{"text": "Be brief."}]},
+        None,
+        {"role": "system", "parts": [{"text": ""}]},
+        {"role": "system", "parts": [{"text": "A"}, {"text": "B"}]},
+    ]
+    for k, row in enumerate(rows):
+        row["systemInstruction"] = instructions[k % len(instructions)]
+    table = pa.Table.from_pylist(rows)
+    view = assert_flattened_as_decoded(GEMINI, table)
+    assert (view.role == 0).sum() == 450  # one in each row with an instruction (an empty one too)
+    assert_fast_and_slow_agree(table, config, GEMINI)

@@ -205,6 +205,7 @@ def test_the_registry() -> None:
         "gemini",
         "bedrock",
         "claude-code",
+        "llamafactory",
         "hh",
         "alpaca",
         "query-response",
@@ -221,7 +222,7 @@ def test_the_registry() -> None:
         get_format("openai", tags={})
 
 
-@pytest.mark.parametrize("fmt", ["openai", "sharegpt", "anthropic", "rig"])
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt", "anthropic", "rig", "llamafactory"])
 @pytest.mark.parametrize("through_arrow", [False, True], ids=["rows", "arrow rows"])
 def test_generated_rows_of_each_format_are_detected(fmt: str, through_arrow: bool) -> None:
     rows = [row for row, _ in generate_rows(40, fmt, seed=11)]
@@ -240,3 +241,44 @@ def test_a_bad_row_in_the_sample_does_not_change_the_format(fmt: str, seed: int)
     # an Anthropic row missing its content where the Anthropic reader rightly refuses it.
     rows = [row for row, _ in generate_rows(20, format=fmt, seed=seed)]
     assert detect_format(list(rows[0]), rows).name == fmt
+
+
+@pytest.mark.parametrize(
+    ("roles", "mapped", "words"),
+    [
+        # Cohere's chat fine-tuning files
+        (
+            ["System", "User", "Chatbot"],
+            {"Chatbot": "assistant", "System": "system", "User": "user"},
+            "roles Chatbot as assistant, System as system, User as user",
+        ),
+        # Gemini's name for the assistant in OpenAI-shaped rows
+        (["user", "model"], {"model": "assistant"}, "roles model as assistant"),
+        # RL rollout logs
+        (
+            ["environment", "agent"],
+            {"agent": "assistant", "environment": "user"},
+            "roles agent as assistant, environment as user",
+        ),
+        (["SYSTEM", "USER", "CHATBOT"], None, None),  # any spelling of a known name
+    ],
+)
+def test_other_role_names_are_read_as_openai_with_the_names_mapped(
+    roles: list[str], mapped: dict[str, str] | None, words: str | None
+) -> None:
+    row = {"messages": [{"role": r, "content": f"{r} says"} for r in roles]}
+    fmt = detect_format(["messages"], [row], shaped=False)
+    assert isinstance(fmt, OpenAIFormat)
+    if mapped is not None:
+        assert fmt.roles == mapped
+        assert fmt.words == words
+    assert fmt.decode(row).messages[-1].content  # read, every role known
+    assert fmt.encode(fmt.decode(row), fmt.decode(row).messages) == row
+
+
+def test_an_unknown_role_name_is_not_mapped() -> None:
+    row = {
+        "messages": [{"role": "narrator", "content": "Once"}, {"role": "assistant", "content": "x"}]
+    }
+    with pytest.raises(FormatError, match='unknown role "narrator"'):
+        detect_format(["messages"], [row], shaped=False)

@@ -810,3 +810,62 @@ def test_a_subset_renumbers_its_rows_elements_and_places_them_in_their_rows() ->
     assert subset.renumbered({5: "e", 0: "x", 3: "c", 6: "y"}) == {3: "e", 1: "c"}
     assert subset.renumbered({}) == {}
     assert Subset.of(np.array([2]), parent, 4).renumbered({1: "a"}) == {}
+
+
+# Rows that name roles otherwise (Cohere's System / User / Chatbot, RL logs' agent and
+# environment), read by an OpenAI format told the names: the view reads the names as their roles.
+COHERE_NAMES = {"system": "System", "user": "User", "assistant": "Chatbot"}
+RL_NAMES = {"assistant": "agent", "user": "environment"}
+NAMED_FORMATS = {
+    "cohere": (
+        COHERE_NAMES,
+        get_format("openai", roles={"System": "system", "User": "user", "Chatbot": "assistant"}),
+    ),
+    "rl": (RL_NAMES, get_format("openai", roles={"agent": "assistant", "environment": "user"})),
+}
+
+
+def renamed(messages: list[dict[str, Any]], names: dict[str, str], every: bool) -> list[Any]:
+    """The messages with their roles named by `names`: all of them, or only some (a row that
+    mixes both names of a role)."""
+    out = []
+    for k, m in enumerate(messages):
+        if m["role"] in names and (every or k % 2 == 0):
+            m = {**m, "role": names[m["role"]]}
+        out.append(m)
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(near_repairs(), min_size=1, max_size=6),
+    st.sampled_from([DEFAULT, STRICT, ERROR_RESULT]),
+    st.sampled_from(sorted(NAMED_FORMATS)),
+    st.booleans(),
+)
+def test_rows_with_other_role_names_agree_on_both_paths(
+    rows: list[list[dict[str, Any]]], config: Any, kind: str, every: bool
+) -> None:
+    names, fmt = NAMED_FORMATS[kind]
+    named = [renamed(m, names, every) for m in rows]
+    table = pa.Table.from_pylist([{"messages": m} for m in named], schema=NAMED)
+    slow = assert_fast_and_slow_agree(table, config, fmt)
+    if every:  # a kept row, repaired or not, calls no message by a renamed role's own name
+        for kept in slow.kept.to_pylist():
+            assert not {m["role"] for m in kept["messages"]} & set(names)
+
+
+def test_the_view_reads_other_role_names_as_their_roles_and_settles_clean_rows() -> None:
+    names, fmt = NAMED_FORMATS["cohere"]
+    rows = [row for row, _ in generate_rows(400, format="openai", seed=3)]
+    named = [{**r, "messages": renamed(r["messages"], names, True)} for r in rows]
+    table = pa.Table.from_pylist(named)
+    mask = clean_mask(fmt, table.column("messages"))
+    plain = clean_mask(OPENAI, pa.Table.from_pylist(rows).column("messages"))
+    assert mask is not None and plain is not None
+    assert mask.tolist() == plain.tolist()  # read as the same rows with OpenAI's names
+    assert mask.tolist() == [per_row_clean(r, fmt) for r in table.to_pylist()]
+    assert mask.sum() > 250
+    # sliced, as a batch of a larger column is
+    sliced = table.column("messages").combine_chunks().slice(100, 50)
+    assert clean_mask(fmt, sliced).tolist() == mask[100:150].tolist()  # type: ignore[union-attr]

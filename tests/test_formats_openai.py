@@ -737,3 +737,83 @@ def test_results_find_their_calls_without_a_search_per_call() -> None:
     answers = decoded.messages[2].content
     assert [part.call for part in answers] == [f"c{k}" for k in range(n)]
     assert {part.name for part in answers} == {"f"}  # c0's first call, not its repeat
+
+
+# The shape of Cohere's chat fine-tuning files ("Preparing the Chat Fine-tuning Data",
+# docs.cohere.com/docs/chat-preparing-the-data): roles System / User / Chatbot.
+COHERE_ROLES = {"System": "system", "User": "user", "Chatbot": "assistant"}
+
+
+def cohere_row() -> dict[str, Any]:
+    return {
+        "messages": [
+            {"role": "System", "content": "You are a helpful chatbot."},
+            {"role": "User", "content": "Which planets are gas giants?"},
+            {"role": "Chatbot", "content": "Jupiter and Saturn."},
+        ]
+    }
+
+
+def test_other_role_names_read_as_the_roles_they_stand_for_and_are_written_back() -> None:
+    fmt = OpenAIFormat(roles=COHERE_ROLES)
+    row = cohere_row()
+    decoded = fmt.decode(row)
+    assert decoded.messages == [
+        system("You are a helpful chatbot."),
+        user("Which planets are gas giants?"),
+        assistant("Jupiter and Saturn."),
+    ]
+    assert fmt.encode(decoded, decoded.messages) == row
+    assert fmt.words == "roles System as system, User as user, Chatbot as assistant"
+    assert "roles=" in repr(fmt)
+    with pytest.raises(DecodeError, match='unknown role "System"'):
+        OpenAIFormat().decode(row)
+
+
+def test_a_message_written_fresh_takes_the_rows_name_for_its_role() -> None:
+    fmt = OpenAIFormat(roles={"agent": "assistant", "environment": "user"})
+    row = {
+        "messages": [
+            {"role": "environment", "content": "You see a door."},
+            {"role": "agent", "content": "Open the door."},
+            {"role": "environment", "content": "It opens."},
+        ]
+    }
+    decoded = fmt.decode(row)
+    out = fmt.encode(decoded, [*decoded.messages, assistant("Go through.")])
+    assert out["messages"][:3] == row["messages"]
+    assert out["messages"][3] == {"role": "agent", "content": "Go through."}
+    # a row that mixes both names keeps each message's own
+    mixed = {"messages": [{"role": "user", "content": "Hi"}, *row["messages"][1:2]]}
+    again = fmt.decode(mixed)
+    assert fmt.encode(again, again.messages) == mixed
+
+
+def test_role_names_must_stand_for_a_role() -> None:
+    from transcript_clean.errors import FormatError
+
+    with pytest.raises(FormatError, match="stand for no role"):
+        OpenAIFormat(roles={"Bot": "robot"})
+
+
+def test_clean_reads_cohere_rows_says_how_and_writes_them_back(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from transcript_clean.cli import main
+
+    empty = cohere_row()
+    empty["messages"] = [*empty["messages"], {"role": "User", "content": "More?"}]
+    empty["messages"].append({"role": "Chatbot", "content": ""})
+    lines = [json.dumps(cohere_row()), json.dumps(empty)]
+    source = tmp_path / "cohere.jsonl"
+    source.write_text("\n".join(lines) + "\n")
+    out = tmp_path / "out"
+    result = CliRunner().invoke(main, ["clean", str(source), str(out), "--output-format", "jsonl"])
+    assert result.exit_code == 0, result.output
+    assert "as openai (column 'messages'; roles Chatbot as assistant, System as system" in (
+        result.output
+    )
+    kept = (out / "data" / "part-00000.jsonl").read_text().splitlines()
+    assert kept[0] == lines[0]  # unchanged: byte for byte
+    # the empty last turn dropped (R1), every other message as it came, under its own name
+    assert json.loads(kept[1]) == {"messages": empty["messages"][:-1]}

@@ -148,7 +148,7 @@ def test_rows_look_like_real_data(fmt: str) -> None:
     reasoning = any(isinstance(p, Reasoning) for m in turns for p in m.content)
     assert reasoning == (fmt != "sharegpt")
     systems = sum(1 for messages in decoded if type(messages[0]).__name__ == "SystemMessage")
-    assert (systems > 0) == (fmt not in ("rig", "gemini", "bedrock"))  # see `_RENDER`
+    assert (systems > 0) == (fmt != "rig")  # see `_RENDER`
     if fmt in ("openai", "sharegpt"):
         assert all(json.loads(row["tools"]) for row in rows)
     assert max(len(m) for m in decoded) >= 8

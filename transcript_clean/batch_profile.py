@@ -45,6 +45,11 @@ def arrow_measures(fmt: Format) -> ArrowMeasures | None:
             fmt: Format, table: pa.Table, rows: npt.NDArray[np.bool_], *, texts: bool = False
         ) -> tuple[Measures, npt.NDArray[np.bool_]]:
             column = column_array(table, fmt.column)
+            roles = getattr(fmt, "roles", None)
+            if roles:  # rows that name roles otherwise: measured with the roles they mean
+                from transcript_clean.fastpath.openai import with_roles
+
+                column = with_roles(column, roles)[0]
             return openai_measures(column, rows, texts=texts), rows
 
         return openai

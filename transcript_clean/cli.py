@@ -40,6 +40,7 @@ FORMAT_CHOICES = (
     "gemini",
     "bedrock",
     "claude-code",
+    "llamafactory",
     "hh",
     "alpaca",
     "query-response",

@@ -9,7 +9,7 @@ a cut) in Arrow, writing the rows back in the column's own type.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, NamedTuple
 
@@ -86,7 +86,14 @@ from transcript_clean.transcript import (
 if TYPE_CHECKING:
     from transcript_clean.rules.base import RuleConfig
 
-__all__ = ["REPAIRS", "OpenAIView", "openai_measures", "openai_parts_measures", "openai_view"]
+__all__ = [
+    "REPAIRS",
+    "OpenAIView",
+    "openai_measures",
+    "openai_parts_measures",
+    "openai_view",
+    "with_roles",
+]
 
 REPAIRS: Final = frozenset(
     {
@@ -117,12 +124,44 @@ def _role_masks(kind: Counts) -> tuple[Mask, Mask, Mask, Mask]:
     return kind == _ASSISTANT, kind == _TOOL, kind == _USER, system
 
 
+def with_roles(array: pa.Array, roles: Mapping[str, str]) -> tuple[pa.Array, bool]:
+    """A column of OpenAI messages with each role name of `roles` replaced by the role it
+    stands for (as the decoder reads it), and whether any was; the column as it is where its
+    Arrow type is not one the view reads."""
+    if not _openai_shape(array.type):
+        return array, False
+    msgs = array.values
+    role = msgs.field("role")
+    names = pa.array(list(roles), role.type)
+    at = pc.index_in(role, names)
+    if at.null_count == len(at):
+        return array, False
+    meant = pa.array(list(roles.values()), role.type).take(at)
+    new_role = pc.if_else(at.is_valid(), meant, role)
+    fields = [new_role if f.name == "role" else msgs.field(k) for k, f in enumerate(msgs.type)]
+    new_msgs = pa.StructArray.from_arrays(
+        fields, fields=list(msgs.type), mask=msgs.is_null() if msgs.null_count else None
+    )
+    list_type = type(array)
+    mask = array.is_null() if array.null_count else None
+    return list_type.from_arrays(array.offsets, new_msgs, type=array.type, mask=mask), True
+
+
 def openai_view(fmt: Format, array: pa.Array, schema: pa.Schema | None = None) -> OpenAIView | None:
     """The view of a column of OpenAI messages held as plain-text structs; None for any other
-    shape."""
+    shape. Rows that name roles otherwise (`OpenAIFormat.roles`) are read with the roles the
+    names stand for; where any does, the rows the view would repair are the per-row path's,
+    which writes each message back under its own name."""
     if not _openai_shape(array.type):
         return None
-    return OpenAIView(fmt, array, _scan(array))
+    roles = getattr(fmt, "roles", None)
+    if not roles:
+        return OpenAIView(fmt, array, _scan(array))
+    column, renamed = with_roles(array, roles)
+    view = OpenAIView(fmt, column, _scan(column))
+    if renamed:
+        view.repairs = frozenset()
+    return view
 
 
 class OpenAIView(ArrowView):

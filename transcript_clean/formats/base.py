@@ -85,9 +85,10 @@ class Format:
     plain_text: bool = False
     """Whether the conversation column holds plain text, never JSON text to parse first (hh's
     transcripts, Alpaca's strings; a dataset type reads its parts' JSON text itself)."""
-    words: ClassVar[str | None] = None
+    words: str | None = None
     """What the format understands of a row, for the "reading X as ..." line, where its name
-    alone does not say it (Hermes: calls as tags inside the assistant's text)."""
+    alone does not say it (Hermes: calls as tags inside the assistant's text; OpenAI rows with
+    other role names: the names it reads as which role)."""
 
     def __init__(self, column: str | None = None) -> None:
         self.column = column or self.default_column

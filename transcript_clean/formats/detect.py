@@ -2,13 +2,14 @@
 
 Each column holding lists of objects is a candidate conversation column. Its message keys, roles,
 tags and part types point at formats (an `observation` tag at ShareGPT, a `tool_use` block at
-Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI, a `<tool_call>` tag in a
-turn's text at Hermes, `parts` at Gemini, `human` / `assistant` pairs at ms-swift's). Columns of
-plain strings are read too: `instruction` + `output` (Alpaca), `query` + `response` (ms-swift),
-`prompt` + `completion` (TRL), and a text of `Human:` / `Assistant:` turns (hh-rlhf). Each
-format pointed at is then tried on the first rows: the one the keys point at most clearly wins
-if it reads nearly as many of them as any (`NEARLY`), so that a few bad rows cannot hand the
-dataset to a more lenient reader.
+Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI (and other role names, such
+as Cohere's `Chatbot`, at OpenAI with those names mapped), a `<tool_call>` tag in a turn's text
+at Hermes, `parts` at Gemini, `{type, value}` content items at LLaMA-Factory v1, `human` /
+`assistant` pairs at ms-swift's). Columns of plain strings are read too: `instruction` +
+`output` (Alpaca), `query` + `response` (ms-swift), `prompt` + `completion` (TRL), and a text of
+`Human:` / `Assistant:` turns (hh-rlhf). Each format pointed at is then tried on the first rows:
+the one the keys point at most clearly wins if it reads nearly as many of them as any
+(`NEARLY`), so that a few bad rows cannot hand the dataset to a more lenient reader.
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any, Final
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import DecodeError, Format
 from transcript_clean.formats.hermes.codec import TAGS as HERMES_TAGS
+from transcript_clean.formats.openai.codec import ROLE_ALIASES
+from transcript_clean.formats.openai.codec import ROLES as OPENAI_ROLES
 from transcript_clean.formats.registry import get_format
 from transcript_clean.formats.sharegpt import DEFAULT_TAGS
 from transcript_clean.formats.text.hh import looks_like_hh
@@ -70,6 +73,7 @@ class _Seen:
     assistant_ids: bool = False  # an assistant message has an "id" key (rig writes one)
     tagged_calls: bool = False  # a turn's text holds <tool_call> or <tool_response> (Hermes)
     block_keys: set[str] = field(default_factory=set)  # keys of content items with no "type"
+    item_keys: set[str] = field(default_factory=set)  # keys of content items with a "type"
 
     def describe(self) -> str:
         def listed(values: set[str]) -> str:
@@ -247,6 +251,9 @@ def _look(column: str, sample: list[dict[str, Any]]) -> _Seen | None:
                 seen.block_keys.update(
                     k for p in content if isinstance(p, Mapping) and "type" not in p for k in p
                 )
+                seen.item_keys.update(
+                    k for p in content if isinstance(p, Mapping) and "type" in p for k in p
+                )
     return seen if found else None
 
 
@@ -271,6 +278,14 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
         return []
     if "parts" in seen.keys and "content" not in seen.keys:
         return [get_format("gemini", column)]  # Gemini's turns hold parts, not content
+    others = seen.roles - set(OPENAI_ROLES)
+    if others and all(role.lower() in ROLE_ALIASES for role in others):
+        # OpenAI-shaped rows that name roles otherwise (Cohere's `Chatbot`, `model`, `agent`)
+        roles = {role: ROLE_ALIASES[role.lower()] for role in sorted(others)}
+        return [get_format("openai", column, roles=roles)]
+    if "value" in seen.item_keys and "text" not in seen.item_keys:
+        # LLaMA-Factory v1's {type, value} items: every other reader wants "text"
+        return [get_format("llamafactory", column)]
     types = seen.part_types
     scores = {
         "openai": 2 * bool(seen.roles & _OPENAI_ROLES)

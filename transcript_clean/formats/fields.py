@@ -1,25 +1,41 @@
 """What the flatteners of the Gemini, Bedrock and Hermes formats share: a struct array's fields
-read whether or not the batch's Arrow type has them, and the type tests that decide whether a
-flattener reads a layout at all (`Format.flatten` returns None for one it does not)."""
+read whether or not the batch's Arrow type has them, the type tests that decide whether a
+flattener reads a layout at all (`Format.flatten` returns None for one it does not), and a
+system prompt read from a column beside the conversation, put first in each row."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import NOT_SPACE, Mask, as_mask, field_type, is_text
+from transcript_clean.columnar.arrays import (
+    NOT_SPACE,
+    Counts,
+    Mask,
+    as_mask,
+    field_type,
+    flattened,
+    indices,
+    is_text,
+    rows_with,
+    text_lengths,
+)
+from transcript_clean.columnar.conversations import SYSTEM, Conversations
 
 __all__ = [
     "alias",
     "field",
     "fits",
     "is_list_of_structs",
+    "joined_texts",
     "not_blank",
     "positions",
     "prefixed",
+    "prepend_system",
     "present",
     "text_or_null",
 ]
@@ -82,3 +98,102 @@ def prefixed(prefix: str, values: pa.Array) -> pa.Array:
 
 def positions(n: int) -> pa.Array:
     return pa.array(np.arange(n, dtype=np.int64))
+
+
+def joined_texts(items: pa.Array, required: bool) -> tuple[pa.Array, Mask]:
+    """Per row of a column of lists of `{text}` structs (a system prompt's blocks or parts),
+    its items' texts joined as the decoder joins them (`base.join_texts`; "" for none), and the
+    rows the decoder does not read: a null item, or an item whose text is null (with
+    `required`, also one whose type has no text field: the decoder requires the key). A null
+    row joins to null."""
+    from transcript_clean.formats.base import join_texts
+
+    rows = len(items)
+    values, sizes, item_row = flattened(items)
+    text = field(values, "text")
+    flag = as_mask(values.is_null()) | as_mask(text.is_null())
+    if not required and field_type(values.type, "text") is None:
+        # No item has a text: the decoder skips every item, and joins nothing.
+        unread = rows_with(as_mask(values.is_null()), item_row, rows)
+        empty = pa.array([""] * rows, pa.large_string())
+        return pc.if_else(items.is_null(), pa.nulls(rows, pa.large_string()), empty), unread
+    unread = rows_with(flag, item_row, rows)
+    single = sizes == 1
+    first = np.searchsorted(item_row, np.arange(rows))
+    one = np.flatnonzero(single & ~unread)
+    pieces = [
+        text.take(indices(first[one])).cast(pa.large_string()),
+        pa.array([""] * int(((sizes == 0) & ~as_mask(items.is_null())).sum()), pa.large_string()),
+    ]
+    none = np.flatnonzero((sizes == 0) & ~as_mask(items.is_null()))
+    many = np.flatnonzero((sizes > 1) & ~unread)
+    texts = text.take(indices(np.flatnonzero(np.isin(item_row, many)))).to_pylist()
+    made, k = [], 0
+    for row in many.tolist():
+        made.append(join_texts(texts[k : k + int(sizes[row])]))
+        k += int(sizes[row])
+    pieces.append(pa.array(made, pa.large_string()))
+    at = np.full(rows, -1, dtype=np.int64)
+    at[np.concatenate([one, none, many])] = np.arange(len(one) + len(none) + len(many))
+    where = pa.array(np.maximum(at, 0), pa.int64(), mask=at < 0)  # null: no text
+    return pa.concat_arrays(pieces).take(where), unread
+
+
+def prepend_system(
+    conversations: Conversations, text: pa.Array, present: Mask, unread: Mask
+) -> Conversations:
+    """`conversations` with a system message first in each row of `present`, saying `text`
+    (per row), and the rows of `unread` unread too: what a flattener makes of a system
+    prompt the decoder reads from a column beside the conversation (`Format.side_columns`)."""
+    c = conversations
+    m = c.messages
+    system_rows = np.flatnonzero(present)
+    message_row = np.concatenate([system_rows, c.message_row])
+    own = np.concatenate([np.full(len(system_rows), -1, dtype=np.int64), np.arange(m)])
+    order = np.lexsort((own, message_row))
+    new_of_old = np.empty(m, dtype=np.int64)
+    new_of_old[own[order][own[order] >= 0]] = np.flatnonzero(own[order] >= 0)
+    system_text = text.take(indices(system_rows)).cast(pa.large_string())
+    system_chars = text_lengths(system_text)
+    nothing = np.zeros(len(system_rows), dtype=bool)
+
+    def put(values: Any, first: Any) -> Any:
+        return np.concatenate([first, values])[order]
+
+    item_message = c.item_message
+    if item_message is not None:
+        item_message = np.where(item_message >= 0, new_of_old[np.maximum(item_message, 0)], -1)
+    inner_texts = c.texts
+
+    def texts() -> tuple[pa.Array, Counts]:
+        if inner_texts is None:
+            raise ValueError("no texts")
+        pieces, owners = inner_texts()
+        system_messages = np.flatnonzero(own[order] < 0)
+        return (
+            pa.concat_arrays([system_text, pieces.cast(pa.large_string())]),
+            np.concatenate([system_messages, new_of_old[owners]]),
+        )
+
+    return Conversations(
+        rows=c.rows,
+        unread=c.unread | unread,
+        message_row=message_row[order],
+        role=put(c.role, np.full(len(system_rows), SYSTEM, dtype=np.int8)).astype(np.int8),
+        said=put(c.said, nothing).astype(bool),
+        thought=put(c.thought, nothing).astype(bool),
+        reasoned=put(c.reasoned, nothing).astype(bool),
+        spoken=put(c.spoken, nothing).astype(bool),
+        chars=put(c.chars, system_chars).astype(np.int64),
+        call_message=new_of_old[c.call_message],
+        call_id=c.call_id,
+        call_name=c.call_name,
+        call_arguments=c.call_arguments,
+        call_object=c.call_object,
+        result_message=new_of_old[c.result_message],
+        result_call=c.result_call,
+        result_blank=c.result_blank,
+        item_message=item_message,
+        pairs_by_position=c.pairs_by_position,
+        texts=texts if inner_texts is not None else None,
+    )

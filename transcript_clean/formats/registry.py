@@ -11,6 +11,7 @@ from transcript_clean.formats.bedrock import BedrockFormat
 from transcript_clean.formats.claude_code import ClaudeCodeFormat
 from transcript_clean.formats.gemini import GeminiFormat
 from transcript_clean.formats.hermes import HermesFormat
+from transcript_clean.formats.llamafactory import LlamaFactoryFormat
 from transcript_clean.formats.openai import OpenAIFormat
 from transcript_clean.formats.rig import RigFormat
 from transcript_clean.formats.sharegpt import ShareGPTFormat
@@ -31,6 +32,7 @@ FORMATS: Final[dict[str, type[Format]]] = {
     "gemini": GeminiFormat,
     "bedrock": BedrockFormat,
     "claude-code": ClaudeCodeFormat,
+    "llamafactory": LlamaFactoryFormat,
     "hh": HHFormat,
     "alpaca": AlpacaFormat,
     "query-response": QueryResponseFormat,

@@ -72,6 +72,7 @@ class BedrockFormat(Format):
 
     name = "bedrock"
     default_column = "messages"
+    side_columns = ("system",)
     joins_text = False
     tools_columns = ("toolConfig",)
     words = "Bedrock Converse: blocks text / toolUse / toolResult / reasoningContent"
@@ -112,13 +113,13 @@ class BedrockFormat(Format):
         schema: pa.Schema | None = None,
         side: Mapping[str, pa.Array] | None = None,
     ) -> Conversations | None:
-        """The `messages` column flattened (`bedrock.flatten`); None where the batch has a
-        `system` column, which the flattener does not see, or a `toolConfig` not an object."""
+        """The `messages` and `system` columns flattened (`bedrock.flatten`); None where the
+        batch has a `toolConfig` not an object."""
         from transcript_clean.formats.bedrock.flatten import flatten_bedrock, reads_schema
 
         if not reads_schema(schema, self.tools_column):
             return None
-        return flatten_bedrock(column)
+        return flatten_bedrock(column, schema, side or {})
 
     def declared_tools(self, row: Mapping[str, Any]) -> Declared | None:
         """`toolConfig.tools[].toolSpec`, each `{name, description, inputSchema: {json}}`."""

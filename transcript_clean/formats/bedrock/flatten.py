@@ -14,6 +14,7 @@ carry their own ids (`toolUseId`), which the view takes as they are.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Final
 
 import numpy as np
@@ -34,7 +35,15 @@ from transcript_clean.columnar.arrays import (
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
-from transcript_clean.formats.fields import field, fits, is_list_of_structs, not_blank, present
+from transcript_clean.formats.fields import (
+    field,
+    fits,
+    is_list_of_structs,
+    joined_texts,
+    not_blank,
+    prepend_system,
+    present,
+)
 
 __all__ = ["flatten_bedrock", "reads_schema"]
 
@@ -42,16 +51,13 @@ _KNOWN: Final = ("text", "toolUse", "toolResult", "reasoningContent")
 
 
 def reads_schema(schema: pa.Schema | None, tools_column: str | None) -> bool:
-    """Whether the batch's other columns leave the rows to the conversation column: no `system`
-    column (a flattener sees its column alone, and the decoder reads that one too), and a
+    """Whether the batch's other columns leave the rows to the conversation column and the
+    `system` column (`BedrockFormat.side_columns`, which the flattener is given): a
     `toolConfig` that is an object, which the fast path's declared-tools check never takes for
     declarations (so it leaves each row that has one to the per-row path)."""
     if schema is None:
         return True
     columns = pa.struct(list(schema))
-    system = field_type(columns, "system")
-    if system is not None and not pa.types.is_null(system):
-        return False
     return tools_column is not None or fits(columns, "toolConfig", pa.types.is_struct)
 
 
@@ -102,9 +108,40 @@ def _reasoning_read(reasoning: pa.DataType) -> bool:
     )
 
 
-def flatten_bedrock(array: pa.Array) -> Conversations | None:
-    """The rows of a Bedrock `messages` column as `Conversations`; None for a column whose
-    Arrow type this does not read (the per-row path reads every row)."""
+def flatten_bedrock(
+    array: pa.Array, schema: pa.Schema | None, side: Mapping[str, pa.Array]
+) -> Conversations | None:
+    """The rows of a Bedrock `messages` column, and of its `system` column (`side`), as
+    `Conversations`; None for columns whose Arrow types this does not read (the per-row path
+    reads every row)."""
+    if schema is not None and "system" in schema.names and "system" not in side:
+        return None  # the rows hold a system prompt this was not given
+    system = _system(side.get("system"), len(array))
+    if system is None:
+        return None
+    conversations = _messages(array)
+    if conversations is None:
+        return None
+    return prepend_system(conversations, *system)
+
+
+def _system(column: pa.Array | None, rows: int) -> tuple[pa.Array, Mask, Mask] | None:
+    """Per row, the system prompt's text as the decoder reads it (its text blocks joined),
+    whether the row has one (the decoder makes a system message of a text that is not empty),
+    and the rows it does not read; None for a layout this does not read."""
+    none = np.zeros(rows, dtype=bool)
+    if column is None or pa.types.is_null(column.type):
+        return pa.nulls(rows, pa.large_string()), none, none
+    if is_text(column.type):
+        text, unread = column.cast(pa.large_string()), none
+    elif is_list_of_structs(column.type):
+        text, unread = joined_texts(column, required=False)
+    else:
+        return None
+    return text, text_lengths(text) > 0, unread
+
+
+def _messages(array: pa.Array) -> Conversations | None:
     if not is_list_of_structs(array.type):
         return None
     message_type = array.type.value_type

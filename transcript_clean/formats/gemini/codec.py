@@ -78,6 +78,7 @@ class GeminiFormat(Format):
 
     name = "gemini"
     default_column = "contents"
+    side_columns = _SYSTEM_KEYS
     joins_text = False
     words = (
         "Gemini contents: parts text / functionCall / functionResponse, calls paired by position"
@@ -118,13 +119,13 @@ class GeminiFormat(Format):
         schema: pa.Schema | None = None,
         side: Mapping[str, pa.Array] | None = None,
     ) -> Conversations | None:
-        """The `contents` column flattened (`gemini.flatten`); None where the batch has a system
-        instruction column, which the flattener does not see, or tools in another layout."""
+        """The `contents` column and the system instruction flattened (`gemini.flatten`); None
+        where the batch has tools in another layout."""
         from transcript_clean.formats.gemini.flatten import flatten_gemini, reads_schema
 
         if not reads_schema(schema, self.tools_column):
             return None
-        return flatten_gemini(column)
+        return flatten_gemini(column, schema, side or {})
 
     def declared_tools(self, row: Mapping[str, Any]) -> Declared | None:
         """`tools[].functionDeclarations`, each declaration's `parametersJsonSchema` or its

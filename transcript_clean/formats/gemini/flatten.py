@@ -17,6 +17,7 @@ decoder pairs it with, and no other.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Final
 
 import numpy as np
@@ -42,9 +43,11 @@ from transcript_clean.formats.fields import (
     field,
     fits,
     is_list_of_structs,
+    joined_texts,
     not_blank,
     positions,
     prefixed,
+    prepend_system,
     present,
 )
 
@@ -58,15 +61,13 @@ _DECLARATION_KEYS: Final = ("functionDeclarations", "function_declarations")
 
 
 def reads_schema(schema: pa.Schema | None, tools_column: str | None) -> bool:
-    """Whether the batch's other columns leave the rows to the conversation column: no system
-    instruction (a flattener sees its column alone, and the decoder reads that one too), and
-    `tools` only in Gemini's own layout, which the fast path's declared-tools check never
+    """Whether the batch's other columns leave the rows to the conversation column and the
+    system instruction (`GeminiFormat.side_columns`, which the flattener is given): `tools` only
+    in Gemini's own layout, which the fast path's declared-tools check never
     takes for declarations (so it leaves each row that has them to the per-row path)."""
     if schema is None:
         return True
     columns = pa.struct(list(schema))
-    if any(not pa.types.is_null(field_type(columns, k) or pa.null()) for k in _SYSTEM_KEYS):
-        return False
     tools = field_type(columns, "tools")
     if tools_column is not None or tools is None or pa.types.is_null(tools):
         return True
@@ -95,9 +96,49 @@ def _is_response(type_: pa.DataType) -> bool:
     )
 
 
-def flatten_gemini(array: pa.Array) -> Conversations | None:
-    """The rows of a Gemini `contents` column as `Conversations`; None for a column whose Arrow
-    type this does not read (the per-row path reads every row)."""
+def flatten_gemini(
+    array: pa.Array, schema: pa.Schema | None, side: Mapping[str, pa.Array]
+) -> Conversations | None:
+    """The rows of a Gemini `contents` column, and of its system instruction column (`side`),
+    as `Conversations`; None for columns whose Arrow types this does not read (the per-row path
+    reads every row)."""
+    if schema is not None and any(k in schema.names and k not in side for k in _SYSTEM_KEYS):
+        return None  # the rows hold a system instruction this was not given
+    system = _system(side, len(array))
+    if system is None:
+        return None
+    conversations = _contents(array)
+    if conversations is None:
+        return None
+    return prepend_system(conversations, *system)
+
+
+def _system(side: Mapping[str, pa.Array], rows: int) -> tuple[pa.Array, Mask, Mask] | None:
+    """Per row, the system instruction's text as the decoder reads it, whether the row has
+    one (the decoder makes a system message of any, even an empty one), and the rows it does
+    not read; None for a layout this does not read (a key held under both its names: the
+    decoder takes the first that is not null, row by row)."""
+    held = [side[k] for k in _SYSTEM_KEYS if k in side and not pa.types.is_null(side[k].type)]
+    if len(held) > 1:
+        return None
+    none = np.zeros(rows, dtype=bool)
+    if not held:
+        return pa.nulls(rows, pa.large_string()), none, none
+    column = held[0]
+    present = ~as_mask(column.is_null())
+    if is_text(column.type):
+        return column.cast(pa.large_string()), present, none
+    parts_type = field_type(column.type, "parts") if pa.types.is_struct(column.type) else None
+    if parts_type is None or not (is_list_of_structs(parts_type) or pa.types.is_null(parts_type)):
+        return None
+    parts = pc.struct_field(column, "parts")
+    if pa.types.is_null(parts.type):  # an instruction without parts: the decoder refuses it
+        return pa.nulls(rows, pa.large_string()), present, present
+    text, unread = joined_texts(parts, required=True)
+    return text, present, unread | (present & as_mask(parts.is_null()))
+
+
+def _contents(array: pa.Array) -> Conversations | None:
     if not is_list_of_structs(array.type):
         return None
     item_type = array.type.value_type

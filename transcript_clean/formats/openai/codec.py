@@ -19,6 +19,11 @@ assistant's reasoning, each written back in its own field.
 A call's `arguments` are written back as the row held them (JSON text, or an object), a fresh
 call's as JSON text; `with_arguments` gives the format writing every call's in one form
 (`--arguments-as`: objects, or JSON text).
+
+Rows that name roles otherwise (Cohere's fine-tuning files: `System` / `User` / `Chatbot`;
+Gemini's `model`; RL rollout logs' `agent` and `environment`) are read with `roles`, which maps
+each such name to the role it stands for; a message written back keeps its own name, and one
+written fresh takes the first name mapped to its role.
 """
 
 from __future__ import annotations
@@ -26,8 +31,9 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
+from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import (
     MISSING,
     ArgumentsForm,
@@ -72,6 +78,20 @@ _MEDIA_KINDS = {"image_url": "image", "input_audio": "audio", "file": "document"
 _MEDIA_TYPES = {kind: type_ for type_, kind in _MEDIA_KINDS.items()}
 _TEXT_TYPES = ("text", "refusal")  # a refusal is text the model wrote
 
+ROLES: Final = ("system", "developer", "user", "assistant", "tool", "function")
+"""The roles the decoder knows, and what a role name of `roles` may stand for."""
+
+ROLE_ALIASES: Final[Mapping[str, str]] = {
+    "system": "system",
+    "user": "user",
+    "assistant": "assistant",
+    "chatbot": "assistant",  # Cohere's chat fine-tuning files (`System` / `User` / `Chatbot`)
+    "model": "assistant",  # Gemini's name for the assistant
+    "agent": "assistant",  # RL rollout logs: the agent acts,
+    "environment": "user",  # and the environment's observation is its next input
+}
+"""Role names `auto` reads as OpenAI's roles, by their lower-case spelling (`System`, `USER`)."""
+
 
 class OpenAIFormat(Format):
     """`messages` of system / developer / user / assistant / tool; a `tools` column passes
@@ -110,6 +130,26 @@ class OpenAIFormat(Format):
             return None
         return schema.set(at, field.with_type(retyped))
 
+    def __init__(self, column: str | None = None, roles: Mapping[str, str] | None = None) -> None:
+        super().__init__(column)
+        self.roles: dict[str, str] = dict(roles or {})
+        """Other role names the rows use, and the role each stands for (one of `ROLES`)."""
+        bad = {name: role for name, role in self.roles.items() if role not in ROLES}
+        if bad:
+            raise FormatError(f"openai roles {bad} stand for no role; the roles: {list(ROLES)}")
+        self.names: dict[str, str] = {}
+        """Each role's name in these rows, where they name it otherwise: what a message
+        written fresh is called (the first name given for its role)."""
+        for name, role in self.roles.items():
+            self.names.setdefault(role, name)
+        if self.roles:
+            self.words = "roles " + ", ".join(f"{n} as {r}" for n, r in self.roles.items())
+
+    def __repr__(self) -> str:
+        if not self.roles:
+            return super().__repr__()
+        return f"{type(self).__name__}(column={self.column!r}, roles={self.roles!r})"
+
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         column = self.column
         if column not in row:
@@ -125,6 +165,7 @@ class OpenAIFormat(Format):
             path = f"{column}[{i}]"
             obj = expect_object(item, path)
             role = required_str(obj, "role", path)
+            role = self.roles.get(role, role)
             if role in ("tool", "function"):
                 run.append(_tool_result(obj, path, answers, by_id, len(run), mint, i))
                 continue
@@ -158,7 +199,10 @@ class OpenAIFormat(Format):
         if decoded.format != self.name:
             messages = without_origins(messages)
         row = dict(decoded.row)
-        row[self.column] = list(_encode_messages(messages, decoded.minted, self.arguments_as))
+        names = self.names if decoded.format == self.name else {}
+        row[self.column] = list(
+            _encode_messages(messages, decoded.minted, names, self.arguments_as)
+        )
         return row
 
 
@@ -326,24 +370,37 @@ def _tool_result(
 
 
 def _encode_messages(
-    messages: Sequence[Message], minted: frozenset[str], form: ArgumentsForm | None = None
+    messages: Sequence[Message],
+    minted: frozenset[str],
+    names: Mapping[str, str],
+    form: ArgumentsForm | None = None,
 ) -> Iterator[Row]:
+    """The messages written out, calls' arguments in `form` where it is set; one written
+    fresh is called by its role's name in `names` (the row's own name for it), else by the
+    role."""
     calls: tuple[ToolCall, ...] = ()  # the calls of the last assistant turn
     legacy: frozenset[str] = frozenset()  # those of them written as a legacy function_call
     for message in messages:
         if isinstance(message, SystemMessage):
-            yield _system_out(message)
+            yield _named(_system_out(message), message.origin, names)
         elif isinstance(message, AssistantMessage):
             out, legacy = _assistant_out(message, minted, form)
             calls = message.tool_calls
-            yield out
+            yield _named(out, message.origin, names)
         else:
             results = [p for p in message.content if isinstance(p, ToolResult)]
-            yield from _results_out(results, calls, legacy, minted)
+            for result, out in _results_out(results, calls, legacy, minted):
+                yield _named(out, result.origin, names)
             others = [p for p in message.content if not isinstance(p, ToolResult)]
             if others or not results:
-                yield _user_out(message, others)
+                yield _named(_user_out(message, others), message.origin, names)
             calls, legacy = (), frozenset()
+
+
+def _named(out: Row, origin: Mapping[str, Any] | None, names: Mapping[str, str]) -> Row:
+    if origin is None and out.get("role") in names:
+        out["role"] = names[out["role"]]
+    return out
 
 
 def _content_out(parts: Sequence[UserPart | AssistantPart], was: Any, empty: Any) -> Any:
@@ -470,7 +527,7 @@ def _results_out(
     calls: tuple[ToolCall, ...],
     legacy: frozenset[str],
     minted: frozenset[str],
-) -> Iterator[Row]:
+) -> Iterator[tuple[ToolResult, Row]]:
     if results and not any(_writes_id(r, minted) for r in results):
         # Written without ids, the results pair with the calls by position: put them in call
         # order (stable, so a run read from a row keeps its order; results of no call go last).
@@ -482,14 +539,17 @@ def _results_out(
             if out.get("tool_call_id") is not None:
                 put(out, "tool_call_id", result.call)
             put(out, "content", _content_out(result.content, out.get("content"), ""))
-            yield out
+            yield result, out
         elif result.call in legacy:
             call = next(c for c in calls if c.id == result.call)
-            yield {
-                "role": "function",
-                "name": result.name or call.name,
-                "content": _content_out(result.content, MISSING, ""),
-            }
+            yield (
+                result,
+                {
+                    "role": "function",
+                    "name": result.name or call.name,
+                    "content": _content_out(result.content, MISSING, ""),
+                },
+            )
         else:
             out = {"role": "tool"}
             if result.call not in minted:
@@ -497,4 +557,4 @@ def _results_out(
             elif result.name is not None:
                 out["name"] = result.name  # what id-less rows (TRL, functionary) name results by
             out["content"] = _content_out(result.content, MISSING, "")
-            yield out
+            yield result, out

@@ -1,0 +1,313 @@
+"""LLaMA-Factory v1's flattener: a column of `messages` whose `content` is a list of
+`{type, value}` items, held as Arrow structs, into `Conversations`.
+
+It reads a row as `LlamaFactoryFormat.decode` reads it, or marks it unread: a null message,
+role, content or item, a role other than system / user / assistant / tool, an item without a
+type, a text, reasoning or call item without a value, an item the decoder refuses where it
+stands (anything but text in a system message, reasoning or a call outside an assistant
+message, a media item without a value), a call whose value is not the JSON text of an object
+with a name. Messages are as the decoder makes them: each system, user or assistant message
+one, a run of tool messages one user message of results, the k-th answering the k-th call of
+the message before it (system messages aside), and one tool message whose one text is a JSON
+list of one item per call answering them all. The format has no ids: calls and results get the
+ids the decoder mints (`call_{message}_{item}`, `result_{message}`). Call values are parsed in
+Python, as are the few tool messages that may hold such a list. It knows no rule.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+import numpy as np
+import orjson
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.columnar.arrays import (
+    Counts,
+    Mask,
+    as_mask,
+    field_type,
+    flattened,
+    indices,
+    is_text,
+    rows_with,
+    text_lengths,
+)
+from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
+from transcript_clean.formats.base import DecodeError
+from transcript_clean.formats.fields import field, fits, is_list_of_structs, not_blank
+from transcript_clean.formats.llamafactory.values import MEDIA_KINDS, read_call
+from transcript_clean.formats.sharegpt.values import split_list
+from transcript_clean.model import is_json
+
+__all__ = ["flatten_llamafactory"]
+
+_OWN_TYPES: Final = ("text", "reasoning", "tool_call")
+_TOOL_ROLE: Final = 3  # a tool message's role among the items, before runs become messages
+
+
+def flatten_llamafactory(array: pa.Array) -> Conversations | None:
+    """The rows of a LLaMA-Factory v1 `messages` column as `Conversations`; None for a column
+    whose Arrow type this does not read (the per-row path reads every row)."""
+    if not is_list_of_structs(array.type):
+        return None
+    message_type = array.type.value_type
+    content_type = field_type(message_type, "content")
+    if content_type is None or not is_list_of_structs(content_type):
+        return None
+    if not fits(message_type, "role", is_text):
+        return None
+    item_type = content_type.value_type
+    if not (fits(item_type, "type", is_text) and fits(item_type, "value", is_text)):
+        return None
+
+    rows = len(array)
+    msgs, _, msg_row = flattened(array)
+    n = len(msgs)
+    role = field(msgs, "role")
+    kind = np.full(n, -1, dtype=np.int64)
+    for k, name in enumerate(("system", "user", "assistant", "tool")):
+        kind[as_mask(pc.equal(role, name))] = k
+    is_system, is_tool = kind == SYSTEM, kind == _TOOL_ROLE
+    content = field(msgs, "content")
+    flag = (kind < 0) | as_mask(msgs.is_null()) | as_mask(content.is_null())
+
+    items, _, item_msg = flattened(content)
+    type_ = field(items, "type")
+    value = field(items, "value")
+    no_value = as_mask(value.is_null())
+    is_text_item = as_mask(pc.equal(type_, "text"))
+    is_reasoning = as_mask(pc.equal(type_, "reasoning"))
+    is_call = as_mask(pc.equal(type_, "tool_call"))
+    is_media = ~as_mask(pc.is_in(type_, pa.array(_OWN_TYPES)), fill=True)
+    item_kind = kind[item_msg]
+    flag_item = as_mask(items.is_null()) | as_mask(type_.is_null())
+    flag_item |= (is_text_item | is_reasoning | is_call) & no_value
+    flag_item |= is_media & no_value & as_mask(pc.is_in(type_, pa.array(list(MEDIA_KINDS))))
+    flag_item |= (item_kind == SYSTEM) & ~is_text_item
+    flag_item |= (item_kind != ASSISTANT) & (is_reasoning | is_call)
+
+    # Calls, parsed from their values, in order.
+    call_items = np.flatnonzero(is_call & ~flag_item & (item_kind == ASSISTANT))
+    names: list[str] = []
+    arguments: list[str | None] = []
+    objects: list[bool] = []
+    kept_calls: list[int] = []
+    for at, text in zip(
+        call_items.tolist(), value.take(indices(call_items)).to_pylist(), strict=True
+    ):
+        found = _call(text)
+        if found is None:
+            flag_item[at] = True
+            continue
+        names.append(found[0])
+        arguments.append(found[1])
+        objects.append(found[2])
+        kept_calls.append(at)
+    calls = np.array(kept_calls, dtype=np.int64)
+    flag |= rows_with(flag_item, item_msg, n)
+    unread = as_mask(array.is_null()) | rows_with(flag, msg_row, rows)
+
+    # Messages: a run of tool messages of one row is one user message.
+    same_row = np.zeros(n, dtype=bool)
+    same_row[1:] = msg_row[1:] == msg_row[:-1]
+    goes_on = np.zeros(n, dtype=bool)
+    goes_on[1:] = is_tool[1:] & is_tool[:-1]
+    goes_on &= same_row
+    msg_message = np.cumsum(~goes_on) - 1  # each message item's canonical message
+    starts = np.flatnonzero(~goes_on)
+    m = len(starts)
+    message_row = msg_row[starts]
+    role_of = np.where(kind[starts] == _TOOL_ROLE, USER, np.maximum(kind[starts], 0))
+    role_of = np.where(kind[starts] < 0, USER, role_of).astype(np.int8)
+    results_message = is_tool[starts]
+
+    # The message a run of results answers: the one before it, system messages aside, when
+    # that is an assistant message of the same row.
+    call_message_item = item_msg[calls]  # the message item of each call
+    call_message = msg_message[call_message_item]
+    calls_per = np.bincount(call_message, minlength=m).astype(np.int64)
+    first_call = np.cumsum(calls_per) - calls_per
+    positions = np.arange(m, dtype=np.int64)
+    last_said = np.full(m, -1, dtype=np.int64)
+    if m:
+        running = np.maximum.accumulate(np.where(role_of != SYSTEM, positions, -1))
+        last_said[1:] = running[:-1]
+    valid = last_said >= 0
+    valid[valid] &= message_row[last_said[valid]] == message_row[valid]
+    valid[valid] &= role_of[last_said[valid]] == ASSISTANT
+    answered_by = np.where(valid & results_message, last_said, -1)
+
+    # Call ids as the decoder mints them: `call_{i}_{k}`, i the message item's place in its
+    # row, k the item's place in its message.
+    row_start = np.searchsorted(msg_row, np.arange(rows))
+    item_start = np.searchsorted(item_msg, np.arange(n))
+    call_at = call_message_item - row_start[msg_row[call_message_item]]
+    call_k = calls - item_start[call_message_item]
+    call_ids = pc.binary_join_element_wise("call", _text(call_at), _text(call_k), "_")
+
+    # Results: each tool message answers the call at its place, or one message all of them.
+    tools = np.flatnonzero(is_tool)
+    run = msg_message[tools]
+    place = tools - starts[run]
+    window = answered_by[run]
+    answers = np.where(window >= 0, calls_per[np.maximum(window, 0)], 0)
+    run_length = np.bincount(run, minlength=m)[run]
+    items_per = np.bincount(item_msg, minlength=n).astype(np.int64)
+    one_text = np.zeros(n, dtype=bool)
+    texts_at = np.flatnonzero(is_text_item & ~no_value)
+    one_text[item_msg[texts_at]] = True
+    one_text &= items_per == 1
+    maybe = np.flatnonzero((run_length == 1) & (answers >= 2) & one_text[tools] & ~flag[tools])
+    split_texts: dict[int, list[str]] = {}  # a tool message's place in `tools` -> its texts
+    if len(maybe):
+        first_item = item_start[tools[maybe]]
+        for k, text in zip(
+            maybe.tolist(), value.take(indices(first_item)).to_pylist(), strict=True
+        ):
+            packed = split_list(text, int(answers[k]))
+            if packed is not None:
+                split_texts[k] = packed
+
+    result_msg: list[int] = []  # per result, its message item
+    result_call_number: list[int] = []  # the call it answers, by number; -1 for none
+    result_split: list[str | None] = []  # its text, for a split message's results
+    for k, at in enumerate(tools.tolist()):
+        if k in split_texts:
+            base = int(first_call[window[k]])
+            for j, text in enumerate(split_texts[k]):
+                result_msg.append(at)
+                result_call_number.append(base + j)
+                result_split.append(text)
+            continue
+        p = int(place[k])
+        answered = p < answers[k]
+        result_msg.append(at)
+        result_call_number.append(int(first_call[window[k]]) + p if answered else -1)
+        result_split.append(None)
+    result_at = np.array(result_msg, dtype=np.int64)
+    numbers = np.array(result_call_number, dtype=np.int64)
+    is_split = np.array([t is not None for t in result_split], dtype=bool)
+    orphans = pc.binary_join_element_wise(
+        "result", _text(result_at - row_start[msg_row[result_at]]), "_"
+    )
+    result_ids = orphans
+    answered_mask = numbers >= 0
+    if answered_mask.any():
+        answers_of = call_ids.take(indices(np.where(answered_mask, numbers, 0)))
+        result_ids = pc.if_else(pa.array(answered_mask), answers_of, orphans)
+
+    # What each item says, and each message.
+    says = not_blank(value)
+    chars = text_lengths(value)
+    item_said = (is_text_item & says) | is_media
+    message_item_said = rows_with(item_said, item_msg, n)
+    own_blank = ~message_item_said  # a tool message's result: no part but blank text
+    split_blank = np.array([not (t or "").strip() for t in result_split], dtype=bool)
+    result_blank = np.where(is_split, split_blank, own_blank[result_at] if len(result_at) else [])
+    split_chars = np.array([len(t or "") for t in result_split], dtype=np.int64)
+
+    texts_counted = (is_text_item | is_reasoning) & ~no_value
+    item_chars = np.where(texts_counted, chars, 0)
+    msg_chars = np.bincount(item_msg, weights=item_chars, minlength=n).astype(np.int64)
+    split_items = np.array(sorted({int(tools[k]) for k in split_texts}), dtype=np.int64)
+    msg_chars[split_items] = np.bincount(
+        result_at[is_split], weights=split_chars[is_split], minlength=n
+    ).astype(np.int64)[split_items]
+    # A system message's content is its texts joined with a blank line, blank ones left out.
+    sys_items = is_text_item & (item_kind == SYSTEM)
+    said_texts = np.bincount(item_msg, weights=sys_items & says, minlength=n).astype(np.int64)
+    said_chars = np.bincount(
+        item_msg, weights=np.where(sys_items & says, chars, 0), minlength=n
+    ).astype(np.int64)
+    joined = np.where(said_texts > 0, said_chars + 2 * np.maximum(said_texts - 1, 0), msg_chars)
+    msg_chars = np.where(is_system, joined, msg_chars)
+
+    per_message_chars = np.bincount(msg_message, weights=msg_chars, minlength=m).astype(np.int64)
+    assistant_items = item_kind == ASSISTANT
+    # A tool message's texts are its results': not what the user message says.
+    own = item_kind != _TOOL_ROLE
+    said = rows_with(item_said & own, msg_message[item_msg], m)
+    said[is_system[starts]] = said_texts[starts][is_system[starts]] > 0
+    thought = rows_with(is_reasoning & says, msg_message[item_msg], m)
+    reasoned = rows_with(is_reasoning & assistant_items, msg_message[item_msg], m)
+    spoken = rows_with(is_text_item & own & (chars > 0), msg_message[item_msg], m)
+
+    def texts() -> tuple[pa.Array, Counts]:
+        plain = np.flatnonzero(texts_counted & ~np.isin(item_msg, split_items))
+        other = plain[item_kind[plain] != SYSTEM]
+        sys_msgs = np.flatnonzero(is_system)
+        sys_text = _system_texts(value, item_msg, sys_items, sys_msgs)
+        pieces = [
+            sys_text,
+            value.take(indices(other)).cast(pa.large_string()),
+            pa.array([t for t in result_split if t is not None], pa.large_string()),
+        ]
+        owners = [
+            msg_message[sys_msgs],
+            msg_message[item_msg[other]],
+            msg_message[result_at[is_split]],
+        ]
+        return pa.concat_arrays(pieces), np.concatenate(owners).astype(np.int64)
+
+    return Conversations(
+        rows=rows,
+        unread=unread,
+        message_row=message_row.astype(np.int64),
+        role=role_of,
+        said=said,
+        thought=thought,
+        reasoned=reasoned,
+        spoken=spoken,
+        chars=per_message_chars,
+        call_message=call_message.astype(np.int64),
+        call_id=call_ids,
+        call_name=pa.array(names, pa.string()),
+        call_arguments=pa.array(arguments, pa.string()),
+        call_object=np.array(objects, dtype=bool),
+        result_message=msg_message[result_at].astype(np.int64),
+        result_call=result_ids,
+        result_blank=np.asarray(result_blank, dtype=bool),
+        item_message=msg_message.astype(np.int64),
+        pairs_by_position=True,
+        texts=texts,
+    )
+
+
+def _call(text: str) -> tuple[str, str | None, bool] | None:
+    """A `tool_call` value as the decoder reads it: the tool's name, its arguments as JSON text
+    (None where JSON cannot write them), and whether they are a JSON object; None where the
+    decoder would call the item malformed."""
+    try:
+        name, arguments, raw = read_call(text, "")
+    except DecodeError:
+        return None
+    try:
+        orjson.loads(text)
+        strict = True  # orjson reads strict JSON only: no NaN, no lone surrogate
+    except orjson.JSONDecodeError:
+        strict = False
+    is_object = isinstance(arguments, dict) and (raw is not None or strict or is_json(arguments))
+    if raw is None:
+        try:
+            raw = orjson.dumps(arguments).decode()
+        except (TypeError, orjson.JSONEncodeError):
+            raw = None
+    return name, raw, is_object
+
+
+def _system_texts(value: pa.Array, item_msg: Counts, sys_items: Mask, sys_msgs: Counts) -> Any:
+    """Each system message's content, as the decoder joins its texts (few: made in Python)."""
+    from transcript_clean.formats.base import join_texts
+
+    at = np.flatnonzero(sys_items)
+    by_message: dict[int, list[str]] = {int(k): [] for k in sys_msgs.tolist()}
+    for k, text in zip(item_msg[at].tolist(), value.take(indices(at)).to_pylist(), strict=True):
+        by_message[k].append(text or "")
+    return pa.array([join_texts(by_message[k]) for k in sys_msgs.tolist()], pa.large_string())
+
+
+def _text(numbers: Counts) -> pa.Array:
+    """Numbers as their decimal text."""
+    return pc.cast(pa.array(numbers, pa.int64()), pa.string())
