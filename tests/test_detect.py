@@ -205,6 +205,7 @@ def test_the_registry() -> None:
         "gemini",
         "bedrock",
         "claude-code",
+        "responses",
     )
     assert all(FORMATS[name].name == name for name in FORMAT_NAMES)
     fmt = get_format("sharegpt", "messages", tags={"user": "user"})

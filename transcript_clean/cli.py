@@ -40,6 +40,7 @@ FORMAT_CHOICES = (
     "gemini",
     "bedrock",
     "claude-code",
+    "responses",
 )
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TYPE_CHOICES = (

@@ -3,9 +3,10 @@
 Each column holding lists of objects is a candidate conversation column. Its message keys, roles,
 tags and part types point at formats (an `observation` tag at ShareGPT, a `tool_use` block at
 Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI, a `<tool_call>` tag in a
-turn's text at Hermes, `parts` at Gemini); each format pointed at is then tried on the first
-rows: the one the keys point at most clearly wins if it reads nearly as many of them as any
-(`NEARLY`), so that a few bad rows cannot hand the dataset to a more lenient reader.
+turn's text at Hermes, `parts` at Gemini, `function_call` items at the Responses API); each
+format pointed at is then tried on the first rows: the one the keys point at most clearly wins
+if it reads nearly as many of them as any (`NEARLY`), so that a few bad rows cannot hand the
+dataset to a more lenient reader.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import DecodeError, Format
 from transcript_clean.formats.hermes.codec import TAGS as HERMES_TAGS
 from transcript_clean.formats.registry import get_format
+from transcript_clean.formats.responses.codec import ITEM_TYPES as RESPONSES_ITEMS
 from transcript_clean.formats.sharegpt import DEFAULT_TAGS
 
 SAMPLE_ROWS: Final = 20
@@ -44,6 +46,7 @@ _OPENAI_KEYS: Final = {"tool_calls", "tool_call_id", "function_call", "reasoning
 _OPENAI_PARTS: Final = {"image_url", "input_audio", "file", "refusal"}
 _ANTHROPIC_PARTS: Final = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 _RIG_PARTS: Final = {"toolcall", "toolresult", "reasoning"}
+_RESPONSES_PARTS: Final = {"input_text", "output_text"}
 _BEDROCK_BLOCKS: Final = {"text", "toolUse", "toolResult", "reasoningContent"}
 
 
@@ -59,6 +62,7 @@ class _Seen:
     assistant_ids: bool = False  # an assistant message has an "id" key (rig writes one)
     tagged_calls: bool = False  # a turn's text holds <tool_call> or <tool_response> (Hermes)
     block_keys: set[str] = field(default_factory=set)  # keys of content items with no "type"
+    item_types: set[str] = field(default_factory=set)  # the messages' own "type" (Responses)
 
     def describe(self) -> str:
         def listed(values: set[str]) -> str:
@@ -174,6 +178,8 @@ def _look(column: str, sample: list[dict[str, Any]]) -> _Seen | None:
             found = True
             seen.keys.update(k for k in message if isinstance(k, str) and message[k] is not None)
             role, tag = message.get("role"), message.get("from")
+            if isinstance(message.get("type"), str):
+                seen.item_types.add(message["type"])
             if isinstance(role, str):
                 seen.roles.add(role)
                 if role == "assistant" and "id" in message:
@@ -213,6 +219,9 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
         # The set's own tags first, so that turns written fresh use them.
         tags = {t: _TAG_ALIASES[t] for t in sorted(seen.tags)} | dict(DEFAULT_TAGS)
         return [get_format("sharegpt", column, tags=tags)]
+    if seen.item_types & RESPONSES_ITEMS or seen.part_types & _RESPONSES_PARTS:
+        # Responses items: calls and results are items of their own, with no role
+        return [get_format("responses", column), get_format("openai", column)]
     if "role" not in seen.keys:
         return []
     if "parts" in seen.keys and "content" not in seen.keys:
