@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.formats.base import (
     Decoded,
@@ -65,6 +65,11 @@ from transcript_clean.model import (
     ToolResultPart,
     UserMessage,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.columnar.conversations import Conversations
 
 _SYSTEM_ROLES: Final = ("system", "developer")
 _TEXT_PARTS: Final = ("input_text", "output_text", "text")
@@ -101,6 +106,17 @@ class ResponsesFormat(Format):
         _Reader(messages).read(expect_list(value, column), column)
         return Decoded(messages, dict(row), format=self.name)
 
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        """The items column flattened (`responses.flatten`), with the batch's `instructions`."""
+        from transcript_clean.formats.responses.flatten import flatten_responses
+
+        return flatten_responses(column, side or {}, schema)
+
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:
             messages = without_origins(messages)
@@ -109,7 +125,7 @@ class ResponsesFormat(Format):
         instructions = [m for m in systems if "instructions" in (m.origin or {})]
         if instructions:
             put(row, "instructions", join_texts(m.content for m in instructions))
-        elif row.get("instructions") is not None:
+        elif row.get("instructions"):  # "" and null say the same: no instructions
             row["instructions"] = None
         rest = [m for m in messages if not any(m is x for x in instructions)]
         was = row.get(self.column)
@@ -293,41 +309,54 @@ def _items_out(message: Message) -> list[Any]:
 
 def _parts_out(message: UserMessage | AssistantMessage, templates: list[Any]) -> list[Any]:
     """The message's parts as items: each call, result, reasoning and kept item its own, each
-    run of texts and media one message item (the one it was read from, where there is one)."""
+    run of texts and media one message item (the one it was read from, where there is one).
+    A message item that held no part is written back where it stood among the others."""
     assistant = isinstance(message, AssistantMessage)
     role = "assistant" if assistant else "user"
-    messages = [t for t in templates if t.get("type", "message") == "message"]
+    said = [t for t in templates if (t.get("type") or "message") == "message"]
+    messages = [t for t in said if _holds_parts(t.get("content"))]
+    empty = [t for t in said if not _holds_parts(t.get("content"))]
     reasonings = [t for t in templates if t.get("type") == "reasoning"]
     firsts = {id(m["content"][0]) for m in messages if _nonempty_list(m.get("content"))}
-    out: list[Any] = []
-    run: list[Text | Media] = []
+    place = {id(t): k for k, t in enumerate(templates)}
+    kept = _item_kinds(templates)
+    out: list[tuple[float, Any]] = []  # each item with its template's place
 
-    def flush() -> None:
+    def add(item: Any, template: Any) -> None:
+        at = place.get(id(template)) if template is not None else None
+        out.append(((out[-1][0] if out else -1.0) if at is None else float(at), item))
+
+    def flush(run: list[Text | Media]) -> None:
         if run:
-            out.append(_message_out(role, run, messages.pop(0) if messages else None))
+            template = messages.pop(0) if messages else None
+            add(_message_out(role, run, template), template)
             run.clear()
 
+    run: list[Text | Media] = []
     for part in message.content:
         if isinstance(part, Text):
             if run and part.origin is not None and id(part.origin) in firsts:
-                flush()  # the first text of another message item
+                flush(run)  # the first text of another message item
             run.append(part)
-        elif isinstance(part, Media) and part.kind not in _item_kinds(templates):
+        elif isinstance(part, Media) and part.kind not in kept:
             run.append(part)
         else:
-            flush()
+            flush(run)
             if isinstance(part, ToolCall):
-                out.append(_call_out(part))
+                add(_call_out(part), part.origin)
             elif isinstance(part, ToolResult):
-                out.append(_result_out(part))
+                add(_result_out(part), part.origin)
             elif isinstance(part, Reasoning):
-                out.append(_reasoning_out(part, reasonings.pop(0) if reasonings else None))
+                template = reasonings.pop(0) if reasonings else None
+                add(_reasoning_out(part, template), template)
             elif isinstance(part, Media):
-                out.append(dict(part.data))
-    flush()
-    if assistant and not message.content and messages:  # an assistant item with no content
-        out.append(dict(messages[0]))
-    return out
+                add(dict(part.data), next((t for t in templates if t == part.data), None))
+    flush(run)
+    for template in empty:  # before the first item that stood after it
+        at = place[id(template)]
+        k = next((k for k, (key, _) in enumerate(out) if key > at), len(out))
+        out.insert(k, (float(at), dict(template)))
+    return [item for _, item in out]
 
 
 def _nonempty_list(value: object) -> bool:
