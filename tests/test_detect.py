@@ -206,6 +206,7 @@ def test_the_registry() -> None:
         "bedrock",
         "claude-code",
         "responses",
+        "openhands",
     )
     assert all(FORMATS[name].name == name for name in FORMAT_NAMES)
     fmt = get_format("sharegpt", "messages", tags={"user": "user"})

@@ -41,6 +41,7 @@ FORMAT_CHOICES = (
     "bedrock",
     "claude-code",
     "responses",
+    "openhands",
 )
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TYPE_CHOICES = (

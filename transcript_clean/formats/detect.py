@@ -3,10 +3,10 @@
 Each column holding lists of objects is a candidate conversation column. Its message keys, roles,
 tags and part types point at formats (an `observation` tag at ShareGPT, a `tool_use` block at
 Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI, a `<tool_call>` tag in a
-turn's text at Hermes, `parts` at Gemini, `function_call` items at the Responses API); each
-format pointed at is then tried on the first rows: the one the keys point at most clearly wins
-if it reads nearly as many of them as any (`NEARLY`), so that a few bad rows cannot hand the
-dataset to a more lenient reader.
+turn's text at Hermes, `parts` at Gemini, `function_call` items at the Responses API, `action`
+and `observation` events at OpenHands); each format pointed at is then tried on the first rows:
+the one the keys point at most clearly wins if it reads nearly as many of them as any
+(`NEARLY`), so that a few bad rows cannot hand the dataset to a more lenient reader.
 """
 
 from __future__ import annotations
@@ -209,6 +209,8 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
     column = seen.column
     if {"uuid", "sessionId", "message"} <= seen.keys:  # Claude Code events
         return [get_format("claude-code", column)]
+    if "source" in seen.keys and seen.keys & {"action", "observation"}:  # OpenHands events
+        return [get_format("openhands", column)]
     if "from" in seen.keys and "value" in seen.keys:
         if seen.tagged_calls and seen.tags <= set(HERMES_TAGS):
             # Calls inside the text: ShareGPT would read them as text, and the results as

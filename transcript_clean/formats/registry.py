@@ -12,6 +12,7 @@ from transcript_clean.formats.claude_code import ClaudeCodeFormat
 from transcript_clean.formats.gemini import GeminiFormat
 from transcript_clean.formats.hermes import HermesFormat
 from transcript_clean.formats.openai import OpenAIFormat
+from transcript_clean.formats.openhands import OpenHandsFormat
 from transcript_clean.formats.responses import ResponsesFormat
 from transcript_clean.formats.rig import RigFormat
 from transcript_clean.formats.sharegpt import ShareGPTFormat
@@ -26,6 +27,7 @@ FORMATS: Final[dict[str, type[Format]]] = {
     "bedrock": BedrockFormat,
     "claude-code": ClaudeCodeFormat,
     "responses": ResponsesFormat,
+    "openhands": OpenHandsFormat,
 }
 
 FORMAT_NAMES: Final = tuple(FORMATS)
