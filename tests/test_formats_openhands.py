@@ -9,6 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_convert import trl_messages
 
 from transcript_clean.formats import DecodeError
@@ -224,3 +226,50 @@ def test_to_openai_loads_with_datasets_as_trl_wants(tmp_path: Path) -> None:
     assert made["tools"][0]["function"]["name"] == "execute_bash"
     system = made["messages"][0]
     assert (system["role"], system["content"]) == ("system", "You are OpenHands agent.")
+
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=3))
+_json = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_event = st.fixed_dictionaries(
+    {},
+    optional={
+        "id": st.integers(0, 3) | _json,
+        "source": st.sampled_from(["user", "agent", "environment"]) | _json,
+        "action": st.sampled_from(["message", "run", "system", "null", "recall"]) | _json,
+        "observation": st.sampled_from(["run", "error", "null", "agent_state_changed"]) | _json,
+        "cause": st.integers(0, 3) | _json,
+        "content": _json,
+        "args": st.fixed_dictionaries(
+            {}, optional={"content": _json, "image_urls": _json, "tools": _json}
+        )
+        | _json,
+        "tool_call_metadata": st.fixed_dictionaries(
+            {},
+            optional={
+                "tool_call_id": st.sampled_from(["a", "b"]) | _json,
+                "function_name": st.sampled_from(["f"]) | _json,
+                "model_response": _json | st.just(RUN["tool_call_metadata"]["model_response"]),
+            },
+        )
+        | _json,
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_event | _json, max_size=6))
+def test_any_events_are_read_or_rejected_never_a_crash(events: list[Any]) -> None:
+    row = {"history": events}
+    try:
+        decoded = FMT.decode(row)
+    except DecodeError:
+        return
+    assert FMT.encode(decoded, decoded.messages) == row
+    FMT.declared_tools(row)
+    clean_row(row, FMT, ERROR_RESULT)

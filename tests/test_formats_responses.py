@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from test_convert import trl_messages
 
 from transcript_clean.formats import DecodeError, get_format
@@ -289,3 +291,51 @@ def test_the_docs_example_is_repaired_as_the_docs_say() -> None:
     assert verdict.row["input"][5:7] == shown
     assert verdict.row["input"][:5] == row["input"][:5]
     assert verdict.row["input"][7:] == row["input"][6:]
+
+
+_scalars = st.one_of(st.none(), st.booleans(), st.integers(), st.text(max_size=3))
+_json = st.recursive(
+    _scalars,
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+_part = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["input_text", "output_text", "refusal", "input_image"]) | _json,
+        "text": _json,
+        "refusal": _json,
+    },
+)
+_item = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(
+            ["message", "function_call", "function_call_output", "reasoning", "web_search_call"]
+        )
+        | _json,
+        "role": st.sampled_from(["user", "assistant", "system", "developer"]) | _json,
+        "content": st.lists(_part | _json, max_size=3) | _json,
+        "call_id": st.sampled_from(["a", "b"]) | _json,
+        "name": st.sampled_from(["get_weather"]) | _json,
+        "arguments": st.sampled_from(['{"location": "x"}', "{", "[]"]) | _json,
+        "output": st.lists(_part, max_size=2) | _json,
+        "summary": st.lists(_part | _json, max_size=2) | _json,
+        "encrypted_content": _json,
+        "id": _json,
+    },
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_item | _json, max_size=6), _json)
+def test_any_items_are_read_or_rejected_never_a_crash(items: list[Any], instructions: Any) -> None:
+    row = {"input": items, "instructions": instructions, "tools": WEATHER["tools"]}
+    try:
+        decoded = FMT.decode(row)
+    except DecodeError:
+        return
+    assert FMT.encode(decoded, decoded.messages) == row
+    clean_row(row, FMT, ERROR_RESULT)

@@ -142,6 +142,12 @@ class _Reader:
 
     def event(self, event: Mapping[str, Any], path: str) -> None:
         # (a key with a null value is none: Arrow gives every event every key of the column)
+        for key in ("action", "observation"):
+            if event.get(key) is not None and not isinstance(event[key], str):
+                raise malformed(f"{path}.{key}", f"expected a string, got {kind_of(event[key])}")
+        for key in ("id", "cause"):
+            if event.get(key) is not None and not isinstance(event[key], int | str):
+                raise malformed(f"{path}.{key}", f"expected a number, got {kind_of(event[key])}")
         if event.get("action") is not None:
             self._action(event, path)
         elif event.get("observation") is not None:
@@ -421,6 +427,7 @@ def _passed_over(events: list[Any]) -> list[bool]:
         if isinstance(e, Mapping)
         and e.get("action") is not None
         and e.get("tool_call_metadata") is not None
+        and isinstance(e.get("id"), int | str)
     }
     out = []
     for event in events:
@@ -429,7 +436,8 @@ def _passed_over(events: list[Any]) -> list[bool]:
         elif event.get("action") is not None:
             out.append(event["action"] in PASSED_ACTIONS)
         else:
-            answers = event.get("cause") is not None and event.get("cause") in calls
+            cause = event.get("cause")
+            answers = isinstance(cause, int | str) and cause in calls
             out.append(not answers and event.get("observation") in PASSED_OBSERVATIONS)
     return out
 
