@@ -395,8 +395,8 @@ def _call_out(call: ToolCall) -> Row:
     put(out, "name", call.name)
     if call.raw_arguments is not None:
         put(out, "arguments", call.raw_arguments)
-    else:
-        put(out, "arguments", json.dumps(call.arguments, ensure_ascii=False))
+    elif call.origin is None or parse_arguments(out.get("arguments")) != (call.arguments, None):
+        out["arguments"] = json.dumps(call.arguments, ensure_ascii=False)
     return out
 
 
