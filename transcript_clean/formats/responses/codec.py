@@ -313,7 +313,7 @@ def _parts_out(message: UserMessage | AssistantMessage, templates: list[Any]) ->
     A message item that held no part is written back where it stood among the others."""
     assistant = isinstance(message, AssistantMessage)
     role = "assistant" if assistant else "user"
-    said = [t for t in templates if (t.get("type") or "message") == "message"]
+    said = [t for t in templates if t.get("type") in (None, "message")]
     messages = [t for t in said if _holds_parts(t.get("content"))]
     empty = [t for t in said if not _holds_parts(t.get("content"))]
     reasonings = [t for t in templates if t.get("type") == "reasoning"]
