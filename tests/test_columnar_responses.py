@@ -14,9 +14,11 @@ from differential import assert_fast_and_slow_agree
 from flattened import assert_flattened_as_decoded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from synthetic import every_rates, generate_rows
 
 from transcript_clean.fastpath import fast_verdicts
-from transcript_clean.formats import get_format
+from transcript_clean.formats import DecodeError, get_format
+from transcript_clean.formats.base import Decoded
 from transcript_clean.policy import DEFAULT, STRICT, Config
 
 RESPONSES = get_format("responses")
@@ -179,3 +181,51 @@ def test_layouts_it_does_not_read_are_left_to_the_per_row_path() -> None:
     table = pa.Table.from_pylist([{"input": [turn], "instructions": "Be brief."}])
     column = table.column("input").combine_chunks()
     assert RESPONSES.flatten(column, table.schema) is None  # a column it was not handed
+
+
+def test_reasoning_with_no_summary_in_any_row_is_flattened() -> None:
+    """Arrow types a `summary` that is `[]` in every row as a list of nulls: read, not left to
+    the per-row path (the rows `--to`-style encoders write); a null piece in it is unread."""
+    reasoning = {"type": "reasoning", "summary": [], "content": [{"type": "text", "text": "t"}]}
+    said = {
+        "type": "message",
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "a"}],
+    }
+    asked = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "q"}]}
+    rows = [
+        {"input": [asked, reasoning, said]},
+        {"input": [asked, {**reasoning, "summary": [None]}, said]},
+    ]
+    table = pa.Table.from_pylist(rows)
+    assert pa.types.is_null(
+        table.schema.field("input").type.value_type.field("summary").type.value_type
+    )
+    view = assert_flattened_as_decoded(RESPONSES, table)
+    assert view.unread.tolist() == [False, True]
+    assert view.reasoned.tolist()[:3] == [False, True, False]  # one assistant message, reasoned
+
+
+def _generated(n: int, seed: int) -> pa.Table:
+    """Generated OpenAI rows with every code planted, written as Responses items (the rows the
+    OpenAI decoder reads; what it rejects has no Responses form to take)."""
+    openai = get_format("openai")
+    rows = []
+    for row, _ in generate_rows(n, "openai", seed=seed, rates=every_rates("openai")):
+        try:
+            decoded = openai.decode(row)
+        except DecodeError:
+            continue
+        fresh = Decoded([], {"id": row["id"], "tools": row["tools"]}, format="openai")
+        rows.append(RESPONSES.encode(fresh, decoded.messages))
+    return pa.Table.from_pylist(rows)
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_generated_rows_agree_on_both_paths_and_most_are_settled_in_arrow(config: Config) -> None:
+    table = _generated(1500, seed=5)
+    view = assert_flattened_as_decoded(RESPONSES, table)
+    assert not view.unread.any()
+    assert_fast_and_slow_agree(table, config, RESPONSES)
+    verdicts = fast_verdicts(RESPONSES, table.column("input").combine_chunks(), schema=table.schema)
+    assert verdicts is not None and verdicts.clean.sum() > table.num_rows // 2

@@ -188,7 +188,7 @@ def test_fresh_messages_are_written_as_items() -> None:
     row = FMT.encode(Decoded([], {"input": []}, format="openai"), messages)
     assert row == {
         "input": [
-            {"role": "system", "content": "S"},
+            {"type": "message", "role": "system", "content": [{"type": "input_text", "text": "S"}]},
             {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Q"}]},
             {"type": "reasoning", "summary": [{"type": "summary_text", "text": "think"}]},
             {"type": "function_call", "call_id": "c", "name": "f", "arguments": '{"x": 1}'},

@@ -293,13 +293,15 @@ def _reasoning(obj: Mapping[str, Any], path: str) -> Reasoning:
 def _items_out(message: Message) -> list[Any]:
     origin = message.origin
     if isinstance(message, SystemMessage):
-        out = dict(origin) if origin is not None else {"role": "system"}
+        out: Row = dict(origin) if origin is not None else {"type": "message", "role": "system"}
         try:
             same = _system_text(out.get("content"), "message") == message.content
         except DecodeError:
             same = False
-        if not same:
-            out["content"] = message.content
+        if not same:  # a string where it was one; else parts, as every fresh item has them
+            was = out.get("content")
+            text = [{"type": "input_text", "text": message.content}]
+            out["content"] = message.content if isinstance(was, str) else text
         return [out]
     items = list(origin.get(_RUN, ())) if origin is not None and _RUN in origin else []
     if isinstance(message, UserMessage) and origin is not None and _RUN not in origin:

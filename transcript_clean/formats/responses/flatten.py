@@ -29,6 +29,7 @@ from transcript_clean.columnar.arrays import (
     flattened,
     indices,
     is_text,
+    list_sizes,
     objects,
     rows_with,
     text_lengths,
@@ -45,7 +46,10 @@ _RESULTS_SIDE: Final = 3
 
 
 def _parts_read(type_: pa.DataType) -> bool:
-    """Whether content parts (or reasoning pieces) have fields of the types the decoder reads."""
+    """Whether content parts (or reasoning pieces) have fields of the types the decoder reads
+    (a list of nulls: lists that are empty, or hold nulls the decoder does not read)."""
+    if _nulls_list(type_):
+        return True
     if not is_list_of_structs(type_):
         return False
     part = type_.value_type
@@ -54,6 +58,11 @@ def _parts_read(type_: pa.DataType) -> bool:
         and fits(part, "text", is_text)
         and fits(part, "refusal", is_text)
     )
+
+
+def _nulls_list(type_: pa.DataType) -> bool:
+    listed = pa.types.is_list(type_) or pa.types.is_large_list(type_)
+    return bool(listed and pa.types.is_null(type_.value_type))
 
 
 def _content_read(type_: pa.DataType | None) -> bool:
@@ -154,6 +163,8 @@ def flatten_responses(
     for key in ("summary", "content"):
         at = np.flatnonzero(is_reasoning)
         pieces_of = field(items.take(indices(at)), key)
+        if _nulls_list(pieces_of.type):  # only null pieces, which the decoder does not read
+            flag[at] |= list_sizes(pieces_of) > 0
         if not is_list_of_structs(pieces_of.type):
             continue
         pieces, _, piece_item = flattened(pieces_of)
