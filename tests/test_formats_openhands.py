@@ -273,3 +273,14 @@ def test_any_events_are_read_or_rejected_never_a_crash(events: list[Any]) -> Non
     assert FMT.encode(decoded, decoded.messages) == row
     FMT.declared_tools(row)
     clean_row(row, FMT, ERROR_RESULT)
+
+
+def test_the_docs_say_what_a_trajectory_becomes(tmp_path: Path) -> None:
+    text = (Path(__file__).parent.parent / "docs" / "formats.md").read_text()
+    section = " ".join(text[text.index("## openhands") : text.index("## claude-code")].split())
+    result = clean(CHAT, tmp_path / "out", to="openai", output_format="jsonl")
+    assert result.stats.rows_kept == 1
+    row = json.loads((tmp_path / "out" / "data" / "part-00000.jsonl").read_text())
+    for message in row["messages"][-2:]:  # the user's last message and the finish call
+        shown = json.dumps(message, ensure_ascii=False)
+        assert shown in section, shown
