@@ -339,3 +339,36 @@ def test_any_items_are_read_or_rejected_never_a_crash(items: list[Any], instruct
         return
     assert FMT.encode(decoded, decoded.messages) == row
     clean_row(row, FMT, ERROR_RESULT)
+
+
+def test_a_log_of_input_and_output_items_reads_as_prompt_and_completion(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from transcript_clean.cli import main
+
+    row = {
+        "input": [{"role": "user", "content": "Hi"}],
+        "output": [
+            {"type": "reasoning", "id": "rs_1", "summary": []},
+            {
+                "type": "message",
+                "role": "assistant",
+                "content": [{"type": "output_text", "text": "Hello"}],
+            },
+        ],
+    }
+    source = tmp_path / "log.jsonl"
+    source.write_text(json.dumps(row) + "\n")
+    args = ["clean", str(source), str(tmp_path / "out"), "--output-format", "jsonl"]
+    alone = CliRunner().invoke(main, args)
+    assert (
+        alone.exit_code == 2 and "several columns hold conversations: input, output" in alone.output
+    )
+    typed = ["--type", "prompt-completion", "--prompt-column", "input", "--candidates", "output"]
+    result = CliRunner().invoke(main, args + typed)
+    assert result.exit_code == 0, result.output
+    assert (
+        "as responses prompt-completion rows: prompt `input`, completion `output`" in result.output
+    )
+    written = (tmp_path / "out" / "data" / "part-00000.jsonl").read_text()
+    assert written == source.read_text()
