@@ -50,7 +50,16 @@ DEFAULT_RATES: Final[Mapping[str, float]] = {
 }
 """About 10% of rows with a defect, spread over the codes."""
 
-FORMATS: Final = ("openai", "sharegpt", "anthropic", "rig", "gemini", "bedrock", "llamafactory")
+FORMATS: Final = (
+    "openai",
+    "sharegpt",
+    "anthropic",
+    "rig",
+    "gemini",
+    "bedrock",
+    "llamafactory",
+    "responses",
+)
 
 # Anthropic's `input`, rig's `arguments`, Gemini's `args` and Bedrock's `input` are JSON objects:
 # a bad call's string would not share an Arrow type with them, so these formats get no invalid
@@ -67,6 +76,9 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     "gemini": frozenset({"invalid_tool_arguments"}) | _DECLARED,
     "bedrock": frozenset({"invalid_tool_arguments"}) | _DECLARED,
     "llamafactory": frozenset({"duplicate_call_id"}),  # no ids either
+    # The Responses API's assistant items between two user-side items are one turn: two
+    # assistant turns in a row are one.
+    "responses": frozenset({"consecutive_assistant"}),
 }
 
 TOOLS_RATES: Final[Mapping[str, float]] = {"unknown_tool": 0.05, "tool_arguments_schema": 0.05}
@@ -183,6 +195,7 @@ _SPECS = {
 # The `tools` column as JSON text: LLaMA-Factory's list of functions, or OpenAI's tool objects.
 _TOOL_JSON = {name: json.dumps(spec) for name, spec in _SPECS.items()}
 _OPENAI_TOOL_JSON = {n: json.dumps({"type": "function", "function": s}) for n, s in _SPECS.items()}
+_RESPONSES_TOOL_JSON = {n: json.dumps({"type": "function", **s}) for n, s in _SPECS.items()}
 
 _Call = tuple[str, str, Any, str]  # id, name, arguments (None when bad), raw JSON arguments
 _Result = tuple[str | None, str, str]  # call id (None: answers nothing), tool name, text
@@ -555,6 +568,41 @@ def _bedrock(rng: random.Random, items: list[_Item], i: int, planted: str | None
     return row
 
 
+def _responses(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    out: list[Row] = []
+    row: Row = {"id": i, "instructions": None}  # every row has every column
+    for item in items:
+        kind = item[0]
+        if kind == "system":
+            row["instructions"] = item[1]
+        elif kind == "user":
+            out.append(_responses_message("user", "input_text", item[1]))
+        elif kind == "assistant":
+            if item[2] is not None:
+                summary = [{"type": "summary_text", "text": item[2]}]
+                out.append({"type": "reasoning", "id": f"rs_{rng.getrandbits(64):016x}",
+                            "summary": summary})  # fmt: skip
+            if item[1] is not None or (not item[2] and not item[3]):
+                out.append(_responses_message("assistant", "output_text", item[1]))
+            out.extend(
+                {"type": "function_call", "call_id": c[0], "name": c[1], "arguments": c[3]}
+                for c in item[3]
+            )
+        else:
+            out.extend(
+                {"type": "function_call_output", "call_id": c or _bogus(rng), "output": t}
+                for c, _, t in item[1]
+            )
+    row["input"] = out
+    row["tools"] = _tools_json(items, _RESPONSES_TOOL_JSON, planted)
+    return row
+
+
+def _responses_message(role: str, kind: str, text: str | None) -> Row:
+    content = [] if text is None else [{"type": kind, "text": text}]
+    return {"type": "message", "role": role, "content": content}
+
+
 def _tooluse(call_id: str) -> str:
     return "tooluse_" + call_id.removeprefix("call_")
 
@@ -615,7 +663,13 @@ def _tools_json(items: list[_Item], specs: Mapping[str, str], planted: str | Non
     ]
     declared = [specs[name] for name in used or ("get_weather",)]
     if planted == "invalid_tool_declaration":
-        declared.append(_BROKEN_TOOL_JSON if specs is _TOOL_JSON else _BROKEN_OPENAI_TOOL_JSON)
+        declared.append(
+            _BROKEN_TOOL_JSON
+            if specs is _TOOL_JSON
+            else _BROKEN_RESPONSES_TOOL_JSON
+            if specs is _RESPONSES_TOOL_JSON
+            else _BROKEN_OPENAI_TOOL_JSON
+        )
     return "[" + ", ".join(declared) + "]"
 
 
@@ -627,6 +681,7 @@ _BROKEN_TOOL = {
 }
 _BROKEN_TOOL_JSON = json.dumps(_BROKEN_TOOL)
 _BROKEN_OPENAI_TOOL_JSON = json.dumps({"type": "function", "function": _BROKEN_TOOL})
+_BROKEN_RESPONSES_TOOL_JSON = json.dumps({"type": "function", **_BROKEN_TOOL})
 
 _Render = Callable[[random.Random, list[_Item], int, str | None], Row]
 _RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
@@ -638,12 +693,15 @@ _RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
     "gemini": (_gemini, "contents", True, True),  # in `systemInstruction`
     "bedrock": (_bedrock, "messages", True, True),  # in `system`, as text blocks
     "llamafactory": (_llamafactory, "messages", True, True),
+    "responses": (_responses, "input", True, True),  # the system prompt in `instructions`
 }
 
 
 def _break(rng: random.Random, row: Row, format: str, code: str) -> None:
     """Plants a defect the decoder rejects: an unknown role, or a field that cannot be read."""
     messages = row[_RENDER[format][1]]
+    if format == "responses":  # a message item: calls and outputs have no role
+        messages = [m for m in messages if m.get("role") is not None] or messages
     message = rng.choice(messages)
     if code == "unknown_role":
         if format == "sharegpt":
@@ -656,8 +714,9 @@ def _break(rng: random.Random, row: Row, format: str, code: str) -> None:
                 "gemini": "assistant",
                 "bedrock": "system",
                 "llamafactory": "observation",
+                "responses": "tool",
             }[format]
-    elif format == "openai":
+    elif format in ("openai", "responses"):
         message["role"] = None
     elif format == "gemini":
         message["parts"] = None
@@ -731,6 +790,16 @@ def arrow_schema(format: str) -> pa.Schema:
             [("role", s), ("content", pa.list_(item)), ("loss_weight", pa.float64())]
         )
         return pa.schema([("id", pa.int64()), ("messages", pa.list_(message)), ("tools", s)])
+    if format == "responses":
+        part = pa.struct([("type", s), ("text", s)])
+        item = pa.struct(
+            [("type", s), ("role", s), ("content", pa.list_(part)), ("id", s),
+             ("summary", pa.list_(part)), ("call_id", s), ("name", s), ("arguments", s),
+             ("output", s)]
+        )  # fmt: skip
+        return pa.schema(
+            [("id", pa.int64()), ("instructions", s), ("input", pa.list_(item)), ("tools", s)]
+        )
     return _bad_format(format)
 
 

@@ -211,6 +211,8 @@ def test_the_registry() -> None:
         "query-response",
         "pairs",
         "completion",
+        "responses",
+        "openhands",
     )
     assert all(FORMATS[name].name == name for name in FORMAT_NAMES)
     fmt = get_format("sharegpt", "messages", tags={"user": "user"})

@@ -46,6 +46,8 @@ FORMAT_CHOICES = (
     "query-response",
     "pairs",
     "completion",
+    "responses",
+    "openhands",
 )
 LOG_LEVELS = ("debug", "info", "warning", "error")
 TYPE_CHOICES = (

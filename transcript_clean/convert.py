@@ -152,7 +152,10 @@ class ConvertingFormat(Format):
         rest = {k: v for k, v in row.items() if k not in self.replaced_columns}
         fresh = Decoded(list(messages), rest, format=None)
         out = target.encode(fresh, messages)
-        tools, problem = tools_for(self.target.name, _entries(row, self.declaring_columns))
+        entries = self.source.declaration_entries(row)
+        if entries is None:
+            entries = _entries(row, self.declaring_columns)
+        tools, problem = tools_for(self.target.name, entries)
         if problem is not None:
             return None, problem
         out[TOOLS_COLUMN] = tools

@@ -131,6 +131,12 @@ class Format:
         """The tools the row declares (`transcript_clean.tools`); None when it declares none."""
         return read_row_declarations(row, self.declaring_columns)
 
+    def declaration_entries(self, row: Mapping[str, Any]) -> list[Any] | None:
+        """The row's declarations as a list of entries, where the format keeps them somewhere
+        other than a column of its own (OpenHands: in the trajectory's `system` event); None
+        where they are in `declaring_columns`, as with most formats."""
+        return None
+
     @property
     def declaring_columns(self) -> tuple[str, ...]:
         return (self.tools_column,) if self.tools_column else self.tools_columns

@@ -5,7 +5,8 @@ tags and part types point at formats (an `observation` tag at ShareGPT, a `tool_
 Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI (and other role names, such
 as Cohere's `Chatbot`, at OpenAI with those names mapped), a `<tool_call>` tag in a turn's text
 at Hermes, `parts` at Gemini, `{type, value}` content items at LLaMA-Factory v1, `human` /
-`assistant` pairs at ms-swift's). Columns of plain strings are read too: `instruction` +
+`assistant` pairs at ms-swift's, `function_call` items at the Responses API, `action` and
+`observation` events at OpenHands). Columns of plain strings are read too: `instruction` +
 `output` (Alpaca), `query` + `response` (ms-swift), `prompt` + `completion` (TRL), and a text of
 `Human:` / `Assistant:` turns (hh-rlhf). Each format pointed at is then tried on the first rows:
 the one the keys point at most clearly wins if it reads nearly as many of them as any
@@ -26,6 +27,7 @@ from transcript_clean.formats.hermes.codec import TAGS as HERMES_TAGS
 from transcript_clean.formats.openai.codec import ROLE_ALIASES
 from transcript_clean.formats.openai.codec import ROLES as OPENAI_ROLES
 from transcript_clean.formats.registry import get_format
+from transcript_clean.formats.responses.codec import ITEM_TYPES as RESPONSES_ITEMS
 from transcript_clean.formats.sharegpt import DEFAULT_TAGS
 from transcript_clean.formats.text.hh import looks_like_hh
 
@@ -51,6 +53,7 @@ _OPENAI_KEYS: Final = {"tool_calls", "tool_call_id", "function_call", "reasoning
 _OPENAI_PARTS: Final = {"image_url", "input_audio", "file", "refusal"}
 _ANTHROPIC_PARTS: Final = {"tool_use", "tool_result", "thinking", "redacted_thinking"}
 _RIG_PARTS: Final = {"toolcall", "toolresult", "reasoning"}
+_RESPONSES_PARTS: Final = {"input_text", "output_text"}
 _BEDROCK_BLOCKS: Final = {"text", "toolUse", "toolResult", "reasoningContent"}
 
 # Rows of plain strings: the columns that must hold text (the first is the format's column).
@@ -74,6 +77,7 @@ class _Seen:
     tagged_calls: bool = False  # a turn's text holds <tool_call> or <tool_response> (Hermes)
     block_keys: set[str] = field(default_factory=set)  # keys of content items with no "type"
     item_keys: set[str] = field(default_factory=set)  # keys of content items with a "type"
+    item_types: set[str] = field(default_factory=set)  # the messages' own "type" (Responses)
 
     def describe(self) -> str:
         def listed(values: set[str]) -> str:
@@ -230,6 +234,8 @@ def _look(column: str, sample: list[dict[str, Any]]) -> _Seen | None:
             found = True
             seen.keys.update(k for k in message if isinstance(k, str) and message[k] is not None)
             role, tag = message.get("role"), message.get("from")
+            if isinstance(message.get("type"), str):
+                seen.item_types.add(message["type"])
             if isinstance(role, str):
                 seen.roles.add(role)
                 if role == "assistant" and "id" in message:
@@ -262,6 +268,8 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
     column = seen.column
     if {"uuid", "sessionId", "message"} <= seen.keys:  # Claude Code events
         return [get_format("claude-code", column)]
+    if "source" in seen.keys and seen.keys & {"action", "observation"}:  # OpenHands events
+        return [get_format("openhands", column)]
     if "from" in seen.keys and "value" in seen.keys:
         if seen.tagged_calls and seen.tags <= set(HERMES_TAGS):
             # Calls inside the text: ShareGPT would read them as text, and the results as
@@ -274,6 +282,9 @@ def _candidates(seen: _Seen, columns: set[str]) -> list[Format]:
         return [get_format("sharegpt", column, tags=tags)]
     if {"human", "assistant"} <= seen.keys and "role" not in seen.keys:
         return [get_format("pairs", column)]  # ms-swift's {human, assistant} pairs
+    if seen.item_types & RESPONSES_ITEMS or seen.part_types & _RESPONSES_PARTS:
+        # Responses items: calls and results are items of their own, with no role
+        return [get_format("responses", column), get_format("openai", column)]
     if "role" not in seen.keys:
         return []
     if "parts" in seen.keys and "content" not in seen.keys:

@@ -13,6 +13,8 @@ from transcript_clean.formats.gemini import GeminiFormat
 from transcript_clean.formats.hermes import HermesFormat
 from transcript_clean.formats.llamafactory import LlamaFactoryFormat
 from transcript_clean.formats.openai import OpenAIFormat
+from transcript_clean.formats.openhands import OpenHandsFormat
+from transcript_clean.formats.responses import ResponsesFormat
 from transcript_clean.formats.rig import RigFormat
 from transcript_clean.formats.sharegpt import ShareGPTFormat
 from transcript_clean.formats.text import (
@@ -38,6 +40,8 @@ FORMATS: Final[dict[str, type[Format]]] = {
     "query-response": QueryResponseFormat,
     "pairs": PairsFormat,
     "completion": CompletionFormat,
+    "responses": ResponsesFormat,
+    "openhands": OpenHandsFormat,
 }
 
 FORMAT_NAMES: Final = tuple(FORMATS)

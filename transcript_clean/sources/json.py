@@ -65,6 +65,7 @@ class JsonSource(FileSource):
         digests = []
         schemas = []
         conversations = []
+        trajectories = []
         for file in files:
             if is_json_lines(file):
                 index = index_lines(file, max_row_bytes)
@@ -77,6 +78,9 @@ class JsonSource(FileSource):
             if _is_one_conversation(file_rows):
                 file_rows = [{CONVERSATION_COLUMN: file_rows}]
                 conversations.append(file)
+            elif _is_one_trajectory(file_rows):
+                file_rows = [{TRAJECTORY_COLUMN: file_rows}]
+                trajectories.append(file)
             self._parts.append(Part(str(file), len(file_rows), len(whole)))
             schemas.append(rows_schema(file_rows))
             whole.extend(file_rows)
@@ -99,12 +103,21 @@ class JsonSource(FileSource):
                 self._table = self._table.append_column(f, pa.nulls(len(whole), pa.string()))
         self._fingerprint = digest("json", digests)
         super().__init__(name, schema)
+        notes = []
         if conversations:
             what = "a list of messages" if len(conversations) == 1 else "lists of messages"
-            self.note = (
+            notes.append(
                 f"{', '.join(f.name for f in conversations)}: {what}, read as one conversation "
                 f"in column {CONVERSATION_COLUMN!r}"
             )
+        if trajectories:
+            what = "a list" if len(trajectories) == 1 else "lists"
+            notes.append(
+                f"{', '.join(f.name for f in trajectories)}: {what} of OpenHands events, read "
+                f"as one trajectory in column {TRAJECTORY_COLUMN!r}"
+            )
+        if notes:
+            self.note = "; ".join(notes)
 
     def read(
         self,
@@ -147,6 +160,19 @@ def _is_one_conversation(rows: list[dict[str, Any]]) -> bool:
             for v in row.values()
         )
         for row in rows
+    )
+
+
+TRAJECTORY_COLUMN = "history"
+"""The column a file holding one OpenHands trajectory (a list of events) is read into: the
+name OpenHands' resolver gives a trajectory in its `output.jsonl`."""
+
+
+def _is_one_trajectory(rows: list[dict[str, Any]]) -> bool:
+    """Whether a file's rows are the events of one OpenHands trajectory (as its
+    `save_trajectory` writes them): each has a `source` and an `action` or an `observation`."""
+    return bool(rows) and all(
+        "source" in row and (row.get("action") or row.get("observation")) for row in rows
     )
 
 
