@@ -24,10 +24,16 @@ from transcript_clean.columnar.arrays import (
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, Conversations
 from transcript_clean.columnar.walk import ConversationsWalk
-from transcript_clean.fastpath.base import ArrowRepair, ArrowView, FastReject, Subset
+from transcript_clean.fastpath.base import (
+    ArrowRepair,
+    ArrowView,
+    FastReject,
+    Subset,
+    decode_rejects,
+)
 from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.fastpath.measures import Measures, conversation_measures
-from transcript_clean.formats.base import DecodeError, Format
+from transcript_clean.formats.base import Format
 from transcript_clean.rules import (
     EMPTY_ASSISTANT_TURN,
     MALFORMED_ROW,
@@ -98,7 +104,7 @@ class ConversationsView(ArrowView):
         reads): one it cannot read is rejected with its words, for the decoding codes of `rows`.
         A row that decodes, or a null one (a line the source could not read, a row over
         `--max-row-bytes`: the per-row path says why), is left to the per-row path."""
-        wanted = {code: rows[code] for code in (MALFORMED_ROW, UNKNOWN_ROLE) if code in rows}
+        wanted: dict[str, Mask] = {c: rows[c] for c in (MALFORMED_ROW, UNKNOWN_ROLE) if c in rows}
         if not wanted:
             return []
         asked = any_of(wanted.values(), self.rows) & ~as_mask(self.column.is_null())
@@ -108,22 +114,11 @@ class ConversationsView(ArrowView):
         at = indices(hit)
         values = self.column.take(at).to_pylist()
         side = {name: column.take(at).to_pylist() for name, column in self.side.items()}
-        found = {code: (np.zeros(self.rows, dtype=bool), list[str]()) for code in wanted}
-        for k, (row, value) in enumerate(zip(hit.tolist(), values, strict=True)):
-            record = {self.fmt.column: value, **{name: v[k] for name, v in side.items()}}
-            try:
-                self.fmt.decode(record)
-            except DecodeError as err:
-                if err.code in wanted and wanted[err.code][row]:
-                    found[err.code][0][row] = True
-                    found[err.code][1].append(str(err))
-            except RecursionError:  # the per-row path's to say
-                continue
-        return [
-            FastReject(code, rejected, rejected.astype(np.int64), words)
-            for code, (rejected, words) in found.items()
-            if rejected.any()
-        ]
+        records = (
+            (row, {self.fmt.column: value, **{name: v[k] for name, v in side.items()}})
+            for k, (row, value) in enumerate(zip(hit.tolist(), values, strict=True))
+        )
+        return decode_rejects(self.fmt, records, wanted)
 
     def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
         return conversation_measures(
