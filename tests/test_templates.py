@@ -165,7 +165,7 @@ def test_deepseek_drops_the_calls_of_a_turn_with_text(
 def _openai_row(messages: list[Message], tools: Any) -> dict[str, Any]:
     from transcript_clean.formats.openai.codec import _encode_messages
 
-    return {"messages": list(_encode_messages(messages, frozenset())), "tools": tools}
+    return {"messages": list(_encode_messages(messages, frozenset(), {})), "tools": tools}
 
 
 def test_llama3_1_raises_on_two_calls_in_a_turn_and_drops_text_beside_a_call(
