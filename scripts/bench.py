@@ -564,8 +564,10 @@ def main(
     click.echo(f"\n{rows:,} {fmt} rows, {size_mb:.1f} MiB zstd Parquet ({source})")
     click.echo(
         f"per-row path: {share['per_row']:.2%} of rows ({share['per_row_with_code']:.2%} with a "
-        f"code, {share['per_row_clean']:.2%} clean)\n"
+        f"code, {share['per_row_clean']:.2%} clean)"
     )
+    said = ", ".join(f"{code} {r:.2%}" for code, r in share.codes.items())
+    click.echo(f"  their codes (rows with each): {said or '-'}\n")
     click.echo(f"{'step':<20} {'seconds':>9} {'x floor':>8} {'peak RSS':>10}")
     for name, r in results.items():
         ratio = f"{r['seconds'] / floor:.2f}" if floor else "-"
@@ -582,7 +584,7 @@ def main(
                 "input_mb": size_mb,
                 "cpus": os.cpu_count(),
                 "results": results,
-                "share": share,
+                "share": {**share, "codes": share.codes},
             },
             indent=2,
         )
@@ -590,11 +592,20 @@ def main(
     click.echo(f"\nwrote {target}")
 
 
-def per_row_share(source: Path, fmt: str) -> dict[str, float]:
+class Share(dict[str, float]):
+    """`per_row_share`'s shares, and per code the share of rows left per row with it."""
+
+    codes: dict[str, float]
+
+
+def per_row_share(source: Path, fmt: str) -> Share:
     """Which share of the rows the fast path leaves to the per-row path, with the default
     config, read in the engine's verdict groups (16,384 rows); and of those, the share that
     comes out with a code (a defect no Arrow repair settles) and the share that comes out clean
-    (rows the fast path could not prove: each one a miss)."""
+    (rows the fast path could not prove: each one a miss); per code, the share of rows left to
+    the per-row path that have it (what no Arrow repair settles yet)."""
+    from collections import Counter
+
     import numpy as np
     import pyarrow as pa
     import pyarrow.parquet as pq
@@ -605,6 +616,7 @@ def per_row_share(source: Path, fmt: str) -> dict[str, float]:
     from transcript_clean.shapes.detect import detect_format
 
     rows = per_row = with_code = 0
+    codes: Counter[str] = Counter()
     file = pq.ParquetFile(source)
     form = None
     for batch in file.iter_batches(batch_size=16384):
@@ -617,13 +629,17 @@ def per_row_share(source: Path, fmt: str) -> dict[str, float]:
         rows += len(table)
         per_row += int(left.sum())
         for row in table.filter(pa.array(left)).to_pylist():
-            with_code += bool(clean_row(row, form).codes)
+            found = clean_row(row, form).codes
+            with_code += bool(found)
+            codes.update(found)
     total = max(rows, 1)
-    return {
-        "per_row": per_row / total,
-        "per_row_with_code": with_code / total,
-        "per_row_clean": (per_row - with_code) / total,
-    }
+    share = Share(
+        per_row=per_row / total,
+        per_row_with_code=with_code / total,
+        per_row_clean=(per_row - with_code) / total,
+    )
+    share.codes = {code: n / total for code, n in codes.most_common()}
+    return share
 
 
 @main.command("template-step")

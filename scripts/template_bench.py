@@ -11,12 +11,14 @@ step in its own process:
                         baseline, what a trainer pays to render the rows
   audit -w N            transcript-clean audit FILE --chat-template FOLDER --workers N: the whole
                         run (read, decode, clean, render, tokenize, drop check, stats)
+  audit --engine ray    the same on a local Ray (where the [ray] extra is installed)
 
 The target: audit --workers 1 costs at most 1.25x the baseline; more workers go faster.
 """
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import sys
@@ -105,9 +107,12 @@ def bench_templates(
     steps: list[tuple[str, list[str]]] = [
         ("apply_chat_template", [python, script, "template-step", str(source), str(folder)]),
     ]
+    command = [cli, "audit", str(source), "--chat-template", str(folder), "--quiet"]
     for n in workers:
-        command = [cli, "audit", str(source), "--chat-template", str(folder), "--quiet"]
         steps.append((f"audit --workers {n}", [*command, "--workers", str(n)]))
+    if importlib.util.find_spec("ray") is not None:
+        # A local Ray with every CPU, started and stopped by the run (a few seconds of it).
+        steps.append(("audit --engine ray", [*command, "--engine", "ray"]))
     best: dict[str, dict[str, float]] = {}
     for round_ in range(1, repeat + 1):
         for name, command in steps:

@@ -371,7 +371,8 @@ def test_a_repair_in_arrow_leaves_the_other_fields_of_the_turns_alone(
 
 
 def test_rows_the_decoder_cannot_read_are_rejected_for_their_first_bad_turn() -> None:
-    """The view leaves them unread; the per-row path rejects each for its first bad turn."""
+    """The view leaves them unread, and rejects each for its first bad turn as the per-row path
+    does: the decoder's own words."""
     t = turn  # short, so that each row stays on one line
     rows: list[list[Any]] = [
         [t("human", "q"), t("robot", "x"), t("gpt", None)],  # the unknown tag first
@@ -387,9 +388,13 @@ def test_rows_the_decoder_cannot_read_are_rejected_for_their_first_bad_turn() ->
     assert verdicts is not None
     assert verdicts.view is not None
     assert verdicts.clean.tolist() == [False, False, False, False, True]
-    assert not verdicts.rejects
-    rejects = clean_batch(table, DEFAULT, format=SHAREGPT).rejects.to_pylist()
+    by_code = {fix.code: fix for fix in verdicts.rejects}
+    assert by_code[UNKNOWN_ROLE].rows.tolist() == [True, False, False, False, False]
+    assert by_code[MALFORMED_ROW].rows.tolist() == [False, True, True, True, False]
+    rejects = clean_batch(table, DEFAULT, format=SHAREGPT, fast=False).rejects.to_pylist()
     found = [(r["_reject_codes"], r["_reject_message"]) for r in rejects]
+    assert by_code[UNKNOWN_ROLE].messages == [found[0][1]]
+    assert by_code[MALFORMED_ROW].messages == [message for _, message in found[1:]]
     assert found[0][0] == [UNKNOWN_ROLE]
     assert found[0][1].startswith('conversations[1].from: unknown tag "robot"')
     assert [codes for codes, _ in found[1:]] == [[MALFORMED_ROW]] * 3

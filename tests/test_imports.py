@@ -12,8 +12,9 @@ by a computed name (`importlib.import_module`, as the rules registry discovers i
 A cycle is a strongly connected component of more than one module. `KNOWN_CYCLES` lists the
 ones the code still has, each with its modules; the test fails on any other cycle, on a listed
 cycle that a module joins, and on a listed cycle that no longer exists as listed (shrunk or
-gone), so that the list is kept honest and only ever shrinks. The layering the code wants is in
-docs/architecture.md ("Layers").
+gone), so that the list is kept honest and only ever shrinks (it is empty). Counting the
+`if TYPE_CHECKING:` imports too, the package has no cycle at all. The layering the code wants
+is in docs/architecture.md ("Layers").
 """
 
 from __future__ import annotations
@@ -36,9 +37,7 @@ def _modules(*names: str) -> frozenset[str]:
 
 # The cycles the code still has. Remove a module from its cycle (or the cycle itself) when the
 # code stops needing it; never add one.
-KNOWN_CYCLES: dict[str, frozenset[str]] = {
-    # ShareGPT's codec gives its view (`arrow_view`) and the view reads with the codec's helpers.
-}
+KNOWN_CYCLES: dict[str, frozenset[str]] = {}
 
 # The arrows still going up from a format to the rules, the fast path or the profile, which the
 # columnar view will remove. Remove one when the code stops needing it; never add one.
@@ -68,17 +67,18 @@ def _is_type_checking(test: ast.expr) -> bool:
     )
 
 
-def _import_nodes(node: ast.AST) -> Iterator[ast.Import | ast.ImportFrom]:
-    """Every import statement under `node`, at any depth, except the `if TYPE_CHECKING:` ones."""
+def _import_nodes(node: ast.AST, types: bool = False) -> Iterator[ast.Import | ast.ImportFrom]:
+    """Every import statement under `node`, at any depth, except the `if TYPE_CHECKING:` ones
+    (with `types`, those too)."""
     for child in ast.iter_child_nodes(node):
         if isinstance(child, ast.Import | ast.ImportFrom):
             yield child
-        elif isinstance(child, ast.If) and _is_type_checking(child.test):
+        elif isinstance(child, ast.If) and _is_type_checking(child.test) and not types:
             # Its `else:` runs at run time.
             for other in child.orelse:
                 yield from _import_nodes(ast.Module(body=[other], type_ignores=[]))
         else:
-            yield from _import_nodes(child)
+            yield from _import_nodes(child, types)
 
 
 def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
@@ -92,11 +92,14 @@ def _absolute(node: ast.ImportFrom, module: str, is_package: bool) -> str:
     return ".".join([*base, node.module] if node.module else base)
 
 
-def imports_of(source: str, module: str, is_package: bool, modules: Iterable[str]) -> set[str]:
-    """The package modules, among `modules`, that `source` (the text of `module`) imports."""
+def imports_of(
+    source: str, module: str, is_package: bool, modules: Iterable[str], types: bool = False
+) -> set[str]:
+    """The package modules, among `modules`, that `source` (the text of `module`) imports
+    (with `types`, under `if TYPE_CHECKING:` too)."""
     known = set(modules)
     found: set[str] = set()
-    for node in _import_nodes(ast.parse(source)):
+    for node in _import_nodes(ast.parse(source), types):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name in known)
             continue
@@ -113,12 +116,15 @@ def imports_of(source: str, module: str, is_package: bool, modules: Iterable[str
 
 
 @functools.cache
-def import_graph(root: Path = ROOT) -> dict[str, frozenset[str]]:
-    """Each module of the package under `root`, with the package modules it imports."""
+def import_graph(root: Path = ROOT, types: bool = False) -> dict[str, frozenset[str]]:
+    """Each module of the package under `root`, with the package modules it imports (with
+    `types`, its type checker's imports too)."""
     paths = {module_name(path, root): path for path in sorted(root.rglob("*.py"))}
     return {
         name: frozenset(
-            imports_of(path.read_text(encoding="utf-8"), name, path.name == "__init__.py", paths)
+            imports_of(
+                path.read_text(encoding="utf-8"), name, path.name == "__init__.py", paths, types
+            )
         )
         for name, path in paths.items()
     }
@@ -190,6 +196,11 @@ def cycle_problems(graph: Graph, known: Mapping[str, frozenset[str]]) -> list[st
 
 def test_the_package_has_no_import_cycle_but_the_known_ones_as_listed() -> None:
     assert cycle_problems(import_graph(), KNOWN_CYCLES) == []
+
+
+def test_no_cycle_either_when_the_type_checkers_imports_count() -> None:
+    # Not even a cycle of type names: each layer's types are its own or a lower layer's.
+    assert cycles(import_graph(types=True)) == []
 
 
 def test_transcript_imports_nothing_above_the_model() -> None:
@@ -295,3 +306,4 @@ def test_the_graph_follows_lazy_and_relative_imports_but_not_type_checking_ones(
         "pkg.sub": frozenset({"pkg.b", "pkg.sub.d"}),
         "pkg.sub.d": frozenset({"pkg.sub"}),
     }
+    assert import_graph(root, types=True)["pkg.a"] == {"pkg.b", "pkg.c", "pkg.sub.d"}

@@ -117,10 +117,14 @@ def test_no_verdicts_for_json_text_or_formats_without_a_fast_path() -> None:
 
     as_text = pa.table({"messages": [json.dumps(GOOD["messages"])]})
     assert batch_verdicts(as_text, format=FMT) is None
-    # rig flattens into the columnar view; a part with no type is the decoder's to reject.
+    # rig flattens into the columnar view; a part with no type is the decoder's to reject:
+    # the view leaves the row unread and rejects it in the decoder's words.
     rig = pa.table({"messages": [[{"role": "user", "content": [{"text": "x"}]}]]})
     verdicts = batch_verdicts(rig, format="rig")
-    assert verdicts is not None and not verdicts.handled.any()
+    assert verdicts is not None and verdicts.view is not None and verdicts.view.unread.all()
+    [reject] = verdicts.rejects
+    assert reject.code == "malformed_row"
+    assert reject.messages[0].startswith("messages[0].content[0]")
     with pytest.raises(FormatError, match="no column 'conversations'"):
         batch_verdicts(pa.table({"messages": [[{"role": "user"}]]}), format="sharegpt")
 

@@ -3,7 +3,7 @@ verdicts worked out from it, and Arrow and NumPy helpers."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
 
@@ -22,6 +22,7 @@ from transcript_clean.columnar.arrays import (
     is_text,
     run_starts,
 )
+from transcript_clean.formats.base import DecodeError, Format
 from transcript_clean.rules import TRAILING_TOOL_CALL, get_rule
 from transcript_clean.sources import jsontypes
 
@@ -417,3 +418,28 @@ class ToolCounts:
         per_name = np.bincount(self.call_name[chosen], minlength=len(self.names))
         calls = {self.names[i]: int(per_name[i]) for i in np.flatnonzero(per_name).tolist()}
         return len(ids), declared, calls
+
+
+def decode_rejects(
+    fmt: Format, records: Iterable[tuple[int, Mapping[str, Any]]], wanted: Mapping[str, Mask]
+) -> list[FastReject]:
+    """The rows whose record (`records`: each row's position and what the decoder reads of it)
+    the format's decoder cannot read, for a decoding code of `wanted` that holds the row:
+    rejected with the decoder's words, as the per-row path rejects them. Rows it reads, or
+    nests too deep to read, are left out (the per-row path's to say)."""
+    size = len(next(iter(wanted.values())))
+    found = {code: (np.zeros(size, dtype=bool), list[str]()) for code in wanted}
+    for row, record in records:
+        try:
+            fmt.decode(record)
+        except DecodeError as err:
+            if err.code in wanted and wanted[err.code][row]:
+                found[err.code][0][row] = True
+                found[err.code][1].append(str(err))
+        except RecursionError:
+            continue
+    return [
+        FastReject(code, rejected, rejected.astype(np.int64), words)
+        for code, (rejected, words) in found.items()
+        if rejected.any()
+    ]

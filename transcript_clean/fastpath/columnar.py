@@ -24,11 +24,23 @@ from transcript_clean.columnar.arrays import (
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, Conversations
 from transcript_clean.columnar.walk import ConversationsWalk
-from transcript_clean.fastpath.base import ArrowRepair, ArrowView, FastReject, Subset
+from transcript_clean.fastpath.base import (
+    ArrowRepair,
+    ArrowView,
+    FastReject,
+    Subset,
+    decode_rejects,
+)
 from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.fastpath.measures import Measures, conversation_measures
 from transcript_clean.formats.base import Format
-from transcript_clean.rules import EMPTY_ASSISTANT_TURN, ORPHAN_TOOL_RESULT, UNANSWERED_TOOL_CALL
+from transcript_clean.rules import (
+    EMPTY_ASSISTANT_TURN,
+    MALFORMED_ROW,
+    ORPHAN_TOOL_RESULT,
+    UNANSWERED_TOOL_CALL,
+    UNKNOWN_ROLE,
+)
 from transcript_clean.rules.orphan_tool_result import used_message, used_orphans
 from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
 from transcript_clean.rules.unanswered_tool_call import uncuttable
@@ -43,7 +55,7 @@ class ConversationsView(ArrowView):
     the rules' columnar checks (`possible_codes` asks each rule of `walk`); the codes it
     repairs, R1 and R5, it names among its own."""
 
-    rejects = frozenset({UNKNOWN_TOOL, TOOL_ARGUMENTS_SCHEMA})
+    rejects = frozenset({UNKNOWN_TOOL, TOOL_ARGUMENTS_SCHEMA, MALFORMED_ROW, UNKNOWN_ROLE})
 
     def __init__(
         self,
@@ -84,7 +96,29 @@ class ConversationsView(ArrowView):
         place = calls - np.searchsorted(c.call_message, c.call_message)
         row_start = np.searchsorted(c.message_row, np.arange(self.rows))
         index = c.call_message - row_start[c.message_row[c.call_message]]
-        return declared_rejects(self, rows, (index, place))
+        return declared_rejects(self, rows, (index, place)) + self._reject_undecodable(rows)
+
+    def _reject_undecodable(self, rows: dict[str, Mask]) -> list[FastReject]:
+        """Rows the flattener does not read, decoded here by the format's decoder as the
+        per-row path decodes them (from the conversation and the side columns, all the decoder
+        reads): one it cannot read is rejected with its words, for the decoding codes of `rows`.
+        A row that decodes, or a null one (a line the source could not read, a row over
+        `--max-row-bytes`: the per-row path says why), is left to the per-row path."""
+        wanted: dict[str, Mask] = {c: rows[c] for c in (MALFORMED_ROW, UNKNOWN_ROLE) if c in rows}
+        if not wanted:
+            return []
+        asked = any_of(wanted.values(), self.rows) & ~as_mask(self.column.is_null())
+        hit = np.flatnonzero(asked)
+        if not len(hit):
+            return []
+        at = indices(hit)
+        values = self.column.take(at).to_pylist()
+        side = {name: column.take(at).to_pylist() for name, column in self.side.items()}
+        records = (
+            (row, {self.fmt.column: value, **{name: v[k] for name, v in side.items()}})
+            for k, (row, value) in enumerate(zip(hit.tolist(), values, strict=True))
+        )
+        return decode_rejects(self.fmt, records, wanted)
 
     def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
         return conversation_measures(

@@ -47,6 +47,7 @@ from transcript_clean.fastpath.base import (
     Origins,
     Subset,
     agrees,
+    decode_rejects,
     replaced,
 )
 from transcript_clean.fastpath.declared import declared_rejects
@@ -59,7 +60,7 @@ from transcript_clean.fastpath.measures import (
     turn_classes,
 )
 from transcript_clean.fastpath.measures import said as says
-from transcript_clean.formats.base import REASONING_KEYS, DecodeError, Format, join_texts
+from transcript_clean.formats.base import REASONING_KEYS, Format, join_texts
 from transcript_clean.model import ToolCall
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
@@ -237,7 +238,7 @@ def _reject_undecodable(fmt: Format, scan: _Scan, rows: dict[str, Mask]) -> list
     for the decoding codes of `rows` (per code, the rows it may reject). The decoder reads the
     messages in order and stops at its first error, which comes at that message or before it:
     the decoder itself reads each such row up to that message, and says what the error is."""
-    wanted = {code: rows[code] for code in (MALFORMED_ROW, UNKNOWN_ROLE) if code in rows}
+    wanted: dict[str, Mask] = {c: rows[c] for c in (MALFORMED_ROW, UNKNOWN_ROLE) if c in rows}
     if scan.undecodable is None or not wanted:
         return []
     first = first_flagged(scan.undecodable, scan.parent, scan.rows)
@@ -249,21 +250,11 @@ def _reject_undecodable(fmt: Format, scan: _Scan, rows: dict[str, Mask]) -> list
     ends = np.cumsum(sizes)
     at = np.arange(int(ends[-1]), dtype=np.int64) + np.repeat(start - (ends - sizes), sizes)
     items = scan.msgs.take(indices(at)).to_pylist()
-    found = {code: (np.zeros(scan.rows, dtype=bool), list[str]()) for code in wanted}
-    for row, stop, size in zip(hit.tolist(), ends.tolist(), sizes.tolist(), strict=True):
-        try:
-            fmt.decode({fmt.column: items[stop - size : stop]})
-        except DecodeError as err:
-            if err.code in wanted and wanted[err.code][row]:
-                found[err.code][0][row] = True
-                found[err.code][1].append(str(err))
-        except RecursionError:  # the per-row path's to say
-            continue
-    return [
-        FastReject(code, rejected, rejected.astype(np.int64), messages)
-        for code, (rejected, messages) in found.items()
-        if rejected.any()
-    ]
+    records = (
+        (row, {fmt.column: items[stop - size : stop]})
+        for row, stop, size in zip(hit.tolist(), ends.tolist(), sizes.tolist(), strict=True)
+    )
+    return decode_rejects(fmt, records, wanted)
 
 
 def _reject_real_results(scan: _Scan, alone: dict[str, Mask]) -> list[FastReject]:
