@@ -128,7 +128,7 @@ class _Named:
 
 @pytest.mark.parametrize("terminal", [True, False])
 def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, terminal: bool) -> None:
-    from transcript_clean.cli import Progress
+    from transcript_clean.cli.progress import Progress
 
     stderr = _Terminal()
     if not terminal:
@@ -145,7 +145,7 @@ def test_progress_bar_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch, termin
 
 
 def test_quiet_progress_shows_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    from transcript_clean.cli import Progress
+    from transcript_clean.cli.progress import Progress
 
     stderr = _Terminal()
     monkeypatch.setattr(sys, "stderr", stderr)
@@ -334,19 +334,19 @@ def test_a_ctrl_c_python_dropped_stops_the_run_all_the_same(
     the handler remembers the Ctrl-C, and the run stops at its start, or after a batch."""
     import threading
 
-    import transcript_clean.cli as cli
+    from transcript_clean.cli import interrupt, progress
 
-    monkeypatch.setattr(cli, "CTRL_C", threading.Event())
+    monkeypatch.setattr(interrupt, "CTRL_C", threading.Event())
     source = tmp_path / "in.parquet"
     make_dataset(source, 50, "openai")
     with pytest.raises(KeyboardInterrupt):
-        cli._ctrl_c(signal.SIGINT, None)  # as a dropped one: raised, and only reported
+        interrupt.ctrl_c(signal.SIGINT, None)  # as a dropped one: raised, and only reported
     result = CliRunner().invoke(main, ["clean", str(source), str(tmp_path / "out")])
     assert result.exit_code == 130, result.output
     assert "interrupted" in result.output
     assert not (tmp_path / "out").exists()
     with pytest.raises(KeyboardInterrupt):
-        cli.Progress(quiet=True).update(10)
+        progress.Progress(quiet=True).update(10)
 
 
 @pytest.mark.parametrize("blocks_done", [0, 2])
@@ -422,12 +422,12 @@ def test_ctrl_c_before_the_run_starts_is_exit_130_not_aborted(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """The same, without timing: Ctrl-C while the command sets up (click said "Aborted!")."""
-    import transcript_clean.cli as cli
+    from transcript_clean.cli import commands
 
     def interrupted(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(cli, "_options", interrupted)
+    monkeypatch.setattr(commands, "command_options", interrupted)
     result = CliRunner().invoke(main, ["clean", "in.parquet", str(tmp_path / "out")])
     assert result.exit_code == 130
     assert "interrupted" in result.output and "Aborted!" not in result.output

@@ -15,7 +15,8 @@ import pytest
 from jsonl_bench import without_nulls
 from synthetic import default_rates, generate_rows
 
-from transcript_clean import pipeline
+import transcript_clean.pipeline.batch as pipeline_batch
+import transcript_clean.pipeline.lines as pipeline_lines
 from transcript_clean.audit import audit
 from transcript_clean.formats import get_format
 from transcript_clean.jsonl_sink import data_lines, reject_lines
@@ -113,14 +114,14 @@ def test_clean_relines_with_jsonl_out_and_audit_never(
     rows = generate_rows(400, "openai", seed=5, rates=rates)
     path.write_text("".join(json.dumps(without_nulls(row)) + "\n" for row, _ in rows))
     relined: list[int] = []
-    real = pipeline._relined
+    real = pipeline_lines.relined
 
     def counting(*args: Any) -> Any:
         out = real(*args)
         relined.append(len(out[1]))
         return out
 
-    monkeypatch.setattr(pipeline, "_relined", counting)
+    monkeypatch.setattr(pipeline_batch, "relined", counting)
     audit(str(path), samples=5)
     assert relined == []
     clean(path, tmp_path / "parquet")
@@ -182,17 +183,17 @@ def test_edited_lines_are_the_lines_the_per_row_path_writes(
     assert verdicts is not None and verdicts.repaired_origins is not None
     fmt = get_format("openai")
     reencoded: list[int] = []
-    real = pipeline.clean_stored_row
+    real = pipeline_lines.clean_stored_row
 
     def counting(row: Any, *args: Any, **kwargs: Any) -> Any:
         reencoded.append(1)
         return real(row, *args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "clean_stored_row", counting)
-    edited = pipeline._relined(table, fmt, DEFAULT, False, verdicts)
+    monkeypatch.setattr(pipeline_lines, "clean_stored_row", counting)
+    edited = pipeline_lines.relined(table, fmt, DEFAULT, False, verdicts)
     assert reencoded == []
     per_row = dataclasses.replace(verdicts, repaired_origins=None)
-    slow = pipeline._relined(table, fmt, DEFAULT, False, per_row)
+    slow = pipeline_lines.relined(table, fmt, DEFAULT, False, per_row)
     assert len(reencoded) == len(slow[1]) > 100
     assert edited[1] == slow[1] and edited[2] == slow[2] == []
     cleaned = clean_batch_parts(table, format="openai", source="s", verdicts=verdicts)
@@ -210,7 +211,7 @@ def test_text_as_lists_of_parts_is_never_edited(tmp_path: Path) -> None:
 def test_a_line_that_does_not_read_as_the_arrow_side_read_it_is_left_to_the_per_row_path() -> None:
     # (a JSON key given twice, say, which two readers may take differently): never an error
     line = '{"id": 1, "messages": [{"role": "user", "content": "hi"}, {"role": "assistant"}]}'
-    edited = pipeline._edited_line
+    edited = pipeline_lines._edited_line
     assert edited(line, "messages", [0], 0, {}, "content") == (
         '{"id":1,"messages":[{"role":"user","content":"hi"}]}'
     )

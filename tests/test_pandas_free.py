@@ -16,7 +16,7 @@ import pyarrow.parquet as pq
 import pytest
 from synthetic import generate_rows
 
-from transcript_clean import cli
+from transcript_clean.cli.process import without_pandas
 from transcript_clean.engine import local
 from transcript_clean.run import clean
 from transcript_clean.sources import open_source
@@ -184,7 +184,7 @@ def test_only_a_local_run_over_files_leaves_pandas_out(
     recorder = _Recorder()
     monkeypatch.setattr(pandas_free, "keep_pandas_out", recorder)
     spec = str(_saved(tmp_path, kind))
-    cli._without_pandas(SourceOptions(spec), EngineOptions(engine))
+    without_pandas(SourceOptions(spec), EngineOptions(engine))
     assert recorder.calls == expected
     # Told before the source is opened, as its own flag says once it is.
     assert open_source(spec).uses_pandas is (kind == "datasets")

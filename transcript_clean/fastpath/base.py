@@ -131,7 +131,7 @@ class Origins:
     """Where the messages of repaired rows came from, one list of `ORIGIN` per row, in the
     order of their conversations (`ArrowRepair.column`, `Verdicts.repaired_column`). A JSON
     Lines row's repaired line is then its line with just those edits made
-    (`pipeline._relined`), not the whole row re-encoded by the per-row path."""
+    (`pipeline.lines.relined`), not the whole row re-encoded by the per-row path."""
 
     messages: pa.Array
     """A list of `ORIGIN` per row."""
@@ -201,7 +201,7 @@ class Verdicts:
     verdicts (`pipeline.settled_profile`): then the batch's profile adds only the other rows."""
     stale_lines: bool = False
     """The repaired rows' JSON Lines lines (`_raw_line`) are written, and are stale: each is
-    written anew when the batch is cleaned (`pipeline._relined`)."""
+    written anew when the batch is cleaned (`pipeline.lines.relined`)."""
     repaired_origins: Origins | None = None
     """Where the repaired rows' messages came from, where the view says (`ArrowRepair.origins`):
     their lines are then edited, not re-encoded."""
