@@ -26,7 +26,7 @@ from transcript_clean.fastpath import Verdicts, fast_verdicts
 from transcript_clean.fastpath.base import FastRepair, Origins, replaced
 from transcript_clean.formats.base import Format, Row, put
 from transcript_clean.model import Message
-from transcript_clean.policy import DEFAULT, Config
+from transcript_clean.policy import DEFAULT, Config, for_format
 from transcript_clean.profile import Profile
 from transcript_clean.rows import (
     RepairStep,
@@ -186,6 +186,7 @@ def batch_verdicts(
     rejected.
     """
     table, fmt = _prepared(batch, format)
+    config = for_format(config, fmt)
     enabled = [rule for rule in rules() if rule.enabled(config)]
     # Rows with text that is not UTF-8, and lines that are not rows: unread here, rejected by
     # the per-row path.
@@ -346,6 +347,7 @@ def clean_batch_parts(
 ) -> CleanedBatch:
     """`clean_batch`, leaving the kept rows to be gathered (`CleanedBatch.kept_rows`)."""
     table, fmt = _prepared(batch, format)
+    config = for_format(config, fmt)
     as_json = stored_as_json(table.schema, fmt)
     # Every kept row written anew: every row takes the per-row path then (a converting format
     # has no Arrow side; `--arguments-as` needs `--chat-template`, whose rules are per-row).
