@@ -242,7 +242,14 @@ def test_a_real_session_with_an_interrupted_call(tmp_path: Path) -> None:
     assert result_part.content == (
         Text("The tool call was interrupted before a result was produced."),
     )
-    assert any(isinstance(p, Text) and p.text == INTERRUPT for p in answer.content)
+    # where Claude Code puts it: the result before the text that says the user interrupted
+    # (and Anthropic's API takes a user message's results only before its texts)
+    assert answer.content[1:] == (Text(INTERRUPT),)
+    written = next(
+        e for e in main[0]["events"] if e.get("uuid") == "97965533-18f3-41b7-aa07-0c438f2a5893"
+    )
+    assert [b["type"] for b in written["message"]["content"]] == ["tool_result", "text"]
+    assert written["message"]["content"][0]["is_error"] is True
     assert result.stats.codes[("unanswered_tool_call", "repaired")].rows == 1
     # the sidechains: every row of the session is accounted for, each on its own lines
     rejected = tmp_path / "out" / "rejects" / "part-00000.jsonl"
