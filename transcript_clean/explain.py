@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
@@ -256,7 +257,9 @@ def render_explanation(exp: Explanation) -> str:
     for step in result.steps:
         lines.append(f"Repair {step.code} (- before, + after):")
         if step.code == UNANSWERED_TOOL_CALL and exp.interrupted:
-            lines.append(f"  how: {exp.interrupted}")
+            lines += textwrap.wrap(
+                exp.interrupted, 99, initial_indent="  how: ", subsequent_indent=" " * 7
+            )
         lines += [*render_change(step), ""]
     if exp.rendered:
         lines += [*exp.rendered, ""]
