@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from transcript_clean.formats import get_format
-from transcript_clean.model import AssistantMessage, ToolCall, ToolResult, UserMessage
+from transcript_clean.model import AssistantMessage, Text, ToolCall, ToolResult, UserMessage
 from transcript_clean.options import SourceOptions
 from transcript_clean.policy import config_from_dict
 from transcript_clean.run import clean
@@ -140,19 +140,36 @@ def test_auto_says_what_it_read(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.parametrize("interrupted_call", ["error_result", "cut"])
-def test_an_interrupted_call_is_repaired_by_r5(tmp_path: Path, interrupted_call: str) -> None:
+@pytest.mark.parametrize("interrupted_call", [None, "auto", "error_result", "cut"])
+def test_an_interrupted_call_is_repaired_by_r5(
+    tmp_path: Path, interrupted_call: str | None
+) -> None:
+    """By default (`auto`), as Claude Code's loop records a call it interrupted: R5's error
+    result; a config that says `cut` cuts, which leaves this session no assistant turn."""
     path = write(tmp_path / "s.jsonl", session())
-    config = config_from_dict({"repair": {"interrupted_call": interrupted_call}})
+    repair = {} if interrupted_call is None else {"interrupted_call": interrupted_call}
+    config = config_from_dict({"repair": repair})
     result = clean(path, tmp_path / "out", config=config, output_format="jsonl")
     lines = (tmp_path / "out" / "data" / "part-00000.jsonl").read_text().splitlines()
     rows = [json.loads(line) for line in lines]
     assert rows[0]["sidechain"] is True  # the sub-agent's thread, a row of its own
+    summary = json.loads((tmp_path / "out" / "summary.json").read_text())
+    card = (tmp_path / "out" / "README.md").read_text()
     if interrupted_call == "cut":
         # cut before the interrupted turn, nothing with an assistant turn is left
         assert result.stats.rows_rejected == 1 and len(rows) == 1
+        assert summary["config"]["repair"]["interrupted_call"] == "cut"
+        assert "Unanswered tool calls were repaired" not in card
         return
     assert result.stats.rows_repaired == 1
+    # the summary says what `auto` was settled as, the card what it did and why
+    assert summary["config"]["repair"]["interrupted_call"] == "error_result"
+    assert (
+        "Unanswered tool calls were repaired (R5): each unanswered call answered with the error "
+        'result "The tool call was interrupted before a result was produced.", as the agent loop '
+        "that recorded these claude-code rows answers a call it interrupted"
+        in " ".join(card.split())
+    )
     main = rows[1]
     messages = get_format("claude-code").decode(main).messages
     answer = messages[2]
@@ -188,3 +205,72 @@ def test_to_openai_from_a_session(tmp_path: Path) -> None:
     assert main[1]["tool_calls"][0]["function"]["name"] == "Bash"
     assert main[2]["tool_call_id"] == "t1"
     assert loaded[1]["lines"] == [2, 3, 4, 5, 6, 7, 10, 11, 12]
+
+
+def real_interrupted(tmp_path: Path) -> Path:
+    """claude-code-log's sidechain session with its `Task` call interrupted: the user line that
+    answered it (line 2) holding, in place of its `tool_result`, only the text Claude Code
+    writes when the user interrupts a tool call, as a session killed before the result was
+    written leaves it (claude-code#473, #8484)."""
+    lines = (DATA / "sidechain_integrated.jsonl").read_text().splitlines()
+    events = [json.loads(line) for line in lines]
+    assert events[1]["message"]["content"][0]["type"] == "tool_result"
+    events[1]["message"]["content"] = [{"type": "text", "text": INTERRUPT}]
+    return write(tmp_path / "interrupted.jsonl", events)
+
+
+def test_a_real_session_with_an_interrupted_call(tmp_path: Path) -> None:
+    """The default repairs the main thread as the agent loop records an interrupted call, and
+    the sub-agent's sidechains are rows of their own, each cleaned alone."""
+    result = clean(real_interrupted(tmp_path), tmp_path / "out", output_format="jsonl")
+    kept = [
+        json.loads(line)
+        for line in (tmp_path / "out" / "data" / "part-00000.jsonl").read_text().splitlines()
+    ]
+    main = [r for r in kept if not r["sidechain"]]
+    assert [r["lines"] for r in main] == [[1, 2, 6]]
+    messages = get_format("claude-code").decode(main[0]).messages
+    assert [type(m).__name__ for m in messages] == [
+        "AssistantMessage",
+        "UserMessage",
+        "AssistantMessage",
+    ]
+    answer = messages[1]
+    assert isinstance(answer, UserMessage)
+    (result_part,) = [p for p in answer.content if isinstance(p, ToolResult)]
+    assert result_part.call == "toolu_01JA2mLseQCAW3MdwPE4qWEk" and result_part.status == "error"
+    assert result_part.content == (
+        Text("The tool call was interrupted before a result was produced."),
+    )
+    # where Claude Code puts it: the result before the text that says the user interrupted
+    # (and Anthropic's API takes a user message's results only before its texts)
+    assert answer.content[1:] == (Text(INTERRUPT),)
+    written = next(
+        e for e in main[0]["events"] if e.get("uuid") == "97965533-18f3-41b7-aa07-0c438f2a5893"
+    )
+    assert [b["type"] for b in written["message"]["content"]] == ["tool_result", "text"]
+    assert written["message"]["content"][0]["is_error"] is True
+    assert result.stats.codes[("unanswered_tool_call", "repaired")].rows == 1
+    # the sidechains: every row of the session is accounted for, each on its own lines
+    rejected = tmp_path / "out" / "rejects" / "part-00000.jsonl"
+    rejects = (
+        [json.loads(x) for x in rejected.read_text().splitlines()] if rejected.exists() else []
+    )
+    side = sorted(r["lines"] for r in [*kept, *rejects] if r["sidechain"])
+    assert side == [[3, 4], [5]]
+    assert result.stats.rows_in == 3
+
+
+def test_explain_says_how_r5_repaired(tmp_path: Path) -> None:
+    from transcript_clean.explain import explain_row, render_explanation
+    from transcript_clean.policy import DEFAULT
+
+    source, fmt = SourceOptions(str(real_interrupted(tmp_path))).resolve()
+    main = next(i for i, t in enumerate(source.parts()[0].key.threads) if not t.sidechain)
+    text = " ".join(render_explanation(explain_row(source, main, fmt, DEFAULT)).split())
+    assert (
+        "Repair unanswered_tool_call (- before, + after): how: each unanswered call answered"
+        in text
+    )
+    assert 'what `interrupted_call = "auto"` does for them' in text
+    assert text.endswith("Outcome: kept, repaired")

@@ -128,6 +128,9 @@ def test_an_interrupted_call_gets_an_error_observation_after_its_action() -> Non
     row = {"history": [USER, RUN, STATE, {**USER, "id": 6, "args": {"content": "Stop."}}, ANSWER]}
     verdict = clean_row(row, FMT, ERROR_RESULT)
     assert verdict.status == "repaired" and verdict.row is not None
+    # a trajectory is an agent loop's record: the default (`auto`) answers the call as its loop
+    # does, with the error result
+    assert clean_row(row, FMT, DEFAULT).row == verdict.row
     events = verdict.row["history"]
     assert events[:3] == [USER, RUN, STATE]  # the bookkeeping stays after the event it followed
     assert events[3]["observation"] == "error" and events[3]["cause"] == 3
@@ -144,7 +147,8 @@ def test_an_interrupted_call_gets_an_error_observation_after_its_action() -> Non
             ),
         )
     )
-    cut = clean_row(row, FMT, DEFAULT)  # the default cuts before the call: nothing would be left
+    # a config that says "cut" cuts before the call: nothing would be left
+    cut = clean_row(row, FMT, replace(DEFAULT, interrupted_call="cut"))
     assert cut.status == "rejected" and cut.codes == ["unanswered_tool_call"]
 
 

@@ -4,17 +4,21 @@ import os
 import re
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
+from transcript_clean.convert import converting
 from transcript_clean.errors import ConfigError
+from transcript_clean.formats import get_format
 from transcript_clean.policy import (
     CONFIG_DIR,
     DEFAULT,
     STRICT,
     builtin_configs,
     config_from_dict,
+    for_format,
     load_config,
 )
 from transcript_clean.rules import RULES
@@ -31,7 +35,29 @@ def test_default_repairs_and_keeps_trailing_calls() -> None:
     assert DEFAULT.action("orphan_tool_result") == "repair"
     assert DEFAULT.action("trailing_tool_call") == "keep"
     assert DEFAULT.action("no_assistant_turn") == "reject"
-    assert DEFAULT.interrupted_call == "cut"
+    assert DEFAULT.interrupted_call == "auto"
+
+
+@pytest.mark.parametrize(
+    ("name", "settled"),
+    [
+        ("openai", "cut"),
+        ("sharegpt", "cut"),
+        ("anthropic", "cut"),
+        ("claude-code", "error_result"),
+        ("openhands", "error_result"),
+    ],
+)
+def test_auto_answers_interrupted_calls_in_agent_traces_only(name: str, settled: str) -> None:
+    """`auto` is the error result for the rows of an agent loop, which answers a call it
+    interrupted so, and the cut elsewhere; a config that names one keeps it, whatever the
+    format; a conversion (`--to`) settles it as its source's format."""
+    fmt = get_format(name)
+    assert for_format(DEFAULT, fmt).interrupted_call == settled
+    assert for_format(DEFAULT, converting(fmt, "openai")).interrupted_call == settled
+    for named in ("cut", "error_result"):
+        config = replace(DEFAULT, interrupted_call=named)  # type: ignore[arg-type]
+        assert for_format(config, fmt) is config
 
 
 def test_strict_rejects_every_code() -> None:
@@ -64,7 +90,7 @@ def test_a_file_overrides_only_what_it_names(tmp_path: Path) -> None:
         ({"actions": {"malformed_row": "keep"}}, "actions.malformed_row = 'keep' is not allowed"),
         ({"actions": {"orphan_tool_result": "keep"}}, "actions.orphan_tool_result"),
         ({"actions": {"empty_assistant_turn": "fix"}}, "actions.empty_assistant_turn"),
-        ({"repair": {"interrupted_call": "drop"}}, "repair.interrupted_call"),
+        ({"repair": {"interrupted_call": "drop"}}, "(choose auto, cut, error_result)"),
         ({"repair": {"mode": "cut"}}, "repair.mode"),
         ({"actions": "reject"}, "actions must be a table"),
     ],

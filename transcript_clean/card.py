@@ -57,7 +57,7 @@ row passes validation. Rejected rows are in `rejects/` (the `rejects` config, wh
 any), as they came in, with their codes. The licence is the source's: `unknown` above until
 it is set.
 
-{_conversion(summary)}{_arguments(summary)}| | rows |
+{_conversion(summary)}{_arguments(summary)}{_interrupted(summary, records)}| | rows |
 |---|---:|
 | in | {counts["rows_in"]:,} |
 | kept | {counts["rows_kept"]:,} |
@@ -209,6 +209,20 @@ def _conversion(summary: Mapping[str, Any]) -> str:
         "(reasoning with no place in it, an image) was rejected as `lossy_conversion`, never "
         "written with a part missing.\n\n"
     )
+
+
+def _interrupted(summary: Mapping[str, Any], records: list[dict[str, Any]]) -> str:
+    """How R5 repaired unanswered calls, where it repaired any: a paragraph before the counts."""
+    from transcript_clean.formats import get_format
+    from transcript_clean.policy import interrupted_words
+    from transcript_clean.rules import TRAILING_TOOL_CALL, UNANSWERED_TOOL_CALL
+
+    codes = (UNANSWERED_TOOL_CALL, TRAILING_TOOL_CALL)
+    if not any(r["code"] in codes and r["action"] == "repaired" for r in records):
+        return ""
+    how = summary.get("config", {}).get("repair", {}).get("interrupted_call", "cut")
+    words = interrupted_words(how, get_format(summary["format"]))
+    return f"Unanswered tool calls were repaired (R5): {words}.\n\n"
 
 
 def _arguments(summary: Mapping[str, Any]) -> str:

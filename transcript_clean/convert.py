@@ -82,6 +82,7 @@ class ConvertingFormat(Format):
         self.target = target
         self.tools_column = source.tools_column
         self.plain_text = source.plain_text
+        self.agent_trace = source.agent_trace
 
     @property
     def declaring_columns(self) -> tuple[str, ...]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from difflib import SequenceMatcher
@@ -25,9 +26,9 @@ from transcript_clean.model import (
     ToolResult,
 )
 from transcript_clean.pipeline import clean_stored_row, not_utf8, stored_as_json
-from transcript_clean.policy import Config
+from transcript_clean.policy import Config, for_format, interrupted_words
 from transcript_clean.rows import RepairStep, RowResult, rejected_row
-from transcript_clean.rules import MALFORMED_ROW
+from transcript_clean.rules import MALFORMED_ROW, UNANSWERED_TOOL_CALL
 from transcript_clean.shapes import ShapedFormat
 from transcript_clean.sources import LINE_ERROR, RAW_LINE, Source
 from transcript_clean.sources.jsontypes import loads
@@ -56,6 +57,8 @@ class Explanation:
     as the cleaner went), by its title; empty: the one transcript of `result`."""
     rendered: list[str] = field(default_factory=list)
     """With a chat template: the transcript as written, rendered (`templates.view`)."""
+    interrupted: str = ""
+    """How R5 repairs an unanswered call in this run, in words (`policy.interrupted_words`)."""
 
 
 def read_row(source: Source, number: int) -> tuple[Row, str | None]:
@@ -77,6 +80,8 @@ def read_row(source: Source, number: int) -> tuple[Row, str | None]:
 
 
 def explain_row(source: Source, number: int, fmt: Format, config: Config) -> Explanation:
+    config = for_format(config, fmt)
+    how = interrupted_words(config.interrupted_call, fmt)
     row, not_utf8_at = read_row(source, number)
     # A JSON Lines row is read as the cleaner reads it: from its line, or rejected with why
     # its line is no row.
@@ -94,8 +99,12 @@ def explain_row(source: Source, number: int, fmt: Format, config: Config) -> Exp
     # may be in any of them.
     if not isinstance(fmt, ShapedFormat):
         rendered = _rendered(row, fmt, config, result)
-        return Explanation(source.name, number, fmt.name, row, result, rendered=rendered)
-    return Explanation(source.name, number, fmt.describe(), row, result, _transcripts(fmt, result))
+        return Explanation(
+            source.name, number, fmt.name, row, result, rendered=rendered, interrupted=how
+        )
+    return Explanation(
+        source.name, number, fmt.describe(), row, result, _transcripts(fmt, result), interrupted=how
+    )
 
 
 def _rendered(row: Row, fmt: Format, config: Config, result: RowResult) -> list[str]:
@@ -246,7 +255,12 @@ def render_explanation(exp: Explanation) -> str:
     else:
         lines += ["No violations.", ""]
     for step in result.steps:
-        lines += [f"Repair {step.code} (- before, + after):", *render_change(step), ""]
+        lines.append(f"Repair {step.code} (- before, + after):")
+        if step.code == UNANSWERED_TOOL_CALL and exp.interrupted:
+            lines += textwrap.wrap(
+                exp.interrupted, 99, initial_indent="  how: ", subsequent_indent=" " * 7
+            )
+        lines += [*render_change(step), ""]
     if exp.rendered:
         lines += [*exp.rendered, ""]
     outcome = {

@@ -12,12 +12,16 @@ import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Final, Literal
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from transcript_clean.errors import ConfigError, option, option_name
 from transcript_clean.rules import Action, get_rule, rules, unknown_code
+from transcript_clean.rules.unanswered_tool_call import INTERRUPTED_TEXT
 
-InterruptedCall = Literal["cut", "error_result"]
+if TYPE_CHECKING:
+    from transcript_clean.formats.base import Format
+
+InterruptedCall = Literal["auto", "cut", "error_result"]
 OrphanResult = Literal["reject", "drop"]
 
 
@@ -39,8 +43,11 @@ class Config:
     """What the cleaner does with each code, and how it repairs an unanswered call."""
 
     actions: Mapping[str, Action] = field(default_factory=default_actions)
-    interrupted_call: InterruptedCall = "cut"
-    """`cut` the transcript before the turn, or answer the call with an `error_result`."""
+    interrupted_call: InterruptedCall = "auto"
+    """`cut` the transcript before the turn, or answer the call with an `error_result`; `auto`:
+    the error result where the rows are an agent loop's record (`Format.agent_trace`: the loop
+    answers a call it interrupted so), else the cut. A run settles `auto` for its format
+    (`for_format`) before it starts, so its summary says which was done."""
     orphan_result: OrphanResult = "reject"
     """R3, for an orphan result a later assistant turn may use: `reject` the row, or `drop` it
     anyway (an empty or repeated one is always dropped)."""
@@ -191,11 +198,11 @@ def config_from_dict(
     unknown = set(repair) - {"interrupted_call", "orphan_result"}
     if unknown:
         raise ConfigError(f"{where}: unknown key repair.{sorted(unknown)[0]}")
-    interrupted = repair.get("interrupted_call", "cut")
-    if interrupted != "cut" and interrupted != "error_result":  # narrows the type for mypy
+    interrupted = repair.get("interrupted_call", "auto")
+    if interrupted not in ("auto", "cut", "error_result"):
         raise ConfigError(
             f"{where}: repair.interrupted_call = {interrupted!r} is not allowed "
-            "(choose cut, error_result)"
+            "(choose auto, cut, error_result)"
         )
     orphan = repair.get("orphan_result", "reject")
     if orphan != "reject" and orphan != "drop":  # narrows the type for mypy
@@ -210,6 +217,38 @@ def _table(data: Mapping[str, Any], key: str, where: str) -> Mapping[str, Any]:
     if not isinstance(value, Mapping):
         raise ConfigError(f"{where}: {key} must be a table, got {value!r}")
     return value
+
+
+def for_format(config: Config, fmt: Format) -> Config:
+    """`config` with `[repair] interrupted_call = "auto"` settled for the rows of `fmt`: R5
+    answers an unanswered call with its error result where they are an agent loop's record
+    (`fmt.agent_trace`: Claude Code answers a call the user interrupted with an `is_error`
+    result, OpenHands with an error observation), and cuts the transcript before it elsewhere.
+    A config that names `cut` or `error_result` is kept as it is. What every entry point (a run,
+    `audit`, `explain`, `clean_batch`, `clean_row`) does once, before the rules read it."""
+    if config.interrupted_call != "auto":
+        return config
+    return replace(config, interrupted_call="error_result" if fmt.agent_trace else "cut")
+
+
+def interrupted_words(interrupted_call: str, fmt: Format) -> str:
+    """How R5 repaired an unanswered call, settled as `interrupted_call` for the rows of `fmt`,
+    in words (the card's and `explain`'s)."""
+    if interrupted_call == "error_result":
+        words = f'each unanswered call answered with the error result "{INTERRUPTED_TEXT}"'
+        if fmt.agent_trace:
+            words += (
+                f", as the agent loop that recorded these {fmt.name} rows answers a call it "
+                'interrupted (what `interrupted_call = "auto"` does for them)'
+            )
+        return words
+    words = "the transcript cut just before the assistant turn that made the unanswered call"
+    if fmt.agent_trace:
+        words += (
+            ' (`interrupted_call = "cut"`; `"auto"` would answer it with an error result, as '
+            f"the agent loop that recorded these {fmt.name} rows does)"
+        )
+    return words
 
 
 DEFAULT: Final = Config()

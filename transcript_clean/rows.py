@@ -13,7 +13,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from transcript_clean.formats.base import Decoded, DecodeError, Format, Row
 from transcript_clean.model import Message
-from transcript_clean.policy import DEFAULT, Config
+from transcript_clean.policy import DEFAULT, Config, for_format
 from transcript_clean.rules import (
     EMPTY_ASSISTANT_TURN,
     MALFORMED_ROW,
@@ -126,6 +126,8 @@ def clean_row(row: Row, fmt: Format, config: Config = DEFAULT, *, trace: bool = 
     (`ShapedFormat`: prompt and candidates) is cleaned part by part (`shapes.clean`), which
     its format does (`CleansItsRows`).
     """
+    if config.interrupted_call == "auto":  # a run settles it once: this is for a caller's row
+        config = for_format(config, fmt)
     if isinstance(fmt, CleansItsRows):
         own = fmt.clean(row, config, trace=trace)
         if own is not None:

@@ -38,7 +38,7 @@ from transcript_clean.output import (
     prepare,
     remove_partial,
 )
-from transcript_clean.policy import Config, load_config
+from transcript_clean.policy import Config, for_format, load_config
 from transcript_clean.sinks import OutputFormat
 from transcript_clean.sources import DEFAULT_MAX_ROW_BYTES, Source
 from transcript_clean.stats import Stats, run_summary
@@ -137,6 +137,7 @@ def clean(
 
         cfg = with_template(cfg, os.fspath(chat_template) if chat_template else None, arguments_as)
     src, fmt = read.resolve()
+    cfg = for_format(cfg, fmt)  # what `auto` does for these rows, recorded in the summary
     cleaner = fmt
     if to is not None:
         from transcript_clean.convert import converting

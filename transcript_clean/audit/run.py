@@ -44,7 +44,7 @@ from transcript_clean.options import (
     SourceOptions,
     split_options,
 )
-from transcript_clean.policy import Config, load_config
+from transcript_clean.policy import Config, for_format, load_config
 from transcript_clean.rules import codes, unknown_code
 from transcript_clean.run import DEFAULT_ROWS_PER_SHARD
 from transcript_clean.sinks import write_table_atomic, write_text_atomic
@@ -219,6 +219,7 @@ def audit(
                 held.enter_context(_stats_lock(Path(stats_out)))
                 _check_stats_out(Path(stats_out), src, overwrite)  # under the lock: still free
         fmt = read.format_of(src)
+        cfg = for_format(cfg, fmt)  # what `auto` does for these rows, recorded in the summary
         if on_start is not None:
             on_start(src, fmt, read.rows_total(src))
 

@@ -85,6 +85,11 @@ class Format:
     plain_text: bool = False
     """Whether the conversation column holds plain text, never JSON text to parse first (hh's
     transcripts, Alpaca's strings; a dataset type reads its parts' JSON text itself)."""
+    agent_trace: bool = False
+    """Whether the rows are an agent loop's own record (Claude Code sessions, OpenHands
+    trajectories), whose loop answers a call it interrupted with an error result: there, R5's
+    `[repair] interrupted_call = "auto"` writes that result (`policy.for_format`) rather than
+    cutting the transcript."""
     words: str | None = None
     """What the format understands of a row, for the "reading X as ..." line, where its name
     alone does not say it (Hermes: calls as tags inside the assistant's text; OpenAI rows with

@@ -38,7 +38,7 @@ from transcript_clean.pipeline.stored import (
     values_but,
 )
 from transcript_clean.pipeline.verdicts import batch_verdicts
-from transcript_clean.policy import DEFAULT, Config
+from transcript_clean.policy import DEFAULT, Config, for_format
 from transcript_clean.profile import Profile
 from transcript_clean.rows import RowResult, rejected_row
 from transcript_clean.rules import MALFORMED_ROW
@@ -136,6 +136,7 @@ def clean_batch_parts(
 ) -> CleanedBatch:
     """`clean_batch`, leaving the kept rows to be gathered (`CleanedBatch.kept_rows`)."""
     table, fmt = prepared(batch, format)
+    config = for_format(config, fmt)
     as_json = stored_as_json(table.schema, fmt)
     # Every kept row written anew: every row takes the per-row path then (a converting format
     # has no Arrow side; `--arguments-as` needs `--chat-template`, whose rules are per-row).

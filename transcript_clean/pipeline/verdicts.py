@@ -18,7 +18,7 @@ from transcript_clean.pipeline.stored import (
     prepared,
     stored_as_json,
 )
-from transcript_clean.policy import DEFAULT, Config
+from transcript_clean.policy import DEFAULT, Config, for_format
 from transcript_clean.rules import TRAILING_TOOL_CALL, UNANSWERED_TOOL_CALL, Rule, rules
 from transcript_clean.shapes import ShapedFormat
 from transcript_clean.shapes.arrow import ARROW_REPAIRS, shape_declarations, shaped_verdicts
@@ -54,6 +54,7 @@ def batch_verdicts(
     rejected.
     """
     table, fmt = prepared(batch, format)
+    config = for_format(config, fmt)
     enabled = [rule for rule in rules() if rule.enabled(config)]
     # Rows with text that is not UTF-8, and lines that are not rows: unread here, rejected by
     # the per-row path.

@@ -223,8 +223,10 @@ _REPAIR_TABLE: Final = {
 [repair]
 # How R5 repairs an unanswered call: "cut" the transcript just before the assistant turn that
 # made it (when an assistant turn remains), or "error_result": answer it with the error result
-# "The tool call was interrupted before a result was produced."
-interrupted_call = "cut"
+# "The tool call was interrupted before a result was produced." "auto": the error result where
+# the rows are an agent loop's record (claude-code, openhands: the loop answers a call it
+# interrupted so), the cut for every other format.
+interrupted_call = "auto"
 # How R3 repairs an orphan result that a later assistant turn may use (it is not empty and does
 # not repeat a result already given): "reject" the row, since dropping the result would leave
 # that turn stating what it never saw, or "drop" it anyway. An empty or repeated one is dropped.
@@ -232,7 +234,7 @@ orphan_result = "reject"
 """,
     "strict": """\
 [repair]
-interrupted_call = "cut"
+interrupted_call = "auto"
 orphan_result = "reject"
 """,
 }

@@ -250,8 +250,11 @@ def put_results(
 ) -> None:
     """Answer the turn at `turn` with `results`, in the user message that answers it: with
     `replacing`, in front of its other parts and in place of the first result for each of their
-    calls; without, after its parts. When no user message answers the turn, they become a new
-    one right after it."""
+    calls; without, after the results it opens with and before its other parts (an agent loop
+    records a call's result before what the user said next: Claude Code writes the error result
+    of a call the user interrupted, then "[Request interrupted by user for tool use]"; and
+    Anthropic's API takes a user message's results only before its texts). When no user
+    message answers the turn, they become a new one right after it."""
     at = answer_window(messages, turn)
     if at is None:
         messages.insert(turn + 1, UserMessage(tuple(results)))
@@ -259,7 +262,9 @@ def put_results(
     answering = messages[at]
     assert isinstance(answering, UserMessage)
     if not replacing:
-        messages[at] = replace(answering, content=(*answering.content, *results))
+        parts = answering.content
+        head = next((i for i, p in enumerate(parts) if not isinstance(p, ToolResult)), len(parts))
+        messages[at] = replace(answering, content=(*parts[:head], *results, *parts[head:]))
         return
     calls = {r.call for r in results}
     replaced: set[str] = set()

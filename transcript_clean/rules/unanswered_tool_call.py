@@ -2,8 +2,10 @@
 
 Calls still pending at the very end of the history are `trailing_tool_call` instead. `repair`
 cuts the transcript just before the assistant turn that made the call, when an assistant turn
-remains (`[repair] interrupted_call = "cut"`), or answers the call with an error result
-(`"error_result"`); otherwise the row cannot be repaired.
+remains (`[repair] interrupted_call = "cut"`; otherwise the row cannot be repaired), or answers
+the call with an error result (`"error_result"`). The default, `"auto"`, is settled for the
+rows' format before a rule reads it (`policy.for_format`): the error result for an agent loop's
+record (Claude Code, OpenHands), whose loop answers a call it interrupted so, else the cut.
 """
 
 from __future__ import annotations
@@ -101,9 +103,10 @@ def answer_unanswered_calls(
 
 def _repair(messages: list[Message], config: RuleConfig) -> list[Message]:
     include_trailing = config.action(TRAILING) == "repair"
-    if config.interrupted_call == "cut":
-        return cut_before_unanswered(messages, include_trailing=include_trailing)
-    return answer_unanswered_calls(messages, include_trailing=include_trailing)
+    if config.interrupted_call == "error_result":
+        return answer_unanswered_calls(messages, include_trailing=include_trailing)
+    # "cut", or an "auto" no entry point settled (a caller of the rule itself): the cut
+    return cut_before_unanswered(messages, include_trailing=include_trailing)
 
 
 RULE = Rule(

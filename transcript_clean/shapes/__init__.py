@@ -42,6 +42,7 @@ class ShapedFormat(Format):
         super().__init__(shape.columns[0])
         self.inner = inner
         self.shape = shape
+        self.agent_trace = inner.agent_trace
         self.why: str | None = None
         """Why `auto` read the rows as this type, where that is not their column names (a
         prompt set: `shapes.detect.prompt_set`); the "reading X as ..." line says it."""

@@ -69,6 +69,7 @@ class ClaudeCodeFormat(Format):
     default_column = "events"
     joins_text = False
     tools_columns = ()
+    agent_trace = True
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         column = self.column

@@ -83,6 +83,7 @@ class OpenHandsFormat(Format):
     name = "openhands"
     default_column = "history"
     joins_text = False
+    agent_trace = True
     words = "OpenHands events: actions with tool_call_metadata as calls, observations as results"
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
