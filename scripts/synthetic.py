@@ -65,6 +65,7 @@ FORMATS: Final = (
     "query-response",
     "completion",
     "hh",
+    "pairs",
 )
 
 # Anthropic's `input`, rig's `arguments`, Gemini's `args` and Bedrock's `input` are JSON objects:
@@ -98,6 +99,7 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     # `ALSO`).
     "alpaca": _NO_CALLS | {"unknown_role", "consecutive_assistant"},
     "query-response": _NO_CALLS | {"unknown_role", "consecutive_assistant"},
+    "pairs": _NO_CALLS | {"unknown_role", "consecutive_assistant"},
     "completion": _NO_CALLS | {"unknown_role", "consecutive_assistant", "empty_assistant_turn"},
     # An hh-rlhf transcript's turns are `Human:` or `Assistant:`: any other name is their text.
     "hh": _NO_CALLS | {"unknown_role"},
@@ -105,7 +107,7 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
 
 ALSO: Final[Mapping[tuple[str, str], frozenset[str]]] = {
     (fmt, "no_assistant_turn"): frozenset({"empty_assistant_turn"})
-    for fmt in ("alpaca", "query-response", "completion")
+    for fmt in ("alpaca", "query-response", "completion", "pairs")
 }
 """Codes that come with a planted one, by (format, code): a row of plain strings always ends
 on an answer, so one with no assistant turn is one whose last answer is empty."""
@@ -732,6 +734,7 @@ PLAIN: Final[Mapping[str, bool]] = {
     "query-response": False,
     "completion": True,
     "hh": False,
+    "pairs": False,
 }
 """The formats of plain strings (their rows make no call), each with whether it holds one pair."""
 
@@ -782,6 +785,12 @@ def _completion(rng: random.Random, items: list[_Item], i: int, planted: str | N
     return {"id": i, "prompt": question, "completion": answer}
 
 
+def _swift_pairs(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    system, history, question, answer = _string_pairs(rng, items)
+    pairs = [{"human": q, "assistant": a} for q, a in [*history, [question, answer]]]
+    return {"id": i, "system": system, "conversation": pairs}
+
+
 def _hh(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
     # hh-rlhf's texts open with a blank line; some sets made from it start with the marker
     lead = "\n\n" if rng.random() < 0.9 else ""
@@ -798,6 +807,10 @@ _STRING_FIELDS: Final = {
 def _break_plain(rng: random.Random, row: Row, format: str) -> None:
     """A row of plain strings the decoder rejects: a required field null, or a history item
     that is no pair; an hh text null, with no marker, or with words before its first."""
+    if format == "pairs":
+        pair = rng.choice(row["conversation"])
+        pair[rng.choice(("human", "assistant"))] = None
+        return
     if format == "hh":
         text = row["text"]
         row["text"] = rng.choice((None, "Transcript:" + text, text.replace(":", " said", 1)))
@@ -826,6 +839,7 @@ _RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
     "query-response": (_query_response, "query", False, True),
     "completion": (_completion, "prompt", False, False),
     "hh": (_hh, "text", False, False),
+    "pairs": (_swift_pairs, "conversation", False, True),
 }
 
 
@@ -937,6 +951,9 @@ def arrow_schema(format: str) -> pa.Schema:
         )
     if format == "hh":
         return pa.schema([("id", pa.int64()), ("text", s)])
+    if format == "pairs":
+        pair = pa.struct([("human", s), ("assistant", s)])
+        return pa.schema([("id", pa.int64()), ("system", s), ("conversation", pa.list_(pair))])
     if format in PLAIN:
         fields = [(n, s) for n in _STRING_FIELDS[format]]
         if format == "alpaca":
@@ -957,8 +974,8 @@ def generate_rows(
     """`n` rows of `format`, each with the set of codes planted in it (empty for a clean row).
 
     `rates` gives each code's share of rows (codes left out: none); None is
-    `default_rates(format)`. A row carries at most one planted code (and the codes that come with
-it in its format, `ALSO`), so the rates add up to at most 1.
+    `default_rates(format)`. A row carries at most one planted code (with the codes that come
+    with it in its format, `ALSO`), so the rates add up to at most 1.
     """
     render, _, reasoning, system = _RENDER.get(format) or _bad_format(format)
     rates = default_rates(format) if rates is None else dict(rates)
