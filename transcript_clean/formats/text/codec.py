@@ -325,6 +325,36 @@ class PairsFormat(_TextFormat):
     words = "a list of {human, assistant} pairs"
     where = "human / assistant pairs"
 
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        from transcript_clean.formats.text.pairs_flatten import flatten_pairs
+
+        return flatten_pairs(column, side or {})
+
+    def message_counts(self, table: pa.Table) -> npt.NDArray[np.int64]:
+        """Each row's messages as the flattener has them, the rows it leaves unread counted
+        by the decoder."""
+        import numpy as np
+
+        from transcript_clean.columnar.arrays import whole
+
+        column = whole(table.column(self.column))
+        names = table.column_names
+        side = {n: whole(table.column(n)) for n in self.side_columns if n in names}
+        view = self.flatten(column, table.schema, side)
+        rows = table.select([n for n in (self.column, *side) if n in names])
+        if view is None:
+            return np.array([self.message_count(r) for r in rows.to_pylist()], np.int64)
+        counts = np.bincount(view.message_row, minlength=view.rows).astype(np.int64)
+        at = np.flatnonzero(view.unread)
+        for k, row in zip(at.tolist(), rows.take(at).to_pylist(), strict=True):
+            counts[k] = self.message_count(row)
+        return counts
+
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         value = row.get(self.column)
         if not isinstance(value, list):
