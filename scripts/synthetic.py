@@ -4,8 +4,9 @@
     >>> row, planted = rows[0]            # planted: the codes a strict run finds in the row
 
 Each row is a chat, now and then with a system prompt, with tool calls (some parallel) and their
-results, reasoning where the format has it, an `id` column and a `tools` column where the format
-has one. A row carries at most one defect, drawn at the given rates. The rows of one format type
+results where the format can hold them (not in the formats of plain strings), reasoning where the
+format has it, an `id` column and a `tools` column where the format has one. A row carries at
+most one defect, drawn at the given rates. The rows of one format type
 together as Arrow (`arrow_schema`), so they write to Parquet in record batches.
 """
 
@@ -17,6 +18,7 @@ from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.formats.base import Row
+from transcript_clean.formats.text.hh import render_hh
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -59,6 +61,11 @@ FORMATS: Final = (
     "bedrock",
     "llamafactory",
     "responses",
+    "alpaca",
+    "query-response",
+    "completion",
+    "hh",
+    "pairs",
 )
 
 # Anthropic's `input`, rig's `arguments`, Gemini's `args` and Bedrock's `input` are JSON objects:
@@ -69,6 +76,13 @@ FORMATS: Final = (
 # tools mode).
 # ShareGPT and LLaMA-Factory have no call ids, so no two calls can share one.
 _DECLARED: Final = frozenset({"unknown_tool", "tool_arguments_schema", "invalid_tool_declaration"})
+_NO_CALLS: Final = _DECLARED | {
+    "invalid_tool_arguments",
+    "orphan_tool_result",
+    "unanswered_tool_call",
+    "trailing_tool_call",
+    "duplicate_call_id",
+}
 UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     "sharegpt": frozenset({"duplicate_call_id"}),
     "anthropic": frozenset({"invalid_tool_arguments"}) | _DECLARED,
@@ -79,7 +93,24 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     # The Responses API's assistant items between two user-side items are one turn: two
     # assistant turns in a row are one.
     "responses": frozenset({"consecutive_assistant"}),
+    # The formats of plain strings make no calls and have no roles; their turns alternate, a
+    # user's and the assistant's, so no two assistant turns are adjacent. TRL's prompt /
+    # completion is one pair: an empty completion is also a row with no assistant turn (see
+    # `ALSO`).
+    "alpaca": _NO_CALLS | {"unknown_role", "consecutive_assistant"},
+    "query-response": _NO_CALLS | {"unknown_role", "consecutive_assistant"},
+    "pairs": _NO_CALLS | {"unknown_role", "consecutive_assistant"},
+    "completion": _NO_CALLS | {"unknown_role", "consecutive_assistant", "empty_assistant_turn"},
+    # An hh-rlhf transcript's turns are `Human:` or `Assistant:`: any other name is their text.
+    "hh": _NO_CALLS | {"unknown_role"},
 }
+
+ALSO: Final[Mapping[tuple[str, str], frozenset[str]]] = {
+    (fmt, "no_assistant_turn"): frozenset({"empty_assistant_turn"})
+    for fmt in ("alpaca", "query-response", "completion", "pairs")
+}
+"""Codes that come with a planted one, by (format, code): a row of plain strings always ends
+on an answer, so one with no assistant turn is one whose last answer is empty."""
 
 TOOLS_RATES: Final[Mapping[str, float]] = {"unknown_tool": 0.05, "tool_arguments_schema": 0.05}
 """Rows with declared tools: 5% call a tool the row does not declare, 5% break its schema."""
@@ -265,13 +296,24 @@ def _tool_exchange(rng: random.Random, reasoning: bool) -> list[_Item]:
 
 
 def _conversation(
-    rng: random.Random, with_calls: bool, reasoning: bool, system: bool
+    rng: random.Random,
+    with_calls: bool,
+    reasoning: bool,
+    system: bool,
+    *,
+    calls: bool = True,
+    single: bool = False,
 ) -> list[_Item]:
+    """A conversation's items; with `calls` False it makes no call, with `single` it is one
+    question and its answer."""
     items: list[_Item] = []
     if system and rng.random() < 0.35:
         items.append(("system", _pick(rng, SYSTEM_PROMPTS)))
-    turns = _pick(rng, (1, 1, 2, 2, 3, 4))
-    tool_turn = int(rng.random() * turns) if with_calls or rng.random() < 0.5 else -1
+    turns = 1 if single else _pick(rng, (1, 1, 2, 2, 3, 4))
+    if not calls:
+        tool_turn = -1
+    else:
+        tool_turn = int(rng.random() * turns) if with_calls or rng.random() < 0.5 else -1
     for turn in range(turns):
         if turn == tool_turn:
             items.extend(_tool_exchange(rng, reasoning))
@@ -683,6 +725,105 @@ _BROKEN_TOOL_JSON = json.dumps(_BROKEN_TOOL)
 _BROKEN_OPENAI_TOOL_JSON = json.dumps({"type": "function", "function": _BROKEN_TOOL})
 _BROKEN_RESPONSES_TOOL_JSON = json.dumps({"type": "function", **_BROKEN_TOOL})
 
+# ---------------------------------------------------------------------------------------------
+# the formats of plain strings (formats/text/): a system prompt where the format has one, the
+# earlier pairs as `history`, the last question and its answer in fields of their own
+
+PLAIN: Final[Mapping[str, bool]] = {
+    "alpaca": False,
+    "query-response": False,
+    "completion": True,
+    "hh": False,
+    "pairs": False,
+}
+"""The formats of plain strings (their rows make no call), each with whether it holds one pair."""
+
+INSTRUCTIONS = (
+    "Answer the question below.",
+    "Reply to the customer's message.",
+    "Respond helpfully and briefly.",
+)
+
+
+def _string_pairs(
+    rng: random.Random, items: list[_Item]
+) -> tuple[str | None, list[list[str]], str, str]:
+    """The system prompt, the earlier [question, answer] pairs, the last question and its
+    answer (empty where the conversation ends on a question)."""
+    system, pairs, question = None, [], None
+    for item in items:
+        if item[0] == "system":
+            system = item[1]
+        elif item[0] == "user":
+            question = item[1]
+        elif item[0] == "assistant":
+            assert question is not None, items
+            pairs.append([question, item[1]])
+            question = None
+    if question is not None:
+        pairs.append([question, rng.choice(("", " "))])
+    *history, (last, answer) = pairs
+    return system, history, last, answer
+
+
+def _alpaca(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    system, history, question, answer = _string_pairs(rng, items)
+    instruction, given = question, ""  # LLaMA-Factory's files hold `input` even when empty
+    if rng.random() < 0.3:  # the task in `instruction`, the question in `input`
+        instruction, given = _pick(rng, INSTRUCTIONS), question
+    return {"id": i, "instruction": instruction, "input": given, "output": answer,
+            "system": system, "history": history}  # fmt: skip
+
+
+def _query_response(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    system, history, question, answer = _string_pairs(rng, items)
+    return {"id": i, "system": system, "query": question, "response": answer, "history": history}
+
+
+def _completion(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    _, _, question, answer = _string_pairs(rng, items)
+    return {"id": i, "prompt": question, "completion": answer}
+
+
+def _swift_pairs(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    system, history, question, answer = _string_pairs(rng, items)
+    pairs = [{"human": q, "assistant": a} for q, a in [*history, [question, answer]]]
+    return {"id": i, "system": system, "conversation": pairs}
+
+
+def _hh(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    # hh-rlhf's texts open with a blank line; some sets made from it start with the marker
+    lead = "\n\n" if rng.random() < 0.9 else ""
+    return {"id": i, "text": render_hh([(item[0], item[1]) for item in items], lead=lead)}
+
+
+_STRING_FIELDS: Final = {
+    "alpaca": ("instruction", "output"),
+    "query-response": ("query", "response"),
+    "completion": ("prompt", "completion"),
+}
+
+
+def _break_plain(rng: random.Random, row: Row, format: str) -> None:
+    """A row of plain strings the decoder rejects: a required field null, or a history item
+    that is no pair; an hh text null, with no marker, or with words before its first."""
+    if format == "pairs":
+        pair = rng.choice(row["conversation"])
+        pair[rng.choice(("human", "assistant"))] = None
+        return
+    if format == "hh":
+        text = row["text"]
+        row["text"] = rng.choice((None, "Transcript:" + text, text.replace(":", " said", 1)))
+        return
+    names = [*_STRING_FIELDS[format], *(["history"] if row.get("history") else [])]
+    name = rng.choice(names)
+    if name == "history":
+        k = rng.randrange(len(row["history"]))
+        row["history"][k] = row["history"][k][:1]
+    else:
+        row[name] = None
+
+
 _Render = Callable[[random.Random, list[_Item], int, str | None], Row]
 _RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
     # renderer, conversation column, has reasoning, has a system prompt
@@ -694,11 +835,19 @@ _RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
     "bedrock": (_bedrock, "messages", True, True),  # in `system`, as text blocks
     "llamafactory": (_llamafactory, "messages", True, True),
     "responses": (_responses, "input", True, True),  # the system prompt in `instructions`
+    "alpaca": (_alpaca, "instruction", False, True),
+    "query-response": (_query_response, "query", False, True),
+    "completion": (_completion, "prompt", False, False),
+    "hh": (_hh, "text", False, False),
+    "pairs": (_swift_pairs, "conversation", False, True),
 }
 
 
 def _break(rng: random.Random, row: Row, format: str, code: str) -> None:
     """Plants a defect the decoder rejects: an unknown role, or a field that cannot be read."""
+    if format in PLAIN:
+        _break_plain(rng, row, format)
+        return
     messages = row[_RENDER[format][1]]
     if format == "responses":  # a message item: calls and outputs have no role
         messages = [m for m in messages if m.get("role") is not None] or messages
@@ -800,6 +949,18 @@ def arrow_schema(format: str) -> pa.Schema:
         return pa.schema(
             [("id", pa.int64()), ("instructions", s), ("input", pa.list_(item)), ("tools", s)]
         )
+    if format == "hh":
+        return pa.schema([("id", pa.int64()), ("text", s)])
+    if format == "pairs":
+        pair = pa.struct([("human", s), ("assistant", s)])
+        return pa.schema([("id", pa.int64()), ("system", s), ("conversation", pa.list_(pair))])
+    if format in PLAIN:
+        fields = [(n, s) for n in _STRING_FIELDS[format]]
+        if format == "alpaca":
+            fields.insert(1, ("input", s))
+        if format != "completion":
+            fields += [("system", s), ("history", pa.list_(pa.list_(s)))]
+        return pa.schema([("id", pa.int64()), *fields])
     return _bad_format(format)
 
 
@@ -813,7 +974,8 @@ def generate_rows(
     """`n` rows of `format`, each with the set of codes planted in it (empty for a clean row).
 
     `rates` gives each code's share of rows (codes left out: none); None is
-    `default_rates(format)`. A row carries at most one code, so the rates add up to at most 1.
+    `default_rates(format)`. A row carries at most one planted code (with the codes that come
+    with it in its format, `ALSO`), so the rates add up to at most 1.
     """
     render, _, reasoning, system = _RENDER.get(format) or _bad_format(format)
     rates = default_rates(format) if rates is None else dict(rates)
@@ -838,13 +1000,17 @@ def generate_rows(
     for i in range(n):
         draw = rng.random()
         planted = next((c for limit, c in thresholds if draw < limit), None)
-        items = _conversation(rng, planted in needs_calls, reasoning, system)
+        plain = {"calls": False, "single": PLAIN[format]} if format in PLAIN else {}
+        items = _conversation(rng, planted in needs_calls, reasoning, system, **plain)
         if planted is not None and planted not in ("malformed_row", "unknown_role"):
             items = _plant(rng, items, planted)
         row = render(rng, items, i, planted)
         if planted in ("malformed_row", "unknown_role"):
             _break(rng, row, format, planted)
-        yield row, frozenset() if planted is None else frozenset((planted,))
+        if planted is None:
+            yield row, frozenset()
+        else:
+            yield row, frozenset((planted,)) | ALSO.get((format, planted), frozenset())
 
 
 def _bad_format(format: str) -> Any:

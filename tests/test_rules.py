@@ -20,6 +20,7 @@ from conftest import SHARED_DATA
 from differential import assert_fast_and_slow_agree
 from synthetic import (
     FORMATS,
+    PLAIN,
     UNSUPPORTED,
     every_rates,
     generate_preference_rows,
@@ -251,6 +252,10 @@ NOT_PLANTED_IN = {
     fmt: {code: f"{fmt} rows cannot carry it" for code in UNSUPPORTED.get(fmt, ())}
     for fmt in FORMATS
 }
+for fmt in PLAIN:  # what the templates drop, prune or fail on is calls and reasoning
+    for code in ("template_error", "template_drops_content", "template_prunes_history"):
+        NOT_PLANTED_IN[fmt][code] = f"{fmt} rows hold no calls and no reasoning"
+NOT_PLANTED_IN["completion"]["too_long"] = "one short question and its answer: under 60 tokens"
 
 
 TEMPLATES = SHARED_DATA / "chat_templates"

@@ -15,10 +15,12 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from synthetic import (
+    ALSO,
     CODES,
     DEFAULT_RATES,
     EVERY_RATES,
     FORMATS,
+    PLAIN,
     TOOLS_RATES,
     UNSUPPORTED,
     arrow_schema,
@@ -102,9 +104,10 @@ def test_each_code_planted_alone_is_exactly_what_a_strict_cleaner_finds(
     fmt: str, code: str
 ) -> None:
     rows = list(generate_rows(80, fmt, seed=2, rates={code: 1.0}))
-    assert all(planted == {code} for _, planted in rows)
+    codes = {code} | ALSO.get((fmt, code), set())
+    assert all(planted == codes for _, planted in rows)
     for row, _ in rows:
-        assert strict_codes(fmt, row) == {code}, row
+        assert strict_codes(fmt, row) == codes, row
 
 
 @pytest.mark.parametrize("fmt", FORMATS)
@@ -112,10 +115,12 @@ def test_default_rates_plant_about_ten_percent_and_say_exactly_what(fmt: str) ->
     rows = list(generate_rows(3000, fmt, seed=3))
     planted = Counter(code for _, codes in rows for code in codes)
     defective = sum(1 for _, codes in rows if codes)
-    assert 0.06 * 3000 < defective < 0.14 * 3000
+    share = sum(default_rates(fmt).values())  # 10%, less what the format cannot carry
+    assert 0.6 * share * 3000 < defective < 1.4 * share * 3000
     opt_in = set(EVERY_RATES) - set(DEFAULT_RATES)  # planted only when asked for
-    assert set(planted) == set(supported(fmt)) - opt_in
-    assert all(len(codes) <= 1 for _, codes in rows)
+    also = {c for (f, _), codes in ALSO.items() if f == fmt for c in codes}
+    assert set(planted) == (set(supported(fmt)) - opt_in) | also
+    assert all(len(codes - also) <= 1 for _, codes in rows)
     for row, codes in rows:
         assert strict_codes(fmt, row) == set(codes), row
 
@@ -144,14 +149,20 @@ def test_rows_look_like_real_data(fmt: str) -> None:
     decoded = [codec.decode(row).messages for row in rows]
     turns = [m for messages in decoded for m in messages if isinstance(m, AssistantMessage)]
     widths = Counter(len(m.tool_calls) for m in turns)
-    assert widths[1] > 0 and widths[2] + widths[3] > 0  # single and parallel calls
+    if fmt in PLAIN:  # strings: no calls
+        assert set(widths) == {0}
+    else:
+        assert widths[1] > 0 and widths[2] + widths[3] > 0  # single and parallel calls
     reasoning = any(isinstance(p, Reasoning) for m in turns for p in m.content)
-    assert reasoning == (fmt != "sharegpt")
+    assert reasoning == (fmt != "sharegpt" and fmt not in PLAIN)
     systems = sum(1 for messages in decoded if type(messages[0]).__name__ == "SystemMessage")
-    assert (systems > 0) == (fmt != "rig")  # see `_RENDER`
+    assert (systems > 0) == (fmt not in ("rig", "completion", "hh"))  # see `_RENDER`
     if fmt in ("openai", "sharegpt"):
         assert all(json.loads(row["tools"]) for row in rows)
-    assert max(len(m) for m in decoded) >= 8
+    if fmt == "completion":  # one question and its answer
+        assert {len(m) for m in decoded} == {2}
+    else:
+        assert max(len(m) for m in decoded) >= 8
 
 
 def test_the_same_seed_gives_the_same_rows() -> None:

@@ -117,6 +117,35 @@ class HHFormat(_TextFormat):
     default_column = "text"
     words = "one text of Human: / Assistant: turns"
 
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        from transcript_clean.formats.text.hh_flatten import flatten_hh
+
+        return flatten_hh(column)
+
+    def message_counts(self, table: pa.Table) -> npt.NDArray[np.int64]:
+        """The turns of each row as the flattener splits them, the rows it leaves unread
+        counted by the decoder."""
+        import numpy as np
+
+        from transcript_clean.columnar.arrays import whole
+        from transcript_clean.formats.text.hh_flatten import hh_turn_counts
+
+        column = whole(table.column(self.column))
+        found = hh_turn_counts(column)
+        if found is None:
+            values = column.to_pylist()
+            return np.array([self.message_count({self.column: v}) for v in values], np.int64)
+        unread, counts = found
+        at = np.flatnonzero(unread)
+        for k, value in zip(at.tolist(), column.take(at).to_pylist(), strict=True):
+            counts[k] = self.message_count({self.column: value})
+        return counts
+
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         value = row.get(self.column)
         if not isinstance(value, str):
@@ -295,6 +324,36 @@ class PairsFormat(_TextFormat):
     side_columns = ("system",)
     words = "a list of {human, assistant} pairs"
     where = "human / assistant pairs"
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        from transcript_clean.formats.text.pairs_flatten import flatten_pairs
+
+        return flatten_pairs(column, side or {})
+
+    def message_counts(self, table: pa.Table) -> npt.NDArray[np.int64]:
+        """Each row's messages as the flattener has them, the rows it leaves unread counted
+        by the decoder."""
+        import numpy as np
+
+        from transcript_clean.columnar.arrays import whole
+
+        column = whole(table.column(self.column))
+        names = table.column_names
+        side = {n: whole(table.column(n)) for n in self.side_columns if n in names}
+        view = self.flatten(column, table.schema, side)
+        rows = table.select([n for n in (self.column, *side) if n in names])
+        if view is None:
+            return np.array([self.message_count(r) for r in rows.to_pylist()], np.int64)
+        counts = np.bincount(view.message_row, minlength=view.rows).astype(np.int64)
+        at = np.flatnonzero(view.unread)
+        for k, row in zip(at.tolist(), rows.take(at).to_pylist(), strict=True):
+            counts[k] = self.message_count(row)
+        return counts
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         value = row.get(self.column)
