@@ -28,9 +28,8 @@ from pathlib import Path
 
 import click
 import s3fs  # type: ignore[import-untyped]
-from moto.server import ThreadedMotoServer
-
 from bench import ensure_dataset
+from moto.server import ThreadedMotoServer
 
 PYTHON = sys.executable
 CREDENTIALS = {
