@@ -1,3 +1,3 @@
-from transcript_clean.cli import entry
+from transcript_clean.launch import entry
 
 entry()

@@ -17,7 +17,7 @@ from transcript_clean.fastpath.base import FastRepair, Origins
 from transcript_clean.formats.base import Format, put
 from transcript_clean.pipeline.stored import as_stored, clean_stored_row, row_values
 from transcript_clean.pipeline.verdicts import repairs_in_arrow
-from transcript_clean.policy import Config
+from transcript_clean.policy import Config, for_format
 from transcript_clean.sources import RAW_LINE, jsontypes
 
 
@@ -35,6 +35,7 @@ def relined(
     is not built: the Arrow side's repaired values fit the schema by construction); a row it
     does not repair as the Arrow side did goes back to it whole (none, unless the two
     disagree)."""
+    config = for_format(config, fmt)  # as the verdicts read it: `auto` settled for `fmt`
     positions = np.flatnonzero(verdicts.repaired)
     fixes = [(f.code, f.action, f.rows[positions]) for f in verdicts.repairs]
     lines: list[str | None] = [None] * len(positions)
