@@ -23,7 +23,7 @@ import pyarrow as pa
 
 from transcript_clean.columnar.arrays import Counts, Mask
 
-__all__ = ["ASSISTANT", "ROLES", "SYSTEM", "USER", "Conversations", "Roles"]
+__all__ = ["ASSISTANT", "ROLES", "SYSTEM", "USER", "Conversations", "Roles", "of_texts"]
 
 Roles = npt.NDArray[np.int8]
 
@@ -149,3 +149,38 @@ class Conversations:
                 raise ValueError(f"Conversations.{name} points past its {bound} items")
             if len(values) > 1 and (np.diff(values) < 0).any():
                 raise ValueError(f"Conversations.{name} is not sorted")
+
+
+def of_texts(
+    rows: int,
+    unread: Mask,
+    message_row: Counts,
+    role: Roles,
+    said: Mask,
+    chars: Counts,
+    texts: Callable[[], tuple[pa.Array, Counts]],
+) -> Conversations:
+    """The view of conversations whose every message is one plain text (the string formats:
+    hh-rlhf, Alpaca, ms-swift's pairs): no reasoning, no calls, no results."""
+    messages = len(message_row)
+    nothing = np.zeros(0, dtype=np.int64)
+    return Conversations(
+        rows=rows,
+        unread=unread,
+        message_row=message_row,
+        role=role,
+        said=said,
+        thought=np.zeros(messages, dtype=bool),
+        reasoned=np.zeros(messages, dtype=bool),
+        spoken=chars > 0,
+        chars=chars,
+        call_message=nothing,
+        call_id=pa.array([], pa.string()),
+        call_name=pa.array([], pa.string()),
+        call_arguments=pa.array([], pa.string()),
+        call_object=np.zeros(0, dtype=bool),
+        result_message=nothing,
+        result_call=pa.array([], pa.string()),
+        result_blank=np.zeros(0, dtype=bool),
+        texts=texts,
+    )

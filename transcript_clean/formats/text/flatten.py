@@ -26,7 +26,7 @@ from transcript_clean.columnar.arrays import (
     list_sizes,
     text_lengths,
 )
-from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
+from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations, of_texts
 from transcript_clean.formats.fields import not_blank
 
 
@@ -172,25 +172,13 @@ def flatten_fields(
     def pieces_and_owners() -> tuple[pa.Array, Counts]:
         return pa.concat_arrays(pieces), np.concatenate(owners)
 
-    none = np.zeros(0, dtype=np.int64)
-    return Conversations(
+    return of_texts(
         rows=rows,
         unread=unread,
         message_row=message_row,
         role=role,
         said=said,
-        thought=np.zeros(total, dtype=bool),
-        reasoned=np.zeros(total, dtype=bool),
-        spoken=chars > 0,
         chars=chars,
-        call_message=none,
-        call_id=pa.array([], pa.string()),
-        call_name=pa.array([], pa.string()),
-        call_arguments=pa.array([], pa.string()),
-        call_object=np.zeros(0, dtype=bool),
-        result_message=none,
-        result_call=pa.array([], pa.string()),
-        result_blank=np.zeros(0, dtype=bool),
         texts=pieces_and_owners,
     )
 

@@ -27,7 +27,7 @@ from transcript_clean.columnar.arrays import (
     text_bytes,
     text_lengths,
 )
-from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations, Roles
+from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations, Roles, of_texts
 from transcript_clean.formats.fields import not_blank
 
 __all__ = ["flatten_hh", "hh_turn_counts"]
@@ -115,24 +115,12 @@ def flatten_hh(column: pa.Array) -> Conversations | None:
     def texts_and_owners() -> tuple[pa.Array, Counts]:
         return texts, np.arange(total, dtype=np.int64)
 
-    none = np.zeros(0, dtype=np.int64)
-    return Conversations(
+    return of_texts(
         rows=len(column),
         unread=~read,
         message_row=row,
         role=role,
         said=not_blank(texts),
-        thought=np.zeros(total, dtype=bool),
-        reasoned=np.zeros(total, dtype=bool),
-        spoken=chars > 0,
         chars=chars,
-        call_message=none,
-        call_id=pa.array([], pa.string()),
-        call_name=pa.array([], pa.string()),
-        call_arguments=pa.array([], pa.string()),
-        call_object=np.zeros(0, dtype=bool),
-        result_message=none,
-        result_call=pa.array([], pa.string()),
-        result_blank=np.zeros(0, dtype=bool),
         texts=texts_and_owners,
     )

@@ -26,7 +26,7 @@ from transcript_clean.columnar.arrays import (
     rows_with,
     text_lengths,
 )
-from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
+from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations, of_texts
 from transcript_clean.formats.fields import not_blank, prepend_system
 
 __all__ = ["flatten_pairs"]
@@ -73,25 +73,13 @@ def flatten_pairs(column: pa.Array, side: Mapping[str, pa.Array]) -> Conversatio
     def texts_and_owners() -> tuple[pa.Array, Counts]:
         return texts, np.arange(total, dtype=np.int64)
 
-    none = np.zeros(0, dtype=np.int64)
-    view = Conversations(
+    view = of_texts(
         rows=rows,
         unread=unread,
         message_row=np.repeat(item_row[kept], 2),
         role=role,
         said=not_blank(texts),
-        thought=np.zeros(total, dtype=bool),
-        reasoned=np.zeros(total, dtype=bool),
-        spoken=chars > 0,
         chars=chars,
-        call_message=none,
-        call_id=pa.array([], pa.string()),
-        call_name=pa.array([], pa.string()),
-        call_arguments=pa.array([], pa.string()),
-        call_object=np.zeros(0, dtype=bool),
-        result_message=none,
-        result_call=pa.array([], pa.string()),
-        result_blank=np.zeros(0, dtype=bool),
         texts=texts_and_owners,
     )
     if system is None:
