@@ -11,7 +11,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 from differential import assert_fast_and_slow_agree
-from flattened import assert_flattened_as_decoded
+from flattened import assert_flattened_as_decoded, truth
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from synthetic import every_rates, generate_rows
@@ -130,17 +130,55 @@ def _rows(parts: bool) -> st.SearchStrategy[list[dict[str, Any]]]:
     return st.lists(row | st.just({"instructions": None, "input": None}), min_size=1, max_size=6)
 
 
+def _joins_apart(row: dict[str, Any]) -> bool:
+    """Whether a system message of the row has parts that `join_texts` joins other than end to
+    end (two said, or a blank one with characters left out): the one layout the flattener
+    leaves to the per-row path although the decoder reads it."""
+    for item in row["input"] or []:
+        if not item or item.get("role") not in ("system", "developer"):
+            continue
+        if not isinstance(item.get("content"), list):
+            continue
+        texts = [(p.get("text") or p.get("refusal") or "") for p in item["content"] if p]
+        said = [t for t in texts if t.strip()]
+        if len(said) > 1 or (said and len("".join(texts)) > len("".join(said))):
+            return True
+    return False
+
+
 @pytest.mark.parametrize("parts", [True, False], ids=["content parts", "content text"])
 def test_responses_rows_flatten_as_the_decoder_reads_them(parts: bool) -> None:
     schema = _schema(pa.list_(_PART) if parts else pa.string())
 
+    def flattened_exactly(rows: list[dict[str, Any]]) -> None:
+        table = pa.Table.from_pylist(rows, schema=schema)
+        view = assert_flattened_as_decoded(RESPONSES, table, unread_superset=True)
+        rows = table.to_pylist()
+        unread = [truth(RESPONSES, row) is None or _joins_apart(row) for row in rows]
+        assert view.unread.tolist() == unread, rows
+
     @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(_rows(parts))
     def check(rows: list[dict[str, Any]]) -> None:
-        table = pa.Table.from_pylist(rows, schema=schema)
-        assert_flattened_as_decoded(RESPONSES, table)
+        flattened_exactly(rows)
 
     check()
+    if parts:  # a system message's parts: read where joining them is putting them end to end
+        cases = (["", ""], [" ", "Be brief."], ["", "Be brief."], ["Be", "brief."], [" ", " "])
+        rows = [
+            {
+                "input": [
+                    {"role": "system", "content": [{"type": "refusal", "refusal": t} for t in c]}
+                ]
+            }
+            for c in cases
+        ]
+        flattened_exactly(rows)
+        table = pa.Table.from_pylist(rows, schema=schema)
+        side = {"instructions": table.column("instructions").combine_chunks()}
+        view = RESPONSES.flatten(table.column("input").combine_chunks(), table.schema, side)
+        assert view is not None
+        assert view.unread.tolist() == [False, True, False, True, False]
 
 
 @pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])

@@ -135,7 +135,7 @@ def flatten_responses(
     # Message content: one text, or parts of text (input_text, output_text, text, refusal),
     # else media.
     content = field(items, "content")
-    said_item, spoken_item, chars_item, parts_per_item, media_item, texts_, text_item = _content(
+    said_item, spoken_item, chars_item, joins_apart, media_item, texts_, text_item = _content(
         content, is_message, flag
     )
 
@@ -180,9 +180,10 @@ def flatten_responses(
         thought_owner.append(at[piece_item[held]])
     thought_item |= is_reasoning & present(items, "encrypted_content")
 
-    # A system message is one text: several parts are joined (blank ones left out), which
+    # A system message is one text, its parts joined as `join_texts` joins them: where that is
+    # not the parts' texts end to end (two said, or a blank one left out that has characters),
     # this does not follow; media has no place in it.
-    flag |= by_system & ((parts_per_item > 1) | media_item)
+    flag |= by_system & (joins_apart | media_item)
 
     item_chars = chars_item + thought_chars
     item_chars[results] += output_chars
@@ -256,10 +257,11 @@ def flatten_responses(
 
 def _content(
     content: pa.Array, is_message: Mask, flag: Mask
-) -> tuple[Mask, Mask, Counts, Counts, Mask, pa.Array, Counts]:
+) -> tuple[Mask, Mask, Counts, Mask, Mask, pa.Array, Counts]:
     """Per item, from a message's content: whether it says something (a text not blank,
-    media), whether a text of it is not empty, its texts' characters, its parts and whether one
-    is media; and its texts, each with its item. Flags parts the decoder cannot read."""
+    media), whether a text of it is not empty, its texts' characters, whether `join_texts` of
+    its texts is other than their concatenation, and whether a part is media; and its texts,
+    each with its item. Flags parts the decoder cannot read."""
     n = len(content)
     if is_text(content.type) or pa.types.is_null(content.type):
         text = content if is_text(content.type) else pa.nulls(n, pa.string())
@@ -271,13 +273,13 @@ def _content(
             not_blank(text),
             has & (chars > 0),
             chars,
-            has.astype(np.int64),
+            np.zeros(n, dtype=bool),
             np.zeros(n, dtype=bool),
             text.take(indices(own)).cast(pa.large_string()),
             own,
         )
     at = np.flatnonzero(is_message)
-    parts, per_item, part_item = flattened(content.take(indices(at)))
+    parts, _, part_item = flattened(content.take(indices(at)))
     kind = field(parts, "type")
     is_text_part = as_mask(pc.is_in(kind, pa.array(["input_text", "output_text", "text"])))
     is_refusal = as_mask(pc.equal(kind, "refusal"), fill=False)
@@ -297,14 +299,17 @@ def _content(
 
     chars = np.zeros(n, dtype=np.int64)
     chars[at] = np.bincount(part_item, weights=part_chars, minlength=len(at)).astype(np.int64)
-    parts_n = np.zeros(n, dtype=np.int64)
-    parts_n[at] = per_item
+    said = textual & not_blank(said_text)
+    said_n = np.bincount(part_item[said], minlength=len(at))
+    left_out = textual & ~said & (part_chars > 0)
+    joins_apart = np.zeros(n, dtype=bool)
+    joins_apart[at] = (said_n > 1) | ((said_n > 0) & rows_with(left_out, part_item, len(at)))
     own = np.flatnonzero(textual)
     return (
-        per_item_of((textual & not_blank(said_text)) | media),
+        per_item_of(said | media),
         per_item_of(textual & (part_chars > 0)),
         chars,
-        parts_n,
+        joins_apart,
         per_item_of(media),
         said_text.take(indices(own)).cast(pa.large_string()),
         at[part_item[own]],
