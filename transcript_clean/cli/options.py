@@ -10,27 +10,11 @@ from typing import Any, TypeVar
 
 import click
 
+from transcript_clean.format_names import FORMAT_NAMES
+
 F = TypeVar("F", bound=Callable[..., Any])
 
-FORMAT_CHOICES = (
-    "auto",
-    "openai",
-    "sharegpt",
-    "anthropic",
-    "rig",
-    "hermes",
-    "gemini",
-    "bedrock",
-    "claude-code",
-    "llamafactory",
-    "hh",
-    "alpaca",
-    "query-response",
-    "pairs",
-    "completion",
-    "responses",
-    "openhands",
-)
+FORMAT_CHOICES = ("auto", *FORMAT_NAMES)
 TYPE_CHOICES = (
     "auto", "conversation", "prompt", "prompt-completion", "preference", "implicit-preference",
     "unpaired", "openai-preference", "ranking",

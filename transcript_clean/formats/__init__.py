@@ -8,11 +8,12 @@
 
 from __future__ import annotations
 
+from transcript_clean.format_names import FORMAT_NAMES
 from transcript_clean.formats.anthropic import AnthropicFormat
 from transcript_clean.formats.base import Decoded, DecodeError, Format, Row
 from transcript_clean.formats.detect import detect_conversation_format
 from transcript_clean.formats.openai import OpenAIFormat
-from transcript_clean.formats.registry import FORMAT_NAMES, FORMATS, get_format
+from transcript_clean.formats.registry import FORMATS, get_format
 from transcript_clean.formats.rig import RigFormat
 from transcript_clean.formats.sharegpt import ShareGPTFormat
 

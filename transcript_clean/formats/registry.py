@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any, Final
 
 from transcript_clean.errors import FormatError
+from transcript_clean.format_names import FORMAT_NAMES
 from transcript_clean.formats.anthropic import AnthropicFormat
 from transcript_clean.formats.base import Format
 from transcript_clean.formats.bedrock import BedrockFormat
@@ -25,27 +26,29 @@ from transcript_clean.formats.text import (
     QueryResponseFormat,
 )
 
-FORMATS: Final[dict[str, type[Format]]] = {
-    "openai": OpenAIFormat,
-    "sharegpt": ShareGPTFormat,
-    "anthropic": AnthropicFormat,
-    "rig": RigFormat,
-    "hermes": HermesFormat,
-    "gemini": GeminiFormat,
-    "bedrock": BedrockFormat,
-    "claude-code": ClaudeCodeFormat,
-    "llamafactory": LlamaFactoryFormat,
-    "hh": HHFormat,
-    "alpaca": AlpacaFormat,
-    "query-response": QueryResponseFormat,
-    "pairs": PairsFormat,
-    "completion": CompletionFormat,
-    "responses": ResponsesFormat,
-    "openhands": OpenHandsFormat,
-}
+_CLASSES: Final = (
+    OpenAIFormat,
+    ShareGPTFormat,
+    AnthropicFormat,
+    RigFormat,
+    HermesFormat,
+    GeminiFormat,
+    BedrockFormat,
+    ClaudeCodeFormat,
+    LlamaFactoryFormat,
+    HHFormat,
+    AlpacaFormat,
+    QueryResponseFormat,
+    PairsFormat,
+    CompletionFormat,
+    ResponsesFormat,
+    OpenHandsFormat,
+)
 
-FORMAT_NAMES: Final = tuple(FORMATS)
-"""The names `--format` takes, besides "auto"."""
+FORMATS: Final[dict[str, type[Format]]] = {cls.name: cls for cls in _CLASSES}
+"""Each format's class by its name, in `FORMAT_NAMES`' order (detection tries them in it)."""
+if tuple(FORMATS) != FORMAT_NAMES:  # a format added in one list and not the other
+    raise ImportError(f"formats {tuple(FORMATS)} are not format_names.FORMAT_NAMES")
 
 
 def get_format(name: str, column: str | None = None, **options: Any) -> Format:
