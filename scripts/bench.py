@@ -389,7 +389,7 @@ def ensure_dataset(
     "--tools",
     is_flag=True,
     help="The tools mode: rows that declare their tools, 5% calling an undeclared tool and 5% "
-    "breaking its schema (openai or sharegpt).",
+    "breaking its schema (any format with calls: openai, sharegpt, anthropic, rig, ...).",
 )
 @click.option(
     "--long-rows",

@@ -23,6 +23,7 @@ from synthetic import (
     ROW_TYPES,
     UNSUPPORTED,
     arrow_schema,
+    declares_tools,
     generate_preference_rows,
     generate_rows,
     preference_schema,
@@ -142,7 +143,11 @@ def main(
     output.parent.mkdir(parents=True, exist_ok=True)
     sidecar = output.with_suffix(".planted.jsonl") if planted else None
     started = time.perf_counter()
-    schema = preference_schema(format_) if preference else arrow_schema(format_)
+    schema = (
+        preference_schema(format_)
+        if preference
+        else arrow_schema(format_, tools=declares_tools(format_, chosen))
+    )
     counts = write(output, stream, schema, rows_per_group, sidecar)
     seconds = time.perf_counter() - started
 

@@ -71,9 +71,10 @@ FORMATS: Final = (
 # Anthropic's `input`, rig's `arguments`, Gemini's `args` and Bedrock's `input` are JSON objects:
 # a bad call's string would not share an Arrow type with them, so these formats get no invalid
 # arguments.
-# Only OpenAI, ShareGPT and LLaMA-Factory rows declare their tools (a `tools` column): the
+# OpenAI, ShareGPT, LLaMA-Factory and Responses rows declare their tools (a `tools` column): the
 # declared-tools codes need it. They are planted only when asked for (`TOOLS_RATES`, the bench's
-# tools mode).
+# tools mode). Anthropic and rig rows get a `tools` column only then (`TOOLS_ONLY`), so that
+# every other run's rows, and the golden digests made of them, are as they were.
 # ShareGPT and LLaMA-Factory have no call ids, so no two calls can share one.
 _DECLARED: Final = frozenset({"unknown_tool", "tool_arguments_schema", "invalid_tool_declaration"})
 _NO_CALLS: Final = _DECLARED | {
@@ -85,8 +86,8 @@ _NO_CALLS: Final = _DECLARED | {
 }
 UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     "sharegpt": frozenset({"duplicate_call_id"}),
-    "anthropic": frozenset({"invalid_tool_arguments"}) | _DECLARED,
-    "rig": frozenset({"invalid_tool_arguments"}) | _DECLARED,
+    "anthropic": frozenset({"invalid_tool_arguments"}),
+    "rig": frozenset({"invalid_tool_arguments"}),
     "gemini": frozenset({"invalid_tool_arguments"}) | _DECLARED,
     "bedrock": frozenset({"invalid_tool_arguments"}) | _DECLARED,
     "llamafactory": frozenset({"duplicate_call_id"}),  # no ids either
@@ -104,6 +105,10 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     # An hh-rlhf transcript's turns are `Human:` or `Assistant:`: any other name is their text.
     "hh": _NO_CALLS | {"unknown_role"},
 }
+
+TOOLS_ONLY: Final[Mapping[str, frozenset[str]]] = {"anthropic": _DECLARED, "rig": _DECLARED}
+"""Codes a format's rows carry only with a `tools` column, which they have only when one of these
+codes is asked for (`declares_tools`); `default_rates` and `every_rates` leave them out."""
 
 ALSO: Final[Mapping[tuple[str, str], frozenset[str]]] = {
     (fmt, "no_assistant_turn"): frozenset({"empty_assistant_turn"})
@@ -126,13 +131,27 @@ rates (`every_rates(format)` leaves out what a format's rows cannot carry)."""
 
 
 def default_rates(format: str) -> dict[str, float]:
-    """`DEFAULT_RATES` without the codes `format`'s rows cannot carry."""
-    return {c: r for c, r in DEFAULT_RATES.items() if c not in UNSUPPORTED.get(format, ())}
+    """`DEFAULT_RATES` without the codes `format`'s rows cannot carry (or carry only with a
+    `tools` column they do not always have)."""
+    left_out = UNSUPPORTED.get(format, frozenset()) | TOOLS_ONLY.get(format, frozenset())
+    return {c: r for c, r in DEFAULT_RATES.items() if c not in left_out}
 
 
-def every_rates(format: str) -> dict[str, float]:
-    """`EVERY_RATES` without the codes `format`'s rows cannot carry."""
-    return {c: r for c, r in EVERY_RATES.items() if c not in UNSUPPORTED.get(format, ())}
+def every_rates(format: str, *, tools: bool = False) -> dict[str, float]:
+    """`EVERY_RATES` without the codes `format`'s rows cannot carry; with `tools`, those they
+    carry only with a `tools` column too (`TOOLS_ONLY`)."""
+    left_out = UNSUPPORTED.get(format, frozenset())
+    if not tools:
+        left_out |= TOOLS_ONLY.get(format, frozenset())
+    return {c: r for c, r in EVERY_RATES.items() if c not in left_out}
+
+
+def declares_tools(format: str, rates: Mapping[str, float] | None) -> bool:
+    """Whether `format`'s rows generated at `rates` have a `tools` column (`arrow_schema`'s
+    `tools`): always for the formats with one, else when a code of `TOOLS_ONLY` is asked for."""
+    if format not in TOOLS_ONLY:
+        return True
+    return any(rates.get(code, 0) > 0 for code in TOOLS_ONLY[format]) if rates else False
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,6 +246,11 @@ _SPECS = {
 _TOOL_JSON = {name: json.dumps(spec) for name, spec in _SPECS.items()}
 _OPENAI_TOOL_JSON = {n: json.dumps({"type": "function", "function": s}) for n, s in _SPECS.items()}
 _RESPONSES_TOOL_JSON = {n: json.dumps({"type": "function", **s}) for n, s in _SPECS.items()}
+# Anthropic's tools name their schema `input_schema`; rig's `ToolDefinition` is the plain spec.
+_ANTHROPIC_TOOL_JSON = {
+    n: json.dumps({"name": n, "description": s["description"], "input_schema": s["parameters"]})
+    for n, s in _SPECS.items()
+}
 
 _Call = tuple[str, str, Any, str]  # id, name, arguments (None when bad), raw JSON arguments
 _Result = tuple[str | None, str, str]  # call id (None: answers nothing), tool name, text
@@ -710,6 +734,8 @@ def _tools_json(items: list[_Item], specs: Mapping[str, str], planted: str | Non
             if specs is _TOOL_JSON
             else _BROKEN_RESPONSES_TOOL_JSON
             if specs is _RESPONSES_TOOL_JSON
+            else _BROKEN_ANTHROPIC_TOOL_JSON
+            if specs is _ANTHROPIC_TOOL_JSON
             else _BROKEN_OPENAI_TOOL_JSON
         )
     return "[" + ", ".join(declared) + "]"
@@ -724,6 +750,13 @@ _BROKEN_TOOL = {
 _BROKEN_TOOL_JSON = json.dumps(_BROKEN_TOOL)
 _BROKEN_OPENAI_TOOL_JSON = json.dumps({"type": "function", "function": _BROKEN_TOOL})
 _BROKEN_RESPONSES_TOOL_JSON = json.dumps({"type": "function", **_BROKEN_TOOL})
+_BROKEN_ANTHROPIC_TOOL_JSON = json.dumps(
+    {
+        "name": _BROKEN_TOOL["name"],
+        "description": _BROKEN_TOOL["description"],
+        "input_schema": _BROKEN_TOOL["parameters"],
+    }
+)
 
 # ---------------------------------------------------------------------------------------------
 # the formats of plain strings (formats/text/): a system prompt where the format has one, the
@@ -873,8 +906,18 @@ def _break(rng: random.Random, row: Row, format: str, code: str) -> None:
         message["value" if format == "sharegpt" else "content"] = None
 
 
-def arrow_schema(format: str) -> pa.Schema:
-    """The Arrow schema every generated row of `format` fits (keys a row lacks are null)."""
+def arrow_schema(format: str, *, tools: bool = False) -> pa.Schema:
+    """The Arrow schema every generated row of `format` fits (keys a row lacks are null); with
+    `tools`, Anthropic's and rig's have their `tools` column too (`declares_tools`)."""
+    import pyarrow as pa
+
+    schema = _arrow_schema(format)
+    if tools and format in TOOLS_ONLY:
+        schema = schema.append(pa.field("tools", pa.string()))
+    return schema
+
+
+def _arrow_schema(format: str) -> pa.Schema:
     import pyarrow as pa
 
     s = pa.string()
@@ -994,6 +1037,12 @@ def generate_rows(
             total += rates[code]
             thresholds.append((total, code))
 
+    # Anthropic's and rig's declarations, where the rates ask for them (`TOOLS_ONLY`).
+    tools = (
+        (_ANTHROPIC_TOOL_JSON if format == "anthropic" else _TOOL_JSON)
+        if format in TOOLS_ONLY and declares_tools(format, rates)
+        else None
+    )
     rng = random.Random(seed)
     needs_calls = {"invalid_tool_arguments", "orphan_tool_result", "unanswered_tool_call"}
     needs_calls |= {"unknown_tool", "tool_arguments_schema", "duplicate_call_id"}
@@ -1005,6 +1054,8 @@ def generate_rows(
         if planted is not None and planted not in ("malformed_row", "unknown_role"):
             items = _plant(rng, items, planted)
         row = render(rng, items, i, planted)
+        if tools is not None:
+            row["tools"] = _tools_json(items, tools, planted)
         if planted in ("malformed_row", "unknown_role"):
             _break(rng, row, format, planted)
         if planted is None:

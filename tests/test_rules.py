@@ -311,7 +311,8 @@ def test_fast_and_slow_agree_for_every_rule_and_action(
     fmt: str, code: str, action: str, tokenizer: str, calls_only: str
 ) -> None:
     # Rendering is per-row work: fewer rows for the template codes.
-    rows = generate_rows(150 if code in TEMPLATE_FOR else 600, fmt, seed=11, rates=every_rates(fmt))
+    rates = every_rates(fmt, tools=True)  # Anthropic and rig rows with a `tools` column too
+    rows = generate_rows(150 if code in TEMPLATE_FOR else 600, fmt, seed=11, rates=rates)
     table = pa.Table.from_pylist([row for row, _ in rows])
     config = _config(code, action, tokenizer, calls_only)
     slow = assert_fast_and_slow_agree(table, config, get_format(fmt))

@@ -268,3 +268,32 @@ def test_make_synthetic_with_no_rows_writes_the_schema(tmp_path: Path) -> None:
     )
     assert result.exit_code == 0, result.output
     assert pq.read_table(out).schema == arrow_schema("anthropic")
+
+
+@pytest.mark.parametrize("fmt", ["anthropic", "rig"])
+def test_anthropic_and_rig_rows_declare_tools_only_when_asked(fmt: str, tmp_path: Path) -> None:
+    # Without a declared-tools code the rows are as they always were (the golden digests are
+    # made of them); with one, each row has a `tools` column its format reads, and every
+    # planted code is one the tool set's checks find.
+    plain = [row for row, _ in generate_rows(50, fmt, seed=4)]
+    assert not any("tools" in row for row in plain)
+    assert "tools" not in arrow_schema(fmt).names
+    out = tmp_path / "tools.parquet"
+    rates = ["--rate", "unknown_tool=0.2", "--rate", "tool_arguments_schema=0.2"]
+    result = CliRunner().invoke(
+        load_script().main, [str(out), "--rows", "200", "--format", fmt, *rates]
+    )
+    assert result.exit_code == 0, result.output
+    table = pq.read_table(out)
+    assert table.schema == arrow_schema(fmt, tools=True)
+    fmt_ = get_format(fmt)
+    for row, planted in generate_rows(200, fmt, seed=0, rates=dict(TOOLS_RATES)):
+        declared = read_row_declarations(row, fmt_.tools_columns)
+        assert declared is not None and not declared.problems, row
+        names = set(declared.tools)
+        calls = [c for m in fmt_.decode(row).messages for c in getattr(m, "tool_calls", ())]
+        unknown = any(c.name not in names for c in calls)
+        assert unknown == ("unknown_tool" in planted), (row, planted)
+        if "tool_arguments_schema" in planted:
+            keyed = [(declared.tools[c.name].schema_key, c.arguments) for c in calls]
+            assert any(key and arguments_error(key, arguments) for key, arguments in keyed)
