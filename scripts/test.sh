@@ -15,4 +15,5 @@ fi
 echo "== ruff check";          .venv/bin/ruff check .
 echo "== ruff format --check"; .venv/bin/ruff format --check .
 echo "== mypy --strict";       .venv/bin/mypy --strict transcript_clean scripts
-echo "== pytest";              .venv/bin/pytest "$@"
+# On every core (pytest-xdist); `scripts/test.sh -n 0 ...` runs in one process.
+echo "== pytest";              .venv/bin/pytest -n auto "$@"
