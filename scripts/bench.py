@@ -43,6 +43,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -81,18 +82,43 @@ def _rss_kb(pid: int) -> int:
     return 0
 
 
-def _tree_rss_kb(pid: int) -> int:
-    total, stack = 0, [pid]
+def _tree(pid: int) -> list[int]:
+    """`pid` and its descendants."""
+    out, stack = [], [pid]
     while stack:
         p = stack.pop()
-        total += _rss_kb(p)
+        out.append(p)
         stack.extend(_children(p))
-    return total
+    return out
+
+
+def _tree_rss_kb(pid: int) -> int:
+    return sum(_rss_kb(p) for p in _tree(pid))
+
+
+def _cpu_ticks(pid: int) -> int:
+    """The user and system time `pid` has used, in clock ticks (`/proc/PID/stat`)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0
+    return int(fields[11]) + int(fields[12])
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def measure(command: list[str]) -> dict[str, float]:
-    """Run `command`; its wall time and the peak RSS of its process tree."""
+    """Run `command`; its wall time, the peak RSS of its process tree and the CPU time the tree
+    used: what the kernel counts for the processes waited for, or where more, the sum of each
+    process's last time sampled (a process its parent does not wait for, as a Ray worker, is
+    counted to its last sample)."""
     peak = 0
+    ticks: dict[int, int] = {}
+    cpu_before = _children_cpu()
     started = time.perf_counter()
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     done = threading.Event()
@@ -100,7 +126,10 @@ def measure(command: list[str]) -> dict[str, float]:
     def sample() -> None:
         nonlocal peak
         while not done.is_set():
-            peak = max(peak, _tree_rss_kb(process.pid))
+            tree = _tree(process.pid)
+            peak = max(peak, sum(_rss_kb(p) for p in tree))
+            for p in tree:
+                ticks[p] = max(ticks.get(p, 0), _cpu_ticks(p))
             done.wait(0.02)
 
     sampler = threading.Thread(target=sample, daemon=True)
@@ -111,7 +140,9 @@ def measure(command: list[str]) -> dict[str, float]:
     sampler.join()
     if process.returncode != 0:
         raise click.ClickException(f"{' '.join(command)} failed:\n{stderr.decode()[-2000:]}")
-    return {"seconds": seconds, "peak_rss_mb": peak / 1024}
+    sampled = sum(ticks.values()) / os.sysconf("SC_CLK_TCK")
+    cpu = max(_children_cpu() - cpu_before, sampled)
+    return {"seconds": seconds, "peak_rss_mb": peak / 1024, "cpu_seconds": cpu}
 
 
 # ---------------------------------------------------------------------------------------------

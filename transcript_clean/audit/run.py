@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.audit.baseline import (
     Baseline,
@@ -57,7 +57,15 @@ if TYPE_CHECKING:
 
     from transcript_clean.engine.local import Block
 
-__all__ = ["DEFAULT_SAMPLES", "STATS_FILES", "AuditBlocks", "AuditResult", "audit", "write_stats"]
+__all__ = [
+    "DEFAULT_SAMPLES",
+    "STATS_FILES",
+    "AuditBlocks",
+    "AuditResult",
+    "audit",
+    "audit_rows_per_block",
+    "write_stats",
+]
 
 DEFAULT_SAMPLES = 3
 STATS_FILES = ("stats.parquet", "stats.csv", "summary.json")
@@ -169,8 +177,9 @@ def audit(
 
     `source`, `engine` and `options` are as for `clean` (format, column, split, subset, revision,
     streaming, batch_size, limit; workers, ray_address); so is `pool`. The blocks are a cleaning
-    run's (`rows_per_block`, by default `clean`'s rows per shard); a smaller one spreads a
-    small input over more workers. The stats and samples are the same for any engine, workers
+    run's (`rows_per_block`, by default `clean`'s rows per shard, or with a chat template a few
+    per worker: `audit_rows_per_block`); a smaller one spreads a small input over more
+    workers. The stats and samples are the same for any engine, workers
     and blocks. `chat_template` and `arguments_as` are as for `clean`.
 
         >>> audit("raw/", config="strict", max_error_rate=0.05).passed  # doctest: +SKIP
@@ -223,9 +232,8 @@ def audit(
         if on_start is not None:
             on_start(src, fmt, read.rows_total(src))
 
-        blocks = plan_blocks(
-            src, DEFAULT_ROWS_PER_SHARD if rows_per_block is None else rows_per_block, read.limit
-        )
+        size = audit_rows_per_block(rows_per_block, cfg, run, read.rows_total(src))
+        blocks = plan_blocks(src, size, read.limit)
         task = AuditBlocks(src, fmt, cfg, read.batch_size, samples, read.batch_bytes)
         stats = Stats()
         audited = list(_run(task, blocks, run, progress, pool))
@@ -250,6 +258,32 @@ def audit(
             still_locked()
             write_stats(result, stats_out, overwrite=overwrite, storage_options=stored)
         return result
+
+
+RENDERED_BLOCKS_PER_LANE: Final = 3
+"""With a chat template, the blocks an audit's rows are cut into per worker process (Ray: per
+CPU of this machine)."""
+MIN_RENDERED_BLOCK: Final = 100
+"""Nor fewer rows in a block than this, whose own cost (its sample rows cleaned again, its
+stats) is then small beside its rows'."""
+
+
+def audit_rows_per_block(
+    given: int | None, cfg: Config, run: EngineOptions, rows: int | None
+) -> int:
+    """The rows of an audit's blocks: `given`, else a cleaning run's rows per shard. With a chat
+    template a row costs a hundred times more (its render and tokens: tens of milliseconds for
+    an agent trace), and a block of 100,000 rows runs for an hour on one CPU, the other workers
+    idle: then the `rows` are cut into `RENDERED_BLOCKS_PER_LANE` blocks per worker process or
+    CPU, that each renders a share and none waits long for the last. The stats and samples are
+    the same for any blocks."""
+    if given is not None:
+        return given
+    lanes = (os.cpu_count() or 1) if run.engine == "ray" else run.workers
+    if cfg.chat_template is None or rows is None or lanes <= 1:
+        return DEFAULT_ROWS_PER_SHARD
+    share = -(-rows // (lanes * RENDERED_BLOCKS_PER_LANE))
+    return min(DEFAULT_ROWS_PER_SHARD, max(MIN_RENDERED_BLOCK, share))
 
 
 def _kernel_lock() -> None:

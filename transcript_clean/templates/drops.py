@@ -12,9 +12,10 @@ The rule is the template's own behaviour, not a list of models.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from transcript_clean.model import (
     AssistantMessage,
@@ -52,9 +53,20 @@ class Drops:
     """Rendered only while the message is the conversation's last (left out of history)."""
 
 
+_PLAIN: Final = re.compile(r"[\x20\x21\x23-\x5b\x5d-\x7e]*")
+"""A text JSON writes as it is, with `ensure_ascii` or without."""
+_ESCAPED: Final = re.compile(r'["\\\x00-\x1f]')
+"""The characters a JSON string escapes whatever `ensure_ascii` says."""
+
+
 def _forms(text: str) -> tuple[str, ...]:
     """A text as a template may write it: as is, or inside a JSON string (`tojson`), with
-    non-ASCII characters as they are or escaped, or twice inside one (a string's `tojson`)."""
+    non-ASCII characters as they are or escaped, or twice inside one (a string's `tojson`).
+    Most texts have no character JSON escapes: then each form is the text, or its ASCII one."""
+    if _PLAIN.fullmatch(text):
+        return (text,)
+    if _ESCAPED.search(text) is None:
+        return (text, json.dumps(text)[1:-1])
     once = json.dumps(text, ensure_ascii=False)[1:-1]
     forms = [text, once, json.dumps(text)[1:-1], json.dumps(once, ensure_ascii=False)[1:-1]]
     return tuple(dict.fromkeys(forms))

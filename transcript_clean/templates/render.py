@@ -12,6 +12,7 @@ gives both the text, which the drop check reads, and the tokens; a test holds th
 from __future__ import annotations
 
 import json
+from bisect import bisect_left, bisect_right
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -40,6 +41,7 @@ __all__ = [
     "render",
     "render_chat",
     "template_tools",
+    "trained_ranges",
 ]
 
 ArgumentsAs = Literal["object", "string"]
@@ -256,24 +258,51 @@ def _raised_at(
 
 def _count(template: ChatTemplate, rendering: Rendering, keep_mask: bool) -> None:
     """The tokens of the text and, where the template marks generation, the trained ones: a
-    token is trained when it overlaps a generation span (`apply_chat_template`'s rule, its
-    loop over the tokens done here with NumPy: a row of an agent trace has thousands)."""
-    import numpy as np
-
+    token is trained when it overlaps a generation span, by `apply_chat_template`'s rule
+    (`trained_ranges`), found without a loop over the tokens (a row of an agent trace has
+    thousands) or the list of their offsets, which alone cost as much as the rest of the check."""
     encoded = template.tokenizer(rendering.text, add_special_tokens=False)
     if not template.marks_generation:
         rendering.tokens = len(encoded["input_ids"])
         return
-    offsets = np.asarray(encoded.encodings[0].offsets, dtype=np.int64).reshape(-1, 2)
-    rendering.tokens = len(offsets)
-    spans = np.asarray(rendering.spans, dtype=np.int64).reshape(-1, 2)
-    # The first span ending after each token starts; the token is trained when that span
-    # starts before the token ends (the spans come in order, and do not overlap).
-    at = np.searchsorted(spans[:, 1], offsets[:, 0], side="right")
-    inside = at < len(spans)
-    mask = np.zeros(len(offsets), dtype=bool)
-    mask[inside] = spans[at[inside], 0] < offsets[inside, 1]
-    rendering.trained = int(mask.sum())
+    encoding = encoded.encodings[0]
+    rendering.tokens = len(encoding)
+    ranges = trained_ranges(encoding, rendering.spans)
+    rendering.trained = sum(end - start for start, end in ranges)
     if keep_mask:
-        rendering.offsets = [(int(a), int(b)) for a, b in offsets]
-        rendering.mask = mask.astype(int).tolist()
+        rendering.offsets = [(int(a), int(b)) for a, b in encoding.offsets]
+        mask = [0] * len(encoding)
+        for start, end in ranges:
+            mask[start:end] = [1] * (end - start)
+        rendering.mask = mask
+
+
+def trained_ranges(encoding: Any, spans: Sequence[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The runs of tokens (from, to) of a tokenizers `Encoding` that `apply_chat_template`'s
+    assistant mask sets for the generation `spans`. Its rule, a pass over the tokens: a token is
+    trained when it ends after the start of the first span that ends after the token starts.
+    Tokens' starts and ends go up with their index, as that pass assumes, so the tokens whose
+    first such span is span k are a run (from the first starting at or after the end of span
+    k-1 to the first starting at or after the end of span k), and the trained ones the end of
+    that run (from the first token ending after the start of span k): two binary searches per
+    span, over `token_to_chars`."""
+    n = len(encoding)
+    tokens = range(n)
+
+    def start(i: int) -> int:
+        return int(encoding.token_to_chars(i)[0])
+
+    def end(i: int) -> int:
+        return int(encoding.token_to_chars(i)[1])
+
+    ranges = []
+    low = 0
+    for span_start, span_end in spans:
+        if low == n:
+            break
+        high = bisect_left(tokens, span_end, low, n, key=start)
+        first = bisect_right(tokens, span_start, low, high, key=end)
+        if first < high:
+            ranges.append((first, high))
+        low = high
+    return ranges
