@@ -16,6 +16,8 @@ from synthetic import every_rates, generate_rows
 
 from transcript_clean.formats import get_format
 from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.rules.orphan_tool_result import used_message
+from transcript_clean.rules.unanswered_tool_call import uncuttable
 
 BEDROCK = get_format("bedrock")
 
@@ -234,3 +236,61 @@ def test_bedrock_batches_with_a_system_column_agree_on_both_paths(config: Config
     view = assert_flattened_as_decoded(BEDROCK, table)
     assert (view.role == 0).sum() == 450  # a system message in each row with a prompt (" " too)
     assert_fast_and_slow_agree(table, config, BEDROCK)
+
+
+def _msg(role: str, *blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"role": role, "content": list(blocks)}
+
+
+def _said(text: str) -> dict[str, Any]:
+    return {"text": text}
+
+
+def _use(call_id: str) -> dict[str, Any]:
+    return {"toolUse": {"toolUseId": call_id, "name": "f", "input": "{}"}}
+
+
+def _result(call_id: str, *content: dict[str, Any]) -> dict[str, Any]:
+    return {"toolResult": {"toolUseId": call_id, "content": list(content)}}
+
+
+def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() -> None:
+    """R1's empty turns dropped, R5's cut made or its reject, and R3's reject of an orphan a
+    later turn may use, each in Arrow (the rows are settled by the fast path, in the per-row
+    path's words); an orphan of two blocks, which the view does not compare, is the per-row
+    path's. Both paths agree on every row, the system column aside included."""
+    from transcript_clean.pipeline import batch_verdicts
+
+    u, a = "user", "assistant"
+    rows = [
+        # an empty turn (reasoning with no text and no signature): dropped
+        [_msg(u, _said("hi")), _msg(a, {"reasoningContent": {"reasoningText": {"text": " "}}}),
+         _msg(u, _said("hi?")), _msg(a, _said("yo"))],
+        # an unanswered call: cut before its turn
+        [_msg(u, _said("hi")), _msg(a, _said("yo")), _msg(u, _said("go")), _msg(a, _use("t1")),
+         _msg(u, _said("stop")), _msg(a, _said("ok"))],
+        # nothing would be left: rejected
+        [_msg(u, _said("go")), _msg(a, _use("t1")), _msg(u, _said("stop")), _msg(a, _said("ok"))],
+        # an orphan whose one block is JSON, which a later turn may use: rejected
+        [_msg(u, _said("go")), _msg(a, _use("t1")),
+         _msg(u, _result("t1", _said("18 C")), _result("t9", {"json": {"n": 1}})),
+         _msg(a, _said("18 C"))],
+        # an orphan of two blocks: the per-row path's
+        [_msg(u, _said("go")), _msg(a, _use("t1")),
+         _msg(u, _result("t1", _said("18 C")), _result("t9", _said("19"), _said(" C"))),
+         _msg(a, _said("18 C"))],
+    ]  # fmt: skip
+    table = pa.Table.from_pylist([{"messages": r, "system": [{"text": "Be brief."}]} for r in rows])
+    verdicts = batch_verdicts(table, DEFAULT, format=BEDROCK)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True, True, True, True, False]
+    assert verdicts.repaired.tolist() == [True, True, False, False, False]
+    assert verdicts.repaired_column is not None
+    assert [len(c) for c in verdicts.repaired_column.to_pylist()] == [3, 3]
+    words = {r.code: r.messages for r in verdicts.rejects}
+    assert words == {
+        "unanswered_tool_call": [uncuttable(2, "t1")],  # the system prompt is message 0
+        "orphan_tool_result": [used_message(3, "t9")],
+    }
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, BEDROCK)
