@@ -4,6 +4,7 @@ the rule's `find` finds."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -149,6 +150,24 @@ def test_bedrock_rows_flatten_as_the_decoder_reads_them(
 ) -> None:
     table = pa.Table.from_pylist([{"messages": m} for m in messages], schema=SCHEMA)
     assert_flattened_as_decoded(BEDROCK, table)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [DEFAULT, STRICT, replace(DEFAULT, orphan_result="drop")],
+    ids=["default", "strict", "drop orphans"],
+)
+def test_bedrock_batches_of_any_rows_agree_on_both_paths(config: Config) -> None:
+    """Whatever the fast path settles in Arrow (empty turns and unanswered calls dropped, used
+    orphans rejected) comes out as the per-row path writes it, in the column's own type."""
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_rows())
+    def check(messages: list[list[dict[str, Any]] | None]) -> None:
+        table = pa.Table.from_pylist([{"messages": m} for m in messages], schema=SCHEMA)
+        assert_fast_and_slow_agree(table, config, BEDROCK)
+
+    check()
 
 
 def test_layouts_it_does_not_read_are_left_to_the_per_row_path() -> None:

@@ -4,6 +4,7 @@ rule's `find` finds."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -63,7 +64,12 @@ def _or_rarely_none(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(values, values, values, values, st.none())
 
 
-def _rows(responses: st.SearchStrategy[Any]) -> st.SearchStrategy[list[list[dict[str, Any]]]]:
+_ARGUMENTS = ({"n": 1}, None, {"x": float("nan")})
+
+
+def _rows(
+    responses: st.SearchStrategy[Any], arguments: tuple[Any, ...] = _ARGUMENTS
+) -> st.SearchStrategy[list[list[dict[str, Any]]]]:
     response = st.fixed_dictionaries({"response": responses}) | st.just({})
     result = st.builds(
         lambda body, i, name: {"functionResponse": {"id": i, "name": name, **body}},
@@ -77,7 +83,7 @@ def _rows(responses: st.SearchStrategy[Any]) -> st.SearchStrategy[list[list[dict
                 {
                     "name": st.sampled_from(["f", "g"]),
                     "id": _ids,
-                    "args": st.sampled_from([{"n": 1}, None, {"x": float("nan")}]),
+                    "args": st.sampled_from(arguments),
                 }
             )
         }
@@ -141,6 +147,27 @@ def test_gemini_rows_flatten_as_the_decoder_reads_them(kind: str) -> None:
     def check(contents: list[list[dict[str, Any]] | None]) -> None:
         table = pa.Table.from_pylist([{"contents": c} for c in contents], schema=schema)
         assert_flattened_as_decoded(GEMINI, table)
+
+    check()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [DEFAULT, STRICT, replace(DEFAULT, orphan_result="drop")],
+    ids=["default", "strict", "drop orphans"],
+)
+def test_gemini_batches_of_any_rows_agree_on_both_paths(config: Config) -> None:
+    """Whatever the fast path settles in Arrow (empty turns and unanswered calls dropped, used
+    orphans rejected) comes out as the per-row path writes it, in the column's own type (no
+    NaN among the arguments: a row holding one is never equal to itself)."""
+    response_type, responses = RESPONSES["result"]
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_rows(responses, ({"n": 1}, None, {"x": 2.5})))
+    def check(contents: list[list[dict[str, Any]] | None]) -> None:
+        schema = _schema(response_type)
+        table = pa.Table.from_pylist([{"contents": c} for c in contents], schema=schema)
+        assert_fast_and_slow_agree(table, config, GEMINI)
 
     check()
 
@@ -271,7 +298,8 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
     """R1's empty turns dropped, R5's cut made or its reject and R3's reject of an orphan a
     later turn may use, each in Arrow (the rows are settled by the fast path, and a reject
     names the call or result by the decoder's id, minted or real); an empty turn right before
-    responses paired by place is the per-row path's. Both paths agree on every row."""
+    responses paired by place is the per-row path's, as is a row whose kept turns the encoder
+    writes anew. Both paths agree on every row."""
     from transcript_clean.pipeline import batch_verdicts
 
     u, m = "user", "model"
@@ -292,12 +320,19 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
         # an empty turn right before responses by place: the per-row path's
         [_turn(u, _said("go")), _turn(m, _call()), _turn(m, _said("")), _turn(u, _answer("18 C")),
          _turn(m, _said("18 C"))],
+        # turns the encoder writes anew (a call with no args gets `{}`, a response with no id
+        # and no name its call's name): the per-row path's to repair
+        [_turn(u, _said("go")), _turn(m, {"functionCall": {"name": "f"}}),
+         _turn(u, _answer("18 C")), _turn(m, _said("")), _turn(u, _said("ok?")),
+         _turn(m, _said("ok"))],
+        [_turn(u, _said("go")), _turn(m, _call()), _turn(u, {"functionResponse": {"response": {}}}),
+         _turn(m, _said("")), _turn(u, _said("ok?")), _turn(m, _said("ok"))],
     ]  # fmt: skip
     table = pa.Table.from_pylist([{"contents": r} for r in rows])
     verdicts = batch_verdicts(table, DEFAULT, format=GEMINI)
     assert verdicts is not None
-    assert verdicts.handled.tolist() == [True, True, True, True, True, False]
-    assert verdicts.repaired.tolist() == [True, True, False, False, False, False]
+    assert verdicts.handled.tolist() == [True, True, True, True, True, False, False, False]
+    assert verdicts.repaired.tolist() == [True, True, False, False, False, False, False, False]
     assert verdicts.repaired_column is not None
     assert [len(c) for c in verdicts.repaired_column.to_pylist()] == [3, 3]
     words = {r.code: r.messages for r in verdicts.rejects}

@@ -15,7 +15,9 @@ row, rare, is left unread.
 
 Each turn is one item of the column (`item_message`), so R1 and R5's cut drop items in Arrow.
 A response without an id pairs by its place (`pairs_by_position`): an empty model turn right
-before one is the per-row path's to drop.
+before one is the per-row path's to drop. So is every repair of a row whose kept turns the
+encoder would write anew (`reencoded`): a call with no `args`, a response with no id and no
+name.
 """
 
 from __future__ import annotations
@@ -225,14 +227,21 @@ def _contents(array: pa.Array, column: str) -> Conversations | None:
     result_message = part_message[results]
     result_text = _response_texts(field(result_structs, "response"))
     orphan_id = _joined(f"result_{column}[", turn_place[result_message], "]_", part_place[results])
-    result_call, minted_orphan = _answered_ids(
+    result_call, own_id, paired = _answered_ids(
         result_structs, result_message, call_id, call_message, message_row, is_model, orphan_id
     )
     minted = pa.concat_arrays([minted_call, orphan_id])
     minted_row = message_row[np.concatenate([call_message, result_message])]
-    wanted = np.concatenate([as_mask(real_id.is_null()), minted_orphan])
+    wanted = np.concatenate([as_mask(real_id.is_null()), ~own_id & ~paired])
     real_ids, real_row = _real_ids(parts, call_key, response_key, message_row[part_message])
     unread |= _taken(minted, minted_row, wanted, real_ids, real_row, rows)
+
+    # Rows the encoder writes anew (`Conversations.reencoded`): it gives a call with no `args`
+    # an empty object, and a response with no id and no name the name of the call it answers.
+    answered_as = pc.fill_null(field(result_structs, "name").cast(pa.string()), "")
+    nameless = as_mask(pc.equal(answered_as, ""), fill=True)
+    reencoded = rows_with(as_mask(arguments.is_null()), message_row[call_message], rows)
+    reencoded |= rows_with(~own_id & paired & nameless, message_row[result_message], rows)
 
     result_chars = text_lengths(result_text)
     own_chars = np.where(is_text_part, text_chars, 0)
@@ -266,6 +275,7 @@ def _contents(array: pa.Array, column: str) -> Conversations | None:
         result_blank=~not_blank(result_text),
         item_message=np.arange(messages_n, dtype=np.int64),
         pairs_by_position=True,
+        reencoded=reencoded,
         result_text=lambda: result_text,  # a response is one text, always
         texts=texts,
     )
@@ -306,10 +316,10 @@ def _answered_ids(
     message_row: Counts,
     is_model: Mask,
     orphan_id: pa.Array,
-) -> tuple[pa.Array, Mask]:
+) -> tuple[pa.Array, Mask, Mask]:
     """Each response's id as the decoder has it: its own, else that of the call at its place in
     the model turn right before (the decoder's `answers`), else the one minted for an orphan
-    (`orphan_id`); and which responses take the minted one."""
+    (`orphan_id`); which responses have their own, and which have a call at their place."""
     n = len(results)
     real = field(results, "id")
     place = np.arange(n, dtype=np.int64) - run_starts(result_message)
@@ -328,8 +338,7 @@ def _answered_ids(
     else:
         by_place = orphan_id
     own = real.is_valid()
-    minted: Mask = ~as_mask(own) & ~paired
-    return pc.if_else(own, real.cast(pa.string()), by_place), minted
+    return pc.if_else(own, real.cast(pa.string()), by_place), as_mask(own), paired
 
 
 def _joined(*pieces: str | Counts) -> pa.Array:
