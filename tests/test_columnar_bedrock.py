@@ -80,6 +80,7 @@ def _blocks() -> st.SearchStrategy[dict[str, Any]]:
             st.sampled_from([None, "sig"]),
         ),
         st.just({"reasoningContent": {"redactedContent": "xyz"}}),
+        st.just({"reasoningContent": {"redactedContent": "x", "reasoningText": {"text": "t"}}}),
     )
 
 
@@ -277,7 +278,8 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
     """R1's empty turns dropped, R5's cut made or its reject, and R3's reject of an orphan a
     later turn may use, each in Arrow (the rows are settled by the fast path, in the per-row
     path's words); an orphan of two blocks, which the view does not compare, is the per-row
-    path's. Both paths agree on every row, the system column aside included."""
+    path's, as is a row whose kept turns the encoder writes anew. Both paths agree on every
+    row, the system column aside included."""
     from transcript_clean.pipeline import batch_verdicts
 
     u, a = "user", "assistant"
@@ -298,12 +300,17 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
         [_msg(u, _said("go")), _msg(a, _use("t1")),
          _msg(u, _result("t1", _said("18 C")), _result("t9", _said("19"), _said(" C"))),
          _msg(a, _said("18 C"))],
+        # a turn the encoder writes anew (redacted reasoning loses its reasoningText): the
+        # per-row path's to repair
+        [_msg(u, _said("hi")), _msg(a, {"reasoningContent": {"redactedContent": "xyz",
+         "reasoningText": {"text": "t", "signature": "s"}}}, _said("yo")),
+         _msg(u, _said("more")), _msg(a, _said(" ")), _msg(u, _said("?")), _msg(a, _said("ok"))],
     ]  # fmt: skip
     table = pa.Table.from_pylist([{"messages": r, "system": [{"text": "Be brief."}]} for r in rows])
     verdicts = batch_verdicts(table, DEFAULT, format=BEDROCK)
     assert verdicts is not None
-    assert verdicts.handled.tolist() == [True, True, True, True, False]
-    assert verdicts.repaired.tolist() == [True, True, False, False, False]
+    assert verdicts.handled.tolist() == [True, True, True, True, False, False]
+    assert verdicts.repaired.tolist() == [True, True, False, False, False, False]
     assert verdicts.repaired_column is not None
     assert [len(c) for c in verdicts.repaired_column.to_pylist()] == [3, 3]
     words = {r.code: r.messages for r in verdicts.rejects}

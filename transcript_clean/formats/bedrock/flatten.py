@@ -11,8 +11,9 @@ flattened at all (None): a field of another type than the decoder takes. Calls a
 carry their own ids (`toolUseId`), which the view takes as they are.
 
 Each message is one item of the column (`item_message`), so R1 and R5's cut drop items in
-Arrow; a result whose content is one text (or one `json` block) has that text in `result_text`,
-which R3's rejects compare.
+Arrow, but for a row whose kept messages the encoder writes anew (`reencoded`: redacted
+reasoning that holds a `reasoningText` too); a result whose content is one text (or one `json`
+block) has that text in `result_text`, which R3's rejects compare.
 """
 
 from __future__ import annotations
@@ -226,6 +227,10 @@ def _messages(array: pa.Array) -> Conversations | None:
     unread = as_mask(array.is_null())
     unread |= rows_with(flag, message_row, rows)
     unread |= rows_with(flag_block, message_row[block_message], rows)
+    # Rows the encoder writes anew (`Conversations.reencoded`): redacted reasoning that holds a
+    # `reasoningText` too loses it.
+    both = is_reasoning & redacted & ~as_mask(reasoning_text.is_null())
+    reencoded = rows_with(both, message_row[block_message], rows)
 
     def texts() -> tuple[pa.Array, Counts]:
         own = np.flatnonzero(is_text_block)
@@ -263,6 +268,7 @@ def _messages(array: pa.Array) -> Conversations | None:
         result_call=result_call,
         result_blank=result_blank,
         item_message=np.arange(messages_n, dtype=np.int64),
+        reencoded=reencoded,
         result_text=lambda: result_text,
         texts=texts,
     )
