@@ -4,6 +4,7 @@ the rule's `find` finds."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -16,6 +17,8 @@ from synthetic import every_rates, generate_rows
 
 from transcript_clean.formats import get_format
 from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.rules.orphan_tool_result import used_message
+from transcript_clean.rules.unanswered_tool_call import uncuttable
 
 BEDROCK = get_format("bedrock")
 
@@ -77,6 +80,7 @@ def _blocks() -> st.SearchStrategy[dict[str, Any]]:
             st.sampled_from([None, "sig"]),
         ),
         st.just({"reasoningContent": {"redactedContent": "xyz"}}),
+        st.just({"reasoningContent": {"redactedContent": "x", "reasoningText": {"text": "t"}}}),
     )
 
 
@@ -147,6 +151,24 @@ def test_bedrock_rows_flatten_as_the_decoder_reads_them(
 ) -> None:
     table = pa.Table.from_pylist([{"messages": m} for m in messages], schema=SCHEMA)
     assert_flattened_as_decoded(BEDROCK, table)
+
+
+@pytest.mark.parametrize(
+    "config",
+    [DEFAULT, STRICT, replace(DEFAULT, orphan_result="drop")],
+    ids=["default", "strict", "drop orphans"],
+)
+def test_bedrock_batches_of_any_rows_agree_on_both_paths(config: Config) -> None:
+    """Whatever the fast path settles in Arrow (empty turns and unanswered calls dropped, used
+    orphans rejected) comes out as the per-row path writes it, in the column's own type."""
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_rows())
+    def check(messages: list[list[dict[str, Any]] | None]) -> None:
+        table = pa.Table.from_pylist([{"messages": m} for m in messages], schema=SCHEMA)
+        assert_fast_and_slow_agree(table, config, BEDROCK)
+
+    check()
 
 
 def test_layouts_it_does_not_read_are_left_to_the_per_row_path() -> None:
@@ -234,3 +256,67 @@ def test_bedrock_batches_with_a_system_column_agree_on_both_paths(config: Config
     view = assert_flattened_as_decoded(BEDROCK, table)
     assert (view.role == 0).sum() == 450  # a system message in each row with a prompt (" " too)
     assert_fast_and_slow_agree(table, config, BEDROCK)
+
+
+def _msg(role: str, *blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"role": role, "content": list(blocks)}
+
+
+def _said(text: str) -> dict[str, Any]:
+    return {"text": text}
+
+
+def _use(call_id: str) -> dict[str, Any]:
+    return {"toolUse": {"toolUseId": call_id, "name": "f", "input": "{}"}}
+
+
+def _result(call_id: str, *content: dict[str, Any]) -> dict[str, Any]:
+    return {"toolResult": {"toolUseId": call_id, "content": list(content)}}
+
+
+def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() -> None:
+    """R1's empty turns dropped, R5's cut made or its reject, and R3's reject of an orphan a
+    later turn may use, each in Arrow (the rows are settled by the fast path, in the per-row
+    path's words); an orphan of two blocks, which the view does not compare, is the per-row
+    path's, as is a row whose kept turns the encoder writes anew. Both paths agree on every
+    row, the system column aside included."""
+    from transcript_clean.pipeline import batch_verdicts
+
+    u, a = "user", "assistant"
+    rows = [
+        # an empty turn (reasoning with no text and no signature): dropped
+        [_msg(u, _said("hi")), _msg(a, {"reasoningContent": {"reasoningText": {"text": " "}}}),
+         _msg(u, _said("hi?")), _msg(a, _said("yo"))],
+        # an unanswered call: cut before its turn
+        [_msg(u, _said("hi")), _msg(a, _said("yo")), _msg(u, _said("go")), _msg(a, _use("t1")),
+         _msg(u, _said("stop")), _msg(a, _said("ok"))],
+        # nothing would be left: rejected
+        [_msg(u, _said("go")), _msg(a, _use("t1")), _msg(u, _said("stop")), _msg(a, _said("ok"))],
+        # an orphan whose one block is JSON, which a later turn may use: rejected
+        [_msg(u, _said("go")), _msg(a, _use("t1")),
+         _msg(u, _result("t1", _said("18 C")), _result("t9", {"json": {"n": 1}})),
+         _msg(a, _said("18 C"))],
+        # an orphan of two blocks: the per-row path's
+        [_msg(u, _said("go")), _msg(a, _use("t1")),
+         _msg(u, _result("t1", _said("18 C")), _result("t9", _said("19"), _said(" C"))),
+         _msg(a, _said("18 C"))],
+        # a turn the encoder writes anew (redacted reasoning loses its reasoningText): the
+        # per-row path's to repair
+        [_msg(u, _said("hi")), _msg(a, {"reasoningContent": {"redactedContent": "xyz",
+         "reasoningText": {"text": "t", "signature": "s"}}}, _said("yo")),
+         _msg(u, _said("more")), _msg(a, _said(" ")), _msg(u, _said("?")), _msg(a, _said("ok"))],
+    ]  # fmt: skip
+    table = pa.Table.from_pylist([{"messages": r, "system": [{"text": "Be brief."}]} for r in rows])
+    verdicts = batch_verdicts(table, DEFAULT, format=BEDROCK)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True, True, True, True, False, False]
+    assert verdicts.repaired.tolist() == [True, True, False, False, False, False]
+    assert verdicts.repaired_column is not None
+    assert [len(c) for c in verdicts.repaired_column.to_pylist()] == [3, 3]
+    words = {r.code: r.messages for r in verdicts.rejects}
+    assert words == {
+        "unanswered_tool_call": [uncuttable(2, "t1")],  # the system prompt is message 0
+        "orphan_tool_result": [used_message(3, "t9")],
+    }
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, BEDROCK)

@@ -4,6 +4,7 @@ rule's `find` finds."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -16,6 +17,8 @@ from synthetic import every_rates, generate_rows
 
 from transcript_clean.formats import get_format
 from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.rules.orphan_tool_result import used_message
+from transcript_clean.rules.unanswered_tool_call import uncuttable
 
 GEMINI = get_format("gemini")
 
@@ -61,7 +64,12 @@ def _or_rarely_none(values: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
     return st.one_of(values, values, values, values, st.none())
 
 
-def _rows(responses: st.SearchStrategy[Any]) -> st.SearchStrategy[list[list[dict[str, Any]]]]:
+_ARGUMENTS = ({"n": 1}, None, {"x": float("nan")})
+
+
+def _rows(
+    responses: st.SearchStrategy[Any], arguments: tuple[Any, ...] = _ARGUMENTS
+) -> st.SearchStrategy[list[list[dict[str, Any]]]]:
     response = st.fixed_dictionaries({"response": responses}) | st.just({})
     result = st.builds(
         lambda body, i, name: {"functionResponse": {"id": i, "name": name, **body}},
@@ -75,7 +83,7 @@ def _rows(responses: st.SearchStrategy[Any]) -> st.SearchStrategy[list[list[dict
                 {
                     "name": st.sampled_from(["f", "g"]),
                     "id": _ids,
-                    "args": st.sampled_from([{"n": 1}, None, {"x": float("nan")}]),
+                    "args": st.sampled_from(arguments),
                 }
             )
         }
@@ -139,6 +147,27 @@ def test_gemini_rows_flatten_as_the_decoder_reads_them(kind: str) -> None:
     def check(contents: list[list[dict[str, Any]] | None]) -> None:
         table = pa.Table.from_pylist([{"contents": c} for c in contents], schema=schema)
         assert_flattened_as_decoded(GEMINI, table)
+
+    check()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [DEFAULT, STRICT, replace(DEFAULT, orphan_result="drop")],
+    ids=["default", "strict", "drop orphans"],
+)
+def test_gemini_batches_of_any_rows_agree_on_both_paths(config: Config) -> None:
+    """Whatever the fast path settles in Arrow (empty turns and unanswered calls dropped, used
+    orphans rejected) comes out as the per-row path writes it, in the column's own type (no
+    NaN among the arguments: a row holding one is never equal to itself)."""
+    response_type, responses = RESPONSES["result"]
+
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(_rows(responses, ({"n": 1}, None, {"x": 2.5})))
+    def check(contents: list[list[dict[str, Any]] | None]) -> None:
+        schema = _schema(response_type)
+        table = pa.Table.from_pylist([{"contents": c} for c in contents], schema=schema)
+        assert_fast_and_slow_agree(table, config, GEMINI)
 
     check()
 
@@ -246,3 +275,83 @@ def test_gemini_batches_with_a_system_instruction_agree_on_both_paths(config: Co
     view = assert_flattened_as_decoded(GEMINI, table)
     assert (view.role == 0).sum() == 450  # one in each row with an instruction (an empty one too)
     assert_fast_and_slow_agree(table, config, GEMINI)
+
+
+def _turn(role: str, *parts: dict[str, Any]) -> dict[str, Any]:
+    return {"role": role, "parts": list(parts)}
+
+
+def _said(text: str) -> dict[str, Any]:
+    return {"text": text}
+
+
+def _call(call_id: str | None = None) -> dict[str, Any]:
+    return {"functionCall": {"name": "f", "args": {"n": 1}, **({"id": call_id} if call_id else {})}}
+
+
+def _answer(text: str, call_id: str | None = None) -> dict[str, Any]:
+    response = {"name": "f", "response": {"result": text}}
+    return {"functionResponse": {**response, **({"id": call_id} if call_id else {})}}
+
+
+def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() -> None:
+    """R1's empty turns dropped, R5's cut made or its reject and R3's reject of an orphan a
+    later turn may use, each in Arrow (the rows are settled by the fast path, and a reject
+    names the call or result by the decoder's id, minted or real); an empty turn right before
+    responses paired by place is the per-row path's, as is a row whose kept turns the encoder
+    writes anew. Both paths agree on every row."""
+    from transcript_clean.pipeline import batch_verdicts
+
+    u, m = "user", "model"
+    rows = [
+        # an empty model turn: dropped
+        [_turn(u, _said("hi")), _turn(m, _said(" ")), _turn(u, _said("hi?")), _turn(m, _said("x"))],
+        # an unanswered call (minted id): cut before its turn
+        [_turn(u, _said("hi")), _turn(m, _said("yo")), _turn(u, _said("go")), _turn(m, _call()),
+         _turn(u, _said("stop")), _turn(m, _said("ok"))],
+        # nothing would be left: rejected, naming the minted id
+        [_turn(u, _said("go")), _turn(m, _call()), _turn(u, _said("stop")), _turn(m, _said("ok"))],
+        # an orphan response (no call at its place) a later turn may use: rejected
+        [_turn(u, _said("go")), _turn(m, _call()), _turn(u, _answer("18 C"), _answer("19 C")),
+         _turn(m, _said("18 C"))],
+        # an orphan with a real id
+        [_turn(u, _said("go")), _turn(m, _call("a")), _turn(u, _answer("18 C", "a")),
+         _turn(u, _answer("19 C", "z")), _turn(m, _said("18 C"))],
+        # an empty turn right before responses by place: the per-row path's
+        [_turn(u, _said("go")), _turn(m, _call()), _turn(m, _said("")), _turn(u, _answer("18 C")),
+         _turn(m, _said("18 C"))],
+        # turns the encoder writes anew (a call with no args gets `{}`, a response with no id
+        # and no name its call's name): the per-row path's to repair
+        [_turn(u, _said("go")), _turn(m, {"functionCall": {"name": "f"}}),
+         _turn(u, _answer("18 C")), _turn(m, _said("")), _turn(u, _said("ok?")),
+         _turn(m, _said("ok"))],
+        [_turn(u, _said("go")), _turn(m, _call()), _turn(u, {"functionResponse": {"response": {}}}),
+         _turn(m, _said("")), _turn(u, _said("ok?")), _turn(m, _said("ok"))],
+    ]  # fmt: skip
+    table = pa.Table.from_pylist([{"contents": r} for r in rows])
+    verdicts = batch_verdicts(table, DEFAULT, format=GEMINI)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True, True, True, True, True, False, False, False]
+    assert verdicts.repaired.tolist() == [True, True, False, False, False, False, False, False]
+    assert verdicts.repaired_column is not None
+    assert [len(c) for c in verdicts.repaired_column.to_pylist()] == [3, 3]
+    words = {r.code: r.messages for r in verdicts.rejects}
+    assert words == {
+        "unanswered_tool_call": [uncuttable(1, "call_1_0")],
+        "orphan_tool_result": [used_message(2, "result_contents[2]_1"), used_message(3, "z")],
+    }
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, GEMINI)
+
+
+def test_a_minted_id_the_row_holds_leaves_the_row_unread() -> None:
+    """The decoder mints `call_1_0` longer where a row holds that id already: the view does
+    not follow it, and leaves such a row to the per-row path."""
+    rows = [
+        [_turn("user", _said("go")), _turn("model", _call(), _call("call_1_0"))],
+        [_turn("user", _said("go")), _turn("model", _call(), _call("call_1_1_"))],
+    ]
+    table = pa.Table.from_pylist([{"contents": r} for r in rows])
+    view = assert_flattened_as_decoded(GEMINI, table, unread_superset=True)
+    assert view.unread.tolist() == [True, False]
+    assert_fast_and_slow_agree(table, DEFAULT, GEMINI)

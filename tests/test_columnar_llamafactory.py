@@ -24,6 +24,8 @@ from synthetic import every_rates, generate_rows
 from transcript_clean.fastpath import fast_verdicts
 from transcript_clean.formats import get_format
 from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.rules.orphan_tool_result import used_message
+from transcript_clean.rules.unanswered_tool_call import uncuttable
 
 LLAMAFACTORY = get_format("llamafactory")
 DATA = Path(__file__).parent / "data" / "llamafactory"
@@ -205,3 +207,51 @@ def test_llamafactory_generated_batches_agree_on_both_paths(config: Config) -> N
     rates = every_rates("llamafactory")
     rows = [row for row, _ in generate_rows(600, "llamafactory", seed=8, rates=rates)]
     assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, LLAMAFACTORY)
+
+
+def _msg(role: str, *values: str, kind: str = "text") -> dict[str, Any]:
+    return {"role": role, "content": [{"type": kind, "value": v} for v in values]}
+
+
+def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() -> None:
+    """R1's empty turns dropped, R5's cut made or its reject, and R3's reject of an orphan a
+    later turn may use, each in Arrow, in the per-row path's words (the minted ids); an orphan
+    repeating a result packed in a list is no used one, and one of two items, which the view
+    does not compare, is the per-row path's. Both paths agree on every row."""
+    from transcript_clean.pipeline import batch_verdicts
+
+    u, a, t = "user", "assistant", "tool"
+    call = json.dumps({"name": "f", "arguments": {}})
+
+    def calls(n: int) -> dict[str, Any]:
+        return _msg(a, *[call] * n, kind="tool_call")
+
+    rows = [
+        # an empty turn: dropped
+        [_msg(u, "hi"), _msg(a, " "), _msg(u, "hi?"), _msg(a, "yo")],
+        # an unanswered call: cut before its turn
+        [_msg(u, "hi"), _msg(a, "yo"), _msg(u, "go"), calls(1), _msg(u, "stop"), _msg(a, "ok")],
+        # nothing would be left: rejected
+        [_msg(u, "go"), calls(1), _msg(u, "stop"), _msg(a, "ok")],
+        # a tool message past the calls, which a later turn may use: rejected
+        [_msg(u, "go"), calls(1), _msg(t, "18 C"), _msg(t, "19 C"), _msg(a, "18 C")],
+        # an orphan repeating a result packed in a list: dropped, by the per-row path
+        [_msg(u, "go"), calls(2), _msg(t, '["18 C", "19 C"]'), _msg(u, "and?"), _msg(t, "19 C"),
+         _msg(a, "18 C")],
+        # an orphan of two items: the per-row path's
+        [_msg(u, "go"), calls(1), _msg(t, "18 C"), _msg(t, "19", " C"), _msg(a, "18 C")],
+    ]  # fmt: skip
+    table = pa.Table.from_pylist([{"messages": r} for r in rows], schema=SCHEMA)
+    verdicts = batch_verdicts(table, DEFAULT, format=LLAMAFACTORY)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True, True, True, True, False, False]
+    assert verdicts.repaired.tolist() == [True, True, False, False, False, False]
+    assert verdicts.repaired_column is not None
+    assert [len(c) for c in verdicts.repaired_column.to_pylist()] == [3, 3]
+    words = {r.code: r.messages for r in verdicts.rejects}
+    assert words == {
+        "unanswered_tool_call": [uncuttable(1, "call_1_0")],
+        "orphan_tool_result": [used_message(2, "result_3")],
+    }
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, LLAMAFACTORY)

@@ -95,6 +95,11 @@ class Conversations:
     """Whether the format's results answer calls by their place, not by ids (ShareGPT's): the
     decoder pairs them before R1 drops an empty turn, so dropping one that stands between
     calls and their results would pair them anew; such a row is the per-row path's."""
+    reencoded: Mask | None = None
+    """Per row, whether the per-row path, writing the row after a repair, writes a message it
+    keeps otherwise than the source holds it (Gemini's encoder gives a call with no `args` an
+    empty object): dropping whole items would not be what it writes, so such a row's repairs
+    are the per-row path's. None: the per-row path writes every kept message as it is."""
     result_text: Callable[[], pa.Array] | None = None
     """Per tool result, its text where the whole of what it says is one text part, null where
     it is anything else: what tells a result that repeats one already given (R3), made when

@@ -133,6 +133,9 @@ class ConversationsView(ArrowView):
         c, walk = self.conversations, self.walk
         assert set(rows) <= self.repairs
         rows = dict(rows)
+        if c.reencoded is not None:  # rows the per-row path writes anew: theirs to repair
+            kept = ~c.reencoded
+            rows = {k: m if k == ORPHAN_TOOL_RESULT else m & kept for k, m in rows.items()}
         rejects: list[FastReject] = []
         if ORPHAN_TOOL_RESULT in rows:
             rejects += self._reject_used_orphans(rows.pop(ORPHAN_TOOL_RESULT))

@@ -195,5 +195,7 @@ def prepend_system(
         result_blank=c.result_blank,
         item_message=item_message,
         pairs_by_position=c.pairs_by_position,
+        reencoded=c.reencoded,
+        result_text=c.result_text,
         texts=texts if inner_texts is not None else None,
     )

@@ -9,6 +9,11 @@ block is of the kind of its first key that holds a value, as the decoder finds i
 fields come in its type's order). A layout it does not read as the decoder would is not
 flattened at all (None): a field of another type than the decoder takes. Calls and results
 carry their own ids (`toolUseId`), which the view takes as they are.
+
+Each message is one item of the column (`item_message`), so R1 and R5's cut drop items in
+Arrow, but for a row whose kept messages the encoder writes anew (`reencoded`: redacted
+reasoning that holds a `reasoningText` too); a result whose content is one text (or one `json`
+block) has that text in `result_text`, which R3's rejects compare.
 """
 
 from __future__ import annotations
@@ -213,6 +218,7 @@ def _messages(array: pa.Array) -> Conversations | None:
     result_blank = count(piece_says, piece_result, len(results)) == 0
     piece_chars = np.where(textual, text_lengths(piece_text), 0)
     result_chars = np.bincount(piece_result, weights=piece_chars, minlength=len(results))
+    result_text = _one_text(piece_text, piece_result, textual, len(results))
 
     block_chars = np.where(is_text_block, text_chars, 0) + thought_chars
     block_chars[results] += result_chars.astype(np.int64)
@@ -221,6 +227,10 @@ def _messages(array: pa.Array) -> Conversations | None:
     unread = as_mask(array.is_null())
     unread |= rows_with(flag, message_row, rows)
     unread |= rows_with(flag_block, message_row[block_message], rows)
+    # Rows the encoder writes anew (`Conversations.reencoded`): redacted reasoning that holds a
+    # `reasoningText` too loses it.
+    both = is_reasoning & redacted & ~as_mask(reasoning_text.is_null())
+    reencoded = rows_with(both, message_row[block_message], rows)
 
     def texts() -> tuple[pa.Array, Counts]:
         own = np.flatnonzero(is_text_block)
@@ -257,8 +267,23 @@ def _messages(array: pa.Array) -> Conversations | None:
         result_message=block_message[results],
         result_call=result_call,
         result_blank=result_blank,
+        item_message=np.arange(messages_n, dtype=np.int64),
+        reencoded=reencoded,
+        result_text=lambda: result_text,
         texts=texts,
     )
+
+
+def _one_text(piece_text: pa.Array, piece_result: Counts, textual: Mask, results: int) -> pa.Array:
+    """Per result, the text of its one block where it has one block, of text or JSON (what the
+    decoder reads as one text part); null where it has any other content."""
+    per = np.bincount(piece_result, minlength=results).astype(np.int64)
+    first = np.cumsum(per) - per
+    one = per == 1
+    one[one] &= textual[first[one]]
+    at = pa.array(np.where(one, first, 0), pa.int64(), mask=~one)
+    text: pa.Array = piece_text.take(at)
+    return text
 
 
 _JSON: Final = len(_KNOWN)

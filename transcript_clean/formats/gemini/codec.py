@@ -125,7 +125,7 @@ class GeminiFormat(Format):
 
         if not reads_schema(schema, self.tools_column):
             return None
-        return flatten_gemini(column, schema, side or {})
+        return flatten_gemini(column, schema, side or {}, self.column)
 
     def declared_tools(self, row: Mapping[str, Any]) -> Declared | None:
         """`tools[].functionDeclarations`, each declaration's `parametersJsonSchema` or its

@@ -5,13 +5,19 @@ It reads a row as `GeminiFormat.decode` reads it, or marks it unread: a null ite
 A layout it does not read as the decoder would is not flattened at all (None): a field of
 another type than the decoder takes, a key held under both its camelCase and snake_case names.
 
-Ids. The decoder mints an id for a call that has none and pairs a response that has none with
-the call at its place in the model turn before (the k-th response of a turn, the k-th call);
-a response with nothing at its place gets an id of its own, an orphan. The view's ids keep
-exactly that pairing, in three name spaces that never meet: `r` + a real id, `m` + the call's
-position in the batch for a minted one, and `o` + its place for a response that answers
-nothing. The walk compares ids within a turn only, so these pair each result with the call the
-decoder pairs it with, and no other.
+Ids. The decoder mints an id for a call that has none (`call_{i}_{k}`: its turn's place in the
+row, its part's place in the turn) and pairs a response that has none with the call at its
+place in the model turn before (the k-th response of a turn, the k-th call); a response with
+nothing at its place gets an id of its own (`result_contents[i]_j`), an orphan. The view's ids
+are the decoder's, so that a reject made in Arrow names a call or a result as the per-row path
+does. The decoder makes a minted id longer where the row really holds it (`IdMinter`); such a
+row, rare, is left unread.
+
+Each turn is one item of the column (`item_message`), so R1 and R5's cut drop items in Arrow.
+A response without an id pairs by its place (`pairs_by_position`): an empty model turn right
+before one is the per-row path's to drop. So is every repair of a row whose kept turns the
+encoder would write anew (`reencoded`): a call with no `args`, a response with no id and no
+name.
 """
 
 from __future__ import annotations
@@ -45,8 +51,6 @@ from transcript_clean.formats.fields import (
     is_list_of_structs,
     joined_texts,
     not_blank,
-    positions,
-    prefixed,
     prepend_system,
     present,
 )
@@ -97,17 +101,21 @@ def _is_response(type_: pa.DataType) -> bool:
 
 
 def flatten_gemini(
-    array: pa.Array, schema: pa.Schema | None, side: Mapping[str, pa.Array]
+    array: pa.Array,
+    schema: pa.Schema | None,
+    side: Mapping[str, pa.Array],
+    column: str = "contents",
 ) -> Conversations | None:
-    """The rows of a Gemini `contents` column, and of its system instruction column (`side`),
-    as `Conversations`; None for columns whose Arrow types this does not read (the per-row path
+    """The rows of a Gemini `contents` column (named `column`, as the decoder's paths and so
+    its orphans' ids name it), and of its system instruction column (`side`), as
+    `Conversations`; None for columns whose Arrow types this does not read (the per-row path
     reads every row)."""
     if schema is not None and any(k in schema.names and k not in side for k in _SYSTEM_KEYS):
         return None  # the rows hold a system instruction this was not given
     system = _system(side, len(array))
     if system is None:
         return None
-    conversations = _contents(array)
+    conversations = _contents(array, column)
     if conversations is None:
         return None
     return prepend_system(conversations, *system)
@@ -138,7 +146,7 @@ def _system(side: Mapping[str, pa.Array], rows: int) -> tuple[pa.Array, Mask, Ma
     return text, present, unread | (present & as_mask(parts.is_null()))
 
 
-def _contents(array: pa.Array) -> Conversations | None:
+def _contents(array: pa.Array, column: str) -> Conversations | None:
     if not is_list_of_structs(array.type):
         return None
     item_type = array.type.value_type
@@ -203,12 +211,13 @@ def _contents(array: pa.Array) -> Conversations | None:
     part_said = (is_plain & says) | is_media
     part_thought = is_reasoning & (says | present(parts, signature_key))
 
-    # Calls: their ids as the view writes them (the module's docstring).
+    # Calls: their ids as the decoder has them (the module's docstring).
     call_message = part_message[calls]
     real_id = field(call_structs, "id")
-    call_id = pc.if_else(
-        real_id.is_valid(), prefixed("r", real_id), prefixed("m", positions(len(calls)))
-    )
+    turn_place = np.arange(messages_n, dtype=np.int64) - run_starts(message_row)
+    part_place = np.arange(parts_n, dtype=np.int64) - run_starts(part_message)
+    minted_call = _joined("call_", turn_place[call_message], "_", part_place[calls])
+    call_id = pc.if_else(real_id.is_valid(), real_id.cast(pa.string()), minted_call)
     arguments = field(call_structs, "args")
     call_object: Mask = as_mask(arguments.is_null()) | finite(arguments)  # none: `{}`
 
@@ -217,9 +226,22 @@ def _contents(array: pa.Array) -> Conversations | None:
     result_structs = responses_struct.take(indices(results))
     result_message = part_message[results]
     result_text = _response_texts(field(result_structs, "response"))
-    result_call = _answered_ids(
-        result_structs, result_message, call_id, call_message, message_row, is_model
+    orphan_id = _joined(f"result_{column}[", turn_place[result_message], "]_", part_place[results])
+    result_call, own_id, paired = _answered_ids(
+        result_structs, result_message, call_id, call_message, message_row, is_model, orphan_id
     )
+    minted = pa.concat_arrays([minted_call, orphan_id])
+    minted_row = message_row[np.concatenate([call_message, result_message])]
+    wanted = np.concatenate([as_mask(real_id.is_null()), ~own_id & ~paired])
+    real_ids, real_row = _real_ids(parts, call_key, response_key, message_row[part_message])
+    unread |= _taken(minted, minted_row, wanted, real_ids, real_row, rows)
+
+    # Rows the encoder writes anew (`Conversations.reencoded`): it gives a call with no `args`
+    # an empty object, and a response with no id and no name the name of the call it answers.
+    answered_as = pc.fill_null(field(result_structs, "name").cast(pa.string()), "")
+    nameless = as_mask(pc.equal(answered_as, ""), fill=True)
+    reencoded = rows_with(as_mask(arguments.is_null()), message_row[call_message], rows)
+    reencoded |= rows_with(~own_id & paired & nameless, message_row[result_message], rows)
 
     result_chars = text_lengths(result_text)
     own_chars = np.where(is_text_part, text_chars, 0)
@@ -251,6 +273,10 @@ def _contents(array: pa.Array) -> Conversations | None:
         result_message=result_message,
         result_call=result_call,
         result_blank=~not_blank(result_text),
+        item_message=np.arange(messages_n, dtype=np.int64),
+        pairs_by_position=True,
+        reencoded=reencoded,
+        result_text=lambda: result_text,  # a response is one text, always
         texts=texts,
     )
 
@@ -289,9 +315,11 @@ def _answered_ids(
     call_message: Counts,
     message_row: Counts,
     is_model: Mask,
-) -> pa.Array:
-    """Each response's id in the view: its own (`r`), else that of the call at its place in
-    the model turn right before (the decoder's `answers`), else one of its own (`o`)."""
+    orphan_id: pa.Array,
+) -> tuple[pa.Array, Mask, Mask]:
+    """Each response's id as the decoder has it: its own, else that of the call at its place in
+    the model turn right before (the decoder's `answers`), else the one minted for an orphan
+    (`orphan_id`); which responses have their own, and which have a call at their place."""
     n = len(results)
     real = field(results, "id")
     place = np.arange(n, dtype=np.int64) - run_starts(result_message)
@@ -304,10 +332,55 @@ def _answered_ids(
     first_call = np.cumsum(calls_per) - calls_per
     answers = np.where(follows, calls_per[np.maximum(before, 0)], 0)
     paired = place < answers
-    own = prefixed("o", pa.array(place))
     if paired.any():
         at = np.where(paired, first_call[np.maximum(before, 0)] + place, 0)
-        by_place = pc.if_else(pa.array(paired), call_id.take(indices(at)), own)
+        by_place = pc.if_else(pa.array(paired), call_id.take(indices(at)), orphan_id)
     else:
-        by_place = own
-    return pc.if_else(real.is_valid(), prefixed("r", real), by_place)
+        by_place = orphan_id
+    own = real.is_valid()
+    return pc.if_else(own, real.cast(pa.string()), by_place), as_mask(own), paired
+
+
+def _joined(*pieces: str | Counts) -> pa.Array:
+    """Per element, the text of `pieces` end to end: texts as they are, numbers in decimal."""
+    columns = [
+        p if isinstance(p, str) else pc.cast(pa.array(p, pa.int64()), pa.string()) for p in pieces
+    ]
+    joined: pa.Array = pc.binary_join_element_wise(*columns, "")
+    return joined
+
+
+def _real_ids(
+    parts: pa.Array, call_key: str, response_key: str, part_row: Counts
+) -> tuple[pa.Array, Counts]:
+    """The ids a row really holds, as the decoder's `_real_ids` finds them: a part's call's id,
+    else (a part with no call) its response's; and each one's row."""
+    call = field(parts, call_key)
+    has_call = ~as_mask(call.is_null())
+    ids = pc.if_else(
+        pa.array(has_call),
+        field(call, "id").cast(pa.string()),
+        field(field(parts, response_key), "id").cast(pa.string()),
+    )
+    held = np.flatnonzero(~as_mask(ids.is_null()))
+    return ids.take(indices(held)), part_row[held]
+
+
+def _taken(
+    minted: pa.Array,
+    minted_row: Counts,
+    wanted: Mask,
+    real: pa.Array,
+    real_row: Counts,
+    rows: int,
+) -> Mask:
+    """Rows where an id the decoder mints (`minted`, where `wanted`) is one the row really
+    holds: the decoder makes it longer (`IdMinter`), which the view does not follow."""
+    asked = np.flatnonzero(wanted)
+    if not len(asked) or not len(real):
+        return np.zeros(rows, dtype=bool)
+    keys = _joined(minted_row[asked], "\x1f").cast(pa.string())
+    mine = pc.binary_join_element_wise(keys, minted.take(indices(asked)), "")
+    theirs = pc.binary_join_element_wise(_joined(real_row, "\x1f").cast(pa.string()), real, "")
+    hit = as_mask(pc.is_in(mine, value_set=theirs), fill=False)
+    return rows_with(hit, minted_row[asked], rows)

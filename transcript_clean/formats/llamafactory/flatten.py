@@ -11,7 +11,9 @@ one, a run of tool messages one user message of results, the k-th answering the 
 the message before it (system messages aside), and one tool message whose one text is a JSON
 list of one item per call answering them all. The format has no ids: calls and results get the
 ids the decoder mints (`call_{message}_{item}`, `result_{message}`). Call values are parsed in
-Python, as are the few tool messages that may hold such a list. It knows no rule.
+Python, as are the few tool messages that may hold such a list. A result's text, which R3's
+rejects compare (`result_text`), is its tool message's one text item, or its piece of such a
+list. It knows no rule.
 """
 
 from __future__ import annotations
@@ -234,6 +236,19 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     reasoned = rows_with(is_reasoning & assistant_items, msg_message[item_msg], m)
     spoken = rows_with(is_text_item & own & (chars > 0), msg_message[item_msg], m)
 
+    def result_text() -> pa.Array:
+        """Per result, its one text: a split message's piece, or its tool message's one text
+        item; null for a tool message of other items."""
+        one = one_text[result_at] & ~is_split
+        at = np.where(one, item_start[result_at], 0)
+        own = value.cast(pa.large_string()).take(pa.array(at, pa.int64(), mask=~one))
+        if not is_split.any():
+            return own
+        pieces = pa.array([t for t in result_split if t is not None], pa.large_string())
+        place = np.arange(len(result_at), dtype=np.int64)
+        place[is_split] = len(result_at) + np.arange(int(is_split.sum()), dtype=np.int64)
+        return pa.concat_arrays([own, pieces]).take(indices(place))
+
     def texts() -> tuple[pa.Array, Counts]:
         plain = np.flatnonzero(texts_counted & ~np.isin(item_msg, split_items))
         other = plain[item_kind[plain] != SYSTEM]
@@ -271,6 +286,7 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         result_blank=np.asarray(result_blank, dtype=bool),
         item_message=msg_message.astype(np.int64),
         pairs_by_position=True,
+        result_text=result_text,
         texts=texts,
     )
 
