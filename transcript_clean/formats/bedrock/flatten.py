@@ -257,6 +257,7 @@ def _messages(array: pa.Array) -> Conversations | None:
         result_message=block_message[results],
         result_call=result_call,
         result_blank=result_blank,
+        result_error=as_mask(pc.equal(status, "error"), fill=False),
         texts=texts,
     )
 

@@ -234,6 +234,16 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     reasoned = rows_with(is_reasoning & assistant_items, msg_message[item_msg], m)
     spoken = rows_with(is_text_item & own & (chars > 0), msg_message[item_msg], m)
 
+    def result_texts() -> pa.Array:
+        # A split message's item, or the one text item of a tool message; else no one text.
+        split = pa.array(result_split, pa.large_string())
+        single = one_text[result_at] & ~is_split if len(result_at) else np.zeros(0, dtype=bool)
+        if not single.any():
+            return split
+        first = value.take(indices(np.where(single, item_start[result_at], 0)))
+        own = pc.if_else(pa.array(single), first, pa.scalar(None, first.type))
+        return pc.coalesce(split, own.cast(pa.large_string()))
+
     def texts() -> tuple[pa.Array, Counts]:
         plain = np.flatnonzero(texts_counted & ~np.isin(item_msg, split_items))
         other = plain[item_kind[plain] != SYSTEM]
@@ -269,6 +279,8 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         result_message=msg_message[result_at].astype(np.int64),
         result_call=result_ids,
         result_blank=np.asarray(result_blank, dtype=bool),
+        result_text=result_texts,
+        result_error=np.zeros(len(result_at), dtype=bool),  # a tool message is no error
         item_message=msg_message.astype(np.int64),
         pairs_by_position=True,
         texts=texts,
