@@ -119,6 +119,8 @@ def assert_flattened_as_decoded(
             texts = [t for t, m in zip(result_texts, mine_, strict=True) if m]
             assert list(zip(ids, texts, strict=True)) == found["results"], row
         if result_errors is not None:  # what tells R2 a real result in Arrow
-            errors = [e for e, m in zip(result_errors, (result_row == r).tolist(), strict=True) if m]
+            errors = [
+                e for e, m in zip(result_errors, (result_row == r).tolist(), strict=True) if m
+            ]
             assert errors == found["errors"], row
     return view
