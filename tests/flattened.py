@@ -66,6 +66,13 @@ def truth(fmt: Format, row: dict[str, Any]) -> dict[str, Any] | None:
         for part in m.content
         if isinstance(part, ToolResult)
     ]
+    found["errors"] = [
+        part.status == "error"
+        for m in messages
+        if isinstance(m, UserMessage)
+        for part in m.content
+        if isinstance(part, ToolResult)
+    ]
     return found
 
 
@@ -93,6 +100,7 @@ def assert_flattened_as_decoded(
     result_row = view.message_row[view.result_message]
     result_ids = view.result_call.to_pylist()
     result_texts = None if view.result_text is None else view.result_text().to_pylist()
+    result_errors = None if view.result_error is None else view.result_error.tolist()
     for r, row in enumerate(table.to_pylist()):
         found = truth(fmt, row)
         if found is None or not unread_superset:
@@ -110,4 +118,9 @@ def assert_flattened_as_decoded(
             ids = [i for i, m in zip(result_ids, mine_, strict=True) if m]
             texts = [t for t, m in zip(result_texts, mine_, strict=True) if m]
             assert list(zip(ids, texts, strict=True)) == found["results"], row
+        if result_errors is not None:  # what tells R2 a real result in Arrow
+            errors = [
+                e for e, m in zip(result_errors, (result_row == r).tolist(), strict=True) if m
+            ]
+            assert errors == found["errors"], row
     return view

@@ -105,6 +105,11 @@ class Conversations:
     it is anything else: what tells a result that repeats one already given (R3), made when
     asked for; None where the flattener does not say (R3 then leaves such rows to the per-row
     path)."""
+    result_error: Mask | None = None
+    """Per tool result, whether the decoder reads it as an error (`ToolResult.status`): what
+    tells R2 whether an invalid call's result is a real one; all False for a format whose
+    results have no such flag; None where the flattener does not say (a row whose invalid call
+    may have a real result then takes the per-row path)."""
     texts: Callable[[], tuple[pa.Array, Counts]] | None = None
     """Where tokens are counted: the texts of `chars`, one piece each, and each piece's message
     (made when asked for: a copy of every text)."""
@@ -142,6 +147,8 @@ class Conversations:
             "result_call": (len(self.result_call), r),
             "result_blank": (len(self.result_blank), r),
         }
+        if self.result_error is not None:
+            sizes["result_error"] = (len(self.result_error), r)
         for name, (got, wanted) in sizes.items():
             if got != wanted:
                 raise ValueError(f"Conversations.{name} has {got} items, not {wanted}")

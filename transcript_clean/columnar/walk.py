@@ -165,6 +165,21 @@ class ConversationsWalk:
         return answered
 
     @cached_property
+    def answer(self) -> Counts:
+        """Per call, the result that answers it, by position among the results (-1: none): the
+        first result for its id in the message that closes its window."""
+        answering = np.flatnonzero(~self.orphan)
+        keys = self.result_key[answering]  # distinct: a repeated one is an orphan
+        order = np.argsort(keys, kind="stable")
+        keys = keys[order]
+        out = np.full(len(self.call_key), -1, dtype=np.int64)
+        if len(keys):
+            place = np.minimum(np.searchsorted(keys, self.call_key), len(keys) - 1)
+            found = keys[place] == self.call_key
+            out[found] = answering[order[place[found]]]
+        return out
+
+    @cached_property
     def trailing_turn(self) -> Counts:
         """Per row, the kept position of its last assistant turn when its calls are pending at
         the very end (it makes calls and no user message follows it), else -1."""

@@ -31,16 +31,18 @@ from transcript_clean.fastpath.base import (
     Subset,
     decode_rejects,
 )
-from transcript_clean.fastpath.declared import declared_rejects
+from transcript_clean.fastpath.declared import declared_rejects, raw_input_calls
 from transcript_clean.fastpath.measures import Measures, conversation_measures
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import (
     EMPTY_ASSISTANT_TURN,
+    INVALID_TOOL_ARGUMENTS,
     MALFORMED_ROW,
     ORPHAN_TOOL_RESULT,
     UNANSWERED_TOOL_CALL,
     UNKNOWN_ROLE,
 )
+from transcript_clean.rules.invalid_tool_arguments import arrow_rejects
 from transcript_clean.rules.orphan_tool_result import used_message, used_orphans
 from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
 from transcript_clean.rules.unanswered_tool_call import uncuttable
@@ -53,9 +55,12 @@ class ConversationsView(ArrowView):
     """A batch's `Conversations` as the fast path reads a view: the rows the flattener reads,
     the calls pending at the end and the calls for the declared-tools checks. Its checks are
     the rules' columnar checks (`possible_codes` asks each rule of `walk`); the codes it
-    repairs, R1 and R5, it names among its own."""
+    repairs, R1 and R5, it names among its own; so are R2 and R3, whose rows it only
+    rejects (their repairs are the per-row path's)."""
 
-    rejects = frozenset({UNKNOWN_TOOL, TOOL_ARGUMENTS_SCHEMA, MALFORMED_ROW, UNKNOWN_ROLE})
+    rejects = frozenset(
+        {UNKNOWN_TOOL, TOOL_ARGUMENTS_SCHEMA, MALFORMED_ROW, UNKNOWN_ROLE, INVALID_TOOL_ARGUMENTS}
+    )
 
     def __init__(
         self,
@@ -75,13 +80,13 @@ class ConversationsView(ArrowView):
         self.side = dict(side or {})
         c = conversations
         self.calls = (c.message_row[c.call_message], c.call_name, c.call_arguments)
-        repairs: set[str] = set()
+        # R2's rejects (its answers, new results written in the format, are the per-row path's)
+        repairs: set[str] = {INVALID_TOOL_ARGUMENTS}
+        self.checks = {INVALID_TOOL_ARGUMENTS: walk.rows_invalid_arguments}
         if c.item_message is not None:
             repairs |= {EMPTY_ASSISTANT_TURN, UNANSWERED_TOOL_CALL}
-            self.checks = {
-                EMPTY_ASSISTANT_TURN: walk.rows_empty,
-                UNANSWERED_TOOL_CALL: walk.rows_unanswered,
-            }
+            self.checks[EMPTY_ASSISTANT_TURN] = walk.rows_empty
+            self.checks[UNANSWERED_TOOL_CALL] = walk.rows_unanswered
         if c.result_text is not None:  # R3's rejects (its drops are the per-row path's)
             repairs.add(ORPHAN_TOOL_RESULT)
             self.checks[ORPHAN_TOOL_RESULT] = walk.rows_orphan
@@ -96,7 +101,25 @@ class ConversationsView(ArrowView):
         place = calls - np.searchsorted(c.call_message, c.call_message)
         row_start = np.searchsorted(c.message_row, np.arange(self.rows))
         index = c.call_message - row_start[c.message_row[c.call_message]]
-        return declared_rejects(self, rows, (index, place)) + self._reject_undecodable(rows)
+        out = declared_rejects(self, rows, (index, place)) + self._reject_undecodable(rows)
+        if INVALID_TOOL_ARGUMENTS in rows:
+            out += self._reject_invalid_arguments(rows[INVALID_TOOL_ARGUMENTS], repairing=False)
+        return out
+
+    def _reject_invalid_arguments(self, rows: Mask, *, repairing: bool) -> list[FastReject]:
+        """R2 of the rows of `rows` (rows with no other code), rejected as the per-row path
+        rejects them (`invalid_tool_arguments.arrow_rejects`): each one where the config
+        rejects R2, those whose invalid call has a real result where it repairs R2. A row
+        whose declarations are not read here may call a raw-input tool: left out."""
+        raw, unsure = raw_input_calls(self)
+        rows = rows & ~unsure
+        if not rows.any():
+            return []
+        c = self.conversations
+        hit, occurrences, words = arrow_rejects(c, self.walk, rows, raw, repairing=repairing)
+        if not hit.any():
+            return []
+        return [FastReject(INVALID_TOOL_ARGUMENTS, hit, occurrences, words)]
 
     def _reject_undecodable(self, rows: dict[str, Mask]) -> list[FastReject]:
         """Rows the flattener does not read, decoded here by the format's decoder as the
@@ -134,11 +157,15 @@ class ConversationsView(ArrowView):
         assert set(rows) <= self.repairs
         rows = dict(rows)
         if c.reencoded is not None:  # rows the per-row path writes anew: theirs to repair
-            kept = ~c.reencoded
-            rows = {k: m if k == ORPHAN_TOOL_RESULT else m & kept for k, m in rows.items()}
+            kept = ~c.reencoded  # (R3's and R2's rows here are only ever rejected)
+            only_rejected = (ORPHAN_TOOL_RESULT, INVALID_TOOL_ARGUMENTS)
+            rows = {k: m if k in only_rejected else m & kept for k, m in rows.items()}
         rejects: list[FastReject] = []
         if ORPHAN_TOOL_RESULT in rows:
             rejects += self._reject_used_orphans(rows.pop(ORPHAN_TOOL_RESULT))
+        if INVALID_TOOL_ARGUMENTS in rows:
+            asked = rows.pop(INVALID_TOOL_ARGUMENTS)
+            rejects += self._reject_invalid_arguments(asked, repairing=True)
         if not rows:
             return ArrowRepair(np.zeros(0, dtype=np.int64), self.column.slice(0, 0), {}, rejects)
         assert c.item_message is not None

@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from transcript_clean.columnar.arrays import Mask, as_mask, indices, is_text
 from transcript_clean.fastpath.base import ArrowView, FastReject, ToolCounts
 from transcript_clean.jsontext import strict_loads
+from transcript_clean.rules.base import raw_input_names
 from transcript_clean.rules.tool_arguments_schema import message as schema_message
 from transcript_clean.rules.unknown_tool import message as unknown_message
 from transcript_clean.sources import jsontypes
@@ -45,6 +46,7 @@ __all__ = [
     "UNKNOWN",
     "ToolCounts",
     "declared_rejects",
+    "raw_input_calls",
     "tool_checks",
     "tool_counts",
 ]
@@ -83,6 +85,24 @@ def tool_counts(view: ArrowView) -> ToolCounts | None:
     codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False).astype(np.int64)
     known = codes >= 0
     return ToolCounts(tool_names, ids, declared, call_row[known], codes[known])
+
+
+def raw_input_calls(view: ArrowView) -> tuple[Mask, Mask]:
+    """Per call of the view's calls, whether its row declares its tool as one that takes raw
+    input (`rules.base.raw_input_names`: its arguments are never invalid), and the rows whose
+    declarations are not read here (which may declare any tool so)."""
+    assert view.calls is not None
+    call_row, names, _ = view.calls
+    raw = np.zeros(len(call_row), dtype=bool)
+    if not view.tools:
+        return raw, np.zeros(view.rows, dtype=bool)
+    ids, distinct = _declared(view)
+    unread = np.array([d is _UNREAD for d in distinct] + [False])[ids]
+    takes_raw = [raw_input_names(d) for d in distinct]
+    declaring = np.flatnonzero(np.array([bool(t) for t in takes_raw] + [False])[ids[call_row]])
+    for k, name in zip(declaring.tolist(), names.take(indices(declaring)).to_pylist(), strict=True):
+        raw[k] = name in takes_raw[int(ids[call_row[k]])]
+    return raw, unread
 
 
 def _declared(view: ArrowView) -> tuple[npt.NDArray[np.int64], list[Declared | None]]:

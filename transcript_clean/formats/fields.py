@@ -6,6 +6,7 @@ system prompt read from a column beside the conversation, put first in each row.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -175,8 +176,10 @@ def prepend_system(
             np.concatenate([system_messages, new_of_old[owners]]),
         )
 
-    return Conversations(
-        rows=c.rows,
+    # Every field the system messages do not change (the calls, the results, what the
+    # flattener says of them) passes through as it is.
+    return replace(
+        c,
         unread=c.unread | unread,
         message_row=message_row[order],
         role=put(c.role, np.full(len(system_rows), SYSTEM, dtype=np.int8)).astype(np.int8),
@@ -186,16 +189,7 @@ def prepend_system(
         spoken=put(c.spoken, nothing).astype(bool),
         chars=put(c.chars, system_chars).astype(np.int64),
         call_message=new_of_old[c.call_message],
-        call_id=c.call_id,
-        call_name=c.call_name,
-        call_arguments=c.call_arguments,
-        call_object=c.call_object,
         result_message=new_of_old[c.result_message],
-        result_call=c.result_call,
-        result_blank=c.result_blank,
         item_message=item_message,
-        pairs_by_position=c.pairs_by_position,
-        reencoded=c.reencoded,
-        result_text=c.result_text,
         texts=texts if inner_texts is not None else None,
     )

@@ -119,6 +119,7 @@ def flatten_anthropic(
         result_call=facts.result_call,
         result_blank=facts.result_blank,
         result_text=lambda: facts.result_text,
+        result_error=facts.result_error,
         item_message=message_of_item,
         texts=texts,
     )
@@ -142,6 +143,7 @@ class _Facts:
         self.result_call: pa.Array = pa.array([], pa.string())
         self.result_blank = np.zeros(0, dtype=bool)
         self.result_text: pa.Array = pa.array([], pa.string())
+        self.result_error = np.zeros(0, dtype=bool)
         self.pieces: list[tuple[pa.Array, Counts]] = []
 
     def texts(self) -> tuple[pa.Array, Counts]:
@@ -224,6 +226,11 @@ def _blocks(content: pa.Array, is_assistant: Mask, n: int) -> _Facts:
     facts.result_blank = ~as_mask(
         pc.match_substring_regex(facts.result_text, NOT_SPACE), fill=False
     )
+    facts.result_error = np.zeros(len(results), dtype=bool)
+    error_type = field_type(blocks.type, "is_error")
+    if error_type is not None and pa.types.is_boolean(error_type):
+        is_error = pc.struct_field(blocks, "is_error").take(indices(results))
+        facts.result_error = as_mask(is_error, fill=False)
     for flags, values in ((text_block, text), (thinking, thought_text), (result, said_back)):
         at = np.flatnonzero(flags & ~as_mask(values.is_null()))
         facts.pieces.append((values.take(indices(at)), owner[at]))

@@ -270,6 +270,7 @@ def _messages(array: pa.Array) -> Conversations | None:
         item_message=np.arange(messages_n, dtype=np.int64),
         reencoded=reencoded,
         result_text=lambda: result_text,
+        result_error=as_mask(pc.equal(status, "error"), fill=False),
         texts=texts,
     )
 

@@ -284,6 +284,7 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         result_message=msg_message[result_at].astype(np.int64),
         result_call=result_ids,
         result_blank=np.asarray(result_blank, dtype=bool),
+        result_error=np.zeros(len(result_at), dtype=bool),  # a tool message is no error
         item_message=msg_message.astype(np.int64),
         pairs_by_position=True,
         result_text=result_text,

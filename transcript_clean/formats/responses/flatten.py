@@ -250,6 +250,8 @@ def flatten_responses(
         result_message=of_message[item_message[results]],
         result_call=result_call,
         result_blank=result_blank,
+        result_text=lambda: output,  # an output of text is that one text part
+        result_error=np.zeros(len(results), dtype=bool),  # an output is no error
         item_message=of_message[item_message],
         texts=texts,
     )

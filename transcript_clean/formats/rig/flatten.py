@@ -207,6 +207,7 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
         result_call=call.take(pa.array(results, pa.int64())),
         result_blank=result_says[results] == 0,
         result_text=result_text,
+        result_error=as_mask(pc.equal(status, "error"), fill=False)[results],
         item_message=np.arange(messages_n, dtype=np.int64),
         texts=texts,
     )

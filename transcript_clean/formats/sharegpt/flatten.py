@@ -255,6 +255,7 @@ def flatten_sharegpt(
         result_call=result_ids,
         result_blank=result_blank,
         result_text=result_texts,
+        result_error=np.zeros(len(result_turn), dtype=bool),  # an observation is no error
         item_message=of_message[turn_message],
         pairs_by_position=True,
         texts=texts,
