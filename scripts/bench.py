@@ -92,10 +92,6 @@ def _tree(pid: int) -> list[int]:
     return out
 
 
-def _tree_rss_kb(pid: int) -> int:
-    return sum(_rss_kb(p) for p in _tree(pid))
-
-
 def _cpu_ticks(pid: int) -> int:
     """The user and system time `pid` has used, in clock ticks (`/proc/PID/stat`)."""
     try:

@@ -43,18 +43,22 @@ def write_rows(target: Path, rows: int) -> None:
             out.write(lines[k % len(lines)] + "\n")
 
 
-def tokenizer_folder(folder: Path, template: str) -> None:
-    """A byte-level BPE over the zava rows' text, with `template` as its chat template."""
+def tokenizer_folder(
+    folder: Path, template: str, texts: list[str] | None = None, vocab_size: int = 4000
+) -> Path:
+    """A byte-level BPE over `texts` (by default the zava rows' lines), with `template` as its
+    chat template, saved in `folder`."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 
-    texts = [line for line in ZAVA.read_text(encoding="utf-8").splitlines()]
+    if texts is None:
+        texts = ZAVA.read_text(encoding="utf-8").splitlines()
     tok = Tokenizer(models.BPE())
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
     specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|start|>", "<|end|>"]
     trainer = trainers.BpeTrainer(
-        vocab_size=4000,
+        vocab_size=vocab_size,
         special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
     )
@@ -63,6 +67,7 @@ def tokenizer_folder(folder: Path, template: str) -> None:
         tokenizer_object=tok, eos_token="<|endoftext|>", chat_template=template
     )
     fast.save_pretrained(str(folder))
+    return folder
 
 
 def step_apply(source: str, folder: str) -> None:
@@ -162,9 +167,15 @@ def bench_templates(
             f"| {r['peak_rss_mb']:,.0f} MB |"
         )
         results.append(
-            {"step": name, **r, "x_apply": ratio, "x_apply_cpu": cpu_ratio, "rows_per_s": rate}
+            {
+                "step": name,
+                **r,
+                "x_apply": ratio,
+                "x_apply_cpu": cpu_ratio,
+                "rows_per_s": rate,
+                "rows_per_s_per_core": per_core,
+            }
         )
-        results[-1]["rows_per_s_per_core"] = per_core
     print(
         "\nx apply_chat_template: wall time per row over the baseline's; x its CPU: CPU time "
         "(every process of the step) per row over the baseline's; rows/s/core: rows/s over the "

@@ -36,3 +36,12 @@ def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> str:
     path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
     tok.save(str(path))
     return str(path)
+
+
+@pytest.fixture(scope="session")
+def templates(shared_data: Path) -> Path:
+    """The folder of real model chat templates; the test is skipped when it is absent."""
+    folder = shared_data / "chat_templates"
+    if not folder.is_dir():
+        pytest.skip(f"{folder} is absent")
+    return folder

@@ -12,7 +12,7 @@ from synthetic import generate_rows
 from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats.base import Format
 from transcript_clean.pipeline import CleanedBatch, clean_batch, clean_row
-from transcript_clean.policy import DEFAULT, Config
+from transcript_clean.policy import DEFAULT, STRICT, Config
 
 
 def per_row_clean(row: dict[str, Any], fmt: Format) -> bool:
@@ -30,6 +30,31 @@ def assert_fast_and_slow_agree(table: pa.Table, config: Config, fmt: Format) -> 
     assert fast.rejects.to_pylist() == slow.rejects.to_pylist()
     assert fast.stats == slow.stats
     return slow
+
+
+def assert_settled_in_arrow(
+    table: pa.Table,
+    fmt: Format,
+    *,
+    handled: list[bool],
+    repaired: list[bool],
+    lengths: list[int],
+    words: dict[str, list[str]],
+) -> None:
+    """Under the default config, the fast path settles the rows of `handled` (the others go
+    per-row), repairs those of `repaired` into rows of `lengths` messages and rejects the others
+    with `words` per code; and both paths agree under the default and strict configs."""
+    from transcript_clean.pipeline import batch_verdicts
+
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == handled
+    assert verdicts.repaired.tolist() == repaired
+    assert verdicts.repaired_column is not None
+    assert [len(c) for c in verdicts.repaired_column.to_pylist()] == lengths
+    assert {r.code: r.messages for r in verdicts.rejects} == words
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, fmt)
 
 
 def assert_verdicts_equal_on_generated_rows(fmt: Format, seed: int, kinds: int) -> None:

@@ -9,7 +9,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from differential import assert_fast_and_slow_agree, assert_verdicts_equal_on_generated_rows
+from differential import (
+    assert_fast_and_slow_agree,
+    assert_settled_in_arrow,
+    assert_verdicts_equal_on_generated_rows,
+)
 from flattened import assert_flattened_as_decoded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -280,8 +284,6 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
     path's words); an orphan of two blocks, which the view does not compare, is the per-row
     path's, as is a row whose kept turns the encoder writes anew. Both paths agree on every
     row, the system column aside included."""
-    from transcript_clean.pipeline import batch_verdicts
-
     u, a = "user", "assistant"
     rows = [
         # an empty turn (reasoning with no text and no signature): dropped
@@ -307,16 +309,14 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
          _msg(u, _said("more")), _msg(a, _said(" ")), _msg(u, _said("?")), _msg(a, _said("ok"))],
     ]  # fmt: skip
     table = pa.Table.from_pylist([{"messages": r, "system": [{"text": "Be brief."}]} for r in rows])
-    verdicts = batch_verdicts(table, DEFAULT, format=BEDROCK)
-    assert verdicts is not None
-    assert verdicts.handled.tolist() == [True, True, True, True, False, False]
-    assert verdicts.repaired.tolist() == [True, True, False, False, False, False]
-    assert verdicts.repaired_column is not None
-    assert [len(c) for c in verdicts.repaired_column.to_pylist()] == [3, 3]
-    words = {r.code: r.messages for r in verdicts.rejects}
-    assert words == {
-        "unanswered_tool_call": [uncuttable(2, "t1")],  # the system prompt is message 0
-        "orphan_tool_result": [used_message(3, "t9")],
-    }
-    for config in (DEFAULT, STRICT):
-        assert_fast_and_slow_agree(table, config, BEDROCK)
+    assert_settled_in_arrow(
+        table,
+        BEDROCK,
+        handled=[True, True, True, True, False, False],
+        repaired=[True, True, False, False, False, False],
+        lengths=[3, 3],
+        words={
+            "unanswered_tool_call": [uncuttable(2, "t1")],  # the system prompt is message 0
+            "orphan_tool_result": [used_message(3, "t9")],
+        },
+    )

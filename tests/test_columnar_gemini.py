@@ -9,7 +9,11 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from differential import assert_fast_and_slow_agree, assert_verdicts_equal_on_generated_rows
+from differential import (
+    assert_fast_and_slow_agree,
+    assert_settled_in_arrow,
+    assert_verdicts_equal_on_generated_rows,
+)
 from flattened import assert_flattened_as_decoded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -300,8 +304,6 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
     names the call or result by the decoder's id, minted or real); an empty turn right before
     responses paired by place is the per-row path's, as is a row whose kept turns the encoder
     writes anew. Both paths agree on every row."""
-    from transcript_clean.pipeline import batch_verdicts
-
     u, m = "user", "model"
     rows = [
         # an empty model turn: dropped
@@ -329,19 +331,17 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
          _turn(m, _said("")), _turn(u, _said("ok?")), _turn(m, _said("ok"))],
     ]  # fmt: skip
     table = pa.Table.from_pylist([{"contents": r} for r in rows])
-    verdicts = batch_verdicts(table, DEFAULT, format=GEMINI)
-    assert verdicts is not None
-    assert verdicts.handled.tolist() == [True, True, True, True, True, False, False, False]
-    assert verdicts.repaired.tolist() == [True, True, False, False, False, False, False, False]
-    assert verdicts.repaired_column is not None
-    assert [len(c) for c in verdicts.repaired_column.to_pylist()] == [3, 3]
-    words = {r.code: r.messages for r in verdicts.rejects}
-    assert words == {
-        "unanswered_tool_call": [uncuttable(1, "call_1_0")],
-        "orphan_tool_result": [used_message(2, "result_contents[2]_1"), used_message(3, "z")],
-    }
-    for config in (DEFAULT, STRICT):
-        assert_fast_and_slow_agree(table, config, GEMINI)
+    assert_settled_in_arrow(
+        table,
+        GEMINI,
+        handled=[True, True, True, True, True, False, False, False],
+        repaired=[True, True, False, False, False, False, False, False],
+        lengths=[3, 3],
+        words={
+            "unanswered_tool_call": [uncuttable(1, "call_1_0")],
+            "orphan_tool_result": [used_message(2, "result_contents[2]_1"), used_message(3, "z")],
+        },
+    )
 
 
 def test_a_minted_id_the_row_holds_leaves_the_row_unread() -> None:

@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from differential import (
     assert_fast_and_slow_agree,
+    assert_settled_in_arrow,
     assert_verdicts_equal_on_generated_rows,
     per_row_clean,
 )
@@ -218,8 +219,6 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
     later turn may use, each in Arrow, in the per-row path's words (the minted ids); an orphan
     repeating a result packed in a list is no used one, and one of two items, which the view
     does not compare, is the per-row path's. Both paths agree on every row."""
-    from transcript_clean.pipeline import batch_verdicts
-
     u, a, t = "user", "assistant", "tool"
     call = json.dumps({"name": "f", "arguments": {}})
 
@@ -242,16 +241,14 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
         [_msg(u, "go"), calls(1), _msg(t, "18 C"), _msg(t, "19", " C"), _msg(a, "18 C")],
     ]  # fmt: skip
     table = pa.Table.from_pylist([{"messages": r} for r in rows], schema=SCHEMA)
-    verdicts = batch_verdicts(table, DEFAULT, format=LLAMAFACTORY)
-    assert verdicts is not None
-    assert verdicts.handled.tolist() == [True, True, True, True, False, False]
-    assert verdicts.repaired.tolist() == [True, True, False, False, False, False]
-    assert verdicts.repaired_column is not None
-    assert [len(c) for c in verdicts.repaired_column.to_pylist()] == [3, 3]
-    words = {r.code: r.messages for r in verdicts.rejects}
-    assert words == {
-        "unanswered_tool_call": [uncuttable(1, "call_1_0")],
-        "orphan_tool_result": [used_message(2, "result_3")],
-    }
-    for config in (DEFAULT, STRICT):
-        assert_fast_and_slow_agree(table, config, LLAMAFACTORY)
+    assert_settled_in_arrow(
+        table,
+        LLAMAFACTORY,
+        handled=[True, True, True, True, False, False],
+        repaired=[True, True, False, False, False, False],
+        lengths=[3, 3],
+        words={
+            "unanswered_tool_call": [uncuttable(1, "call_1_0")],
+            "orphan_tool_result": [used_message(2, "result_3")],
+        },
+    )

@@ -15,7 +15,7 @@ from differential import assert_fast_and_slow_agree
 from synthetic import generate_rows
 
 from transcript_clean.columnar.walk import ConversationsWalk
-from transcript_clean.fastpath import ConversationsView, arrow_view
+from transcript_clean.fastpath import ConversationsView, FastReject, arrow_view
 from transcript_clean.fastpath.declared import raw_input_calls
 from transcript_clean.formats.base import Format
 from transcript_clean.formats.registry import get_format
@@ -142,22 +142,26 @@ def test_r2_rejects_are_settled_in_arrow_in_the_per_row_paths_words(
     assert_fast_and_slow_agree(table, config, fmt)
 
 
+def _r2_reject(table: pa.Table, config: Config, fmt: Format) -> FastReject:
+    """The fast path's one R2 reject of `table`."""
+    verdicts = batch_verdicts(table, config, format=fmt)
+    assert verdicts is not None
+    (reject,) = [r for r in verdicts.rejects if r.code == CODE]
+    return reject
+
+
 def test_the_words_name_the_first_invalid_call_and_the_real_result() -> None:
     fmt = get_format("responses")
     cases = _cases("responses")
     table = _table(fmt, [cases[2][1]])
-    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
-    assert verdicts is not None
-    (reject,) = [r for r in verdicts.rejects if r.code == CODE]
+    reject = _r2_reject(table, DEFAULT, fmt)
     # The first call's result is R2's feedback: the second, with a real result, rejects it.
     assert reject.messages == [
         "message 1: tool call 'c2' to 'get_weather' has arguments that are not a JSON object, "
         "but a real result in message 2: rewriting it would contradict the turns after it"
     ]
     assert reject.occurrences.tolist() == [2]
-    verdicts = batch_verdicts(table, STRICT, format=fmt)
-    assert verdicts is not None
-    (reject,) = [r for r in verdicts.rejects if r.code == CODE]
+    reject = _r2_reject(table, STRICT, fmt)
     assert reject.messages == [
         "message 1: tool call 'c1' to 'get_weather' has arguments that are not a JSON object: "
         "'city=Paris'"

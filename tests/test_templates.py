@@ -14,9 +14,10 @@ from click.testing import CliRunner
 
 pytest.importorskip("transformers")
 
+from templated import transcripts
+
 from transcript_clean.cli import main
 from transcript_clean.errors import ConfigError
-from transcript_clean.formats import get_format
 from transcript_clean.model import (
     AssistantMessage,
     Message,
@@ -27,7 +28,6 @@ from transcript_clean.model import (
 )
 from transcript_clean.pipeline import clean_batch
 from transcript_clean.policy import DEFAULT
-from transcript_clean.rows import clean_row
 from transcript_clean.templates import check_transcript, load_template
 from transcript_clean.templates.render import chat_messages, template_tools
 
@@ -45,28 +45,9 @@ SPECIAL = [
 
 
 @pytest.fixture(scope="module")
-def templates(shared_data: Path) -> Path:
-    folder = shared_data / "chat_templates"
-    if not folder.is_dir():
-        pytest.skip(f"{folder} is absent")
-    return folder
-
-
-@pytest.fixture(scope="module")
 def zava(shared_data: Path) -> list[dict[str, Any]]:
     with (shared_data / ZAVA).open(encoding="utf-8") as lines:
         return [json.loads(line) for line in lines]
-
-
-def _transcripts(rows: list[dict[str, Any]]) -> list[tuple[list[Message], Any]]:
-    """Each row's transcript as the cleaner would write it (default config), and its tools."""
-    fmt = get_format("openai")
-    out = []
-    for row in rows:
-        result = clean_row(row, fmt)
-        assert result.status != "rejected" and result.messages is not None
-        out.append((result.messages, row.get("tools")))
-    return out
 
 
 def _tokenizer_folder(folder: Path, template: str) -> Path:
@@ -109,7 +90,7 @@ def test_gemma3_raises_on_every_zava_row_in_its_own_words(
     templates: Path, zava: list[dict[str, Any]]
 ) -> None:
     template = load_template(str(templates / "gemma3.jinja"))
-    for messages, tools in _transcripts(zava):
+    for messages, tools in transcripts(zava):
         checked = check_transcript(template, messages, tools)
         assert checked.rendering.error is not None
         assert "Conversation roles must alternate" in checked.rendering.error
@@ -124,7 +105,7 @@ def test_deepseek_raises_on_a_turn_with_only_calls(
     templates: Path, zava: list[dict[str, Any]]
 ) -> None:
     template = load_template(str(templates / "deepseek_r1_distill.jinja"))
-    for messages, tools in _transcripts(zava):
+    for messages, tools in transcripts(zava):
         checked = check_transcript(template, messages, tools, "auto")
         assert checked.rendering.error == "'dict object' has no attribute 'content'"
         at = checked.rendering.error_at
@@ -142,7 +123,7 @@ def test_deepseek_drops_the_calls_of_a_turn_with_text(
     drops the calls. (In the whole rows it raises first, at a turn with only calls.)"""
     template = load_template(str(templates / "deepseek_r1_distill.jinja"))
     seen = 0
-    for messages, tools in _transcripts(zava):
+    for messages, tools in transcripts(zava):
         for at, turn in enumerate(messages):
             if not (isinstance(turn, AssistantMessage) and _has_text_and_call([turn])):
                 continue
@@ -174,12 +155,12 @@ def test_llama3_1_raises_on_two_calls_in_a_turn_and_drops_text_beside_a_call(
     path = str(templates / "llama3_1.jinja")
     template = load_template(path)
     codes = _codes(zava, path)
-    merged = [i for i, (m, _) in enumerate(_transcripts(zava)) if _has_text_and_call(m)]
+    merged = [i for i, (m, _) in enumerate(transcripts(zava)) if _has_text_and_call(m)]
     assert len(merged) == 20
     assert [i for i, c in enumerate(codes) if c] == merged
     assert all(codes[i] == ["template_drops_content"] for i in merged)
     # A turn with two calls: the row's last call made twice.
-    for messages, tools in _transcripts(zava)[:10]:
+    for messages, tools in transcripts(zava)[:10]:
         last = messages[-1]
         assert isinstance(last, AssistantMessage) and len(last.tool_calls) == 1
         call = last.tool_calls[0]
@@ -198,7 +179,7 @@ def test_template_error_rejects_say_the_templates_words_and_where(
     row whose last turn makes two calls."""
     import pyarrow as pa
 
-    transcripts = _transcripts(zava)
+    written = transcripts(zava)
     for name, words in (
         ("gemma3", "Conversation roles must alternate user/assistant/user/assistant/..."),
         ("deepseek_r1_distill", "'dict object' has no attribute 'content'"),
@@ -208,13 +189,13 @@ def test_template_error_rejects_say_the_templates_words_and_where(
         rejects = result.rejects.select(["_source_row", "_reject_message"]).to_pylist()
         assert [r["_source_row"] for r in rejects] == list(range(len(zava)))
         template = load_template(cfg.chat_template or "")
-        for r, (messages, tools) in zip(rejects, transcripts, strict=True):
+        for r, (messages, tools) in zip(rejects, written, strict=True):
             at = check_transcript(template, messages, tools).rendering.error_at
             assert r["_reject_message"] == (
                 f"message {at}: the chat template {name}.jinja raises: {words}"
             )
     # Llama 3.1: the first zava row with its last call made twice, as an OpenAI row.
-    messages, tools = transcripts[0]
+    messages, tools = written[0]
     last = messages[-1]
     assert isinstance(last, AssistantMessage)
     call = last.tool_calls[0]
@@ -240,7 +221,7 @@ def test_the_training_templates_give_masks_as_apply_chat_template_does(
     folder = _tokenizer_folder(tmp_path / name, source)
     template = load_template(str(folder))
     assert template.marks_generation and template.tokenizer is not None
-    for messages, tools in _transcripts(zava)[:12]:
+    for messages, tools in transcripts(zava)[:12]:
         checked = check_transcript(template, messages, tools)
         rendering = checked.rendering
         assert rendering.error is None and not checked.drops.dropped
@@ -439,7 +420,7 @@ def test_max_tokens_counts_the_rendered_conversation(
     rows = pa.Table.from_pylist(zava[:6]).to_pylist()
     tokens = [
         check_transcript(template, messages, tools).rendering.tokens
-        for messages, tools in _transcripts(rows)
+        for messages, tools in transcripts(rows)
     ]
     assert all(t is not None for t in tokens)
     limit = sorted(tokens)[2]  # type: ignore[type-var]
@@ -517,6 +498,6 @@ def test_rendering_never_imports_torch(templates: Path, zava: list[dict[str, Any
     import sys
 
     template = load_template(str(templates / "qwen3.jinja"))
-    messages, tools = _transcripts(zava[:1])[0]
+    messages, tools = transcripts(zava[:1])[0]
     assert check_transcript(template, messages, tools).clean
     assert "torch" not in sys.modules

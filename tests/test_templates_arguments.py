@@ -33,14 +33,6 @@ CONCAT = (
 
 
 @pytest.fixture(scope="module")
-def templates(shared_data: Path) -> Path:
-    folder = shared_data / "chat_templates"
-    if not folder.is_dir():
-        pytest.skip(f"{folder} is absent")
-    return folder
-
-
-@pytest.fixture(scope="module")
 def zava_lines(shared_data: Path) -> list[str]:
     return (shared_data / ZAVA).read_text(encoding="utf-8").splitlines()
 

@@ -20,9 +20,9 @@ from hypothesis import strategies as st
 
 pytest.importorskip("transformers")
 
-from transcript_clean.formats import get_format
-from transcript_clean.model import Message
-from transcript_clean.rows import clean_row
+from template_bench import tokenizer_folder
+from templated import transcripts
+
 from transcript_clean.templates import check_transcript, load_template
 from transcript_clean.templates.drops import _forms
 from transcript_clean.templates.render import chat_messages, template_tools, trained_ranges
@@ -111,14 +111,6 @@ def test_the_search_asks_for_few_tokens_offsets() -> None:
 # real templates, real tokenizers
 
 
-@pytest.fixture(scope="module")
-def templates(shared_data: Path) -> Path:
-    folder = shared_data / "chat_templates"
-    if not folder.is_dir():
-        pytest.skip(f"{folder} is absent")
-    return folder
-
-
 def _rows(shared_data: Path) -> list[dict[str, Any]]:
     """A few zava rows, and one whose assistant texts begin and end on characters of several
     bytes (a byte-level tokenizer gives them several tokens on one character)."""
@@ -137,24 +129,7 @@ def _rows(shared_data: Path) -> list[dict[str, Any]]:
 
 
 def _byte_level(folder: Path, template: str, texts: list[str]) -> Path:
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
-
-    tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tok.decoder = decoders.ByteLevel()
-    specials = ["<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|start|>", "<|end|>"]
-    trainer = trainers.BpeTrainer(
-        vocab_size=600,
-        special_tokens=specials,
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-    )
-    tok.train_from_iterator(texts, trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tok, eos_token="<|endoftext|>", chat_template=template
-    )
-    fast.save_pretrained(str(folder))
-    return folder
+    return tokenizer_folder(folder, template, texts, vocab_size=600)
 
 
 def _word_level(folder: Path, template: str, texts: list[str]) -> Path:
@@ -169,16 +144,6 @@ def _word_level(folder: Path, template: str, texts: list[str]) -> Path:
     return folder
 
 
-def _transcripts(rows: list[dict[str, Any]]) -> list[tuple[list[Message], Any]]:
-    fmt = get_format("openai")
-    out = []
-    for row in rows:
-        result = clean_row(row, fmt)
-        assert result.status != "rejected" and result.messages is not None
-        out.append((result.messages, row.get("tools")))
-    return out
-
-
 @pytest.mark.parametrize("kind", ["bytes", "words"])
 @pytest.mark.parametrize("name", ["qwen3_training", "gptoss_training"])
 def test_the_mask_is_apply_chat_templates_token_for_token(
@@ -190,7 +155,7 @@ def test_the_mask_is_apply_chat_templates_token_for_token(
     build = _byte_level if kind == "bytes" else _word_level
     template = load_template(str(build(tmp_path / f"{name}-{kind}", source, texts)))
     shared = 0
-    for messages, tools in _transcripts(rows):
+    for messages, tools in transcripts(rows):
         checked = check_transcript(template, messages, tools, keep_mask=True)
         rendering = checked.rendering
         assert rendering.error is None

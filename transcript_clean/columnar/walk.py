@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import Counts, Mask, count, repeated, rows_with
+from transcript_clean.columnar.arrays import Counts, Mask, count, repeated, rows_with, run_starts
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 
 __all__ = ["ConversationsWalk"]
@@ -37,6 +37,14 @@ class ConversationsWalk:
         self.rows = conversations.rows
 
     # -- R1 ------------------------------------------------------------------------------------
+
+    @cached_property
+    def message_index(self) -> Counts:
+        """Per message of the view, its index in its row, system messages counted: how the
+        per-row path's words number a row's messages."""
+        row = self.conversations.message_row
+        index: Counts = np.arange(len(row), dtype=np.int64) - run_starts(row)
+        return index
 
     @cached_property
     def calls_per_message(self) -> Counts:

@@ -99,8 +99,7 @@ class ConversationsView(ArrowView):
         c = self.conversations
         calls = np.arange(len(c.call_message), dtype=np.int64)
         place = calls - np.searchsorted(c.call_message, c.call_message)
-        row_start = np.searchsorted(c.message_row, np.arange(self.rows))
-        index = c.call_message - row_start[c.message_row[c.call_message]]
+        index = self.walk.message_index[c.call_message]
         out = declared_rejects(self, rows, (index, place)) + self._reject_undecodable(rows)
         if INVALID_TOOL_ARGUMENTS in rows:
             out += self._reject_invalid_arguments(rows[INVALID_TOOL_ARGUMENTS], repairing=False)
@@ -235,8 +234,7 @@ class ConversationsView(ArrowView):
         if not hit.any():
             return []
         first = first_flagged(used, result_row, self.rows)[hit]
-        at = np.flatnonzero(hit)
-        index = c.result_message[first] - np.searchsorted(c.message_row, at)
+        index = walk.message_index[c.result_message[first]]
         ids = c.result_call.take(indices(first)).to_pylist()
         words = [
             used_message(int(i), str(call_id))
@@ -263,11 +261,10 @@ class ConversationsView(ArrowView):
         call_row = c.message_row[c.call_message]
         first_call = first_flagged(walk.unanswered, call_row, self.rows)
         at = np.flatnonzero(stuck)
-        starts = np.searchsorted(c.message_row, at)
         ids = c.call_id.take(indices(first_call[at])).to_pylist()
         words = [
             uncuttable(int(index), str(call_id))
-            for index, call_id in zip((first[at] - starts).tolist(), ids, strict=True)
+            for index, call_id in zip(walk.message_index[first[at]].tolist(), ids, strict=True)
         ]
         reject = FastReject(UNANSWERED_TOOL_CALL, stuck, walk.unanswered_calls, words)
         return drop, [reject]

@@ -29,13 +29,12 @@ from transcript_clean.columnar.conversations import SYSTEM, Conversations
 
 __all__ = [
     "alias",
+    "end_to_end",
     "field",
     "fits",
     "is_list_of_structs",
     "joined_texts",
     "not_blank",
-    "positions",
-    "prefixed",
     "prepend_system",
     "present",
     "text_or_null",
@@ -91,14 +90,14 @@ def not_blank(text: pa.Array) -> Mask:
     return as_mask(pc.match_substring_regex(text, NOT_SPACE), fill=False)
 
 
-def prefixed(prefix: str, values: pa.Array) -> pa.Array:
-    """Each value as text after `prefix` (a number written in decimal)."""
-    text = values if is_text(values.type) else pc.cast(values, pa.string())
-    return pc.binary_join_element_wise(prefix, text, "")
-
-
-def positions(n: int) -> pa.Array:
-    return pa.array(np.arange(n, dtype=np.int64))
+def end_to_end(*pieces: str | Counts) -> pa.Array:
+    """Per element, the text of `pieces` end to end, texts as they are and numbers in decimal:
+    how the decoders' minted ids are spelled (`end_to_end("call_", turn, "_", k)`)."""
+    columns = [
+        p if isinstance(p, str) else pc.cast(pa.array(p, pa.int64()), pa.string()) for p in pieces
+    ]
+    joined: pa.Array = pc.binary_join_element_wise(*columns, "")
+    return joined
 
 
 def joined_texts(items: pa.Array, required: bool) -> tuple[pa.Array, Mask]:

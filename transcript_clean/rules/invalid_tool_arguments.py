@@ -222,8 +222,7 @@ def arrow_rejects(
     else:
         first = first_flagged(invalid, call_row, c.rows)
         asked = first[first < len(invalid)]
-    row_start = np.searchsorted(c.message_row, np.arange(c.rows))
-    index = (c.call_message[asked] - row_start[call_row[asked]]).tolist()
+    index = walk.message_index[c.call_message[asked]].tolist()
     ids = c.call_id.take(indices(asked)).to_pylist()
     names = c.call_name.take(indices(asked)).to_pylist()
     shown = shown_arguments(c.call_arguments.take(indices(asked)))
@@ -233,7 +232,7 @@ def arrow_rejects(
             if shown[k] is not None:
                 words[row] = message(index[k], str(ids[k]), str(names[k]), str(shown[k]))
     else:
-        words = _real_results(c, walk, asked, call_row, index, ids, names, shown, row_start)
+        words = _real_results(c, walk, asked, call_row, index, ids, names, shown)
     chosen[list(words)] = True
     return chosen, np.where(chosen, occurrences, 0), [words[r] for r in sorted(words)]
 
@@ -247,7 +246,6 @@ def _real_results(
     ids: list[object],
     names: list[object],
     shown: list[str | None],
-    row_start: Counts,
 ) -> dict[int, str]:
     """`arrow_rejects` where the config repairs R2: per row rejected, its words. The invalid
     calls `asked` (in order, with their message `index`, id, name and `shown` arguments) are
@@ -268,7 +266,7 @@ def _real_results(
     blank = np.zeros(len(asked), dtype=bool)
     blank[has] = c.result_blank[at]
     answer_index = np.zeros(len(asked), dtype=np.int64)
-    answer_index[has] = c.result_message[at] - row_start[c.message_row[c.result_message[at]]]
+    answer_index[has] = walk.message_index[c.result_message[at]]
     words: dict[int, str] = {}
     decided: set[int] = set()
     for k, row in enumerate(call_row[asked].tolist()):

@@ -46,6 +46,7 @@ from transcript_clean.columnar.arrays import (
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
 from transcript_clean.formats.fields import (
     alias,
+    end_to_end,
     field,
     fits,
     is_list_of_structs,
@@ -216,7 +217,7 @@ def _contents(array: pa.Array, column: str) -> Conversations | None:
     real_id = field(call_structs, "id")
     turn_place = np.arange(messages_n, dtype=np.int64) - run_starts(message_row)
     part_place = np.arange(parts_n, dtype=np.int64) - run_starts(part_message)
-    minted_call = _joined("call_", turn_place[call_message], "_", part_place[calls])
+    minted_call = end_to_end("call_", turn_place[call_message], "_", part_place[calls])
     call_id = pc.if_else(real_id.is_valid(), real_id.cast(pa.string()), minted_call)
     arguments = field(call_structs, "args")
     call_object: Mask = as_mask(arguments.is_null()) | finite(arguments)  # none: `{}`
@@ -226,7 +227,9 @@ def _contents(array: pa.Array, column: str) -> Conversations | None:
     result_structs = responses_struct.take(indices(results))
     result_message = part_message[results]
     result_text = _response_texts(field(result_structs, "response"))
-    orphan_id = _joined(f"result_{column}[", turn_place[result_message], "]_", part_place[results])
+    orphan_id = end_to_end(
+        f"result_{column}[", turn_place[result_message], "]_", part_place[results]
+    )
     result_call, own_id, paired = _answered_ids(
         result_structs, result_message, call_id, call_message, message_row, is_model, orphan_id
     )
@@ -341,15 +344,6 @@ def _answered_ids(
     return pc.if_else(own, real.cast(pa.string()), by_place), as_mask(own), paired
 
 
-def _joined(*pieces: str | Counts) -> pa.Array:
-    """Per element, the text of `pieces` end to end: texts as they are, numbers in decimal."""
-    columns = [
-        p if isinstance(p, str) else pc.cast(pa.array(p, pa.int64()), pa.string()) for p in pieces
-    ]
-    joined: pa.Array = pc.binary_join_element_wise(*columns, "")
-    return joined
-
-
 def _real_ids(
     parts: pa.Array, call_key: str, response_key: str, part_row: Counts
 ) -> tuple[pa.Array, Counts]:
@@ -379,8 +373,8 @@ def _taken(
     asked = np.flatnonzero(wanted)
     if not len(asked) or not len(real):
         return np.zeros(rows, dtype=bool)
-    keys = _joined(minted_row[asked], "\x1f").cast(pa.string())
+    keys = end_to_end(minted_row[asked], "\x1f").cast(pa.string())
     mine = pc.binary_join_element_wise(keys, minted.take(indices(asked)), "")
-    theirs = pc.binary_join_element_wise(_joined(real_row, "\x1f").cast(pa.string()), real, "")
+    theirs = pc.binary_join_element_wise(end_to_end(real_row, "\x1f").cast(pa.string()), real, "")
     hit = as_mask(pc.is_in(mine, value_set=theirs), fill=False)
     return rows_with(hit, minted_row[asked], rows)

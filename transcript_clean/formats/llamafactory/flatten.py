@@ -38,7 +38,13 @@ from transcript_clean.columnar.arrays import (
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.formats.base import DecodeError
-from transcript_clean.formats.fields import field, fits, is_list_of_structs, not_blank
+from transcript_clean.formats.fields import (
+    end_to_end,
+    field,
+    fits,
+    is_list_of_structs,
+    not_blank,
+)
 from transcript_clean.formats.llamafactory.values import MEDIA_KINDS, read_call
 from transcript_clean.formats.sharegpt.values import split_list
 from transcript_clean.model import is_json
@@ -147,7 +153,7 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     item_start = np.searchsorted(item_msg, np.arange(n))
     call_at = call_message_item - row_start[msg_row[call_message_item]]
     call_k = calls - item_start[call_message_item]
-    call_ids = pc.binary_join_element_wise("call", _text(call_at), _text(call_k), "_")
+    call_ids = end_to_end("call_", call_at, "_", call_k)
 
     # Results: each tool message answers the call at its place, or one message all of them.
     tools = np.flatnonzero(is_tool)
@@ -191,9 +197,7 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     result_at = np.array(result_msg, dtype=np.int64)
     numbers = np.array(result_call_number, dtype=np.int64)
     is_split = np.array([t is not None for t in result_split], dtype=bool)
-    orphans = pc.binary_join_element_wise(
-        "result", _text(result_at - row_start[msg_row[result_at]]), "_"
-    )
+    orphans = end_to_end("result_", result_at - row_start[msg_row[result_at]])
     result_ids = orphans
     answered_mask = numbers >= 0
     if answered_mask.any():
@@ -323,8 +327,3 @@ def _system_texts(value: pa.Array, item_msg: Counts, sys_items: Mask, sys_msgs: 
     for k, text in zip(item_msg[at].tolist(), value.take(indices(at)).to_pylist(), strict=True):
         by_message[k].append(text or "")
     return pa.array([join_texts(by_message[k]) for k in sys_msgs.tolist()], pa.large_string())
-
-
-def _text(numbers: Counts) -> pa.Array:
-    """Numbers as their decimal text."""
-    return pc.cast(pa.array(numbers, pa.int64()), pa.string())

@@ -37,6 +37,7 @@ from transcript_clean.columnar.arrays import (
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.formats.base import REASONING_KEYS
+from transcript_clean.formats.fields import end_to_end
 from transcript_clean.formats.sharegpt.values import calls_of, read_calls, split_list
 from transcript_clean.model import is_json
 
@@ -203,10 +204,8 @@ def flatten_sharegpt(
     row_start = np.searchsorted(turn_row, np.arange(rows))
     call_at = call_turn_at - row_start[turn_row[call_turn_at]]
     call_k = np.arange(len(call_turn_at)) - np.searchsorted(call_turn_at, call_turn_at)
-    call_ids = pc.binary_join_element_wise("call", _text(call_at), _text(call_k), "_")
-    orphans = pc.binary_join_element_wise(
-        "result", _text(result_turn - row_start[turn_row[result_turn]]), "_"
-    )
+    call_ids = end_to_end("call_", call_at, "_", call_k)
+    orphans = end_to_end("result_", result_turn - row_start[turn_row[result_turn]])
     answered = result_call_number >= 0
     result_ids = orphans
     if answered.any():
@@ -307,8 +306,3 @@ def _sharegpt_shape(type_: pa.DataType) -> bool:
         and is_text(field_type(turn, "value"))
         and not any(field_type(turn, key) is not None for key in REASONING_KEYS)
     )
-
-
-def _text(numbers: Counts) -> pa.Array:
-    """Numbers as their decimal text."""
-    return pc.cast(pa.array(numbers, pa.int64()), pa.string())
