@@ -14,9 +14,10 @@ from synthetic import generate_rows
 from test_run import make_dataset
 
 from transcript_clean.cli import main
-from transcript_clean.convert import converting, tools_for
+from transcript_clean.convert import _first_loss, converting, tools_for
 from transcript_clean.errors import FormatError
 from transcript_clean.formats import get_format
+from transcript_clean.policy import DEFAULT
 from transcript_clean.rows import clean_row
 from transcript_clean.run import clean
 
@@ -162,14 +163,185 @@ def test_tools_in_each_shape() -> None:
     )
 
 
-def test_a_dataset_type_cannot_be_converted() -> None:
+PREFERENCE = {
+    "id": 7,
+    "tools": [{"type": "function", "function": {"name": "get_weather", "parameters": {}}}],
+    "prompt": [
+        {"role": "system", "content": "You are a weather bot."},
+        {"role": "user", "content": "Weather in Paris?"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_1",
+                    "type": "function",
+                    "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                }
+            ],
+        },
+    ],
+    # Each candidate starts with the result of the prompt's pending call.
+    "chosen": [
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 C"},
+        {"role": "assistant", "content": "It is 18 C in Paris."},
+    ],
+    "rejected": [
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 C"},
+        {"role": "assistant", "content": "It is freezing."},
+    ],
+}
+
+
+def _preference(to: str) -> Any:
     from transcript_clean.shapes import ShapedFormat, make_shape
 
-    shaped = ShapedFormat(
-        get_format("openai"), make_shape("preference", ["prompt", "chosen", "rejected"])
+    shape = make_shape("preference", ["id", "tools", "prompt", "chosen", "rejected"])
+    return converting(ShapedFormat(get_format("openai"), shape), to)
+
+
+@pytest.mark.parametrize("to", ["openai", "sharegpt", "anthropic", "rig"])
+def test_a_preference_row_in_trls_layout(to: str) -> None:
+    """Each candidate is written after the prompt and cut where the prompt ends: prompt +
+    candidate reads back, in the target, as the source's prompt + candidate."""
+    from transcript_clean.formats.base import without_origins
+
+    fmt = _preference(to)
+    result = fmt.clean(PREFERENCE, DEFAULT)
+    assert result is not None and result.status == "unchanged", result
+    row = result.row
+    assert row is not None
+    target, source = get_format(to), get_format("openai")
+    assert set(row) == {"id", *target.side_columns, "prompt", "chosen", "rejected", "tools"}
+    assert row["id"] == 7
+    side = {name: row[name] for name in target.side_columns}
+    for name in ("chosen", "rejected"):
+        assert row[name] and row["prompt"]
+        written = target.decode({**side, target.column: row["prompt"] + row[name]}).messages
+        given = source.decode({"messages": PREFERENCE["prompt"] + PREFERENCE[name]}).messages
+        assert len(without_origins(written)) == len(without_origins(given)) == 5
+        assert _first_loss(given, written) is None
+        # the candidate's column holds the candidate alone, from the prompt's pending result on
+        back = target.decode({**side, target.column: row[name]}).messages
+        assert [type(m).__name__ for m in back][-1] == "AssistantMessage"
+    if to == "openai":
+        assert row["prompt"] == [
+            {"role": "system", "content": "You are a weather bot."},
+            {"role": "user", "content": "Weather in Paris?"},
+            {
+                "role": "assistant",
+                "content": None,
+                "tool_calls": [
+                    {
+                        "id": "call_1",
+                        "type": "function",
+                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
+                    }
+                ],
+            },
+        ]
+        assert row["chosen"][0] == {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}
+        trl_messages(row["prompt"] + row["chosen"])
+    if to == "anthropic":  # the system prompt goes where Anthropic keeps it
+        assert row["system"] == "You are a weather bot."
+
+
+def test_to_names_a_format_it_writes() -> None:
+    with pytest.raises(FormatError, match="--to is one of openai, sharegpt, anthropic, rig"):
+        converting(get_format("openai"), "gemini")
+
+
+def test_a_candidate_the_target_cannot_hold_rejects_the_row() -> None:
+    image = {"type": "image_url", "image_url": {"url": "https://example.com/cat.png"}}
+    row = {
+        **PREFERENCE,
+        "rejected": [
+            {"role": "tool", "tool_call_id": "call_1", "content": "18 C"},
+            {"role": "assistant", "content": [{"type": "text", "text": "Look:"}, image]},
+        ],
+    }
+    result = _preference("sharegpt").clean(row, DEFAULT)
+    assert result is not None and result.status == "rejected"
+    assert result.reject_message is not None
+    assert result.reject_message.startswith("rejected: an image part in an assistant turn")
+    assert "lossy_conversion" in result.actions
+
+
+def test_a_rejected_preference_row_stays_rejected() -> None:
+    row = {**PREFERENCE, "chosen": [{"role": "wizard", "content": "?"}]}
+    result = _preference("openai").clean(row, DEFAULT)
+    assert result is not None and result.status == "rejected"
+    assert "lossy_conversion" not in result.actions
+
+
+def test_trl_standard_rows_become_conversational(tmp_path: Path) -> None:
+    """Prompt-completion rows of plain strings (`--type prompt-completion`; `auto` reads them
+    as one conversation) come out as TRL's conversational rows."""
+    source = tmp_path / "in.jsonl"
+    rows = [
+        {"prompt": "The sky is", "completion": " blue."},
+        {"prompt": "2 + 2 =", "completion": " 4"},
+    ]
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    out = tmp_path / "out"
+    result = clean(
+        source, out, to="openai", output_format="jsonl", dataset_type="prompt-completion"
     )
-    with pytest.raises(FormatError, match="--to writes conversations"):
-        converting(shaped, "openai")
+    assert result.stats.rows_kept == 2
+    written = [json.loads(line) for line in (out / "data" / "part-00000.jsonl").open()]
+    assert written[0]["prompt"] == [{"role": "user", "content": "The sky is"}]
+    assert written[0]["completion"] == [{"role": "assistant", "content": " blue."}]
+    assert written[1]["completion"] == [{"role": "assistant", "content": " 4"}]
+
+
+def test_llamafactory_ranking_rows_to_openai(tmp_path: Path, shared_data: Path) -> None:
+    """The real DPO demo (ShareGPT ranking rows: `conversations`, one `chosen` and `rejected`
+    message each) as TRL's conversational preference rows, loaded by `datasets`."""
+    datasets = pytest.importorskip("datasets")
+    source = shared_data / "preference" / "llamafactory_dpo_en_demo.json"
+    plain = clean(source, tmp_path / "plain")
+    result = clean(source, tmp_path / "out", to="openai")
+    assert result.stats.rows_kept == plain.stats.rows_kept == 300
+    files = sorted(str(p) for p in (tmp_path / "out" / "data").glob("*.parquet"))
+    loaded = datasets.load_dataset(
+        "parquet", data_files=files, split="train", cache_dir=str(tmp_path / "cache")
+    )
+    assert set(loaded.column_names) == {"prompt", "chosen", "rejected", "tools"}
+    given = json.loads(source.read_text())
+    for row, was in zip(loaded, given, strict=True):
+        trl_messages(row["prompt"] + row["chosen"] + row["rejected"])
+        assert [m["content"] for m in row["prompt"]] == [t["value"] for t in was["conversations"]]
+        assert row["chosen"] == [{"role": "assistant", "content": was["chosen"]["value"]}]
+        assert row["rejected"] == [{"role": "assistant", "content": was["rejected"]["value"]}]
+    card = (tmp_path / "out" / "README.md").read_text()
+    assert "each ranking row in TRL's layout of it" in card
+
+
+def test_a_converted_dataset_type_is_profiled_as_it_came_in(tmp_path: Path) -> None:
+    """The profile of rows written in another format is the one a run without --to measures,
+    also where a prompt's repair changes the transcript the per-row path holds."""
+    source = tmp_path / "in.jsonl"
+    rows = [
+        {
+            "prompt": [
+                {"role": "user", "content": f"Question {i}?"},
+                {"role": "assistant", "content": ""},  # R1 drops it: the prompt is repaired
+                {"role": "user", "content": "Again?"},
+            ],
+            "chosen": [{"role": "assistant", "content": "Yes. " * (i + 1)}],
+            "rejected": [{"role": "assistant", "content": "No."}],
+        }
+        for i in range(20)
+    ]
+    source.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    plain = clean(source, tmp_path / "plain")
+    converted = clean(source, tmp_path / "out", to="openai")
+    assert plain.stats.rows_repaired == converted.stats.rows_repaired == 20
+
+    def profile(run: str) -> Any:
+        return json.loads((tmp_path / run / "profile.json").read_text())
+
+    assert profile("out") == profile("plain")
 
 
 def test_every_kept_row_is_converted(tmp_path: Path) -> None:

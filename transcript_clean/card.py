@@ -202,12 +202,19 @@ def _conversion(summary: Mapping[str, Any]) -> str:
     to = summary.get("to")
     if to is None:
         return ""
+    kind = summary.get("type", "conversation")
+    what = (
+        "each row's transcript, after cleaning"
+        if kind == "conversation"
+        else f"each {kind} row in TRL's layout of it (`prompt`, then each candidate after the "
+        "prompt as its own column), after cleaning"
+    )
     return (
-        f"The kept rows were written in the {code(to)} format (`--to`): each row's transcript, "
-        f"after cleaning, encoded as {code(to)}, its declared tools in the `tools` column; the "
-        "source's other columns are kept as they were. A row that format cannot hold whole "
-        "(reasoning with no place in it, an image) was rejected as `lossy_conversion`, never "
-        "written with a part missing.\n\n"
+        f"The kept rows were written in the {code(to)} format (`--to`): {what}, encoded as "
+        f"{code(to)}, its declared tools in the `tools` column; the source's other columns are "
+        "kept as they were. A row that format cannot hold whole (reasoning with no place in "
+        "it, an image) was rejected as `lossy_conversion`, never written with a part missing."
+        "\n\n"
     )
 
 

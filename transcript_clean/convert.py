@@ -38,7 +38,14 @@ from typing import Any, Final
 import pyarrow as pa
 
 from transcript_clean.errors import FormatError
-from transcript_clean.formats.base import Decoded, DecodeError, Format, Row, join_texts
+from transcript_clean.formats.base import (
+    Decoded,
+    DecodeError,
+    Format,
+    Row,
+    join_texts,
+    without_origins,
+)
 from transcript_clean.formats.registry import get_format
 from transcript_clean.model import (
     AssistantMessage,
@@ -57,10 +64,19 @@ from transcript_clean.rows import RowResult, clean_row, mark_rejected
 from transcript_clean.rules import Violation
 from transcript_clean.rules._template import written_arguments
 from transcript_clean.rules.lossy_conversion import CODE as LOSSY_CONVERSION
+from transcript_clean.shapes import ShapedFormat
 from transcript_clean.sources import hidden_columns
 from transcript_clean.sources.jsontypes import JSON
 
-__all__ = ["TARGETS", "TOOLS_COLUMN", "ConvertingFormat", "converting", "lossy", "tools_for"]
+__all__ = [
+    "TARGETS",
+    "TOOLS_COLUMN",
+    "ConvertingFormat",
+    "ConvertingShapedFormat",
+    "converting",
+    "lossy",
+    "tools_for",
+]
 
 TARGETS: Final = ("openai", "sharegpt", "anthropic", "rig")
 """The formats `--to` writes: those of training rows (a trace format is read, not written)."""
@@ -175,16 +191,147 @@ class ConvertingFormat(Format):
         return f"ConvertingFormat({self.source!r} -> {self.target.name})"
 
 
-def converting(source: Format, to: str) -> ConvertingFormat:
-    """`source`'s rows written as the format named `to`."""
-    from transcript_clean.shapes import ShapedFormat
+class ConvertingShapedFormat(ConvertingFormat):
+    """Rows of a dataset type (`shapes.ShapedFormat`), cleaned, written in `target`'s format in
+    TRL's layout of that type: `prompt` and the candidates (`chosen` / `rejected`, or
+    `completion`), each a list of the target's messages, the declared tools in `tools`, the
+    label and every other column as they were. A part whose column holds a string (TRL's
+    standard rows) is written as messages: that is the conversion a trainer wants of them.
 
-    if isinstance(source, ShapedFormat):
-        raise FormatError(
-            f"--to writes conversations; the rows are {source.describe()} (a prompt and candidates)"
+    Each candidate is encoded after the prompt, as one conversation (a result in the candidate
+    may answer a call in the prompt), and cut where the prompt's own encoding ends; a candidate
+    whose encoding would change the prompt, or a part that does not read back, rejects the row
+    as `lossy_conversion`."""
+
+    def __init__(self, source: ShapedFormat, target: Format) -> None:
+        super().__init__(source, target)
+        self.shaped = source
+        shape = source.shape
+        names = _TRL_CANDIDATES.get(shape.kind, ())
+        if shape.prompt is None and shape.kind == "unpaired":
+            names = ()  # KTO rows of one conversation: no TRL name fits a whole conversation
+        own = tuple(path.rsplit(".", 1)[-1] for path in shape.candidates)
+        self.part_names = (("prompt",) if shape.prompt is not None else ()) + (
+            names if len(names) == len(own) else own
         )
+        """The written columns of the prompt (if any) and of each candidate, in order."""
+
+    @property
+    def replaced_columns(self) -> tuple[str, ...]:
+        inner = self.shaped.inner
+        own = (*self.shaped.shape.columns, *inner.side_columns, *inner.declaring_columns)
+        return tuple(dict.fromkeys(own))
+
+    def written_columns(self) -> tuple[str, ...]:
+        return (*self.target.side_columns, *self.part_names, TOOLS_COLUMN)
+
+    def clean(self, row: Row, config: Config, *, trace: bool = False) -> RowResult | None:
+        result = self.shaped.clean(row, config, trace=trace)
+        if result.status == "rejected":
+            return result
+        target = self.target
+        form = written_arguments(config)
+        if form is not None:
+            target = target.with_arguments(form) or target
+        after = result.row if result.row is not None else row
+        try:
+            written, loss = self.written_parts(after, target)
+        except DecodeError as err:  # the cleaned parts no longer read as one conversation
+            written, loss = None, f"cannot be read for {self.target.name}: {err}"
+        except Exception as err:  # an encoder's bug must cost one row, not the run
+            written, loss = None, f"cannot be written as {self.target.name}: {err}"
+        if loss is not None or written is None:
+            return lossy(result, loss or f"cannot be written as {self.target.name}")
+        result.row = written
+        result.messages_out = sum(
+            len(written[name]) for name in self.part_names if isinstance(written[name], list)
+        )
+        return result
+
+    def written_parts(self, row: Row, target: Format) -> tuple[Row | None, str | None]:
+        """The row's parts written in `target`'s format (class doc), or what they would lose."""
+        from transcript_clean.shapes.clean import conversation_row
+
+        shaped, shape = self.shaped, self.shaped.shape
+        inner = shaped.inner
+        prompt: list[Message] = []
+        if shape.prompt is not None:
+            prompt = list(inner.decode(conversation_row(row, shaped, None, strict=True)).messages)
+        wholes = [
+            list(inner.decode(conversation_row(row, shaped, k, strict=True)).messages)
+            for k in range(len(shape.candidates))
+        ]
+        bare = without_origins(prompt)
+        for k, whole in enumerate(wholes):
+            if without_origins(whole[: len(prompt)]) != bare:
+                return None, f"{shape.candidates[k]}: the prompt does not read the same before it"
+
+        def encoded(messages: list[Message]) -> Row:
+            return target.encode(Decoded(list(messages), {}, format=None), messages)
+
+        out: Row = {k: v for k, v in row.items() if k not in self.replaced_columns}
+        side: dict[str, Any] | None = None
+        written_prompt: list[Any] = []
+        if shape.prompt is not None:
+            first = encoded(prompt)
+            written_prompt = list(first[target.column] or [])
+            side = {name: first.get(name) for name in target.side_columns}
+            out[self.part_names[0]] = written_prompt
+        names = self.part_names[len(self.part_names) - len(wholes) :]
+        for k, whole in enumerate(wholes):
+            both = encoded(whole)
+            messages = list(both[target.column] or [])
+            here = {name: both.get(name) for name in target.side_columns}
+            if messages[: len(written_prompt)] != written_prompt or (
+                side is not None and here != side
+            ):
+                return None, f"{shape.candidates[k]}: written after the prompt, it changes it"
+            side = here if side is None else side
+            back = self.target.decode({**here, self.target.column: messages}).messages
+            loss = _first_loss(whole, back)
+            if loss is not None:
+                return None, f"{shape.candidates[k]}: {loss} has no place in {self.target.name}"
+            out[names[k]] = messages[len(written_prompt) :]
+        if not wholes:  # a prompt-only row: the prompt is the conversation read back
+            alone = self.target.decode({**(side or {}), self.target.column: written_prompt})
+            loss = _first_loss(prompt, alone.messages)
+            if loss is not None:
+                return None, f"{loss} has no place in {self.target.name}"
+        out.update(side or {})
+        first_conversation = conversation_row(row, shaped, 0 if wholes else None)
+        entries = inner.declaration_entries(first_conversation)
+        if entries is None:
+            entries = _entries(first_conversation, inner.declaring_columns)
+        tools, problem = tools_for(self.target.name, entries)
+        if problem is not None:
+            return None, problem
+        out[TOOLS_COLUMN] = tools
+        for name in self.written_columns():
+            out.setdefault(name, None)
+        return out, None
+
+    def __repr__(self) -> str:
+        return f"ConvertingShapedFormat({self.shaped!r} -> {self.target.name})"
+
+
+_TRL_CANDIDATES: Final[Mapping[str, tuple[str, ...]]] = {
+    "prompt-completion": ("completion",),
+    "unpaired": ("completion",),
+    "preference": ("chosen", "rejected"),
+    "implicit-preference": ("chosen", "rejected"),
+    "openai-preference": ("chosen", "rejected"),
+    "ranking": ("chosen", "rejected"),
+}
+"""The columns TRL names each dataset type's candidates (`prompt` is every type's prompt)."""
+
+
+def converting(source: Format, to: str) -> ConvertingFormat:
+    """`source`'s rows written as the format named `to`; a dataset type's, in TRL's layout of
+    it (`ConvertingShapedFormat`)."""
     if to not in TARGETS:
         raise FormatError(f"--to is one of {', '.join(TARGETS)}, not {to!r}")
+    if isinstance(source, ShapedFormat):
+        return ConvertingShapedFormat(source, get_format(to))
     return ConvertingFormat(source, get_format(to))
 
 

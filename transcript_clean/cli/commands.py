@@ -58,8 +58,9 @@ from transcript_clean.cli.progress import Progress, said_briefly
     type=click.Choice(["openai", "sharegpt", "anthropic", "rig"]),
     default=None,
     help="Write the kept rows in this conversation format, declared tools in its 'tools' "
-    "column (openai: TRL's messages + tools); a row it cannot hold whole is a "
-    "lossy_conversion reject. Every row takes the per-row path.",
+    "column (openai: TRL's messages + tools; a dataset type's rows in TRL's layout: prompt, "
+    "chosen/rejected or completion); a row it cannot hold whole is a lossy_conversion "
+    "reject. Every row takes the per-row path.",
 )
 @click.option(
     "--overwrite",

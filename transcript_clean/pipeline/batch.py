@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from transcript_clean.batch_profile import profile_batch
 from transcript_clean.columnar.arrays import Mask
+from transcript_clean.convert import ConvertingShapedFormat
 from transcript_clean.fastpath import Verdicts
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.model import Message
@@ -176,7 +177,9 @@ def clean_batch_parts(
         for i in demoted:
             del decoded[i]
         read = np.zeros(table.num_rows, dtype=bool)
-    if isinstance(fmt, ShapedFormat):
+    # Rows of a dataset type written in another format (`--to`) are profiled as they came in.
+    measured_as = fmt.shaped if isinstance(fmt, ConvertingShapedFormat) else fmt
+    if isinstance(measured_as, ShapedFormat):
         # The per-row path's transcript of a dataset type's row is its last candidate's after
         # the prompt's repairs: every row is profiled from the batch as it came in instead
         # (but those measured with the verdicts).
@@ -186,7 +189,9 @@ def clean_batch_parts(
         # has nothing to measure, though its first candidate alone may read.
         read[[i for i, messages in decoded.items() if messages is None]] = False
         decoded = {}
-    stats.profile.merge(profile_batch(table, fmt, read, decoded, tokenizer=config.tokenizer))
+    stats.profile.merge(
+        profile_batch(table, measured_as, read, decoded, tokenizer=config.tokenizer)
+    )
     if anew is not None:  # every row took the per-row path
         written = fitted.rows if fitted is not None else pa.Table.from_batches([], anew)
         return CleanedBatch(table, kept, [], rejects, stats, written)
