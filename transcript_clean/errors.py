@@ -5,6 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
+from typing import Final
+
+MALFORMED_ROW: Final = "malformed_row"
+UNKNOWN_ROLE: Final = "unknown_role"
+"""The codes of a row a format's decoder cannot read (`formats.base.DecodeError`). They live
+below both the formats and the rules, so that a decoder names them without importing the rules
+that own their actions and words (`rules/malformed_row.py`, `rules/unknown_role.py`)."""
 
 _COMMAND_LINE: ContextVar[bool] = ContextVar("transcript_clean_command_line", default=False)
 """True while the CLI runs a command: messages then name its flags, not keyword arguments."""

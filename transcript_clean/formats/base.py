@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, ClassVar, Final, Literal
 
-from transcript_clean.errors import TranscriptCleanError
+from transcript_clean.errors import MALFORMED_ROW, UNKNOWN_ROLE, TranscriptCleanError
 from transcript_clean.jsontext import strict_loads
 from transcript_clean.model import (
     AssistantMessage,
@@ -21,7 +21,6 @@ from transcript_clean.model import (
     ToolResult,
     UserMessage,
 )
-from transcript_clean.rules.malformed_row import CODE as MALFORMED_ROW
 from transcript_clean.tools import Declared, read_row_declarations
 
 if TYPE_CHECKING:
@@ -220,7 +219,6 @@ def malformed(path: str, problem: str) -> DecodeError:
     return DecodeError(MALFORMED_ROW, path, problem)
 
 
-UNKNOWN_ROLE: Final = "unknown_role"
 """`rules.unknown_role`'s code, named here so that a codec reports it without importing the
 rules above it (a test holds the two equal)."""
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from transcript_clean.errors import MALFORMED_ROW
 from transcript_clean.rules.base import Rule
 
-CODE: Final = "malformed_row"
+CODE: Final = MALFORMED_ROW
 
 RULE = Rule(
     CODE,

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from typing import Final
 
+from transcript_clean.errors import UNKNOWN_ROLE
 from transcript_clean.rules.base import Rule
 
-CODE: Final = "unknown_role"
+CODE: Final = UNKNOWN_ROLE
 
 RULE = Rule(
     CODE,

@@ -33,7 +33,7 @@ import json
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from transcript_clean.errors import FormatError
+from transcript_clean.errors import UNKNOWN_ROLE, FormatError
 from transcript_clean.formats.base import (
     MISSING,
     ArgumentsForm,
@@ -67,7 +67,6 @@ from transcript_clean.model import (
     UserMessage,
     UserPart,
 )
-from transcript_clean.rules import UNKNOWN_ROLE
 
 if TYPE_CHECKING:
     import pyarrow as pa

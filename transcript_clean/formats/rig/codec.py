@@ -22,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from transcript_clean.errors import UNKNOWN_ROLE
 from transcript_clean.formats.base import (
     Decoded,
     DecodeError,
@@ -55,7 +56,6 @@ from transcript_clean.model import (
     UserMessage,
     UserPart,
 )
-from transcript_clean.rules import UNKNOWN_ROLE
 
 if TYPE_CHECKING:
     import pyarrow as pa

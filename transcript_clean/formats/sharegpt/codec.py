@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Final
 
-from transcript_clean.errors import FormatError
+from transcript_clean.errors import UNKNOWN_ROLE, FormatError
 from transcript_clean.formats.base import (
     Decoded,
     DecodeError,
@@ -54,7 +54,6 @@ from transcript_clean.model import (
     ToolResult,
     UserMessage,
 )
-from transcript_clean.rules import UNKNOWN_ROLE
 
 if TYPE_CHECKING:
     import pyarrow as pa
