@@ -432,13 +432,19 @@ def test_a_prompt_set_of_strings_and_a_named_format_over_string_parts(tmp_path: 
     code, output, _ = run(tmp_path, HH_PAIRS, "--format", "sharegpt")
     assert code == 2
     assert "the parts are plain strings, not sharegpt messages" in output
-    # pairs are no conversation: --to says what they are
-    code, output, _ = run(tmp_path, HH_PAIRS, "--to", "openai")
-    assert code == 2
-    assert (
-        "--to writes conversations; the rows are implicit-prompt preference rows: candidates "
-        "`chosen`, `rejected` (each a text of Human: / Assistant: turns)"
-    ) in output
+    # --to writes the pairs as TRL's conversational implicit-prompt preference rows
+    code, output, out = run(
+        tmp_path, HH_PAIRS, "--to", "openai", "--output-format", "jsonl", "--overwrite"
+    )
+    assert code == 0, output
+    given = [json.loads(line) for line in lines(HH_PAIRS)]
+    rows = [json.loads(line) for line in written(out)]
+    assert len(rows) == len(given) == 3
+    for row, was in zip(rows, given, strict=True):
+        for name in ("chosen", "rejected"):
+            turns = [(m["role"], m["content"]) for m in row[name]]
+            assert turns == parse_hh(was[name])
+            trl_messages(row[name])
 
 
 # ---------------------------------------------------------------------------------------------
