@@ -29,7 +29,7 @@ import json
 import re
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.formats.base import (
     Decoded,
@@ -62,6 +62,11 @@ from transcript_clean.model import (
     UserMessage,
 )
 from transcript_clean.tools import Declared, read_declarations
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.columnar.conversations import Conversations
 
 TAGS: Final[Mapping[str, str]] = {
     "system": "system",
@@ -111,7 +116,7 @@ class HermesFormat(Format):
                 messages.append(UserMessage((Text(value),), origin=turn))
                 answers = ()
             elif role == "assistant":
-                message = AssistantMessage(_assistant_parts(value, path, i, mint), origin=turn)
+                message = AssistantMessage(assistant_parts(value, path, i, mint), origin=turn)
                 messages.append(message)
                 answers = message.tool_calls
             else:
@@ -144,11 +149,19 @@ class HermesFormat(Format):
         for turn in turns:
             if isinstance(turn, Mapping) and TAGS.get(str(turn.get("from"))) == "system":
                 value = turn.get("value")
-                # The prompt's prose names the tags too ("within <tools></tools> XML tags").
-                blocks = _TOOLS.findall(value) if isinstance(value, str) else []
-                body = next((b for b in blocks if b.strip()), None)
+                body = prompt_tools(value) if isinstance(value, str) else None
                 return _tools_block(body) if body is not None else None
         return None
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        from transcript_clean.formats.hermes.flatten import flatten_hermes
+
+        return flatten_hermes(column)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:
@@ -229,7 +242,10 @@ def _plain(value: object) -> bool:
     return True
 
 
-def _assistant_parts(value: str, path: str, i: int, mint: IdMinter) -> tuple[AssistantPart, ...]:
+def assistant_parts(value: str, path: str, i: int, mint: IdMinter) -> tuple[AssistantPart, ...]:
+    """The parts of a gpt turn's value (turn `i`, at `path`): its `<think>` blocks, the text
+    outside the tags (stripped) and its `<tool_call>`s, ids minted by `mint`; raises
+    `DecodeError`. The decoder and the flattener both read a tagged turn with this."""
     reasoning: list[AssistantPart] = []
     calls: list[AssistantPart] = []
     outside: list[str] = []
@@ -283,6 +299,12 @@ def read_responses(value: str) -> list[tuple[str | None, str]]:
     return out
 
 
+def prompt_tools(value: str) -> str | None:
+    """The body of a system prompt's first `<tools>` block that holds something, else None."""
+    # The prompt's prose names the tags too ("within <tools></tools> XML tags").
+    return next((b for b in _TOOLS.findall(value) if b.strip()), None)
+
+
 @lru_cache(maxsize=1024)
 def _tools_block(body: str) -> Declared | None:
     """The declarations of a system prompt's `<tools>` block: a JSON (or Python literal) list,
@@ -318,7 +340,7 @@ def _assistant_out(message: AssistantMessage, tag: str) -> Row:
     value = origin.get("value") if origin is not None else None
     if origin is not None and isinstance(value, str):
         try:
-            same = _assistant_parts(value, "", 0, IdMinter(tuple)) == _without_ids(message)
+            same = assistant_parts(value, "", 0, IdMinter(tuple)) == _without_ids(message)
         except DecodeError:
             same = False
         if same:
