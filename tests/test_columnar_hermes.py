@@ -153,6 +153,14 @@ def _declares_in_prompt(row: dict[str, Any]) -> bool:
 
 def _assert_flattened(table: pa.Table) -> None:
     view = assert_flattened_as_decoded(HERMES, table, unread_superset=True)
+    assert view.texts is not None  # where tokens are counted: the texts of `chars`, each once
+    pieces, owners = view.texts()
+    lengths = [len(t or "") for t in pieces.to_pylist()]  # null: an unread row's
+    per_message = [0] * view.messages
+    for length, owner in zip(lengths, owners.tolist(), strict=True):
+        per_message[owner] += length
+    read = ~view.unread[view.message_row]
+    assert [c for c, r in zip(per_message, read, strict=True) if r] == view.chars[read].tolist()
     for r, row in enumerate(table.to_pylist()):
         try:
             HERMES.decode(row)

@@ -128,11 +128,11 @@ def flatten_hermes(array: pa.Array) -> Conversations | None:
     objects: list[bool] = []
     call_turn: list[int] = []
     extra_texts: list[tuple[int, str]] = []  # reasoning texts, by turn (for the token count)
+    parsed: list[int] = []  # the tagged gpt turns read
     values = value.take(indices(python_gpt)).to_pylist()
     for at, text in zip(python_gpt.tolist(), values, strict=True):
         try:
-            # The minter's ids are not used: the view spells them (`end_to_end`).
-            parts = assistant_parts(text, "", 0, IdMinter(tuple))
+            parts = assistant_parts(text, "", 0, _UNUSED)
         except DecodeError:
             flag[at] = True
             continue
@@ -159,8 +159,7 @@ def flatten_hermes(array: pa.Array) -> Conversations | None:
                 call_turn.append(at)
                 reencoded_turn[at] |= not same
                 calls_of_turn[at] += 1
-        if at not in own_text:
-            own_text[at] = ""  # a turn of calls or reasoning alone has no text part
+        parsed.append(at)
         turn_chars[at] = chars
 
     # Tool turns: their results, in order (one per untagged turn).
@@ -222,7 +221,8 @@ def flatten_hermes(array: pa.Array) -> Conversations | None:
     result_blank = ~not_blank(result_words)
 
     def texts() -> tuple[pa.Array, Counts]:
-        plain = np.flatnonzero(~np.isin(np.arange(n), [*own_text, *read]) & ~is_tool)
+        # A gpt turn of calls or reasoning alone has no text part: no piece.
+        plain = np.flatnonzero(~np.isin(np.arange(n), [*own_text, *parsed]) & ~is_tool)
         replaced = sorted(t for t in own_text if not is_tool[t])
         pieces = [
             value.take(indices(plain)).cast(pa.large_string()),
@@ -267,6 +267,18 @@ def flatten_hermes(array: pa.Array) -> Conversations | None:
         reencoded=rows_with(reencoded_turn, turn_row, rows),
         texts=texts,
     )
+
+
+class _Unused(IdMinter):
+    """A minter whose ids no one reads (the view spells them: `end_to_end`), at no cost."""
+
+    __slots__ = ()
+
+    def __call__(self, base: str) -> str:
+        return base
+
+
+_UNUSED = _Unused(tuple)
 
 
 def _call(call: ToolCall) -> tuple[str | None, bool, bool]:
