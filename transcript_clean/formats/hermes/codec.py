@@ -24,9 +24,7 @@ has one, else the `<tools>` block of the system prompt.
 
 from __future__ import annotations
 
-import ast
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final
@@ -40,15 +38,19 @@ from transcript_clean.formats.base import (
     expect_list,
     expect_object,
     join_texts,
-    kind_of,
     malformed,
-    parse_arguments,
     put,
     required_str,
     unknown_role,
     without_origins,
 )
-from transcript_clean.jsontext import loads
+from transcript_clean.formats.hermes.values import (
+    TAGS,
+    assistant_parts,
+    literal,
+    prompt_tools,
+    read_responses,
+)
 from transcript_clean.model import (
     AssistantMessage,
     AssistantPart,
@@ -68,22 +70,7 @@ if TYPE_CHECKING:
 
     from transcript_clean.columnar.conversations import Conversations
 
-TAGS: Final[Mapping[str, str]] = {
-    "system": "system",
-    "human": "user",
-    "user": "user",
-    "gpt": "assistant",
-    "assistant": "assistant",
-    "tool": "tool",
-}
-"""What each turn tag stands for: Hermes' own (system / human / gpt / tool) and the role names
-some of its derivatives write."""
-
 _FRESH_TAGS: Final = {"system": "system", "user": "human", "assistant": "gpt", "tool": "tool"}
-
-_ASSISTANT_TAGS = re.compile(r"<(tool_call|think)>(.*?)</\1>", re.DOTALL)
-_RESPONSE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
-_TOOLS = re.compile(r"<tools>(.*?)</tools>", re.DOTALL)
 
 _Turn = tuple[Mapping[str, Any], str, str]  # the turn, what its tag stands for, its value
 
@@ -207,102 +194,6 @@ def _read_turn(item: object, path: str) -> _Turn:
             f"{path}.from", f'unknown tag "{tag}"; the known tags: {", ".join(TAGS)}'
         )
     return turn, role, required_str(turn, "value", path)
-
-
-def literal(text: str) -> Any:
-    """A JSON value written as JSON, or as the Python literal Hermes data often holds
-    (`{'name': 'f', 'arguments': {'on': True}}`); raises ValueError when it is neither."""
-    try:
-        return loads(text)
-    except (ValueError, RecursionError):
-        pass
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError) as err:
-        raise ValueError("neither JSON nor a Python literal") from err
-    if not _plain(value):
-        raise ValueError("not a JSON value")
-    return value
-
-
-def _plain(value: object) -> bool:
-    """Whether a literal holds only what JSON can: objects with string keys, lists, strings,
-    numbers, booleans and None (no tuple, set, bytes or complex number)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if not all(isinstance(k, str) for k in item):
-                return False
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif not (item is None or isinstance(item, str | int | float)):
-            return False
-    return True
-
-
-def assistant_parts(value: str, path: str, i: int, mint: IdMinter) -> tuple[AssistantPart, ...]:
-    """The parts of a gpt turn's value (turn `i`, at `path`): its `<think>` blocks, the text
-    outside the tags (stripped) and its `<tool_call>`s, ids minted by `mint`; raises
-    `DecodeError`. The decoder and the flattener both read a tagged turn with this."""
-    reasoning: list[AssistantPart] = []
-    calls: list[AssistantPart] = []
-    outside: list[str] = []
-    end = 0
-    for match in _ASSISTANT_TAGS.finditer(value):
-        outside.append(value[end : match.start()])
-        end = match.end()
-        tag, body = match.group(1), match.group(2)
-        if tag == "think":
-            reasoning.append(Reasoning((ReasoningText(body.strip()),)))
-            continue
-        k = len(calls)
-        try:
-            obj = literal(body.strip())
-        except ValueError:
-            raise malformed(path, f"<tool_call> {k}: not a JSON object") from None
-        if not isinstance(obj, Mapping):
-            raise malformed(path, f"<tool_call> {k}: expected an object, got {kind_of(obj)}")
-        name = obj.get("name")
-        if not isinstance(name, str):
-            raise malformed(path, f'<tool_call> {k}: missing "name"')
-        arguments, raw = parse_arguments(obj.get("arguments"))
-        calls.append(ToolCall(mint(f"call_{i}_{k}"), name, arguments, raw))
-    outside.append(value[end:])
-    text = "".join(outside).strip()
-    if "<tool_call>" in text:
-        raise malformed(path, "a <tool_call> with no </tool_call>")
-    # A turn of calls alone has no text; a turn with nothing at all is an empty text (R1's).
-    texts: list[AssistantPart] = [Text(text)] if text or not (calls or reasoning) else []
-    return (*reasoning, *texts, *calls)
-
-
-def read_responses(value: str) -> list[tuple[str | None, str]]:
-    """The results of a tool turn: `(name, text)` per `<tool_response>` (the whole value when
-    it has none). A body `{"name", "content"}` is a result of that name whose text is its
-    content (a string as it is, anything else as JSON); any other body is the text itself."""
-    bodies = _RESPONSE.findall(value) or [value]
-    out: list[tuple[str | None, str]] = []
-    for body in bodies:
-        body = body.strip()
-        try:
-            obj = literal(body) if body[:1] == "{" else None
-        except ValueError:
-            obj = None
-        if isinstance(obj, Mapping) and isinstance(obj.get("name"), str) and "content" in obj:
-            content = obj["content"]
-            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-            out.append((obj["name"], text))
-        else:
-            out.append((None, body))
-    return out
-
-
-def prompt_tools(value: str) -> str | None:
-    """The body of a system prompt's first `<tools>` block that holds something, else None."""
-    # The prompt's prose names the tags too ("within <tools></tools> XML tags").
-    return next((b for b in _TOOLS.findall(value) if b.strip()), None)
 
 
 @lru_cache(maxsize=1024)

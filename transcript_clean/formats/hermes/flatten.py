@@ -11,8 +11,8 @@ and a result of no call `result_{turn}_{k}`, as the decoder mints them.
 A turn without tags, most of them, is read in Arrow: a gpt turn's text is its value stripped,
 a tool turn's one result its value stripped. A gpt turn holding `<tool_call>` or `<think>` and a
 tool turn holding `<tool_response>` (or a `{...}` body) are read in Python, one turn at a time,
-with the codec's own readers (`assistant_parts`, `read_responses`: orjson first, then the
-Python literal), so that the two cannot drift. Every message is whole items of the column's
+with the decoder's own readers (`values.py`: `assistant_parts`, `read_responses`; orjson first,
+then the Python literal), so that the two cannot drift. Every message is whole items of the column's
 lists (a gpt turn with text, reasoning and calls is one item), so R1 and R5's cut drop items in
 Arrow. A row whose system prompt declares tools in a `<tools>` block is unread too: the fast
 path reads declarations from columns only. It knows no rule.
@@ -42,7 +42,7 @@ from transcript_clean.columnar.arrays import (
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.formats.base import DecodeError, IdMinter
 from transcript_clean.formats.fields import end_to_end, is_list_of_structs, not_blank
-from transcript_clean.formats.hermes.codec import (
+from transcript_clean.formats.hermes.values import (
     TAGS,
     assistant_parts,
     prompt_tools,
