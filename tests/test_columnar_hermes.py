@@ -24,9 +24,12 @@ from synthetic import arrow_schema, every_rates, generate_rows
 
 from transcript_clean.formats import get_format
 from transcript_clean.formats.base import DecodeError
+from transcript_clean.formats.hermes import HermesFormat
+from transcript_clean.pipeline import batch_verdicts
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.rules.orphan_tool_result import used_message
 from transcript_clean.rules.unanswered_tool_call import uncuttable
+from transcript_clean.tools import read_declarations
 
 HERMES = get_format("hermes")
 DATA = Path(__file__).parent / "data"
@@ -141,14 +144,16 @@ def _rows() -> st.SearchStrategy[list[list[dict[str, Any] | None] | None]]:
     return st.lists(st.one_of(row, row, row, row, st.none()), min_size=1, max_size=6)
 
 
-def _declares_in_prompt(row: dict[str, Any]) -> bool:
-    """Whether the decoder reads the row and finds its tools in the system prompt (no `tools`
-    column here): the rows the flattener leaves unread besides those the decoder rejects."""
+def _unsure_prompt(row: dict[str, Any]) -> bool:
+    """Whether the decoder reads the row and finds a problem in the tools its system prompt
+    declares (no `tools` column here): the rows the flattener leaves unread besides those the
+    decoder rejects (the fast path would not word `invalid_tool_declaration` as it does)."""
     try:
         HERMES.decode(row)
     except DecodeError:
         return False
-    return HERMES.declared_tools(row) is not None
+    declared = HERMES.declared_tools(row)
+    return declared is not None and bool(declared.problems)
 
 
 def _assert_flattened(table: pa.Table) -> None:
@@ -161,13 +166,18 @@ def _assert_flattened(table: pa.Table) -> None:
         per_message[owner] += length
     read = ~view.unread[view.message_row]
     assert [c for c, r in zip(per_message, read, strict=True) if r] == view.chars[read].tolist()
+    declarations = [None] * len(table) if view.declarations is None else view.declarations
     for r, row in enumerate(table.to_pylist()):
         try:
             HERMES.decode(row)
             reads = True
         except DecodeError:
             reads = False
-        assert view.unread[r] == (not reads or _declares_in_prompt(row)), row
+        assert view.unread[r] == (not reads or _unsure_prompt(row)), row
+        if reads and not view.unread[r]:  # the prompt's tools, as the fast path will read them
+            text = declarations[r]
+            text = text.as_py() if isinstance(text, pa.Scalar) else text
+            assert read_declarations(text) == HERMES.declared_tools(row), row
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -204,26 +214,49 @@ def _real_table() -> pa.Table:
 def test_the_real_rows_flatten_as_decoded_and_agree_on_both_paths() -> None:
     table = _real_table()
     _assert_flattened(table)
-    # the tool-use row declares its tools in its prompt, the extraction row is malformed; the
-    # JSON-mode row (a <schema>, no <tools>) is read in Arrow
+    # The tool-use row is read, its prompt's tools handed to the fast path; the extraction row
+    # is malformed; the JSON-mode row (a <schema>, no <tools>) declares none.
     view = HERMES.flatten(table.column("conversations").combine_chunks())
-    assert view is not None and view.unread.tolist() == [True, True, False]
-    for config in (DEFAULT, STRICT):
-        assert_fast_and_slow_agree(table, config, HERMES)
-    # Without its <tools> block, the tool-use row is read too: its Python-literal call
-    # (`True`) and its `{name, content}` response, paired by the minted id.
-    rows = table.to_pylist()
-    system = rows[0]["conversations"][0]
-    system["value"] = (
-        system["value"].replace("<tools>", "<functions>").replace("</tools>", "</functions>")
-    )
-    bare = pa.Table.from_pylist(rows[:1])
-    view = assert_flattened_as_decoded(HERMES, bare)
-    assert not view.unread.any()
+    assert view is not None and view.unread.tolist() == [False, True, False]
+    assert view.declarations is not None
+    declared = read_declarations(view.declarations[0].as_py())
+    assert declared is not None and declared.names() == ["search_flights"]
+    assert view.declarations[2].as_py() is None
+    # its Python-literal call (`True`) and its `{name, content}` response, by the minted id
     assert view.call_id.to_pylist() == view.result_call.to_pylist() == ["call_2_0"]
     assert view.call_name.to_pylist() == ["search_flights"]
     assert json.loads(view.call_arguments[0].as_py())["flexible_cancellation"] is True
-    assert_fast_and_slow_agree(bare, DEFAULT, HERMES)
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, HERMES)
+    # Settled in Arrow: the tool-use row found clean, its call checked against the prompt's
+    # schema; the extraction row rejected in the decoder's words.
+    verdicts = batch_verdicts(table, DEFAULT, format=HERMES)
+    assert verdicts is not None and verdicts.handled.tolist() == [True, True, True]
+
+
+def test_the_prompts_tools_are_read_where_the_tools_column_declares_nothing() -> None:
+    """The decoder reads a `tools` column that declares something, else the prompt's `<tools>`
+    (with `--tools-column`, never the prompt): a call to a tool only one of them declares is
+    `unknown_tool` exactly where the decoder says so, on both paths."""
+    prompt = 'Tools: <tools>[{"name": "f", "parameters": {"type": "object"}}]</tools>'
+    turns = [
+        _t("system", prompt),
+        _t("human", "go"),
+        _t("gpt", '<tool_call>{"name": "f", "arguments": {}}</tool_call>'),
+        _t("tool", "<tool_response>1</tool_response>"),
+        _t("gpt", "done"),
+    ]
+    columns = [None, "", "[]", '[{"name": "g"}]', '[{"name": "f"}]']
+    table = pa.Table.from_pylist([{"conversations": turns, "tools": c} for c in columns])
+    for config in (DEFAULT, STRICT):
+        slow = assert_fast_and_slow_agree(table, config, HERMES)
+        assert slow.rejects.num_rows == 1  # the row whose column declares g alone
+    verdicts = batch_verdicts(table, DEFAULT, format=HERMES)
+    assert verdicts is not None and verdicts.handled.all()
+    named = HermesFormat()
+    named.tools_column = "tools"
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, named)
 
 
 def test_layouts_it_does_not_read_are_left_to_the_per_row_path() -> None:

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping, Sequence
-from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.formats.base import (
@@ -47,9 +46,9 @@ from transcript_clean.formats.base import (
 from transcript_clean.formats.hermes.values import (
     TAGS,
     assistant_parts,
-    literal,
     prompt_tools,
     read_responses,
+    read_tools_block,
 )
 from transcript_clean.model import (
     AssistantMessage,
@@ -63,7 +62,7 @@ from transcript_clean.model import (
     ToolResult,
     UserMessage,
 )
-from transcript_clean.tools import Declared, read_declarations
+from transcript_clean.tools import Declared
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -137,7 +136,7 @@ class HermesFormat(Format):
             if isinstance(turn, Mapping) and TAGS.get(str(turn.get("from"))) == "system":
                 value = turn.get("value")
                 body = prompt_tools(value) if isinstance(value, str) else None
-                return _tools_block(body) if body is not None else None
+                return read_tools_block(body)[0] if body is not None else None
         return None
 
     def flatten(
@@ -148,7 +147,8 @@ class HermesFormat(Format):
     ) -> Conversations | None:
         from transcript_clean.formats.hermes.flatten import flatten_hermes
 
-        return flatten_hermes(column)
+        # With `--tools-column`, the decoder reads no declarations in the system prompt.
+        return flatten_hermes(column, prompt_tools=self.tools_column is None)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:
@@ -194,24 +194,6 @@ def _read_turn(item: object, path: str) -> _Turn:
             f"{path}.from", f'unknown tag "{tag}"; the known tags: {", ".join(TAGS)}'
         )
     return turn, role, required_str(turn, "value", path)
-
-
-@lru_cache(maxsize=1024)
-def _tools_block(body: str) -> Declared | None:
-    """The declarations of a system prompt's `<tools>` block: a JSON (or Python literal) list,
-    or one object per line as Qwen's chat template writes them."""
-    where = "the system prompt's <tools>"
-    body = body.strip()
-    try:
-        return read_declarations(literal(body), where)
-    except ValueError:
-        pass
-    try:
-        return read_declarations(
-            [literal(line) for line in body.splitlines() if line.strip()], where
-        )
-    except ValueError:
-        return Declared({}, (f"{where}: not JSON",))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,8 +14,9 @@ tool turn holding `<tool_response>` (or a `{...}` body) are read in Python, one 
 with the decoder's own readers (`values.py`: `assistant_parts`, `read_responses`; orjson first,
 then the Python literal), so that the two cannot drift. Every message is whole items of the column's
 lists (a gpt turn with text, reasoning and calls is one item), so R1 and R5's cut drop items in
-Arrow. A row whose system prompt declares tools in a `<tools>` block is unread too: the fast
-path reads declarations from columns only. It knows no rule.
+Arrow. The tools a system prompt declares in a `<tools>` block are handed to the fast path as
+JSON text (`declarations`), read where the batch's `tools` column declares nothing, as the
+decoder reads them; a row whose block has a problem is unread. It knows no rule.
 """
 
 from __future__ import annotations
@@ -47,6 +48,7 @@ from transcript_clean.formats.hermes.values import (
     assistant_parts,
     prompt_tools,
     read_responses,
+    read_tools_block,
 )
 from transcript_clean.model import Reasoning, ReasoningText, Text, ToolCall, is_json
 
@@ -61,9 +63,10 @@ def _tagged(role: str) -> pa.Array:
     return pa.array([t for t, r in TAGS.items() if r == role], pa.string())
 
 
-def flatten_hermes(array: pa.Array) -> Conversations | None:
+def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations | None:
     """The rows of a Hermes column as `Conversations`; None for a layout this does not read
-    (the per-row path reads every row)."""
+    (the per-row path reads every row). With `prompt_tools`, the declarations of each row's
+    system prompt (`Conversations.declarations`)."""
     if not _hermes_shape(array.type):
         return None
     rows = len(array)
@@ -173,7 +176,10 @@ def flatten_hermes(array: pa.Array) -> Conversations | None:
         turn_chars[at] = sum(len(t) for t in found)
     result_turn = np.repeat(np.arange(n, dtype=np.int64), results_of_turn)
     unread = as_mask(array.is_null()) | rows_with(flag, turn_row, rows)
-    unread |= _declaring_rows(is_system, value, turn_row, rows)
+    declarations = None
+    if prompt_tools:
+        declarations, unsure = _prompt_declarations(is_system, value, turn_row, rows)
+        unread |= unsure
 
     # Calls, numbered in order; per message its first call.
     call_turn_at = np.array(call_turn, dtype=np.int64)
@@ -266,6 +272,7 @@ def flatten_hermes(array: pa.Array) -> Conversations | None:
         pairs_by_position=True,
         reencoded=rows_with(reencoded_turn, turn_row, rows),
         texts=texts,
+        declarations=declarations,
     )
 
 
@@ -299,20 +306,35 @@ def _call(call: ToolCall) -> tuple[str | None, bool, bool]:
     return raw, is_object, plain
 
 
-def _declaring_rows(is_system: Mask, value: pa.Array, turn_row: Counts, rows: int) -> Mask:
-    """Rows whose first system turn declares tools in a `<tools>` block (`declared_tools`)."""
-    out = np.zeros(rows, dtype=bool)
+def _prompt_declarations(
+    is_system: Mask, value: pa.Array, turn_row: Counts, rows: int
+) -> tuple[pa.Array | None, Mask]:
+    """Per row, the declarations of the `<tools>` block of its first system turn
+    (`HermesFormat.declared_tools`) as JSON text, null for none (None when no row has any); and
+    the rows whose block the fast path would not read as the decoder does: one with a problem
+    (the words of `invalid_tool_declaration` name the prompt) or a value JSON cannot write."""
+    unsure = np.zeros(rows, dtype=bool)
     systems = np.flatnonzero(is_system)
-    if not len(systems):
-        return out
-    first = systems[
-        np.searchsorted(turn_row[systems], turn_row[systems]) == np.arange(len(systems))
-    ]
-    texts = value.take(indices(first))
-    maybe = first[as_mask(pc.match_substring(texts, "<tools>"), fill=False)]
+    system_row = turn_row[systems]
+    first = systems[np.searchsorted(system_row, system_row) == np.arange(len(systems))]
+    maybe = first[as_mask(pc.match_substring(value.take(indices(first)), "<tools>"), fill=False)]
+    texts: list[str | None] = [None] * rows
     for at, text in zip(maybe.tolist(), value.take(indices(maybe)).to_pylist(), strict=True):
-        out[turn_row[at]] = prompt_tools(text) is not None
-    return out
+        body = prompt_tools(text)
+        if body is None:
+            continue
+        row = int(turn_row[at])
+        declared, listed = read_tools_block(body)
+        if declared is None:
+            continue
+        try:
+            texts[row] = orjson.dumps(listed).decode()
+        except (TypeError, orjson.JSONEncodeError):
+            unsure[row] = True
+        unsure[row] |= bool(declared.problems)
+    if not any(t is not None for t in texts):
+        return None, unsure
+    return pa.array(texts, pa.string()), unsure
 
 
 def _hermes_shape(type_: pa.DataType) -> bool:

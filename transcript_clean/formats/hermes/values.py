@@ -8,13 +8,22 @@ import ast
 import json
 import re
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any, Final
 
 from transcript_clean.formats.base import IdMinter, kind_of, malformed, parse_arguments
 from transcript_clean.jsontext import loads
 from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
+from transcript_clean.tools import Declared, read_declarations
 
-__all__ = ["TAGS", "assistant_parts", "literal", "prompt_tools", "read_responses"]
+__all__ = [
+    "TAGS",
+    "assistant_parts",
+    "literal",
+    "prompt_tools",
+    "read_responses",
+    "read_tools_block",
+]
 
 TAGS: Final[Mapping[str, str]] = {
     "system": "system",
@@ -126,3 +135,22 @@ def prompt_tools(value: str) -> str | None:
     """The body of a system prompt's first `<tools>` block that holds something, else None."""
     # The prompt's prose names the tags too ("within <tools></tools> XML tags").
     return next((b for b in _TOOLS.findall(value) if b.strip()), None)
+
+
+@lru_cache(maxsize=1024)
+def read_tools_block(body: str) -> tuple[Declared | None, Any]:
+    """The declarations of a system prompt's `<tools>` block (a JSON or Python literal list, or
+    one object per line as Qwen's chat template writes them), and the value they were read
+    from (None where the block is neither)."""
+    where = "the system prompt's <tools>"
+    body = body.strip()
+    try:
+        value = literal(body)
+        return read_declarations(value, where), value
+    except ValueError:
+        pass
+    try:
+        value = [literal(line) for line in body.splitlines() if line.strip()]
+        return read_declarations(value, where), value
+    except ValueError:
+        return Declared({}, (f"{where}: not JSON",)), None
