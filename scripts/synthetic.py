@@ -61,6 +61,7 @@ FORMATS: Final = (
     "bedrock",
     "llamafactory",
     "responses",
+    "hermes",
     "alpaca",
     "query-response",
     "completion",
@@ -91,6 +92,7 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     "gemini": frozenset({"invalid_tool_arguments"}) | _DECLARED,
     "bedrock": frozenset({"invalid_tool_arguments"}) | _DECLARED,
     "llamafactory": frozenset({"duplicate_call_id"}),  # no ids either
+    "hermes": frozenset({"duplicate_call_id"}),  # nor Hermes
     # The Responses API's assistant items between two user-side items are one turn: two
     # assistant turns in a row are one.
     "responses": frozenset({"consecutive_assistant"}),
@@ -719,6 +721,40 @@ def _llamafactory(rng: random.Random, items: list[_Item], i: int, planted: str |
     return {"id": i, "messages": messages, "tools": tools}
 
 
+def _hermes(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    # NousResearch's hermes-function-calling-v1: reasoning in `<think>`, each call a JSON
+    # object in `<tool_call>` tags after the text, each result a `<tool_response>` of
+    # `{name, content}` in a tool turn (parallel ones now and then in one turn). The tools are
+    # in a `tools` column, where the fast path reads them, not in the system prompt.
+    turns: list[Row] = []
+    for item in items:
+        kind = item[0]
+        if kind == "system":
+            turns.append({"from": "system", "value": item[1]})
+        elif kind == "user":
+            turns.append({"from": "human", "value": item[1]})
+        elif kind == "assistant":
+            pieces = [] if item[2] is None else [f"<think>\n{item[2]}\n</think>"]
+            if item[1] is not None:
+                pieces.append(item[1])
+            for c in item[3]:
+                call = {"name": c[1], "arguments": c[2] if c[2] is not None else c[3]}
+                pieces.append(f"<tool_call>\n{json.dumps(call)}\n</tool_call>")
+            turns.append({"from": "gpt", "value": "\n".join(pieces)})
+        else:
+            responses = [
+                f"<tool_response>\n{json.dumps({'name': name, 'content': json.loads(text)})}"
+                "\n</tool_response>"
+                for _, name, text in item[1]
+            ]
+            if len(responses) > 1 and rng.random() < 0.3:
+                turns.append({"from": "tool", "value": "\n".join(responses)})
+            else:
+                turns.extend({"from": "tool", "value": r} for r in responses)
+    tools = _tools_json(items, _OPENAI_TOOL_JSON, planted)
+    return {"id": i, "conversations": turns, "tools": tools}
+
+
 def _tools_json(items: list[_Item], specs: Mapping[str, str], planted: str | None) -> str:
     """The tools the row calls (or one, when it calls none), as a JSON list; with
     `invalid_tool_declaration` planted, one more tool whose parameters are no JSON Schema."""
@@ -868,6 +904,7 @@ _RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
     "bedrock": (_bedrock, "messages", True, True),  # in `system`, as text blocks
     "llamafactory": (_llamafactory, "messages", True, True),
     "responses": (_responses, "input", True, True),  # the system prompt in `instructions`
+    "hermes": (_hermes, "conversations", True, True),
     "alpaca": (_alpaca, "instruction", False, True),
     "query-response": (_query_response, "query", False, True),
     "completion": (_completion, "prompt", False, False),
@@ -888,6 +925,8 @@ def _break(rng: random.Random, row: Row, format: str, code: str) -> None:
     if code == "unknown_role":
         if format == "sharegpt":
             message["from"] = rng.choice(("bing", "chatgpt", "bot"))
+        elif format == "hermes":
+            message["from"] = rng.choice(("observation", "function_call", "bot"))
         else:
             message["role"] = {
                 "openai": "narrator",
@@ -903,7 +942,7 @@ def _break(rng: random.Random, row: Row, format: str, code: str) -> None:
     elif format == "gemini":
         message["parts"] = None
     else:
-        message["value" if format == "sharegpt" else "content"] = None
+        message["value" if format in ("sharegpt", "hermes") else "content"] = None
 
 
 def arrow_schema(format: str, *, tools: bool = False) -> pa.Schema:
@@ -936,6 +975,9 @@ def _arrow_schema(format: str) -> pa.Schema:
         return pa.schema(
             [("id", pa.int64()), ("system", s), ("conversations", pa.list_(turn)), ("tools", s)]
         )
+    if format == "hermes":
+        turn = pa.struct([("from", s), ("value", s)])
+        return pa.schema([("id", pa.int64()), ("conversations", pa.list_(turn)), ("tools", s)])
     if format == "anthropic":
         block = pa.struct(
             [("type", s), ("text", s), ("thinking", s), ("signature", s), ("data", s), ("id", s),

@@ -110,6 +110,11 @@ class Conversations:
     tells R2 whether an invalid call's result is a real one; all False for a format whose
     results have no such flag; None where the flattener does not say (a row whose invalid call
     may have a real result then takes the per-row path)."""
+    declarations: pa.Array | None = None
+    """Per row, the tools it declares inside its conversation (Hermes' `<tools>` block in the
+    system prompt), as the JSON text of a declarations list, null where it declares none there:
+    read where the batch's declarations columns declare nothing, as the decoder reads them.
+    None: the format keeps no declarations in its conversations."""
     texts: Callable[[], tuple[pa.Array, Counts]] | None = None
     """Where tokens are counted: the texts of `chars`, one piece each, and each piece's message
     (made when asked for: a copy of every text)."""

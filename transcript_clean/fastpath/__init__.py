@@ -39,7 +39,7 @@ from transcript_clean.fastpath.base import (
     Verdicts,
 )
 from transcript_clean.fastpath.columnar import ConversationsView
-from transcript_clean.fastpath.declared import tool_checks, tool_counts
+from transcript_clean.fastpath.declared import tool_checks, tool_counts, with_inner_declarations
 from transcript_clean.formats.base import Format
 from transcript_clean.formats.openai import OpenAIFormat
 from transcript_clean.rules import TRAILING_TOOL_CALL, Rule, get_rule, rules
@@ -144,6 +144,12 @@ def fast_verdicts(
     if view is None:
         return None
     view.tools = tuple(whole(t) for t in tools)
+    inner = view.conversations.declarations if isinstance(view, ConversationsView) else None
+    if inner is not None:
+        if declared is not None:  # a dataset type's, read from its columns alone
+            return None
+        declared = with_inner_declarations(view.tools, inner, view.rows)
+        view.tools += (inner,)
     view.tool_declared = declared
     view.config = config
     enabled = list(_default_rules() if enabled is None else enabled)

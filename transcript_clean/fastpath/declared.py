@@ -49,6 +49,7 @@ __all__ = [
     "raw_input_calls",
     "tool_checks",
     "tool_counts",
+    "with_inner_declarations",
 ]
 
 UNKNOWN: Final = "unknown_tool"
@@ -310,6 +311,18 @@ def breaks(schema_key: str, text: str) -> bool:
 
 
 _breaks_cached = lru_cache(maxsize=16384)(breaks)
+
+
+def with_inner_declarations(
+    columns: tuple[pa.Array, ...], inner: pa.Array, rows: int
+) -> tuple[np.ndarray, list[Declared | None]]:
+    """`declared_per_row` of the declarations columns, and for each row they declare nothing
+    for, those of `inner`: what a conversation holds itself (`Conversations.declarations`,
+    Hermes' `<tools>` in the system prompt), which its decoder reads only then."""
+    ids, distinct = declared_per_row(columns, rows)
+    own, found = declared_per_row((inner,), rows)
+    use = (ids < 0) & (own >= 0)
+    return np.where(use, own + len(distinct), ids), distinct + found
 
 
 def declared_per_row(

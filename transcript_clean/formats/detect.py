@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import DecodeError, Format
-from transcript_clean.formats.hermes.codec import TAGS as HERMES_TAGS
+from transcript_clean.formats.hermes.values import TAGS as HERMES_TAGS
 from transcript_clean.formats.openai.codec import ROLE_ALIASES
 from transcript_clean.formats.openai.codec import ROLES as OPENAI_ROLES
 from transcript_clean.formats.registry import get_format

@@ -24,12 +24,9 @@ has one, else the `<tools>` block of the system prompt.
 
 from __future__ import annotations
 
-import ast
 import json
-import re
 from collections.abc import Iterator, Mapping, Sequence
-from functools import lru_cache
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.formats.base import (
     Decoded,
@@ -40,15 +37,19 @@ from transcript_clean.formats.base import (
     expect_list,
     expect_object,
     join_texts,
-    kind_of,
     malformed,
-    parse_arguments,
     put,
     required_str,
     unknown_role,
     without_origins,
 )
-from transcript_clean.jsontext import loads
+from transcript_clean.formats.hermes.values import (
+    TAGS,
+    assistant_parts,
+    prompt_tools,
+    read_responses,
+    read_tools_block,
+)
 from transcript_clean.model import (
     AssistantMessage,
     AssistantPart,
@@ -61,24 +62,14 @@ from transcript_clean.model import (
     ToolResult,
     UserMessage,
 )
-from transcript_clean.tools import Declared, read_declarations
+from transcript_clean.tools import Declared
 
-TAGS: Final[Mapping[str, str]] = {
-    "system": "system",
-    "human": "user",
-    "user": "user",
-    "gpt": "assistant",
-    "assistant": "assistant",
-    "tool": "tool",
-}
-"""What each turn tag stands for: Hermes' own (system / human / gpt / tool) and the role names
-some of its derivatives write."""
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.columnar.conversations import Conversations
 
 _FRESH_TAGS: Final = {"system": "system", "user": "human", "assistant": "gpt", "tool": "tool"}
-
-_ASSISTANT_TAGS = re.compile(r"<(tool_call|think)>(.*?)</\1>", re.DOTALL)
-_RESPONSE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
-_TOOLS = re.compile(r"<tools>(.*?)</tools>", re.DOTALL)
 
 _Turn = tuple[Mapping[str, Any], str, str]  # the turn, what its tag stands for, its value
 
@@ -111,7 +102,7 @@ class HermesFormat(Format):
                 messages.append(UserMessage((Text(value),), origin=turn))
                 answers = ()
             elif role == "assistant":
-                message = AssistantMessage(_assistant_parts(value, path, i, mint), origin=turn)
+                message = AssistantMessage(assistant_parts(value, path, i, mint), origin=turn)
                 messages.append(message)
                 answers = message.tool_calls
             else:
@@ -144,11 +135,20 @@ class HermesFormat(Format):
         for turn in turns:
             if isinstance(turn, Mapping) and TAGS.get(str(turn.get("from"))) == "system":
                 value = turn.get("value")
-                # The prompt's prose names the tags too ("within <tools></tools> XML tags").
-                blocks = _TOOLS.findall(value) if isinstance(value, str) else []
-                body = next((b for b in blocks if b.strip()), None)
-                return _tools_block(body) if body is not None else None
+                body = prompt_tools(value) if isinstance(value, str) else None
+                return read_tools_block(body)[0] if body is not None else None
         return None
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        from transcript_clean.formats.hermes.flatten import flatten_hermes
+
+        # With `--tools-column`, the decoder reads no declarations in the system prompt.
+        return flatten_hermes(column, prompt_tools=self.tools_column is None)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:
@@ -196,111 +196,6 @@ def _read_turn(item: object, path: str) -> _Turn:
     return turn, role, required_str(turn, "value", path)
 
 
-def literal(text: str) -> Any:
-    """A JSON value written as JSON, or as the Python literal Hermes data often holds
-    (`{'name': 'f', 'arguments': {'on': True}}`); raises ValueError when it is neither."""
-    try:
-        return loads(text)
-    except (ValueError, RecursionError):
-        pass
-    try:
-        value = ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, RecursionError, MemoryError) as err:
-        raise ValueError("neither JSON nor a Python literal") from err
-    if not _plain(value):
-        raise ValueError("not a JSON value")
-    return value
-
-
-def _plain(value: object) -> bool:
-    """Whether a literal holds only what JSON can: objects with string keys, lists, strings,
-    numbers, booleans and None (no tuple, set, bytes or complex number)."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, dict):
-            if not all(isinstance(k, str) for k in item):
-                return False
-            stack.extend(item.values())
-        elif isinstance(item, list):
-            stack.extend(item)
-        elif not (item is None or isinstance(item, str | int | float)):
-            return False
-    return True
-
-
-def _assistant_parts(value: str, path: str, i: int, mint: IdMinter) -> tuple[AssistantPart, ...]:
-    reasoning: list[AssistantPart] = []
-    calls: list[AssistantPart] = []
-    outside: list[str] = []
-    end = 0
-    for match in _ASSISTANT_TAGS.finditer(value):
-        outside.append(value[end : match.start()])
-        end = match.end()
-        tag, body = match.group(1), match.group(2)
-        if tag == "think":
-            reasoning.append(Reasoning((ReasoningText(body.strip()),)))
-            continue
-        k = len(calls)
-        try:
-            obj = literal(body.strip())
-        except ValueError:
-            raise malformed(path, f"<tool_call> {k}: not a JSON object") from None
-        if not isinstance(obj, Mapping):
-            raise malformed(path, f"<tool_call> {k}: expected an object, got {kind_of(obj)}")
-        name = obj.get("name")
-        if not isinstance(name, str):
-            raise malformed(path, f'<tool_call> {k}: missing "name"')
-        arguments, raw = parse_arguments(obj.get("arguments"))
-        calls.append(ToolCall(mint(f"call_{i}_{k}"), name, arguments, raw))
-    outside.append(value[end:])
-    text = "".join(outside).strip()
-    if "<tool_call>" in text:
-        raise malformed(path, "a <tool_call> with no </tool_call>")
-    # A turn of calls alone has no text; a turn with nothing at all is an empty text (R1's).
-    texts: list[AssistantPart] = [Text(text)] if text or not (calls or reasoning) else []
-    return (*reasoning, *texts, *calls)
-
-
-def read_responses(value: str) -> list[tuple[str | None, str]]:
-    """The results of a tool turn: `(name, text)` per `<tool_response>` (the whole value when
-    it has none). A body `{"name", "content"}` is a result of that name whose text is its
-    content (a string as it is, anything else as JSON); any other body is the text itself."""
-    bodies = _RESPONSE.findall(value) or [value]
-    out: list[tuple[str | None, str]] = []
-    for body in bodies:
-        body = body.strip()
-        try:
-            obj = literal(body) if body[:1] == "{" else None
-        except ValueError:
-            obj = None
-        if isinstance(obj, Mapping) and isinstance(obj.get("name"), str) and "content" in obj:
-            content = obj["content"]
-            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
-            out.append((obj["name"], text))
-        else:
-            out.append((None, body))
-    return out
-
-
-@lru_cache(maxsize=1024)
-def _tools_block(body: str) -> Declared | None:
-    """The declarations of a system prompt's `<tools>` block: a JSON (or Python literal) list,
-    or one object per line as Qwen's chat template writes them."""
-    where = "the system prompt's <tools>"
-    body = body.strip()
-    try:
-        return read_declarations(literal(body), where)
-    except ValueError:
-        pass
-    try:
-        return read_declarations(
-            [literal(line) for line in body.splitlines() if line.strip()], where
-        )
-    except ValueError:
-        return Declared({}, (f"{where}: not JSON",))
-
-
 # ---------------------------------------------------------------------------------------------
 # encode
 
@@ -318,7 +213,7 @@ def _assistant_out(message: AssistantMessage, tag: str) -> Row:
     value = origin.get("value") if origin is not None else None
     if origin is not None and isinstance(value, str):
         try:
-            same = _assistant_parts(value, "", 0, IdMinter(tuple)) == _without_ids(message)
+            same = assistant_parts(value, "", 0, IdMinter(tuple)) == _without_ids(message)
         except DecodeError:
             same = False
         if same:
