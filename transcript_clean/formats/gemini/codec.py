@@ -98,7 +98,10 @@ class GeminiFormat(Format):
         for i, item in enumerate(items):
             path = f"{column}[{i}]"
             obj = expect_object(item, path)
-            role = required_str(obj, "role", path)
+            # `role` is optional in Gemini's Content; a content without one is the user's, as
+            # the API takes it (Vertex's own function-calling tuning example has such a
+            # functionResponse turn).
+            role = "user" if obj.get("role") is None else required_str(obj, "role", path)
             parts = expect_list(obj.get("parts"), f"{path}.parts")
             if role == "model":
                 message = AssistantMessage(_model_parts(parts, path, i, mint), origin=obj)
