@@ -18,6 +18,7 @@ FORMAT_NAMES: Final = (
     "llamafactory",
     "hh",
     "alpaca",
+    "dolly",
     "query-response",
     "pairs",
     "completion",

@@ -7,8 +7,9 @@ as Cohere's `Chatbot`, at OpenAI with those names mapped), a `<tool_call>` tag i
 at Hermes, `parts` at Gemini, `{type, value}` content items at LLaMA-Factory v1, `human` /
 `assistant` pairs at ms-swift's, `function_call` items at the Responses API, `action` and
 `observation` events at OpenHands). Columns of plain strings are read too: `instruction` +
-`output` (Alpaca), `query` + `response` (ms-swift), `prompt` + `completion` (TRL), and a text of
-`Human:` / `Assistant:` turns (hh-rlhf). Each format pointed at is then tried on the first rows:
+`output` (Alpaca), `instruction` + `context` + `response` (Dolly), `query` + `response`
+(ms-swift), `prompt` + `completion` (TRL), and a text of `Human:` / `Assistant:` turns
+(hh-rlhf). Each format pointed at is then tried on the first rows:
 the one the keys point at most clearly wins if it reads nearly as many of them as any
 (`NEARLY`), so that a few bad rows cannot hand the dataset to a more lenient reader.
 """
@@ -59,6 +60,7 @@ _BEDROCK_BLOCKS: Final = {"text", "toolUse", "toolResult", "reasoningContent"}
 # Rows of plain strings: the columns that must hold text (the first is the format's column).
 _TEXT_LAYOUTS: Final = (
     (("instruction", "output"), "alpaca"),
+    (("instruction", "context", "response"), "dolly"),
     (("query", "response"), "query-response"),
     (("prompt", "completion"), "completion"),
 )

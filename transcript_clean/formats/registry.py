@@ -21,6 +21,7 @@ from transcript_clean.formats.sharegpt import ShareGPTFormat
 from transcript_clean.formats.text import (
     AlpacaFormat,
     CompletionFormat,
+    DollyFormat,
     HHFormat,
     PairsFormat,
     QueryResponseFormat,
@@ -38,6 +39,7 @@ _CLASSES: Final = (
     LlamaFactoryFormat,
     HHFormat,
     AlpacaFormat,
+    DollyFormat,
     QueryResponseFormat,
     PairsFormat,
     CompletionFormat,

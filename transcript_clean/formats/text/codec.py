@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 __all__ = [
     "AlpacaFormat",
     "CompletionFormat",
+    "DollyFormat",
     "HHFormat",
     "PairsFormat",
     "QueryResponseFormat",
@@ -287,6 +288,22 @@ class AlpacaFormat(_FieldsFormat):
     side_columns = ("input", "output", "system", "history")
     words = "instruction + input the user's turn, output the assistant's, history pairs before"
     where = "Alpaca rows"
+
+
+class DollyFormat(_FieldsFormat):
+    """databricks-dolly-15k's rows: `instruction` and `context` joined by a line break are the
+    user's turn (as LLaMA-Factory reads the set: `context` its `query`), `response` the
+    assistant's; `category` and any other column kept."""
+
+    name = "dolly"
+    default_column = "instruction"
+    user_fields = ("instruction", "context")
+    output_field = "response"
+    system_field = None
+    history_field = None
+    side_columns = ("context", "response")
+    words = "instruction + context the user's turn, response the assistant's"
+    where = "Dolly rows"
 
 
 class QueryResponseFormat(_FieldsFormat):
