@@ -18,6 +18,7 @@ from transcript_clean.cli import main
 from transcript_clean.errors import FormatError
 from transcript_clean.formats import get_format
 from transcript_clean.formats.text import parse_hh, render_hh
+from transcript_clean.formats.text.hh import parse_guanaco, render_guanaco
 from transcript_clean.model import SystemMessage, Text, UserMessage
 from transcript_clean.policy import DEFAULT
 from transcript_clean.rows import clean_row
@@ -198,6 +199,72 @@ def test_two_hh_columns_read_as_one_conversation_are_named_not_picked() -> None:
     rows = rows_of(HH_PAIRS)
     with pytest.raises(FormatError, match="several columns hold conversations: chosen, rejected"):
         detect_format(["chosen", "rejected"], rows, shaped=False)
+
+
+# ---------------------------------------------------------------------------------------------
+# Guanaco: `### Human: ...### Assistant: ...` in one text
+
+# Rows in the layout of timdettmers/openassistant-guanaco (no copy of the set was found in a
+# public repository: it is on the Hub): its first row, shortened here, ends on a question no
+# assistant turn answers, as this one does.
+GUANACO = [
+    {
+        "text": "### Human: What is monopsony?### Assistant: One buyer.\n\nSee: Bivens, J. (2013)."
+        "### Human: Now explain it to a dog"
+    },
+    {"text": "### Human: Hi### Assistant: Hello.### Assistant: How can I help?"},
+    {"text": "### Human: Hi### Assistant:"},
+]
+
+
+def test_guanaco_text_parses_into_turns_and_renders_back() -> None:
+    text = GUANACO[0]["text"]
+    turns = parse_guanaco(text)
+    assert turns == [
+        ("user", "What is monopsony?"),
+        ("assistant", "One buyer.\n\nSee: Bivens, J. (2013)."),
+        ("user", "Now explain it to a dog"),
+    ]
+    assert render_guanaco(turns) == text
+    assert render_guanaco(parse_guanaco(" ### Human: a### Assistant:"), lead=" ") == (
+        " ### Human: a### Assistant:"
+    )
+    with pytest.raises(ValueError, match="text before the first marker"):
+        parse_guanaco("Question: ### Human: a")
+    # hh-rlhf's markers are not Guanaco's, nor the other way round
+    with pytest.raises(ValueError, match="no '### Human:' or '### Assistant:' marker"):
+        parse_guanaco("\n\nHuman: a\n\nAssistant: b")
+    with pytest.raises(ValueError, match="text before the first marker"):
+        parse_hh("### Human: a\n\nAssistant: b")
+
+
+def test_guanaco_rows_are_detected_cleaned_and_written_back(tmp_path: Path) -> None:
+    source = tmp_path / "guanaco.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in GUANACO))
+    assert detect_format(["text"], GUANACO).name == "guanaco"
+    code, output, out = run(tmp_path, source, "--output-format", "jsonl")
+    assert code == 0, output
+    assert "as guanaco (column 'text'; one text of ### Human: / ### Assistant: turns)" in output
+    assert "rows in 3 = kept 2 (repaired 1) + rejected 1" in output
+    kept = written(out)
+    # a question left unanswered at the end is no code of the SPEC's: kept as it came
+    assert kept[0] == lines(source)[0]
+    # two answers in a row merged (R4), in the same text
+    assert json.loads(kept[1]) == {"text": "### Human: Hi### Assistant: Hello.\n\nHow can I help?"}
+    (rejected,) = [json.loads(line) for line in written(out, "rejects")]
+    assert rejected["_reject_codes"] == ["empty_assistant_turn", "no_assistant_turn"]
+
+
+def test_guanaco_rows_convert_to_rows_trl_loads(tmp_path: Path) -> None:
+    from test_convert import trl_dataset
+
+    source = tmp_path / "guanaco.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in GUANACO))
+    code, output, out = run(tmp_path, source, "--to", "openai", "--output-format", "jsonl")
+    assert code == 0, output
+    first, merged = trl_dataset(out, tmp_path / "cache")
+    assert [m["role"] for m in first["messages"]] == ["user", "assistant", "user"]
+    assert merged["messages"][1] == {"role": "assistant", "content": "Hello.\n\nHow can I help?"}
 
 
 # ---------------------------------------------------------------------------------------------

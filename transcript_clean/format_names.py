@@ -17,6 +17,7 @@ FORMAT_NAMES: Final = (
     "claude-code",
     "llamafactory",
     "hh",
+    "guanaco",
     "alpaca",
     "dolly",
     "query-response",

@@ -1,12 +1,14 @@
 """Conversations held as plain strings: Anthropic's hh-rlhf transcripts (`\\n\\nHuman: ...
 \\n\\nAssistant: ...` in one text), Alpaca rows (`instruction` / `input` / `output`, LLaMA-Factory
 and ms-swift), Dolly rows (`instruction` / `context` / `response`), ms-swift's `query` /
-`response` rows and TRL's `prompt` / `completion` strings."""
+`response` rows, TRL's `prompt` / `completion` strings and Guanaco's transcripts (`### Human:
+...### Assistant: ...` in one text)."""
 
 from transcript_clean.formats.text.codec import (
     AlpacaFormat,
     CompletionFormat,
     DollyFormat,
+    GuanacoFormat,
     HHFormat,
     PairsFormat,
     QueryResponseFormat,
@@ -17,6 +19,7 @@ __all__ = [
     "AlpacaFormat",
     "CompletionFormat",
     "DollyFormat",
+    "GuanacoFormat",
     "HHFormat",
     "PairsFormat",
     "QueryResponseFormat",
