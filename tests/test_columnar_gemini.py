@@ -103,12 +103,13 @@ def _rows(
     part = st.one_of(text, call, call, result, result, media)
     good = st.fixed_dictionaries(
         {
-            "role": st.sampled_from(["user", "user", "model", "model", "function"]),
+            # no role is the user's (Vertex's own tuning example has a response turn without one)
+            "role": st.sampled_from(["user", "user", "model", "model", "function", None]),
             "parts": st.lists(part, max_size=3),
         }
     )
-    # What the decoder does not read: a null item, role, parts or part, another role, a call
-    # without a name.
+    # What the decoder does not read: a null item, parts or part, another role, a call without
+    # a name.
     bad = st.one_of(
         st.none(),
         st.fixed_dictionaries(

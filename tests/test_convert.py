@@ -80,6 +80,18 @@ def trl_messages(messages: list[dict[str, Any]]) -> None:
             assert isinstance(message["tool_call_id"], str)
 
 
+def trl_dataset(out: Path, cache: Path) -> Any:
+    """The JSON Lines rows of `out/data` as `datasets` loads them, each checked as TRL's
+    conversational format with tools wants it (`messages` + `tools`)."""
+    datasets = pytest.importorskip("datasets")
+    files = sorted(str(p) for p in (out / "data").glob("*.jsonl"))
+    loaded = datasets.load_dataset("json", data_files=files, split="train", cache_dir=str(cache))
+    assert {"messages", "tools"} <= set(loaded.column_names)
+    for row in loaded:
+        trl_messages(row["messages"])
+    return loaded
+
+
 def test_anthropic_to_openai_row() -> None:
     result = clean_row(WEATHER, converting(get_format("anthropic"), "openai"))
     assert result.status == "unchanged"

@@ -198,7 +198,7 @@ def test_when_nothing_fits_the_error_says_what_was_seen_and_tried(
 def test_the_registry() -> None:
     # The registry's classes are the light list's names, in its order; the four first are the
     # ones detection tries first.
-    assert tuple(FORMATS) == FORMAT_NAMES and len(set(FORMAT_NAMES)) == 16
+    assert tuple(FORMATS) == FORMAT_NAMES and len(set(FORMAT_NAMES)) == 18
     assert FORMAT_NAMES[:4] == ("openai", "sharegpt", "anthropic", "rig")
     assert all(FORMATS[name].name == name for name in FORMAT_NAMES)
     fmt = get_format("sharegpt", "messages", tags={"user": "user"})

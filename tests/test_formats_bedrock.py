@@ -2,11 +2,16 @@
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+from test_convert import trl_dataset
 
+from transcript_clean.cli import main
 from transcript_clean.formats import DecodeError, get_format
 from transcript_clean.formats.base import Decoded
 from transcript_clean.formats.bedrock import BedrockFormat
@@ -16,6 +21,7 @@ from transcript_clean.model import (
     Media,
     Reasoning,
     ReasoningText,
+    SystemMessage,
     Text,
     ToolCall,
     ToolResult,
@@ -25,6 +31,7 @@ from transcript_clean.model import (
 )
 from transcript_clean.policy import DEFAULT
 from transcript_clean.rows import clean_row
+from transcript_clean.run import clean
 
 FMT = BedrockFormat()
 ERROR_RESULT = replace(DEFAULT, interrupted_call="error_result")
@@ -220,3 +227,61 @@ def test_auto_reads_converse_blocks_as_bedrock() -> None:
         "messages": [{"role": "user", "content": "Hi"}, {"role": "assistant", "content": "Yo"}]
     }
     assert detect_conversation_format(["messages"], [plain]).name == "openai"
+
+
+# ---------------------------------------------------------------------------------------------
+# a real file (tests/data/README.md says where it is from)
+
+NOVA = Path(__file__).parent / "data" / "bedrock" / "nova_conversation_rows.jsonl"
+
+
+def test_a_nova_fine_tuning_file_is_detected_kept_and_written_back_byte_for_byte(
+    tmp_path: Path,
+) -> None:
+    lines = NOVA.read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    # the tools are described in the system prompt and the calls and results written as text
+    # (the sample's own choice): nothing for the tool checks to see, each row a clean exchange
+    assert [clean_row(r, FMT, DEFAULT).status for r in rows] == ["unchanged"] * 3
+    assert [FMT.declared_tools(r) for r in rows] == [None] * 3
+    calls_as_text = FMT.decode(rows[1]).messages
+    assert [type(m).__name__ for m in calls_as_text] == [
+        "SystemMessage",
+        *["UserMessage", "AssistantMessage"] * 2,
+    ]
+    # `"system": []` is no system prompt
+    assert not any(isinstance(m, SystemMessage) for m in FMT.decode(rows[2]).messages)
+    out = tmp_path / "out"
+    cli = CliRunner().invoke(main, ["clean", str(NOVA), str(out), "--output-format", "jsonl"])
+    assert cli.exit_code == 0, cli.output
+    assert f"reading {NOVA} as bedrock (column 'messages'; " in cli.output
+    assert "rows in 3 = kept 3 (repaired 0) + rejected 0" in cli.output
+    # its `<\\/tools>` escapes, `"system":[]` and key order, as they came
+    assert (out / "data" / "part-00000.jsonl").read_text().splitlines() == lines
+
+
+def test_a_nova_file_and_a_converse_row_convert_to_rows_trl_loads(tmp_path: Path) -> None:
+    source = tmp_path / "nova.jsonl"
+    source.write_text(NOVA.read_text() + json.dumps(WEATHER) + "\n")
+    result = clean(source, tmp_path / "out", to="openai", output_format="jsonl")
+    assert (result.stats.rows_in, result.stats.rows_kept) == (4, 4)
+    pizza, bmi, oxymoron, weather = trl_dataset(tmp_path / "out", tmp_path / "cache")
+    assert [m["role"] for m in pizza["messages"]] == ["system", "user", "assistant"]
+    assert bmi["messages"][2]["content"].startswith('{"name": "calculate_bmi"')
+    assert oxymoron["messages"][0]["role"] == "user" and len(oxymoron["messages"]) == 12
+    assert pizza["schemaVersion"] == "bedrock-conversation-2024" and pizza["tools"] is None
+    # toolConfig's specs in OpenAI's shape (it was lossy_conversion: 'a declaration with no name')
+    assert weather["tools"] == [
+        {
+            "type": "function",
+            "function": {
+                "name": "get_weather",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"city": {"type": "string"}},
+                    "required": ["city"],
+                },
+            },
+        }
+    ]
+    assert weather["messages"][2]["tool_calls"][0]["function"]["name"] == "get_weather"

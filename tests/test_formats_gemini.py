@@ -3,11 +3,17 @@ they came in."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 from typing import Any
 
 import pytest
+from click.testing import CliRunner
+from test_convert import trl_dataset
 
+from transcript_clean.cli import main
+from transcript_clean.convert import converting
 from transcript_clean.formats import DecodeError, get_format
 from transcript_clean.formats.base import Decoded
 from transcript_clean.formats.detect import detect_conversation_format
@@ -25,6 +31,7 @@ from transcript_clean.model import (
 )
 from transcript_clean.policy import DEFAULT
 from transcript_clean.rows import clean_row
+from transcript_clean.run import clean
 
 FMT = GeminiFormat()
 ERROR_RESULT = replace(DEFAULT, interrupted_call="error_result")
@@ -208,3 +215,96 @@ def test_auto_reads_contents_as_gemini() -> None:
     fmt = detect_conversation_format(list(WEATHER), [WEATHER])
     assert fmt.name == "gemini" and fmt.column == "contents"
     assert isinstance(get_format("gemini"), GeminiFormat)
+
+
+# ---------------------------------------------------------------------------------------------
+# real files (tests/data/README.md says where each is from)
+
+DATA = Path(__file__).parent / "data" / "gemini"
+GLUCOSE = DATA / "vertex_glucose_tuning.jsonl"  # a Vertex tuning file of GoogleCloudPlatform's
+CALLING = DATA / "vertex_function_calling_tuning.jsonl"  # Vertex's function-calling examples
+
+
+@pytest.mark.parametrize(
+    ("path", "codes"),
+    [
+        (GLUCOSE, [[]]),
+        # the first and last end on calls the example stops at: kept (trailing_tool_call); the
+        # second answers its call in a turn without a role, the user's
+        (CALLING, [["trailing_tool_call"], [], ["trailing_tool_call"]]),
+    ],
+)
+def test_vertex_tuning_files_are_detected_kept_and_written_back_byte_for_byte(
+    tmp_path: Path, path: Path, codes: list[list[str]]
+) -> None:
+    lines = path.read_text().splitlines()
+    rows = [json.loads(line) for line in lines]
+    assert [clean_row(r, FMT, DEFAULT).codes for r in rows] == codes
+    out = tmp_path / "out"
+    cli = CliRunner().invoke(main, ["clean", str(path), str(out), "--output-format", "jsonl"])
+    assert cli.exit_code == 0, cli.output
+    assert f"reading {path} as gemini (column 'contents'; " in cli.output
+    assert f"rows in {len(rows)} = kept {len(rows)} (repaired 0) + rejected 0" in cli.output
+    assert (out / "data" / "part-00000.jsonl").read_text().splitlines() == lines
+    assert (out / "rejects" / "part-00000.jsonl").read_text() == ""
+
+
+def test_the_function_calling_examples_read_their_system_instruction_tools_and_response() -> None:
+    _, chat, parallel = (json.loads(line) for line in CALLING.read_text().splitlines())
+    decoded = FMT.decode(chat)
+    assert decoded.messages[0] == system(
+        "You are an assistant that helps users find the best product for them."
+    )
+    call = decoded.messages[2].content[0]
+    assert isinstance(call, ToolCall) and call.arguments == {"product_name": "Pixel 8 Pro 128GB"}
+    assert decoded.messages[3] == user(
+        ToolResult(call.id, (Text('{"output": "True"}'),), "get_product_sku")
+    )
+    declared = FMT.declared_tools(chat)
+    assert declared is not None and not declared.problems
+    assert declared.names() == ["get_product_sku", "get_store_location"]
+    # an argument outside the declared enum would be caught: the upper-case schema is read
+    wrong = json.loads(json.dumps(parallel).replace('"Pixel 8 Pro 128GB"}', '"Pixel 9"}'))
+    assert "tool_arguments_schema" in clean_row(wrong, FMT, DEFAULT).codes
+
+
+def test_vertex_tuning_files_convert_to_rows_trl_loads(tmp_path: Path) -> None:
+    source = tmp_path / "vertex.jsonl"
+    source.write_text(GLUCOSE.read_text() + "\n" + CALLING.read_text())
+    result = clean(source, tmp_path / "out", to="openai", output_format="jsonl")
+    assert (result.stats.rows_in, result.stats.rows_kept) == (4, 4)
+    glucose, text, chat, parallel = trl_dataset(tmp_path / "out", tmp_path / "cache")
+    assert [m["role"] for m in glucose["messages"]] == ["system", "user", "assistant"]
+    assert glucose["tools"] is None
+    assert [m["role"] for m in chat["messages"]] == [
+        "system",
+        "user",
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+    asked = chat["messages"][2]["tool_calls"][0]
+    assert chat["messages"][3] == {
+        "role": "tool",
+        "tool_call_id": asked["id"],
+        "content": '{"output": "True"}',
+    }
+    assert len(parallel["messages"][2]["tool_calls"]) == 2
+    # Gemini's declarations in OpenAI's shape, their upper-case types as JSON Schema's
+    assert [t["function"]["name"] for t in text["tools"]] == [
+        "get_product_sku",
+        "get_store_location",
+    ]
+    schema = text["tools"][1]["function"]["parameters"]
+    assert schema == {
+        "type": "object",
+        "properties": {"location": {"type": "string", "description": "Location"}},
+    }
+
+
+def test_a_built_in_tool_no_other_format_holds_is_no_silent_loss() -> None:
+    _, chat, _ = (json.loads(line) for line in CALLING.read_text().splitlines())
+    searching = {**chat, "tools": [*chat["tools"], {"googleSearch": {}}]}
+    result = clean_row(searching, converting(FMT, "openai"))
+    assert result.status == "rejected" and result.codes == ["lossy_conversion"]
+    assert result.reject_message == "tools[2]: a declaration with no name has no place in openai"

@@ -1,4 +1,4 @@
-"""Conversations held as plain strings (issue 29): hh-rlhf transcripts, Alpaca, ms-swift's
+"""Conversations held as plain strings (issue 29): hh-rlhf transcripts, Alpaca, Dolly, ms-swift's
 query / response rows and {human, assistant} pairs, TRL's prompt / completion strings, dataset
 types whose parts are strings, and what detection says when nothing fits."""
 
@@ -18,6 +18,7 @@ from transcript_clean.cli import main
 from transcript_clean.errors import FormatError
 from transcript_clean.formats import get_format
 from transcript_clean.formats.text import parse_hh, render_hh
+from transcript_clean.formats.text.hh import parse_guanaco, render_guanaco
 from transcript_clean.model import SystemMessage, Text, UserMessage
 from transcript_clean.policy import DEFAULT
 from transcript_clean.rows import clean_row
@@ -32,6 +33,7 @@ ALPACA = DATA / "alpaca_en_demo_rows.json"
 SWIFT_ALPACA = DATA / "swift_alpaca.jsonl"
 SWIFT_QUERY = DATA / "swift_multi.jsonl"
 PROMPT_COMPLETION = DATA / "logic_trainer_prompt_completion.jsonl"
+DOLLY = DATA / "dolly_15k_rows.jsonl"
 
 
 def lines(path: Path) -> list[str]:
@@ -200,7 +202,73 @@ def test_two_hh_columns_read_as_one_conversation_are_named_not_picked() -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Alpaca, ms-swift, TRL prompt / completion
+# Guanaco: `### Human: ...### Assistant: ...` in one text
+
+# Rows in the layout of timdettmers/openassistant-guanaco (no copy of the set was found in a
+# public repository: it is on the Hub): its first row, shortened here, ends on a question no
+# assistant turn answers, as this one does.
+GUANACO = [
+    {
+        "text": "### Human: What is monopsony?### Assistant: One buyer.\n\nSee: Bivens, J. (2013)."
+        "### Human: Now explain it to a dog"
+    },
+    {"text": "### Human: Hi### Assistant: Hello.### Assistant: How can I help?"},
+    {"text": "### Human: Hi### Assistant:"},
+]
+
+
+def test_guanaco_text_parses_into_turns_and_renders_back() -> None:
+    text = GUANACO[0]["text"]
+    turns = parse_guanaco(text)
+    assert turns == [
+        ("user", "What is monopsony?"),
+        ("assistant", "One buyer.\n\nSee: Bivens, J. (2013)."),
+        ("user", "Now explain it to a dog"),
+    ]
+    assert render_guanaco(turns) == text
+    assert render_guanaco(parse_guanaco(" ### Human: a### Assistant:"), lead=" ") == (
+        " ### Human: a### Assistant:"
+    )
+    with pytest.raises(ValueError, match="text before the first marker"):
+        parse_guanaco("Question: ### Human: a")
+    # hh-rlhf's markers are not Guanaco's, nor the other way round
+    with pytest.raises(ValueError, match="no '### Human:' or '### Assistant:' marker"):
+        parse_guanaco("\n\nHuman: a\n\nAssistant: b")
+    with pytest.raises(ValueError, match="text before the first marker"):
+        parse_hh("### Human: a\n\nAssistant: b")
+
+
+def test_guanaco_rows_are_detected_cleaned_and_written_back(tmp_path: Path) -> None:
+    source = tmp_path / "guanaco.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in GUANACO))
+    assert detect_format(["text"], GUANACO).name == "guanaco"
+    code, output, out = run(tmp_path, source, "--output-format", "jsonl")
+    assert code == 0, output
+    assert "as guanaco (column 'text'; one text of ### Human: / ### Assistant: turns)" in output
+    assert "rows in 3 = kept 2 (repaired 1) + rejected 1" in output
+    kept = written(out)
+    # a question left unanswered at the end is no code of the SPEC's: kept as it came
+    assert kept[0] == lines(source)[0]
+    # two answers in a row merged (R4), in the same text
+    assert json.loads(kept[1]) == {"text": "### Human: Hi### Assistant: Hello.\n\nHow can I help?"}
+    (rejected,) = [json.loads(line) for line in written(out, "rejects")]
+    assert rejected["_reject_codes"] == ["empty_assistant_turn", "no_assistant_turn"]
+
+
+def test_guanaco_rows_convert_to_rows_trl_loads(tmp_path: Path) -> None:
+    from test_convert import trl_dataset
+
+    source = tmp_path / "guanaco.jsonl"
+    source.write_text("".join(json.dumps(r) + "\n" for r in GUANACO))
+    code, output, out = run(tmp_path, source, "--to", "openai", "--output-format", "jsonl")
+    assert code == 0, output
+    first, merged = trl_dataset(out, tmp_path / "cache")
+    assert [m["role"] for m in first["messages"]] == ["user", "assistant", "user"]
+    assert merged["messages"][1] == {"role": "assistant", "content": "Hello.\n\nHow can I help?"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Alpaca, Dolly, ms-swift, TRL prompt / completion
 
 
 @pytest.mark.parametrize(
@@ -208,6 +276,7 @@ def test_two_hh_columns_read_as_one_conversation_are_named_not_picked() -> None:
     [
         (ALPACA, "alpaca", "instruction"),
         (SWIFT_ALPACA, "alpaca", "instruction"),
+        (DOLLY, "dolly", "instruction"),
         (SWIFT_QUERY, "query-response", "query"),
         (PROMPT_COMPLETION, "completion", "prompt"),
     ],
@@ -247,9 +316,30 @@ def test_alpaca_decodes_system_history_instruction_and_input() -> None:
     )
 
 
+def test_dolly_decodes_instruction_and_context_as_the_users_turn() -> None:
+    closed_qa, classification, open_qa = rows_of(DOLLY)
+    fmt = get_format("dolly")
+    user_text, answer = texts(fmt.decode(closed_qa).messages)
+    assert user_text[1].startswith("When did Virgin Australia start operating?\nVirgin Australia,")
+    assert answer == ("assistant", closed_qa["response"])
+    # an empty context adds nothing to the instruction
+    assert texts(fmt.decode(classification).messages) == [
+        ("user", "Which is a species of fish? Tope or Rope"),
+        ("assistant", "Tope"),
+    ]
+    assert texts(fmt.decode(open_qa).messages)[0][1].endswith(
+        "what\u2019s the name of the third daughter?"
+    )
+    # a row repaired elsewhere keeps its category; a rewritten turn clears the context it joined
+    decoded = fmt.decode(closed_qa)
+    row = fmt.encode(decoded, [UserMessage((Text("Who?"),)), decoded.messages[1]])
+    assert row == {**closed_qa, "instruction": "Who?", "context": ""}
+
+
 @pytest.mark.parametrize(
     ("name", "row", "message"),
     [
+        ("dolly", {"instruction": "q", "context": ""}, "response: missing"),
         ("alpaca", {"instruction": "q", "output": 3}, "output: expected a text, got a number"),
         ("alpaca", {"output": "r"}, "instruction: missing"),
         (
@@ -291,7 +381,7 @@ def test_a_repair_the_columns_cannot_hold_is_unencodable_one_they_can_is_written
     assert (merged.messages_in, merged.messages_out) == (3, 2)
 
 
-@pytest.mark.parametrize("path", [ALPACA, SWIFT_ALPACA, SWIFT_QUERY, PROMPT_COMPLETION])
+@pytest.mark.parametrize("path", [ALPACA, SWIFT_ALPACA, DOLLY, SWIFT_QUERY, PROMPT_COMPLETION])
 def test_to_openai_writes_messages_that_datasets_loads(tmp_path: Path, path: Path) -> None:
     datasets = pytest.importorskip("datasets")
     result = clean(path, tmp_path / "out", to="openai")
@@ -304,7 +394,7 @@ def test_to_openai_writes_messages_that_datasets_loads(tmp_path: Path, path: Pat
     )
     assert loaded.num_rows == 3
     # the string columns are replaced by the conversation
-    assert not {"instruction", "input", "output", "query", "response", "prompt"} & set(
+    assert not {"instruction", "input", "context", "output", "query", "response", "prompt"} & set(
         loaded.column_names
     )
     for row in loaded:
@@ -495,6 +585,34 @@ def test_alpaca_rows_flatten_as_the_decoder_reads_them() -> None:
         )
         real = assert_flattened_as_decoded(fmt, pa.Table.from_pylist(rows))
         assert not real.unread.any()
+
+
+def dolly_rows(count: int, seed: int) -> list[dict[str, Any]]:
+    """`field_rows` in Dolly's columns (no system prompt, no history), with its `category`."""
+    return [
+        {
+            "instruction": r["instruction"],
+            "context": r["input"],
+            "response": r["output"],
+            "category": "x",
+        }
+        for r in field_rows(count, seed)
+    ]
+
+
+def test_dolly_rows_flatten_as_the_decoder_reads_them_and_agree_on_both_paths() -> None:
+    import pyarrow as pa
+    from differential import assert_fast_and_slow_agree
+    from flattened import assert_flattened_as_decoded
+
+    from transcript_clean.policy import STRICT
+
+    fmt = get_format("dolly")
+    view = assert_flattened_as_decoded(fmt, pa.Table.from_pylist(dolly_rows(600, seed=3)))
+    assert 0 < view.unread.sum() < 120
+    assert not assert_flattened_as_decoded(fmt, pa.Table.from_pylist(rows_of(DOLLY))).unread.any()
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(pa.Table.from_pylist(dolly_rows(600, seed=5)), config, fmt)
 
 
 @pytest.mark.parametrize("config", ["default", "strict"])

@@ -6,11 +6,12 @@ Anthropic, a `toolcall` part at rig, a `tool_calls` key at OpenAI (and other rol
 as Cohere's `Chatbot`, at OpenAI with those names mapped), a `<tool_call>` tag in a turn's text
 at Hermes, `parts` at Gemini, `{type, value}` content items at LLaMA-Factory v1, `human` /
 `assistant` pairs at ms-swift's, `function_call` items at the Responses API, `action` and
-`observation` events at OpenHands). Columns of plain strings are read too: `instruction` +
-`output` (Alpaca), `query` + `response` (ms-swift), `prompt` + `completion` (TRL), and a text of
-`Human:` / `Assistant:` turns (hh-rlhf). Each format pointed at is then tried on the first rows:
-the one the keys point at most clearly wins if it reads nearly as many of them as any
-(`NEARLY`), so that a few bad rows cannot hand the dataset to a more lenient reader.
+`observation` events at OpenHands). Columns of plain strings are read too: `instruction` + `output`
+(Alpaca), `instruction` + `context` + `response` (Dolly), `query` + `response` (ms-swift), `prompt`
++ `completion` (TRL), and a text of `Human:` / `Assistant:` turns (hh-rlhf) or of `### Human:` /
+`### Assistant:` turns (Guanaco). Each format pointed at is then tried on the first rows: the one
+the keys point at most clearly wins if it reads nearly as many of them as any (`NEARLY`), so that a
+few bad rows cannot hand the dataset to a more lenient reader.
 """
 
 from __future__ import annotations
@@ -29,7 +30,7 @@ from transcript_clean.formats.openai.codec import ROLES as OPENAI_ROLES
 from transcript_clean.formats.registry import get_format
 from transcript_clean.formats.responses.codec import ITEM_TYPES as RESPONSES_ITEMS
 from transcript_clean.formats.sharegpt import DEFAULT_TAGS
-from transcript_clean.formats.text.hh import looks_like_hh
+from transcript_clean.formats.text.hh import looks_like_guanaco, looks_like_hh
 
 SAMPLE_ROWS: Final = 20
 """How many of the first rows detection looks at."""
@@ -59,6 +60,7 @@ _BEDROCK_BLOCKS: Final = {"text", "toolUse", "toolResult", "reasoningContent"}
 # Rows of plain strings: the columns that must hold text (the first is the format's column).
 _TEXT_LAYOUTS: Final = (
     (("instruction", "output"), "alpaca"),
+    (("instruction", "context", "response"), "dolly"),
     (("query", "response"), "query-response"),
     (("prompt", "completion"), "completion"),
 )
@@ -108,7 +110,8 @@ def detect_conversation_format(
     looked = [column] if column is not None else _ordered(columns)
     seen = [s for s in (_look(c, sample) for c in looked) if s is not None]
     hh = [c for c in looked if _first_value(sample, c, looks_like_hh)]
-    held = [s.column for s in seen if _candidates(s, set(columns))] + hh
+    guanaco = [c for c in looked if _first_value(sample, c, looks_like_guanaco)]
+    held = [s.column for s in seen if _candidates(s, set(columns))] + hh + guanaco
     if len(held) > 1:
         raise FormatError(
             f"{source + ': ' if source else ''}several columns hold conversations: "
@@ -121,6 +124,7 @@ def detect_conversation_format(
                 return get_format(name, usual)
     candidates = [c for s in seen for c in _candidates(s, set(columns))]
     candidates += _text_candidates(columns, sample, column) + [get_format("hh", c) for c in hh]
+    candidates += [get_format("guanaco", c) for c in guanaco]
     tried: list[str] = []
     reads: list[tuple[int, Format]] = []
     for fmt in candidates:

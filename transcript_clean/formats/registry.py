@@ -21,6 +21,8 @@ from transcript_clean.formats.sharegpt import ShareGPTFormat
 from transcript_clean.formats.text import (
     AlpacaFormat,
     CompletionFormat,
+    DollyFormat,
+    GuanacoFormat,
     HHFormat,
     PairsFormat,
     QueryResponseFormat,
@@ -37,7 +39,9 @@ _CLASSES: Final = (
     ClaudeCodeFormat,
     LlamaFactoryFormat,
     HHFormat,
+    GuanacoFormat,
     AlpacaFormat,
+    DollyFormat,
     QueryResponseFormat,
     PairsFormat,
     CompletionFormat,

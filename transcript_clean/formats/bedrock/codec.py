@@ -128,20 +128,18 @@ class BedrockFormat(Format):
         config = row.get("toolConfig")
         if config is None:
             return None
-        if not isinstance(config, Mapping) or not isinstance(config.get("tools", []), list):
+        specs = _specs(config)
+        if specs is None:
             return Declared({}, ("toolConfig: expected an object with a list of tools",))
-        specs: list[Any] = []
-        for entry in config.get("tools") or []:
-            spec = entry.get("toolSpec") if isinstance(entry, Mapping) else None
-            if not isinstance(spec, Mapping):
-                specs.append(entry)  # `cachePoint` and the like: not a tool, named as such
-                continue
-            out = {k: v for k, v in spec.items() if k != "inputSchema"}
-            schema = spec.get("inputSchema")
-            if isinstance(schema, Mapping) and schema.get("json") is not None:
-                out["parameters"] = schema["json"]
-            specs.append(out)
         return read_declarations(specs, "toolConfig.tools") if specs else None
+
+    def declaration_entries(self, row: Mapping[str, Any]) -> list[Any] | None:
+        """The tool specs as `--to` writes them: `{name, description, parameters}`, the JSON
+        Schema of `inputSchema.json` as `parameters`."""
+        config = row.get("toolConfig")
+        if self.tools_column is not None or config is None:
+            return None
+        return _specs(config)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:
@@ -159,6 +157,26 @@ class BedrockFormat(Format):
             row["system"] = was if same else [{"text": text}]
         row[self.column] = [_message_out(m) for m in messages if not isinstance(m, SystemMessage)]
         return row
+
+
+def _specs(config: Any) -> list[Any] | None:
+    """`toolConfig.tools` with each `toolSpec` as `{name, description, parameters}` and every
+    other entry (`cachePoint` and the like: no tool, named as such) as it is; None when the
+    config holds no list of tools."""
+    if not isinstance(config, Mapping) or not isinstance(config.get("tools", []), list):
+        return None
+    specs: list[Any] = []
+    for entry in config.get("tools") or []:
+        spec = entry.get("toolSpec") if isinstance(entry, Mapping) else None
+        if not isinstance(spec, Mapping):
+            specs.append(entry)
+            continue
+        out = {k: v for k, v in spec.items() if k != "inputSchema"}
+        schema = spec.get("inputSchema")
+        if isinstance(schema, Mapping) and schema.get("json") is not None:
+            out["parameters"] = schema["json"]
+        specs.append(out)
+    return specs
 
 
 # ---------------------------------------------------------------------------------------------

@@ -98,7 +98,10 @@ class GeminiFormat(Format):
         for i, item in enumerate(items):
             path = f"{column}[{i}]"
             obj = expect_object(item, path)
-            role = required_str(obj, "role", path)
+            # `role` is optional in Gemini's Content; a content without one is the user's, as
+            # the API takes it (Vertex's own function-calling tuning example has such a
+            # functionResponse turn).
+            role = "user" if obj.get("role") is None else required_str(obj, "role", path)
             parts = expect_list(obj.get("parts"), f"{path}.parts")
             if role == "model":
                 message = AssistantMessage(_model_parts(parts, path, i, mint), origin=obj)
@@ -135,17 +138,20 @@ class GeminiFormat(Format):
         tools = row.get("tools")
         if tools is None or tools == []:
             return None
-        if not isinstance(tools, list):
-            return Declared({}, ("tools: expected a list",))
-        declarations: list[Any] = []
-        for entry in tools:
-            if not isinstance(entry, Mapping):
-                return Declared({}, ("tools: expected a list of objects",))
-            found: Any = next((entry[k] for k in _DECLARATION_KEYS if entry.get(k) is not None), [])
-            if not isinstance(found, list):
-                return Declared({}, ("tools[].functionDeclarations: expected a list",))
-            declarations.extend(_as_json_schema(d) for d in found)
-        return read_declarations(declarations, "tools[].functionDeclarations")
+        found = _declarations(tools)
+        if isinstance(found, str):
+            return Declared({}, (found,))
+        return read_declarations(found[0], "tools[].functionDeclarations")
+
+    def declaration_entries(self, row: Mapping[str, Any]) -> list[Any] | None:
+        """The declarations as `--to` writes them: each function declaration with its JSON
+        Schema as `parameters`, then each `tools` entry that declares no function (a built-in
+        tool such as `googleSearch`, which no other format can hold) as it is."""
+        tools = row.get("tools")
+        if self.tools_column is not None or tools is None:
+            return None
+        found = _declarations(tools)
+        return None if isinstance(found, str) else found[0] + found[1]
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:
@@ -291,6 +297,26 @@ def _user_parts(
 _GEMINI_TYPES: Final = frozenset(
     {"STRING", "NUMBER", "INTEGER", "BOOLEAN", "ARRAY", "OBJECT", "NULL"}
 )
+
+
+def _declarations(tools: Any) -> tuple[list[Any], list[Any]] | str:
+    """The function declarations of a `tools` list (as `_as_json_schema` gives them) and its
+    entries that hold none; or what is wrong with it."""
+    if not isinstance(tools, list):
+        return "tools: expected a list"
+    declarations: list[Any] = []
+    others: list[Any] = []
+    for entry in tools:
+        if not isinstance(entry, Mapping):
+            return "tools: expected a list of objects"
+        found: Any = next((entry[k] for k in _DECLARATION_KEYS if entry.get(k) is not None), None)
+        if found is None:
+            others.append(entry)
+        elif not isinstance(found, list):
+            return "tools[].functionDeclarations: expected a list"
+        else:
+            declarations.extend(_as_json_schema(d) for d in found)
+    return declarations, others
 
 
 def _as_json_schema(declaration: Any) -> Any:

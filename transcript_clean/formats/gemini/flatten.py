@@ -1,7 +1,8 @@
 """Gemini's flattener: a column of `contents`, held as Arrow structs, into `Conversations`.
 
-It reads a row as `GeminiFormat.decode` reads it, or marks it unread: a null item, role or
-`parts`, a role other than `user`, `model` or `function`, a null part, a call without a name.
+It reads a row as `GeminiFormat.decode` reads it, or marks it unread: a null item or `parts`,
+a role other than `user`, `model` or `function` (none is the user's), a null part, a call
+without a name.
 A layout it does not read as the decoder would is not flattened at all (None): a field of
 another type than the decoder takes, a key held under both its camelCase and snake_case names.
 
@@ -177,7 +178,8 @@ def _contents(array: pa.Array, column: str) -> Conversations | None:
     messages_n = len(items)
     role = field(items, "role")
     is_model = as_mask(pc.equal(role, "model"))
-    is_user = as_mask(pc.is_in(role, pa.array(["user", "function"])))
+    # A content without a role is the user's, as the decoder reads it.
+    is_user = as_mask(pc.is_in(role, pa.array(["user", "function"]))) | as_mask(role.is_null())
     parts_list = field(items, "parts")
     flag = as_mask(items.is_null()) | ~(is_model | is_user) | as_mask(parts_list.is_null())
 

@@ -22,7 +22,12 @@ from transcript_clean.formats.base import (
     malformed,
     put,
 )
-from transcript_clean.formats.text.hh import parse_hh, render_hh
+from transcript_clean.formats.text.hh import (
+    parse_guanaco,
+    parse_hh,
+    render_guanaco,
+    render_hh,
+)
 from transcript_clean.model import (
     AssistantMessage,
     Message,
@@ -41,6 +46,8 @@ if TYPE_CHECKING:
 __all__ = [
     "AlpacaFormat",
     "CompletionFormat",
+    "DollyFormat",
+    "GuanacoFormat",
     "HHFormat",
     "PairsFormat",
     "QueryResponseFormat",
@@ -116,6 +123,16 @@ class HHFormat(_TextFormat):
     name = "hh"
     default_column = "text"
     words = "one text of Human: / Assistant: turns"
+    markers: ClassVar[str] = "Human: / Assistant:"
+    fresh_lead: ClassVar[str] = "\n\n"
+
+    @staticmethod
+    def parse(text: str) -> list[tuple[str, str]]:
+        return parse_hh(text)
+
+    @staticmethod
+    def render(turns: list[tuple[str, str]], lead: str) -> str:
+        return render_hh(turns, lead=lead)
 
     def flatten(
         self,
@@ -150,9 +167,9 @@ class HHFormat(_TextFormat):
         value = row.get(self.column)
         if not isinstance(value, str):
             problem = "missing" if value is None else f"expected a text, got {kind_of(value)}"
-            raise malformed(self.column, f"{problem} (a transcript of Human: / Assistant: turns)")
+            raise malformed(self.column, f"{problem} (a transcript of {self.markers} turns)")
         try:
-            turns = parse_hh(value)
+            turns = self.parse(value)
         except ValueError as err:
             raise malformed(self.column, str(err)) from None
         messages: list[Message] = [
@@ -161,14 +178,47 @@ class HHFormat(_TextFormat):
         return Decoded(messages, dict(row), format=self.name)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
-        turns = turn_texts(messages, "a Human: / Assistant: transcript")
+        where = f"a {self.markers} transcript"
+        turns = turn_texts(messages, where)
         if any(role == "system" for role, _ in turns):
-            raise ValueError("a system prompt has no place in a Human: / Assistant: transcript")
+            raise ValueError(f"a system prompt has no place in {where}")
         was = decoded.row.get(self.column)
-        lead = was[: len(was) - len(was.lstrip())] if isinstance(was, str) else "\n\n"
+        lead = was[: len(was) - len(was.lstrip())] if isinstance(was, str) else self.fresh_lead
         out = dict(decoded.row)
-        out[self.column] = render_hh(turns, lead=lead)
+        out[self.column] = self.render(turns, lead)
         return out
+
+
+class GuanacoFormat(HHFormat):
+    """One column of `### Human: ...### Assistant: ...` transcripts (Guanaco's, from
+    OpenAssistant's conversations), read and written as hh-rlhf's; rows take the per-row path."""
+
+    name = "guanaco"
+    words = "one text of ### Human: / ### Assistant: turns"
+    markers = "### Human: / ### Assistant:"
+    fresh_lead = ""
+
+    @staticmethod
+    def parse(text: str) -> list[tuple[str, str]]:
+        return parse_guanaco(text)
+
+    @staticmethod
+    def render(turns: list[tuple[str, str]], lead: str) -> str:
+        return render_guanaco(turns, lead=lead)
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        return None
+
+    def message_counts(self, table: pa.Table) -> npt.NDArray[np.int64]:
+        import numpy as np
+
+        values = table.column(self.column).to_pylist()
+        return np.array([self.message_count({self.column: v}) for v in values], np.int64)
 
 
 class _FieldsFormat(_TextFormat):
@@ -287,6 +337,22 @@ class AlpacaFormat(_FieldsFormat):
     side_columns = ("input", "output", "system", "history")
     words = "instruction + input the user's turn, output the assistant's, history pairs before"
     where = "Alpaca rows"
+
+
+class DollyFormat(_FieldsFormat):
+    """databricks-dolly-15k's rows: `instruction` and `context` joined by a line break are the
+    user's turn (as LLaMA-Factory reads the set: `context` its `query`), `response` the
+    assistant's; `category` and any other column kept."""
+
+    name = "dolly"
+    default_column = "instruction"
+    user_fields = ("instruction", "context")
+    output_field = "response"
+    system_field = None
+    history_field = None
+    side_columns = ("context", "response")
+    words = "instruction + context the user's turn, response the assistant's"
+    where = "Dolly rows"
 
 
 class QueryResponseFormat(_FieldsFormat):
