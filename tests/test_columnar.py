@@ -4,6 +4,7 @@ finds on the per-row path."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +20,9 @@ from synthetic import every_rates, generate_rows
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.formats import get_format
+from transcript_clean.formats.sharegpt import flatten as sharegpt_flatten
+from transcript_clean.formats.sharegpt.values import split_list
+from transcript_clean.jsontext import loads
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.rules import get_rule
 from transcript_clean.rules.orphan_tool_result import used_message
@@ -614,8 +618,6 @@ _raw_calls = st.one_of(
 
 
 def _as_text(value: Any) -> str:
-    import json
-
     return json.dumps(value)  # NaN, Infinity and big integers written as json writes them
 
 
@@ -639,20 +641,14 @@ _call_texts = st.one_of(
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_call_texts)
 def test_sharegpt_calls_are_read_as_the_decoders_helpers_read_them(text: str) -> None:
-    from transcript_clean.formats.sharegpt.flatten import _calls, _read_calls
-
-    assert _calls(text) == _read_calls(text)
+    assert sharegpt_flatten._calls(text) == sharegpt_flatten._read_calls(text)
 
 
 @settings(max_examples=200, deadline=None)
 @given(st.lists(st.one_of(_json_values, st.text(max_size=3)), max_size=4))
-def test_sharegpt_observation_lists_split_as_json_dumps_writes_their_items(items: list[Any]) -> None:
-    import json
-
-    from transcript_clean.formats.sharegpt.values import split_list
-
-    from transcript_clean.jsontext import loads
-
+def test_sharegpt_observation_lists_split_as_json_dumps_writes_their_items(
+    items: list[Any],
+) -> None:
     text = json.dumps(items)
     read = loads(text)  # as the decoder reads the value
     expected = [i if isinstance(i, str) else json.dumps(i, ensure_ascii=False) for i in read]

@@ -146,8 +146,9 @@ def flatten_sharegpt(
         place < answers, first_call[np.maximum(window, 0)] + place, -1
     )  # the call it answers, by number; -1 for none
     result_turn = obs
-    result_text: list[Any] = [None] * len(obs)  # a split observation's texts
     split = np.flatnonzero((run_length == 1) & (answers >= 2) & ~flag[obs])
+    done: list[int] = []  # the split observations (positions in `obs`), and each one's first text
+    firsts: list[str] = []
     extra_turn: list[int] = []
     extra_call: list[int] = []
     extra_text: list[str] = []
@@ -157,12 +158,15 @@ def flatten_sharegpt(
             items = split_list(text, int(answers[k]))
             if items is None:
                 continue
-            result_text[k] = items
+            done.append(k)
+            firsts.append(items[0])
             base = int(first_call[window[k]])
             extra_turn += [int(obs[k])] * (len(items) - 1)
             extra_call += list(range(base + 1, base + len(items)))
             extra_text += items[1:]
-    split_done = np.array([t is not None for t in result_text], dtype=bool)
+    done_at = np.array(done, dtype=np.int64)
+    split_done = np.zeros(len(obs), dtype=bool)
+    split_done[done_at] = True
     result_turn = np.concatenate([obs, np.array(extra_turn, dtype=np.int64)])
     result_call_number = np.concatenate([answer_call, np.array(extra_call, dtype=np.int64)])
     order = np.argsort(result_turn, kind="stable")
@@ -170,15 +174,17 @@ def flatten_sharegpt(
 
     value_blank = ~holds_text(value)
     value_chars = text_lengths(value)
-    first_texts = [t[0] if t is not None else None for t in result_text]
-    split_blank = np.array([not (t or "").strip() for t in first_texts + extra_text], dtype=bool)
-    split_chars = np.array([len(t or "") for t in first_texts + extra_text], dtype=np.int64)
-    own_blank = np.concatenate([value_blank[obs], np.zeros(len(extra_turn), dtype=bool)])
-    is_split = np.concatenate([split_done, np.ones(len(extra_turn), dtype=bool)])
-    result_blank = np.where(is_split, split_blank, own_blank)[order]
+    # The split observations' texts (each one's first, then the others), looked at in Python:
+    # only theirs, not every observation's.
+    split_texts = firsts + extra_text
+    piece_blank = np.array([not t.strip() for t in split_texts], dtype=bool)
+    piece_chars = np.array([len(t) for t in split_texts], dtype=np.int64)
+    result_blank = np.concatenate([value_blank[obs], piece_blank[len(done) :]])
+    result_blank[done_at] = piece_blank[: len(done)]
+    result_blank = result_blank[order]
     split_sum = np.bincount(
-        np.concatenate([obs[split_done], np.array(extra_turn, dtype=np.int64)]),
-        weights=np.concatenate([split_chars[: len(obs)][split_done], split_chars[len(obs) :]]),
+        np.concatenate([obs[done_at], np.array(extra_turn, dtype=np.int64)]),
+        weights=piece_chars,
         minlength=n,
     ).astype(np.int64)
     turn_chars = np.where(is_call, 0, value_chars)
@@ -218,8 +224,11 @@ def flatten_sharegpt(
     def result_texts() -> pa.Array:
         # An observation's value, or the item of a split one, in the results' order.
         own = value.take(indices(obs)).cast(pa.large_string())
-        firsts = pc.coalesce(pa.array(first_texts, pa.large_string()), own)
-        every = pa.concat_arrays([firsts, pa.array(extra_text, pa.large_string())])
+        first_texts: list[str | None] = [None] * len(obs)
+        for k, text in zip(done, firsts, strict=True):
+            first_texts[k] = text
+        first = pc.coalesce(pa.array(first_texts, pa.large_string()), own)
+        every = pa.concat_arrays([first, pa.array(extra_text, pa.large_string())])
         return every.take(indices(order))
 
     def texts() -> tuple[pa.Array, Counts]:
@@ -227,7 +236,7 @@ def flatten_sharegpt(
         pieces = [
             system.take(indices(system_rows)).cast(pa.large_string()),
             value.take(indices(plain)).cast(pa.large_string()),
-            pa.array([t for t in first_texts if t is not None] + extra_text, pa.large_string()),
+            pa.array(split_texts, pa.large_string()),
         ]
         owners = [
             np.flatnonzero(turn_first[by_row] < 0),
