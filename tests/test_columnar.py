@@ -4,6 +4,7 @@ finds on the per-row path."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
 from typing import Any
 
@@ -19,6 +20,9 @@ from synthetic import every_rates, generate_rows
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.formats import get_format
+from transcript_clean.formats.sharegpt import flatten as sharegpt_flatten
+from transcript_clean.formats.sharegpt.values import split_list
+from transcript_clean.jsontext import loads
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.rules import get_rule
 from transcript_clean.rules.orphan_tool_result import used_message
@@ -589,3 +593,63 @@ def test_sharegpt_calls_and_results_pair_as_the_decoder_pairs_them(
 def test_sharegpt_batches_agree_on_both_paths(config: Config) -> None:
     rows = [row for row, _ in generate_rows(600, "sharegpt", seed=8, rates=every_rates("sharegpt"))]
     assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, SHAREGPT)
+
+
+# A function_call value as it may come: strict JSON or not, a call or a list of them, names and
+# arguments of any type, duplicate keys, NaN, numbers past 64 bits, lone surrogates.
+_json_leaves = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=3)
+)
+_json_values = st.recursive(
+    _json_leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_raw_calls = st.one_of(
+    st.builds(
+        lambda name, arguments: {"name": name, "arguments": arguments},
+        st.one_of(st.sampled_from(["f", "get_weather"]), _json_leaves),
+        st.one_of(_json_values, st.sampled_from(['{"n": 1}', "not json", "[1]", '{"x": NaN}'])),
+    ),
+    _json_values,
+)
+
+
+def _as_text(value: Any) -> str:
+    return json.dumps(value)  # NaN, Infinity and big integers written as json writes them
+
+
+_call_texts = st.one_of(
+    st.builds(_as_text, _raw_calls),
+    st.builds(_as_text, st.lists(_raw_calls, max_size=3)),
+    st.sampled_from(
+        [
+            '{"name": "f", "name": "g", "arguments": {"a": 1, "a": 2}}',  # duplicate keys
+            '{"name": "f", "arguments": {"s": "\\ud800"}}',  # a lone surrogate
+            '{"name": "f", "arguments": {"n": 1e999}}',
+            '[{"name": "f", "arguments": {}}, 3]',
+            '{"name": "f", "arguments": {}',  # cut short
+            "[]",
+            "{}",
+        ]
+    ),
+)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_call_texts)
+def test_sharegpt_calls_are_read_as_the_decoders_helpers_read_them(text: str) -> None:
+    assert sharegpt_flatten._calls(text) == sharegpt_flatten._read_calls(text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.one_of(_json_values, st.text(max_size=3)), max_size=4))
+def test_sharegpt_observation_lists_split_as_json_dumps_writes_their_items(
+    items: list[Any],
+) -> None:
+    text = json.dumps(items)
+    read = loads(text)  # as the decoder reads the value
+    expected = [i if isinstance(i, str) else json.dumps(i, ensure_ascii=False) for i in read]
+    assert split_list(text, len(items)) == expected

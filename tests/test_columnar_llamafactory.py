@@ -252,3 +252,42 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
             "orphan_tool_result": [used_message(2, "result_3")],
         },
     )
+
+
+# A tool_call value as it may come: strict JSON or not, of any type, names and arguments of
+# any type, duplicate keys, NaN, numbers past 64 bits, lone surrogates.
+_leaves = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=3)
+)
+_values = st.recursive(
+    _leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+    ),
+    max_leaves=6,
+)
+_call_texts = st.one_of(
+    st.builds(
+        lambda name, arguments: json.dumps({"name": name, "arguments": arguments}),
+        st.one_of(st.sampled_from(["f", "get_weather"]), _leaves),
+        st.one_of(_values, st.sampled_from(['{"n": 1}', "not json", "[1]", '{"x": NaN}'])),
+    ),
+    st.builds(json.dumps, _values),
+    st.sampled_from(
+        [
+            '{"name": "f", "name": "g", "arguments": {"a": 1, "a": 2}}',  # duplicate keys
+            '{"name": "f", "arguments": {"s": "\\ud800"}}',  # a lone surrogate
+            '{"name": "f", "arguments": {"n": 1e999}}',
+            '{"name": "f", "arguments": {}',  # cut short
+            '{"arguments": {}}',
+        ]
+    ),
+)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_call_texts)
+def test_tool_call_values_are_read_as_the_decoders_helper_reads_them(text: str) -> None:
+    from transcript_clean.formats.llamafactory import flatten
+
+    assert flatten._call(text) == flatten._read_call(text)

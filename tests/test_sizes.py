@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pyarrow as pa
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from transcript_clean.sizes import cut_by_bytes, first_rows_within, row_sizes
+from transcript_clean.sizes import cut_by_bytes, first_rows_within, row_sizes, total_size
 
 TABLE = pa.table(
     {
@@ -47,6 +51,8 @@ def test_row_sizes_of_other_types() -> None:
         (4 + 8) + 4 + 4,
     ]
     assert row_sizes(table.slice(3)).tolist() == [4 + 8 + 4 + 4]
+    for part in (table, table.slice(1), table.slice(3)):
+        assert total_size(part) == int(row_sizes(part).sum())
 
 
 @pytest.mark.parametrize("start", [0, 1, 2])
@@ -80,3 +86,29 @@ def test_cut_by_rows_alone_cuts_where_bytes_would_not(rows: int) -> None:
     by_bytes = list(cut_by_bytes(TABLE.to_batches(), rows, 10**9))
     assert [p.num_rows for p in by_rows] == [p.num_rows for p in by_bytes]
     assert pa.Table.from_batches(by_rows).equals(TABLE)
+
+
+_nested = st.recursive(
+    st.one_of(st.none(), st.text(max_size=4), st.integers(0, 9)),
+    lambda inner: st.lists(inner, max_size=3) | st.fixed_dictionaries({"a": inner, "b": inner}),
+    max_leaves=8,
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_nested, min_size=1, max_size=8), st.integers(0, 4), st.integers(0, 4))
+def test_total_size_is_the_sum_of_the_rows_sizes(values: list[Any], start: int, cut: int) -> None:
+    try:
+        column = pa.array(values)
+    except (pa.ArrowInvalid, pa.ArrowTypeError):  # mixed types Arrow cannot hold in one column
+        return
+    words = pa.array([str(i % 2) for i in range(len(values))]).dictionary_encode()
+    table = pa.table({"v": column, "d": words})
+    chunked = pa.concat_tables([table.slice(0, cut), table.slice(cut)])
+    for part in (table, table.slice(start), chunked):
+        assert total_size(part) == int(row_sizes(part).sum())
+
+
+def test_total_size_of_every_type_row_sizes_reads() -> None:
+    for part in (TABLE, TABLE.slice(1), TABLE.slice(2, 1), TABLE.slice(3)):
+        assert total_size(part) == int(row_sizes(part).sum())

@@ -15,12 +15,13 @@ from pathlib import Path
 from typing import Any, BinaryIO, Protocol
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from transcript_clean.atomic import AtomicFile, fsync_folder, temp_path
 from transcript_clean.errors import OutputError, option_name
-from transcript_clean.sizes import first_rows_within, row_sizes
+from transcript_clean.sizes import first_rows_within, row_sizes, total_size
 from transcript_clean.sources.base import hidden_columns
 
 DEFAULT_ROW_GROUP_SIZE = 16384
@@ -68,7 +69,10 @@ class ParquetShard(AtomicFile):
         self._row_group_bytes = row_group_bytes
         self._pending: list[pa.RecordBatch] = []
         self._pending_rows = 0
-        self._pending_sizes = np.zeros(0, dtype=np.int64)
+        self._pending_bytes = 0
+        # The pending rows' sizes, worked out only once they may not fit in one row group:
+        # sizing every batch's rows cost the writer thread more than their sum.
+        self._pending_sizes: npt.NDArray[np.int64] | None = None
         self._done = False
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -101,20 +105,26 @@ class ParquetShard(AtomicFile):
             if batch.num_rows:
                 self._pending.append(batch)
                 self._pending_rows += batch.num_rows
-                self._pending_sizes = np.concatenate([self._pending_sizes, row_sizes(batch)])
+                self._pending_bytes += total_size(batch)
+                if self._pending_sizes is not None:
+                    self._pending_sizes = np.concatenate([self._pending_sizes, row_sizes(batch)])
                 self.rows += batch.num_rows
         while self._pending_rows:
             rows = self._next_group()
             if (
                 rows == self._pending_rows
                 and rows < self._row_group_size
-                and self._pending_sizes.sum() <= self._row_group_bytes
+                and self._pending_bytes <= self._row_group_bytes
             ):
                 break  # the group is not full yet: the next rows may still fit in it
             self._flush(rows)
 
     def _next_group(self) -> int:
         """The rows of the next row group: the pending rows that fit in one, from the first."""
+        if self._pending_bytes <= self._row_group_bytes:  # all of them fit in bytes
+            return min(self._pending_rows, self._row_group_size)
+        if self._pending_sizes is None:
+            self._pending_sizes = np.concatenate([row_sizes(b) for b in self._pending])
         return first_rows_within(self._pending_sizes, self._row_group_bytes, self._row_group_size)
 
     def _flush(self, rows: int) -> None:
@@ -132,7 +142,9 @@ class ParquetShard(AtomicFile):
         rest = pending.slice(rows)
         self._pending = rest.to_batches()
         self._pending_rows = rest.num_rows
-        self._pending_sizes = self._pending_sizes[rows:]
+        self._pending_bytes = total_size(rest)
+        if self._pending_sizes is not None:
+            self._pending_sizes = self._pending_sizes[rows:]
 
     def _finish(self) -> None:
         while self._pending_rows:

@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import (
     NOT_SPACE,
+    SPACE_LEADS,
     Counts,
     Mask,
     as_mask,
@@ -88,12 +89,6 @@ def column_array(table: pa.Table, name: str) -> pa.Array:
     return whole(table.column(name))
 
 
-# The first byte of every white-space character of `NOT_SPACE`'s class, in UTF-8: a text that
-# starts with any other byte holds something.
-_LEADS = np.zeros(256, dtype=bool)
-_LEADS[[*range(0x09, 0x0E), *range(0x1C, 0x21), 0xC2, 0xE1, 0xE2, 0xE3]] = True
-
-
 def first_bytes(text: pa.Array, at: Counts) -> tuple[npt.NDArray[np.uint8], Mask]:
     """Of the texts at `at`: each one's first byte (0 for an empty or null text), and whether
     it holds anything. Read from the array's buffers: no text is copied."""
@@ -123,7 +118,7 @@ def said(text: pa.Array, at: Counts) -> tuple[Mask, Mask]:
     """Of the texts at `at`: whether each holds something besides white space, and whether it
     holds anything (null: neither). Only a text starting with a white-space byte is searched."""
     first, spoken = first_bytes(text, at)
-    doubt = spoken & _LEADS[first]
+    doubt = spoken & SPACE_LEADS[first]
     out = spoken & ~doubt
     if doubt.any():
         look = text.take(indices(at[doubt]))

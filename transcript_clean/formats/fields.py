@@ -14,12 +14,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import (
-    NOT_SPACE,
     Counts,
     Mask,
     as_mask,
     field_type,
     flattened,
+    holds_text,
     indices,
     is_text,
     rows_with,
@@ -87,7 +87,7 @@ def present(structs: pa.Array, name: str) -> Mask:
 
 def not_blank(text: pa.Array) -> Mask:
     """Per text, whether it holds something besides white space (`str.strip()`'s); null: no."""
-    return as_mask(pc.match_substring_regex(text, NOT_SPACE), fill=False)
+    return holds_text(text)
 
 
 def end_to_end(*pieces: str | Counts) -> pa.Array:

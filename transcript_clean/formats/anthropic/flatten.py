@@ -19,12 +19,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import (
-    NOT_SPACE,
     Counts,
     Mask,
     as_mask,
     field_type,
     flattened,
+    holds_text,
     indices,
     is_text,
     objects,
@@ -158,7 +158,7 @@ class _Facts:
 def _text_content(content: pa.Array, n: int) -> _Facts:
     """Content as plain text: one text part per message."""
     facts = _Facts(n)
-    facts.said = as_mask(pc.match_substring_regex(content, NOT_SPACE), fill=False)
+    facts.said = holds_text(content)
     facts.chars = text_lengths(content)
     facts.spoken = facts.chars > 0
     valid = np.flatnonzero(~as_mask(content.is_null()))
@@ -193,8 +193,8 @@ def _blocks(content: pa.Array, is_assistant: Mask, n: int) -> _Facts:
     wrong |= result & as_mask(answered.is_null())
     facts.flag = rows_with(wrong, owner, n)
 
-    text_said = as_mask(pc.match_substring_regex(text, NOT_SPACE), fill=False)
-    thought_said = as_mask(pc.match_substring_regex(thought_text, NOT_SPACE), fill=False)
+    text_said = holds_text(text)
+    thought_said = holds_text(thought_text)
     signed = ~as_mask(_field(blocks, "signature").is_null())
     text_chars = text_lengths(text)
     thought_chars = text_lengths(thought_text)
@@ -223,9 +223,7 @@ def _blocks(content: pa.Array, is_assistant: Mask, n: int) -> _Facts:
     facts.result_owner = owner[results]
     facts.result_call = answered.take(indices(results))
     facts.result_text = said_back.take(indices(results))  # a result's content is one text
-    facts.result_blank = ~as_mask(
-        pc.match_substring_regex(facts.result_text, NOT_SPACE), fill=False
-    )
+    facts.result_blank = ~holds_text(facts.result_text)
     facts.result_error = np.zeros(len(results), dtype=bool)
     error_type = field_type(blocks.type, "is_error")
     if error_type is not None and pa.types.is_boolean(error_type):

@@ -15,13 +15,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import (
-    NOT_SPACE,
     Counts,
     Mask,
     as_mask,
     count,
     field_type,
     flattened,
+    holds_text,
     is_text,
     objects,
     rows_with,
@@ -97,7 +97,7 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
     # Text parts: their text is required; an assistant's `additional_params` is an object.
     text = _field(parts, "text")
     flag_part |= is_text_part & as_mask(text.is_null())
-    said = as_mask(pc.match_substring_regex(text, NOT_SPACE), fill=False)
+    said = holds_text(text)
     annotated = _present(parts, "additional_params")
     # Blank parts are what R1 reads: an assistant's text is blank when it is white space and
     # carries no annotations; media are never blank.
@@ -117,7 +117,7 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
     piece_flag = as_mask(pieces.is_null()) | ~(textual | encrypted)
     piece_flag |= textual & as_mask(piece_text.is_null())
     piece_flag |= encrypted & ~_present(pieces, "data")
-    piece_blank = ~as_mask(pc.match_substring_regex(piece_text, NOT_SPACE), fill=False)
+    piece_blank = ~holds_text(piece_text)
     piece_said = encrypted | (textual & ~piece_blank)
     parts_n = len(parts)
     has_pieces = _present(parts, "content")

@@ -24,12 +24,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import (
-    NOT_SPACE,
     Counts,
     Mask,
     as_mask,
     field_type,
     flattened,
+    holds_text,
     indices,
     is_text,
     rows_with,
@@ -68,14 +68,17 @@ def flatten_sharegpt(
     tag = pc.struct_field(turns, "from")
     value = pc.struct_field(turns, "value")
 
-    def tagged(role: str) -> Mask:
-        known = pa.array([t for t, r in tags.items() if r == role], pa.string())
-        return as_mask(pc.is_in(tag, known))
-
-    is_user, is_gpt, is_system = tagged("user"), tagged("assistant"), tagged("system")
-    is_call, is_obs = tagged("function_call"), tagged("observation")
-    flag = ~(is_user | is_gpt | is_system | is_call | is_obs)
-    flag |= as_mask(turns.is_null()) | as_mask(tag.is_null()) | as_mask(value.is_null())
+    # Each turn's role, by one lookup of its tag among the known ones (one pass, not a pass
+    # per role); a null or unknown tag has none.
+    no_role = len(_TAG_ROLES)
+    roles = [_TAG_ROLES.index(r) if r in _TAG_ROLES else no_role for r in tags.values()]
+    tag_role = np.array([*roles, no_role], dtype=np.int64)
+    known = pc.index_in(tag, pa.array(list(tags), pa.string()))
+    tag_at = np.asarray(known.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
+    turn_role = tag_role[tag_at]  # -1, a tag not found: the last, no role
+    is_gpt, is_system, is_call, is_obs = (turn_role == k for k in range(1, 5))  # user: 0
+    flag = turn_role == no_role
+    flag |= as_mask(turns.is_null()) | as_mask(value.is_null())
 
     same_row = np.zeros(n, dtype=bool)
     same_row[1:] = turn_row[1:] == turn_row[:-1]
@@ -143,8 +146,9 @@ def flatten_sharegpt(
         place < answers, first_call[np.maximum(window, 0)] + place, -1
     )  # the call it answers, by number; -1 for none
     result_turn = obs
-    result_text: list[Any] = [None] * len(obs)  # a split observation's texts
     split = np.flatnonzero((run_length == 1) & (answers >= 2) & ~flag[obs])
+    done: list[int] = []  # the split observations (positions in `obs`), and each one's first text
+    firsts: list[str] = []
     extra_turn: list[int] = []
     extra_call: list[int] = []
     extra_text: list[str] = []
@@ -154,28 +158,33 @@ def flatten_sharegpt(
             items = split_list(text, int(answers[k]))
             if items is None:
                 continue
-            result_text[k] = items
+            done.append(k)
+            firsts.append(items[0])
             base = int(first_call[window[k]])
             extra_turn += [int(obs[k])] * (len(items) - 1)
             extra_call += list(range(base + 1, base + len(items)))
             extra_text += items[1:]
-    split_done = np.array([t is not None for t in result_text], dtype=bool)
+    done_at = np.array(done, dtype=np.int64)
+    split_done = np.zeros(len(obs), dtype=bool)
+    split_done[done_at] = True
     result_turn = np.concatenate([obs, np.array(extra_turn, dtype=np.int64)])
     result_call_number = np.concatenate([answer_call, np.array(extra_call, dtype=np.int64)])
     order = np.argsort(result_turn, kind="stable")
     result_turn, result_call_number = result_turn[order], result_call_number[order]
 
-    value_blank = ~as_mask(pc.match_substring_regex(value, NOT_SPACE), fill=False)
+    value_blank = ~holds_text(value)
     value_chars = text_lengths(value)
-    first_texts = [t[0] if t is not None else None for t in result_text]
-    split_blank = np.array([not (t or "").strip() for t in first_texts + extra_text], dtype=bool)
-    split_chars = np.array([len(t or "") for t in first_texts + extra_text], dtype=np.int64)
-    own_blank = np.concatenate([value_blank[obs], np.zeros(len(extra_turn), dtype=bool)])
-    is_split = np.concatenate([split_done, np.ones(len(extra_turn), dtype=bool)])
-    result_blank = np.where(is_split, split_blank, own_blank)[order]
+    # The split observations' texts (each one's first, then the others), looked at in Python:
+    # only theirs, not every observation's.
+    split_texts = firsts + extra_text
+    piece_blank = np.array([not t.strip() for t in split_texts], dtype=bool)
+    piece_chars = np.array([len(t) for t in split_texts], dtype=np.int64)
+    result_blank = np.concatenate([value_blank[obs], piece_blank[len(done) :]])
+    result_blank[done_at] = piece_blank[: len(done)]
+    result_blank = result_blank[order]
     split_sum = np.bincount(
-        np.concatenate([obs[split_done], np.array(extra_turn, dtype=np.int64)]),
-        weights=np.concatenate([split_chars[: len(obs)][split_done], split_chars[len(obs) :]]),
+        np.concatenate([obs[done_at], np.array(extra_turn, dtype=np.int64)]),
+        weights=piece_chars,
         minlength=n,
     ).astype(np.int64)
     turn_chars = np.where(is_call, 0, value_chars)
@@ -215,8 +224,11 @@ def flatten_sharegpt(
     def result_texts() -> pa.Array:
         # An observation's value, or the item of a split one, in the results' order.
         own = value.take(indices(obs)).cast(pa.large_string())
-        firsts = pc.coalesce(pa.array(first_texts, pa.large_string()), own)
-        every = pa.concat_arrays([firsts, pa.array(extra_text, pa.large_string())])
+        first_texts: list[str | None] = [None] * len(obs)
+        for k, text in zip(done, firsts, strict=True):
+            first_texts[k] = text
+        first = pc.coalesce(pa.array(first_texts, pa.large_string()), own)
+        every = pa.concat_arrays([first, pa.array(extra_text, pa.large_string())])
         return every.take(indices(order))
 
     def texts() -> tuple[pa.Array, Counts]:
@@ -224,7 +236,7 @@ def flatten_sharegpt(
         pieces = [
             system.take(indices(system_rows)).cast(pa.large_string()),
             value.take(indices(plain)).cast(pa.large_string()),
-            pa.array([t for t in first_texts if t is not None] + extra_text, pa.large_string()),
+            pa.array(split_texts, pa.large_string()),
         ]
         owners = [
             np.flatnonzero(turn_first[by_row] < 0),
@@ -265,6 +277,34 @@ def _calls(text: str) -> list[tuple[str, str | None, bool]] | None:
     """The calls a `function_call` value holds, as the decoder reads them: each one's name,
     its arguments as JSON text (None where JSON cannot write them), and whether they are a
     JSON object; None where the decoder would call the turn malformed."""
+    # The common value, strict JSON whose calls are objects with a name and object arguments,
+    # read in one orjson pass with no other call per call (a call each was most of the
+    # flattener's time); anything else is read by `_read_calls`, as the decoder reads it.
+    try:
+        parsed = _loads(text)
+    except orjson.JSONDecodeError:
+        return _read_calls(text)
+    out: list[tuple[str, str | None, bool]] = []
+    for call in parsed if type(parsed) is list else (parsed,):
+        if type(call) is not dict:
+            return None  # `calls_of`: a call that is no object is no call
+        name = call.get("name")
+        arguments = call.get("arguments")
+        if type(name) is not str or type(arguments) is not dict:
+            return _read_calls(text)
+        try:
+            out.append((name, _dumps(arguments).decode(), True))
+        except (TypeError, orjson.JSONEncodeError):
+            return _read_calls(text)
+    return out or None
+
+
+_loads = orjson.loads
+_dumps = orjson.dumps
+
+
+def _read_calls(text: str) -> list[tuple[str, str | None, bool]] | None:
+    """`_calls` of any value, read through the decoder's own helpers."""
     try:
         # orjson reads strict JSON only (no NaN, no lone surrogate), and reads it as
         # `parse_call_objects` does: parsed once.
@@ -293,6 +333,9 @@ def _calls(text: str) -> list[tuple[str, str | None, bool]] | None:
                     raw = None
         out.append((name, raw, is_object))
     return out
+
+
+_TAG_ROLES: tuple[str, ...] = ("user", "assistant", "system", "function_call", "observation")
 
 
 def _sharegpt_shape(type_: pa.DataType) -> bool:

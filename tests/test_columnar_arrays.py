@@ -1,0 +1,51 @@
+"""The columnar helpers held to what they stand for: `holds_text` to the regular expression it
+spares (`NOT_SPACE`), whatever the text, its nulls, its slice and its string type."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from transcript_clean.columnar.arrays import NOT_SPACE, as_mask, holds_text
+
+# Every white-space character `str.isspace()` knows, with look-alikes that are not (a zero-width
+# space, a byte-order mark, the first bytes' other characters: U+00E9, U+1000, U+20AC, U+3042).
+_SPACES = "".join(chr(c) for c in range(0x110000) if chr(c).isspace())
+_CHARS = st.sampled_from([*_SPACES, "\u200b", "\ufeff", "\u00e9", "\u1000", "\u20ac", "\u3042"])
+_TEXTS = st.one_of(
+    st.none(),
+    st.text(_CHARS, max_size=4),
+    st.text(max_size=6),
+    st.builds(lambda a, b: a + b, st.text(_CHARS, max_size=3), st.text(max_size=3)),
+)
+
+
+def _regex(text: pa.Array) -> np.ndarray:
+    return as_mask(pc.match_substring_regex(text, NOT_SPACE), fill=False)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_TEXTS, max_size=12), st.integers(0, 3), st.booleans())
+def test_holds_text_is_the_regular_expressions_answer(
+    texts: list[str | None], cut: int, large: bool
+) -> None:
+    text = pa.array(texts, pa.large_string() if large else pa.string()).slice(cut)
+    assert holds_text(text).tolist() == _regex(text).tolist()
+    assert holds_text(text).tolist() == [t is not None and bool(t.strip()) for t in texts[cut:]]
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pa.array([], pa.string()),
+        pa.nulls(3, pa.string()),
+        pa.chunked_array([["a", " "], [None, "\u3000x"]]),
+    ],
+    ids=["empty", "nulls", "chunked"],
+)
+def test_holds_text_reads_any_column_the_regular_expression_reads(text: pa.Array) -> None:
+    assert holds_text(text).tolist() == _regex(text).tolist()
