@@ -20,8 +20,8 @@ from hypothesis import strategies as st
 from synthetic import generate_rows
 
 from transcript_clean.columnar.arrays import objects
+from transcript_clean.columnar.edits import Subset
 from transcript_clean.fastpath import Verdicts, clean_mask
-from transcript_clean.fastpath.base import Subset
 from transcript_clean.formats import get_format
 from transcript_clean.formats.base import strict_loads
 from transcript_clean.pipeline import batch_verdicts, clean_batch, clean_row

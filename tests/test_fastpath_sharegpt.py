@@ -320,8 +320,9 @@ def test_rows_with_no_assistant_turn_are_rejected_in_arrow() -> None:
         assert_fast_and_slow_agree(table, config, SHAREGPT)
 
 
-def test_consecutive_assistant_turns_are_left_to_the_per_row_path() -> None:
-    """R4 merges texts, which the flattened view does not write: the per-row path does."""
+def test_consecutive_assistant_turns_of_plain_text_are_merged_in_arrow() -> None:
+    """R4 joins plain texts in Arrow (the turn's value, joined with a blank line); a pair with
+    calls is the per-row path's, which merges one and rejects the other."""
     t = turn  # short, so that each row stays on one line
     fc = t("function_call", json.dumps(call()))
     rows = [
@@ -337,7 +338,15 @@ def test_consecutive_assistant_turns_are_left_to_the_per_row_path() -> None:
         SHAREGPT, table.column("conversations"), repair=[CONSECUTIVE_ASSISTANT]
     )
     assert verdicts is not None
-    assert not verdicts.handled.any()
+    assert verdicts.handled.tolist() == [True, True, True, False, True, False]
+    assert verdicts.repaired_column is not None
+    values = [[x["value"] for x in row] for row in verdicts.repaired_column.to_pylist()]
+    assert values == [
+        ["q", "a\n\nb"],
+        ["q", "a", "q2", "c"],
+        ["q", "a\n\nb\n\nc"],
+        ["q", fc["value"], "r", "a\n\nb"],
+    ]
     for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, SHAREGPT)
 
@@ -355,6 +364,8 @@ WEIGHTED = pa.list_(
         (UNANSWERED_TOOL_CALL, [("human", "q", 0), ("gpt", "a", 1), ("human", "q2", None),
           ("function_call", json.dumps(call()), 1), ("human", "q3", 0), ("gpt", "b", 1)],
          [("human", "q", 0), ("gpt", "a", 1), ("human", "q2", None)]),
+        (CONSECUTIVE_ASSISTANT, [("human", "q", 0), ("gpt", "a", 1), ("gpt", "b", 1)],
+         [("human", "q", 0), ("gpt", "a\n\nb", 1)]),
     ],
 )  # fmt: skip
 def test_a_repair_in_arrow_leaves_the_other_fields_of_the_turns_alone(

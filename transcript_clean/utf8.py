@@ -23,7 +23,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import text_bytes
-from transcript_clean.fastpath.base import flagged_within, replaced
+from transcript_clean.columnar.edits import replaced
+from transcript_clean.fastpath.base import flagged_within
 from transcript_clean.sources import jsontypes
 
 __all__ = ["MENDED", "invalid_text", "mend", "python_rows", "reject_message"]

@@ -5,7 +5,7 @@ checks and the fast path all build on them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 
 import numpy as np
 import numpy.typing as npt
@@ -277,6 +277,24 @@ def text_lengths(text: pa.Array) -> Counts:
     if text.null_count:
         lengths[~as_mask(text.is_valid())] = 0
     return lengths
+
+
+def fields_agree(first: pa.Array, second: pa.Array, skip: Collection[str]) -> Mask:
+    """Per pair of structs (`first[k]`, `second[k]`), whether their fields other than `skip`
+    agree: both null (a missing key and a null one agree), or equal values that are not nested
+    (a nested value is compared by nobody here: such a pair does not agree). A null struct
+    agrees with nothing."""
+    fine = ~as_mask(first.is_null()) & ~as_mask(second.is_null())
+    for child_field in first.type:
+        if child_field.name in skip:
+            continue
+        one = pc.struct_field(first, child_field.name)
+        two = pc.struct_field(second, child_field.name)
+        same = as_mask(one.is_null()) & as_mask(two.is_null())
+        if not pa.types.is_nested(child_field.type):
+            same |= as_mask(pc.fill_null(pc.equal(one, two), False))
+        fine &= same
+    return fine
 
 
 def whole(column: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -193,6 +193,10 @@ def fast_verdicts(
         for r in enabled
         if r.code in view.repairs and r.code in view.checks and r.code in repair
     }
+    # A code the view repairs together with R1 (R4) is repaired in R1's rows too.
+    empty = any_of((m for c, m in to_repair.items() if get_rule(c).stage == "empty"), view.rows)
+    for code in view.with_empty & to_repair.keys():
+        to_repair[code] = to_repair[code] | (empty & may[code])
     to_repair = {code: rows & ~rejected for code, rows in to_repair.items()}
     to_repair = {code: rows for code, rows in to_repair.items() if rows.any()}
     if to_repair:

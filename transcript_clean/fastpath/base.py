@@ -5,23 +5,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from transcript_clean.columnar import arrays
 from transcript_clean.columnar.arrays import (
     Counts,
     Mask,
-    as_mask,
     field_type,
+    fields_agree,
     indices,
     is_text,
-    run_starts,
 )
+from transcript_clean.columnar.edits import replaced
 from transcript_clean.formats.base import DecodeError, Format
 from transcript_clean.rules import TRAILING_TOOL_CALL, get_rule
 from transcript_clean.sources import jsontypes
@@ -29,8 +28,6 @@ from transcript_clean.sources import jsontypes
 if TYPE_CHECKING:
     from transcript_clean.profile import Measures, Profile
     from transcript_clean.rules.base import RuleConfig
-
-V = TypeVar("V")
 
 
 class Measurer(Protocol):
@@ -55,6 +52,9 @@ class ArrowView:
     """Codes whose repair this view can do itself, for rows that have no other code."""
     rejects: frozenset[str] = frozenset()
     """Codes for which it can reject rows itself, with the per-row path's message."""
+    with_empty: frozenset[str] = frozenset()
+    """Of `repairs`, the codes it repairs in a row together with R1's empty turns (R4, which
+    looks at the messages R1 keeps), besides the rows whose only code they are."""
     tools: tuple[pa.Array, ...] = ()
     """The batch's columns of declared tools (`Format.declaring_columns`), set by the fast path:
     what the declared-tools checks read (`fastpath.declared`)."""
@@ -274,64 +274,6 @@ def flagged_within(array: pa.Array, flag: Callable[[pa.Array], Mask | None]) -> 
     return arrays.flagged_within(jsontypes.as_storage(array), flag)
 
 
-@dataclass(slots=True, frozen=True)
-class Subset:
-    """Some rows of a batch, to be written anew, and their flattened elements."""
-
-    rows: Counts
-    """The rows, by position in the batch."""
-    elements: Counts
-    """Their elements, by position among the batch's flattened elements."""
-    parent: Counts
-    """Each of those elements' row, by position in `rows`."""
-
-    @classmethod
-    def of(cls, rows: Counts, parent: Counts, batch_rows: int) -> Subset:
-        """The rows at `rows` of a batch of `batch_rows` rows whose elements' rows are `parent`."""
-        row_at = np.full(batch_rows, -1, dtype=np.int64)
-        row_at[rows] = np.arange(len(rows), dtype=np.int64)
-        elements = np.flatnonzero(row_at[parent] >= 0)
-        return cls(rows, elements, row_at[parent[elements]])
-
-    def renumbered(self, values: Mapping[int, V]) -> dict[int, V]:
-        """`values`, kept by the positions of batch elements, kept by their positions among the
-        subset's elements instead (those of other rows left out)."""
-        if not values or not len(self.elements):
-            return {}
-        elements = np.fromiter(values, dtype=np.int64, count=len(values))
-        at = np.minimum(np.searchsorted(self.elements, elements), len(self.elements) - 1)
-        found = (self.elements[at] == elements).tolist()
-        return {
-            place: value
-            for place, value, ok in zip(at.tolist(), values.values(), found, strict=True)
-            if ok
-        }
-
-    def places(self) -> Counts:
-        """Each element's place in its row (every element of a row is among `elements`)."""
-        out: Counts = self.elements - self.elements[run_starts(self.parent)]
-        return out
-
-    def column(self, type_: pa.DataType, values: pa.Array, drop: Mask) -> pa.Array:
-        """The subset's rows as a list column of `type_`, from `values` (their elements, in
-        order) without the elements `drop` flags (among the batch's)."""
-        return drop_elements(type_, len(self.rows), values, drop[self.elements], self.parent)
-
-
-def drop_elements(
-    type_: pa.DataType, rows: int, values: pa.Array, drop: Mask, parent: Counts
-) -> pa.Array:
-    """A list column of `rows` rows from their flattened elements `values` (`parent` gives each
-    one's row; no row is null), without those flagged in `drop`."""
-    keep = ~drop
-    counts = np.bincount(parent[keep], minlength=rows)
-    large = pa.types.is_large_list(type_)
-    offsets = np.zeros(rows + 1, dtype=np.int64 if large else np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    kind = pa.LargeListArray if large else pa.ListArray
-    return kind.from_arrays(pa.array(offsets), values.filter(pa.array(keep)), type=type_)
-
-
 def with_field(structs: pa.Array, name: str, values: dict[int, str]) -> pa.Array:
     """A struct array with its text field `name` set to `values` at their positions."""
     if not values:
@@ -348,36 +290,16 @@ def with_field(structs: pa.Array, name: str, values: dict[int, str]) -> pa.Array
     return pa.StructArray.from_arrays(children, fields=list(structs.type), mask=mask)
 
 
-def replaced(array: pa.Array, positions: Counts, new: pa.Array) -> pa.Array:
-    """`array` with its elements at `positions` (in order) replaced by those of `new`."""
-    n = len(array)
-    index = np.arange(n, dtype=np.int64)
-    index[positions] = n + np.arange(len(positions), dtype=np.int64)
-    return pa.concat_arrays([array, new]).take(indices(index))
-
-
 def agrees(msgs: pa.Array, merged: Collection[str], asked: Mask) -> Mask:
     """Per message (a struct) of `asked` (each with one before it), whether its fields other
-    than `merged` (what R4 merges: the text) equal its predecessor's, as R4 requires to merge
-    the two (`weight`, say); a nested field agrees only when both are null (the per-row path
-    compares the rest). False for the other messages. Only the messages asked (the few R4
-    could merge) are looked at."""
+    than `merged` (what R4 merges: the text) agree with its predecessor's, as R4 requires to
+    merge the two (`weight`, say: `arrays.fields_agree`). False for the other messages. Only
+    the messages asked (the few R4 could merge) are looked at."""
     at = np.flatnonzero(asked)
     agree = np.zeros(len(msgs), dtype=bool)
-    if not len(at):
-        return agree
-    before, after = msgs.take(indices(at - 1)), msgs.take(indices(at))
-    fine = np.ones(len(at), dtype=bool)
-    for child_field in msgs.type:
-        if child_field.name in merged:
-            continue
-        first = pc.struct_field(before, child_field.name)
-        second = pc.struct_field(after, child_field.name)
-        same = as_mask(first.is_null()) & as_mask(second.is_null())
-        if not pa.types.is_nested(child_field.type):
-            same |= as_mask(pc.fill_null(pc.equal(second, first), False))
-        fine &= same
-    agree[at] = fine
+    if len(at):
+        before, after = msgs.take(indices(at - 1)), msgs.take(indices(at))
+        agree[at] = fields_agree(before, after, merged)
     return agree
 
 

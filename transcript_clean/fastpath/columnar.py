@@ -18,23 +18,23 @@ from transcript_clean.columnar.arrays import (
     as_mask,
     count,
     first_flagged,
-    flattened,
     indices,
     rows_with,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, Conversations
+from transcript_clean.columnar.edits import Edits
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.fastpath.base import (
     ArrowRepair,
     ArrowView,
     FastReject,
-    Subset,
     decode_rejects,
 )
 from transcript_clean.fastpath.declared import declared_rejects, raw_input_calls
 from transcript_clean.fastpath.measures import Measures, conversation_measures
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import (
+    CONSECUTIVE_ASSISTANT,
     EMPTY_ASSISTANT_TURN,
     INVALID_TOOL_ARGUMENTS,
     MALFORMED_ROW,
@@ -42,6 +42,7 @@ from transcript_clean.rules import (
     UNANSWERED_TOOL_CALL,
     UNKNOWN_ROLE,
 )
+from transcript_clean.rules.consecutive_assistant import merges as consecutive_merges
 from transcript_clean.rules.invalid_tool_arguments import arrow_rejects
 from transcript_clean.rules.orphan_tool_result import used_message, used_orphans
 from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
@@ -90,6 +91,10 @@ class ConversationsView(ArrowView):
         if c.result_text is not None:  # R3's rejects (its drops are the per-row path's)
             repairs.add(ORPHAN_TOOL_RESULT)
             self.checks[ORPHAN_TOOL_RESULT] = walk.rows_orphan
+        if c.item_message is not None and c.message_text is not None and fmt.writes_merges:
+            repairs.add(CONSECUTIVE_ASSISTANT)  # R4's merges, which the format writes
+            self.checks[CONSECUTIVE_ASSISTANT] = walk.rows_consecutive
+            self.with_empty = frozenset({CONSECUTIVE_ASSISTANT})
         self.repairs = frozenset(repairs)
 
     def reject(self, rows: dict[str, Mask]) -> list[FastReject]:
@@ -148,10 +153,13 @@ class ConversationsView(ArrowView):
         )
 
     def repair(self, rows: dict[str, Mask]) -> ArrowRepair:
-        """The rows of `rows` repaired by dropping list items, as the per-row path repairs them:
-        R1, any row's empty turns (every other code it has is the re-check's: `again`); R5's
-        cut, for rows whose only code it is, everything from the first assistant turn with an
-        unanswered call on, or a reject where no assistant turn would be left."""
+        """The rows of `rows` repaired as the per-row path repairs them, decided over the view
+        as edits (`columnar.edits`) that the format writes in its own layout (`Format.write`):
+        R1, any row's empty turns dropped (every other code it has is the re-check's:
+        `again`); R4's merges (`consecutive_assistant.merges`), in the rows whose only code it
+        is and in R1's, after R1 as the per-row path makes them; R5's cut, for rows whose only
+        code it is, everything from the first assistant turn with an unanswered call on, or a
+        reject where no assistant turn would be left."""
         c, walk = self.conversations, self.walk
         assert set(rows) <= self.repairs
         rows = dict(rows)
@@ -171,6 +179,7 @@ class ConversationsView(ArrowView):
         drop = np.zeros(c.messages, dtype=bool)
         occurrences: dict[str, Counts] = {}
         asked = np.zeros(self.rows, dtype=bool)
+        empty_rows = np.zeros(self.rows, dtype=bool)
         if EMPTY_ASSISTANT_TURN in rows:
             empty_rows = rows[EMPTY_ASSISTANT_TURN]
             if c.pairs_by_position:
@@ -178,6 +187,13 @@ class ConversationsView(ArrowView):
             drop |= walk.empty & empty_rows[c.message_row]
             occurrences[EMPTY_ASSISTANT_TURN] = count(walk.empty, c.message_row, self.rows)
             asked |= empty_rows
+        merges = None
+        if CONSECUTIVE_ASSISTANT in rows:
+            # Merged only where the empty turns R1 sets aside are dropped here too.
+            mergeable = rows[CONSECUTIVE_ASSISTANT] & ~(walk.rows_empty & ~empty_rows)
+            merges, merged = consecutive_merges(walk, mergeable)
+            occurrences[CONSECUTIVE_ASSISTANT] = count(walk.consecutive, walk.kept_row, self.rows)
+            asked |= merged
         if UNANSWERED_TOOL_CALL in rows:
             cut, rejected = self._cut(rows[UNANSWERED_TOOL_CALL])
             drop |= cut
@@ -185,12 +201,13 @@ class ConversationsView(ArrowView):
             occurrences[UNANSWERED_TOOL_CALL] = walk.unanswered_calls
             asked |= rows[UNANSWERED_TOOL_CALL] & ~any_of((r.rows for r in rejected), self.rows)
         subset = np.flatnonzero(asked)
-        items, _, parent = flattened(self.column)
-        whole = c.item_message >= 0
-        dropped = np.zeros(len(items), dtype=bool)
-        dropped[whole] = drop[c.item_message[whole]]
-        chosen = Subset.of(subset, parent, self.rows)
-        column = chosen.column(self.column.type, items.take(indices(chosen.elements)), dropped)
+        column = self.fmt.write(self.column, Edits(c, subset, drop, merges))
+        if column is None and merges is not None:
+            # The format cannot write these merges: their rows are the per-row path's.
+            merged_rows = rows_with(merges.joined, c.message_row, self.rows)
+            subset = subset[~merged_rows[subset]]
+            column = self.fmt.write(self.column, Edits(c, subset, drop))
+        assert column is not None  # a view with `item_message` writes whole items dropped
         return ArrowRepair(subset, column, occurrences, rejects)
 
     def _empty_before_results(self) -> Mask:

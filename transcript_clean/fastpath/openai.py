@@ -39,16 +39,15 @@ from transcript_clean.columnar.arrays import (
     shift,
     text_lengths,
 )
+from transcript_clean.columnar.edits import Subset, replaced
 from transcript_clean.fastpath.base import (
     ORIGIN,
     ArrowRepair,
     ArrowView,
     FastReject,
     Origins,
-    Subset,
     agrees,
     decode_rejects,
-    replaced,
 )
 from transcript_clean.fastpath.declared import declared_rejects
 from transcript_clean.fastpath.measures import (

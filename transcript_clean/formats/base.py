@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
+    from transcript_clean.columnar.edits import Edits
 
 Row = dict[str, Any]
 """One dataset row as Python values: column name -> value (what `pyarrow` `to_pylist` gives)."""
@@ -163,6 +164,24 @@ class Format:
         of `side_columns` that it has. None when this format, or this column's Arrow type, has
         no flattener (OpenAI, whose view is the fast path's own: `fastpath/openai.py`)."""
         return None
+
+    writes_merges: ClassVar[bool] = False
+    """Whether `write` writes R4's merges (`columnar.edits.Merges`) in this format's layout;
+    where it does not, rows whose repair merges messages take the per-row path."""
+
+    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
+        """The rows of `edits` (a batch's conversation column, as the flattener read it, and
+        what the repairs change over its `Conversations`) written anew in this format's own
+        layout, as `encode` writes the repaired rows; None where it cannot (those rows then
+        take the per-row path). This writes whole items dropped, for a flattener that gives
+        `item_message`; a format that writes merges too says so (`writes_merges`)."""
+        if edits.conversations.item_message is None:
+            return None
+        if edits.merges is not None and edits.merges.joined.any():
+            return None
+        from transcript_clean.columnar.edits import written
+
+        return written(column, edits)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(column={self.column!r})"

@@ -8,8 +8,8 @@ import numpy as np
 import pyarrow as pa
 
 from transcript_clean.columnar.arrays import whole
+from transcript_clean.columnar.edits import replaced
 from transcript_clean.fastpath import Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import replaced
 from transcript_clean.formats.base import Format
 from transcript_clean.pipeline.stored import (
     holds_json_text,

@@ -5,6 +5,9 @@ calls, appends the second's parts to it (a format whose content is one string jo
 with a blank line, leaving out a blank text: `formats.base.join_texts`); otherwise the row
 cannot be repaired. Nor can it when the two messages' other fields (`weight`, `loss_weight`)
 differ: one message cannot carry both.
+
+`merges` is the same repair decided over a batch's columnar view, once for every format that
+flattens, for the rows whose runs are plain texts; the format writes it (`Format.write`).
 """
 
 from __future__ import annotations
@@ -14,11 +17,17 @@ from dataclasses import replace
 from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
+import numpy as np
+import pyarrow.compute as pc
+
+from transcript_clean.columnar.arrays import Mask, as_mask, fields_agree, indices, rows_with
+from transcript_clean.columnar.edits import Merges
 from transcript_clean.model import AssistantMessage, AssistantPart, Message
 from transcript_clean.rules.base import Rule, Unrepairable, Violation, Walk
 from transcript_clean.transcript import CONSECUTIVE_ASSISTANT, describe_error
 
 if TYPE_CHECKING:
+    from transcript_clean.columnar.walk import ConversationsWalk
     from transcript_clean.rules.base import RuleConfig
 
 CODE: Final = CONSECUTIVE_ASSISTANT
@@ -99,6 +108,46 @@ def _differing_fields(first: AssistantMessage, second: AssistantMessage) -> str 
         return None
     keys = sorted(k for k in one.keys() | two.keys() if one.get(k) != two.get(k))
     return ", ".join(f"{k} ({one.get(k)!r}, {two.get(k)!r})" for k in keys)
+
+
+def merges(walk: ConversationsWalk, rows: Mask) -> tuple[Merges, Mask]:
+    """R4's repair over a batch's columnar view, for the rows of `rows`: the merges
+    `merge_consecutive_assistant` makes there, and the rows they settle. Like the walk, it
+    reads the transcript without its empty turns (R1 runs first). A row is settled when each
+    of its assistant messages that follows another is plain text (one text part, and nothing
+    else), as is the message that begins its run, and their other fields agree (a nested one
+    agrees only when both are null): then each is joined into the run's first message, adding
+    its text unless it repeats that message (as every one before it in the run does). Any other
+    row with the code (a call, reasoning, media, differing or nested fields, a view that does
+    not give `message_text`) is left to the per-row path, which is the truth."""
+    c = walk.conversations
+    none = np.zeros(walk.rows, dtype=bool)
+    into = np.full(c.messages, -1, dtype=np.int64)
+    adds = np.zeros(c.messages, dtype=bool)
+    second = walk.consecutive & rows[walk.kept_row]
+    if c.message_text is None or c.message_origin is None or not second.any():
+        return Merges(into, adds), none
+    positions = np.arange(len(second), dtype=np.int64)
+    # Each kept message's run: the last one at or before it that follows no assistant message.
+    run = np.maximum.accumulate(np.where(walk.consecutive, -1, positions))
+    seconds = np.flatnonzero(second)
+    firsts = run[seconds]
+    at, to = walk.kept[seconds], walk.kept[firsts]
+    text = c.message_text()
+    said, first_said = text.take(indices(at)), text.take(indices(to))
+    origin = c.message_origin()
+    plain = ~as_mask(said.is_null()) & ~as_mask(first_said.is_null())
+    fine = plain & fields_agree(origin.take(indices(to)), origin.take(indices(at)), _SAID)
+    row = walk.kept_row[seconds]
+    settled = rows & walk.rows_consecutive & ~rows_with(~fine, row, walk.rows)
+    take = settled[row]
+    # A message adds its text unless it and every one before it in its run repeat the first.
+    repeats = as_mask(pc.fill_null(pc.equal(said, first_said), False), fill=False)
+    first_new = np.full(len(second), len(second), dtype=np.int64)
+    np.minimum.at(first_new, firsts[~repeats], seconds[~repeats])
+    into[at[take]] = to[take]
+    adds[at[take]] = (seconds >= first_new[firsts])[take]
+    return Merges(into, adds), settled
 
 
 def _repair(messages: list[Message], config: RuleConfig) -> list[Message]:

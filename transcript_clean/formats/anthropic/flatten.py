@@ -11,7 +11,7 @@ text `system` column, is each row's first message. It knows no rule.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Final
 
 import numpy as np
@@ -32,6 +32,7 @@ from transcript_clean.columnar.arrays import (
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
+from transcript_clean.columnar.edits import item_origins
 
 __all__ = ["flatten_anthropic"]
 
@@ -100,6 +101,15 @@ def flatten_anthropic(
             np.concatenate([system_messages, message_of_item[owner]]),
         )
 
+    messages = len(message_row)
+
+    def message_text() -> pa.Array:
+        # Per item, its one text (`_Facts.text`), put in the messages' order.
+        at = np.full(messages, -1, dtype=np.int64)
+        at[message_of_item] = np.arange(n, dtype=np.int64)
+        plain = facts.text()
+        return plain.take(pa.array(np.maximum(at, 0), pa.int64(), mask=at < 0))
+
     return Conversations(
         rows=rows,
         unread=unread,
@@ -121,6 +131,8 @@ def flatten_anthropic(
         result_text=lambda: facts.result_text,
         result_error=facts.result_error,
         item_message=message_of_item,
+        message_text=message_text,
+        message_origin=lambda: item_origins(items, message_of_item, messages),
         texts=texts,
     )
 
@@ -145,6 +157,9 @@ class _Facts:
         self.result_text: pa.Array = pa.array([], pa.string())
         self.result_error = np.zeros(0, dtype=bool)
         self.pieces: list[tuple[pa.Array, Counts]] = []
+        self.text: Callable[[], pa.Array] = lambda: pa.nulls(n, pa.string())
+        """Per item, its text where its content is one text (a string, or one text block),
+        null elsewhere (`Conversations.message_text`)."""
 
     def texts(self) -> tuple[pa.Array, Counts]:
         """The texts counted in `chars`, one piece each, and each one's item."""
@@ -163,6 +178,7 @@ def _text_content(content: pa.Array, n: int) -> _Facts:
     facts.spoken = facts.chars > 0
     valid = np.flatnonzero(~as_mask(content.is_null()))
     facts.pieces = [(content.take(indices(valid)), valid)]
+    facts.text = lambda: content
     return facts
 
 
@@ -229,6 +245,15 @@ def _blocks(content: pa.Array, is_assistant: Mask, n: int) -> _Facts:
     if error_type is not None and pa.types.is_boolean(error_type):
         is_error = pc.struct_field(blocks, "is_error").take(indices(results))
         facts.result_error = as_mask(is_error, fill=False)
+
+    def one_text() -> pa.Array:
+        blocks_of = np.bincount(owner, minlength=n)
+        only = np.full(n, -1, dtype=np.int64)
+        single = text_block & (blocks_of[owner] == 1)
+        only[owner[single]] = np.flatnonzero(single)
+        return text.take(pa.array(np.maximum(only, 0), pa.int64(), mask=only < 0))
+
+    facts.text = one_text
     for flags, values in ((text_block, text), (thinking, thought_text), (result, said_back)):
         at = np.flatnonzero(flags & ~as_mask(values.is_null()))
         facts.pieces.append((values.take(indices(at)), owner[at]))

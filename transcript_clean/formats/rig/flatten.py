@@ -188,6 +188,15 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
     call_positions = pa.array(calls, pa.int64())
     arguments = _field(function, "arguments").take(call_positions)
     role_number = np.where(is_assistant, ASSISTANT, USER).astype(np.int8)
+
+    def message_text() -> pa.Array:
+        # An assistant message of one part, a text with no annotations, says that text.
+        parts_of = np.bincount(part_message, minlength=messages_n)
+        single = is_text_part & ~annotated & ~user_part & (parts_of[part_message] == 1)
+        only = np.full(messages_n, -1, dtype=np.int64)
+        only[part_message[single]] = np.flatnonzero(single)
+        return text.take(pa.array(np.maximum(only, 0), pa.int64(), mask=only < 0))
+
     return Conversations(
         rows=rows,
         unread=unread,
@@ -209,6 +218,8 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
         result_text=result_text,
         result_error=as_mask(pc.equal(status, "error"), fill=False)[results],
         item_message=np.arange(messages_n, dtype=np.int64),
+        message_text=message_text,
+        message_origin=lambda: msgs,
         texts=texts,
     )
 

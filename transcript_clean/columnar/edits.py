@@ -1,0 +1,318 @@
+"""The edits a rule's repair decides over a batch's `Conversations`, in canonical terms, and
+what every format's writer shares to put them back in its own layout.
+
+A rule decides once, over the view, what its repair does to some rows (drop these messages,
+join those into that one); the format that flattened the batch writes the edits back into its
+conversation column (`Format.write`), knowing no rule: it gets edits, not codes. Everything
+here is NumPy and Arrow: no row becomes Python objects.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Final, TypeVar
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.columnar.arrays import (
+    NOT_SPACE,
+    Counts,
+    Mask,
+    as_mask,
+    flattened,
+    indices,
+    run_starts,
+)
+from transcript_clean.columnar.conversations import Conversations
+
+V = TypeVar("V")
+
+__all__ = [
+    "JOINER",
+    "Edits",
+    "Merges",
+    "Subset",
+    "appended_lists",
+    "drop_elements",
+    "first_items",
+    "item_origins",
+    "merged_texts",
+    "replaced",
+    "with_values",
+    "write_appended",
+    "write_joined",
+    "written",
+]
+
+JOINER: Final = "\n\n"
+"""What joins merged texts in a format whose message holds one string (SPEC R4; the same as
+`formats.base.TEXT_JOINER`, which a test holds it to)."""
+
+
+@dataclass(slots=True, frozen=True)
+class Merges:
+    """Messages joined into the message before them (R4): per message of the view, `into` the
+    message it is joined into (-1: none), and `adds`, whether its parts are appended there
+    (False: it repeats that message and is dropped with nothing added). A message receiving
+    others is never itself joined; those joined into it follow it, in order."""
+
+    into: Counts
+    adds: Mask
+
+    @property
+    def joined(self) -> Mask:
+        """Per message: joined into another (its items go)."""
+        out: Mask = self.into >= 0
+        return out
+
+    @property
+    def grown(self) -> Counts:
+        """The messages that gain parts, ascending."""
+        out: Counts = np.unique(self.into[self.adds & self.joined])
+        return out
+
+
+@dataclass(slots=True, frozen=True)
+class Edits:
+    """What the repairs of some rows of a batch change, over the view of that batch: the rows
+    to write anew, the messages dropped (R1's empty turns, R5's cut) and the messages merged
+    (R4). Messages of other rows are never touched."""
+
+    conversations: Conversations
+    rows: Counts
+    """The rows written anew, by position in the batch, ascending."""
+    drop: Mask
+    """Per message of the view: dropped, with its items."""
+    merges: Merges | None = None
+
+    @property
+    def removed(self) -> Mask:
+        """Per message: its items are not written (dropped, or joined into another)."""
+        if self.merges is None:
+            return self.drop
+        out: Mask = self.drop | self.merges.joined
+        return out
+
+
+@dataclass(slots=True, frozen=True)
+class Subset:
+    """Some rows of a batch, to be written anew, and their flattened elements."""
+
+    rows: Counts
+    """The rows, by position in the batch."""
+    elements: Counts
+    """Their elements, by position among the batch's flattened elements."""
+    parent: Counts
+    """Each of those elements' row, by position in `rows`."""
+
+    @classmethod
+    def of(cls, rows: Counts, parent: Counts, batch_rows: int) -> Subset:
+        """The rows at `rows` of a batch of `batch_rows` rows whose elements' rows are `parent`."""
+        row_at = np.full(batch_rows, -1, dtype=np.int64)
+        row_at[rows] = np.arange(len(rows), dtype=np.int64)
+        elements = np.flatnonzero(row_at[parent] >= 0)
+        return cls(rows, elements, row_at[parent[elements]])
+
+    def renumbered(self, values: Mapping[int, V]) -> dict[int, V]:
+        """`values`, kept by the positions of batch elements, kept by their positions among the
+        subset's elements instead (those of other rows left out)."""
+        if not values or not len(self.elements):
+            return {}
+        elements = np.fromiter(values, dtype=np.int64, count=len(values))
+        at = np.minimum(np.searchsorted(self.elements, elements), len(self.elements) - 1)
+        found = (self.elements[at] == elements).tolist()
+        return {
+            place: value
+            for place, value, ok in zip(at.tolist(), values.values(), found, strict=True)
+            if ok
+        }
+
+    def places(self) -> Counts:
+        """Each element's place in its row (every element of a row is among `elements`)."""
+        out: Counts = self.elements - self.elements[run_starts(self.parent)]
+        return out
+
+    def column(self, type_: pa.DataType, values: pa.Array, drop: Mask) -> pa.Array:
+        """The subset's rows as a list column of `type_`, from `values` (their elements, in
+        order) without the elements `drop` flags (among the batch's)."""
+        return drop_elements(type_, len(self.rows), values, drop[self.elements], self.parent)
+
+
+def drop_elements(
+    type_: pa.DataType, rows: int, values: pa.Array, drop: Mask, parent: Counts
+) -> pa.Array:
+    """A list column of `rows` rows from their flattened elements `values` (`parent` gives each
+    one's row; no row is null), without those flagged in `drop`."""
+    keep = ~drop
+    counts = np.bincount(parent[keep], minlength=rows)
+    large = pa.types.is_large_list(type_)
+    offsets = np.zeros(rows + 1, dtype=np.int64 if large else np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    kind = pa.LargeListArray if large else pa.ListArray
+    return kind.from_arrays(pa.array(offsets), values.filter(pa.array(keep)), type=type_)
+
+
+def replaced(array: pa.Array, positions: Counts, new: pa.Array) -> pa.Array:
+    """`array` with its elements at `positions` (in order) replaced by those of `new`."""
+    n = len(array)
+    index = np.arange(n, dtype=np.int64)
+    index[positions] = n + np.arange(len(positions), dtype=np.int64)
+    return pa.concat_arrays([array, new.cast(array.type)]).take(indices(index))
+
+
+def with_values(structs: pa.Array, name: str, positions: Counts, values: pa.Array) -> pa.Array:
+    """A struct array with its field `name` set to `values` at `positions` (ascending)."""
+    if not len(positions):
+        return structs
+    children = [
+        replaced(child, positions, values) if child_field.name == name else child
+        for child_field, child in zip(structs.type, structs.flatten(), strict=True)
+    ]
+    mask = structs.is_null() if structs.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(structs.type), mask=mask)
+
+
+Rewrite = Callable[[pa.Array, Counts], pa.Array]
+"""A format's rewrite of the items of the rows an edit writes: given those items (in order) and
+their positions among the batch's items, the items as they are to be written."""
+
+
+def written(column: pa.Array, edits: Edits, rewrite: Rewrite | None = None) -> pa.Array:
+    """The rows of `edits` as a list column of `column`'s type: their items, rewritten by the
+    format (`rewrite`, where a merge changes an item), without the items of the messages the
+    edits remove. For a format whose messages are whole items (`item_message`)."""
+    item_message = edits.conversations.item_message
+    assert item_message is not None
+    items, _, parent = flattened(column)
+    chosen = Subset.of(edits.rows, parent, len(column))
+    values = items.take(indices(chosen.elements))
+    if rewrite is not None:
+        values = rewrite(values, chosen.elements)
+    whole = item_message >= 0
+    gone = np.zeros(len(items), dtype=bool)
+    gone[whole] = edits.removed[item_message[whole]]
+    return chosen.column(column.type, values, gone)
+
+
+def first_items(item_message: Counts, messages: int) -> Counts:
+    """Per message, its first item among the column's items (-1: it has none, as a system
+    prompt read from a column of its own)."""
+    out = np.full(messages, -1, dtype=np.int64)
+    at = np.flatnonzero(item_message >= 0)
+    # The items of a message are consecutive, so its first is the first whose message it is.
+    new = np.ones(len(at), dtype=bool)
+    new[1:] = item_message[at[1:]] != item_message[at[:-1]]
+    out[item_message[at[new]]] = at[new]
+    return out
+
+
+def item_origins(items: pa.Array, item_message: Counts, messages: int) -> pa.Array:
+    """Per message, the item it starts with (null for one with none): its `origin`, for a
+    format whose decoder keeps a message's first item as its origin
+    (`Conversations.message_origin`)."""
+    first = first_items(item_message, messages)
+    return items.take(pa.array(np.maximum(first, 0), pa.int64(), mask=first < 0))
+
+
+def merged_texts(merges: Merges, text: pa.Array) -> tuple[Counts, pa.Array]:
+    """The messages that gain parts, and each one's text once the texts of those joined into it
+    are appended, as a format whose message holds one string writes them (SPEC R4,
+    `formats.base.join_texts`): joined with a blank line, the blank ones (white space only) left
+    out; all blank, joined as they are. `text` is per message of the view (`message_text`)."""
+    grown = merges.grown
+    if not len(grown):
+        return grown, pa.array([], pa.large_string())
+    # The pieces: each grown message's own text, then those of the messages adding to it.
+    adding = np.flatnonzero(merges.adds & merges.joined)
+    owner = np.concatenate([grown, merges.into[adding]])
+    piece = np.concatenate([grown, adding])
+    order = np.lexsort((piece, owner))
+    owner, piece = owner[order], piece[order]
+    texts = text.cast(pa.large_string()).take(indices(piece))
+    said = as_mask(pc.match_substring_regex(texts, NOT_SPACE), fill=False)
+    place = np.searchsorted(grown, owner)
+    said_any = np.zeros(len(grown), dtype=bool)
+    said_any[place[said]] = True
+    # Where any piece says something, the blank ones are left out; else all are joined.
+    kept = said | ~said_any[place]
+    counts = np.bincount(place[kept], minlength=len(grown))
+    offsets = np.zeros(len(grown) + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    lists = pa.ListArray.from_arrays(pa.array(offsets), texts.filter(pa.array(kept)))
+    with_blank_lines = pc.binary_join(lists, pa.scalar(JOINER, pa.large_string()))
+    as_they_are = pc.binary_join(lists, pa.scalar("", pa.large_string()))
+    joined = pc.if_else(pa.array(said_any), with_blank_lines, as_they_are)
+    return grown, joined
+
+
+def appended_lists(items: pa.Array, name: str, owner: Counts) -> pa.Array:
+    """Items (structs) whose list field `name` gains the elements of other items: each item's
+    elements go to the item `owner` gives it (itself where they stay), after that item's own
+    and those of the items before it, as a format whose message is a list of parts writes a
+    merge (SPEC R4: the second's parts appended to the first's)."""
+    lists = pc.struct_field(items, name)
+    elements, _, element_item = flattened(lists)
+    moved_to = owner[element_item]
+    order = np.argsort(moved_to, kind="stable")
+    counts = np.bincount(moved_to, minlength=len(items))
+    large = pa.types.is_large_list(lists.type)
+    offsets = np.zeros(len(items) + 1, dtype=np.int64 if large else np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    kind = pa.LargeListArray if large else pa.ListArray
+    mask = lists.is_null() if lists.null_count else None
+    rebuilt = kind.from_arrays(
+        pa.array(offsets), elements.take(indices(order)), type=lists.type, mask=mask
+    )
+    children = [
+        rebuilt if child_field.name == name else child
+        for child_field, child in zip(items.type, items.flatten(), strict=True)
+    ]
+    structs_mask = items.is_null() if items.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(items.type), mask=structs_mask)
+
+
+def write_joined(column: pa.Array, edits: Edits, name: str) -> pa.Array:
+    """The rows of `edits` written by a format whose assistant message is one item holding its
+    text in the text field `name` (ShareGPT's `value`, Anthropic's string `content`): a message
+    that others are joined into gets their texts joined into that field (`merged_texts`)."""
+    merges = edits.merges
+    if merges is None or not len(merges.grown):
+        return written(column, edits)
+    c = edits.conversations
+    assert c.item_message is not None and c.message_text is not None
+    grown, texts = merged_texts(merges, c.message_text())
+    first = first_items(c.item_message, c.messages)[grown]
+
+    def rewrite(items: pa.Array, elements: Counts) -> pa.Array:
+        return with_values(items, name, np.searchsorted(elements, first), texts)
+
+    return written(column, edits, rewrite)
+
+
+def write_appended(column: pa.Array, edits: Edits, name: str) -> pa.Array:
+    """The rows of `edits` written by a format whose assistant message is one item holding its
+    parts in the list field `name` (rig's, LLaMA-Factory's and Anthropic's blocks `content`): a
+    message that others are joined into gets their parts appended (`appended_lists`)."""
+    merges = edits.merges
+    if merges is None or not len(merges.grown):
+        return written(column, edits)
+    c = edits.conversations
+    assert c.item_message is not None
+    first = first_items(c.item_message, c.messages)
+    # Per item of a message whose parts are appended to another's: that message's first item.
+    adding = merges.adds & merges.joined
+    whole = c.item_message >= 0
+    moves = np.zeros(len(c.item_message), dtype=bool)
+    moves[whole] = adding[c.item_message[whole]]
+    target = np.where(moves, first[merges.into[np.maximum(c.item_message, 0)]], -1)
+
+    def rewrite(items: pa.Array, elements: Counts) -> pa.Array:
+        own = np.arange(len(elements), dtype=np.int64)
+        to = target[elements]
+        owner = np.where(to >= 0, np.searchsorted(elements, np.maximum(to, 0)), own)
+        return appended_lists(items, name, owner)
+
+    return written(column, edits, rewrite)
