@@ -175,6 +175,15 @@ def prepend_system(
             np.concatenate([system_messages, new_of_old[owners]]),
         )
 
+    def moved(per_message: Callable[[], pa.Array] | None) -> Callable[[], pa.Array] | None:
+        # A lazy column of the messages, in the new order: null for the system messages.
+        if per_message is None:
+            return None
+        at = np.full(len(order), -1, dtype=np.int64)
+        at[new_of_old] = np.arange(m, dtype=np.int64)
+        where = pa.array(np.maximum(at, 0), pa.int64(), mask=at < 0)
+        return lambda: per_message().take(where)
+
     # Every field the system messages do not change (the calls, the results, what the
     # flattener says of them) passes through as it is.
     return replace(
@@ -190,5 +199,7 @@ def prepend_system(
         call_message=new_of_old[c.call_message],
         result_message=new_of_old[c.result_message],
         item_message=item_message,
+        message_text=moved(c.message_text),
+        message_origin=moved(c.message_origin),
         texts=texts if inner_texts is not None else None,
     )

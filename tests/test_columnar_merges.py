@@ -1,0 +1,186 @@
+"""R4 (`consecutive_assistant`) merged in Arrow: the rule's merges decided over the columnar view
+(`consecutive_assistant.merges`), as edits (`columnar/edits.py`) each format writes in its own
+layout (`Format.write`), held to the per-row path's output for ShareGPT, Anthropic (string and
+block content), rig and LLaMA-Factory; and the joined texts to `formats.base.join_texts`."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+from differential import assert_fast_and_slow_agree, assert_settled_in_arrow
+from hypothesis import given
+from hypothesis import strategies as st
+
+from transcript_clean.columnar.edits import JOINER, Merges, merged_texts
+from transcript_clean.formats import get_format
+from transcript_clean.formats.base import TEXT_JOINER, Format, join_texts
+from transcript_clean.pipeline import batch_verdicts, clean_batch
+from transcript_clean.policy import DEFAULT, STRICT
+
+Message = Callable[..., dict[str, Any]]
+"""A format's message: `(role, text, weight=None, call=False, thought=False)`."""
+
+
+def _sharegpt(role: str, text: str, weight: int | None = None, call: bool = False) -> Any:
+    tag = {"user": "human", "assistant": "gpt"}[role]
+    turn = {"from": tag, "value": text, "weight": weight}
+    if call:  # the gpt turn, then its call
+        value = '{"name": "f", "arguments": {}}'
+        return [turn, {"from": "function_call", "value": value, "weight": weight}]
+    return turn
+
+
+def _anthropic_text(role: str, text: str, weight: int | None = None) -> Any:
+    return {"role": role, "content": text, "weight": weight}
+
+
+def _anthropic_blocks(role: str, text: str, weight: int | None = None, thought: bool = False) -> Any:
+    blocks: list[dict[str, Any]] = [{"type": "text", "text": text, "thinking": None}]
+    if thought:
+        blocks.insert(0, {"type": "thinking", "text": None, "thinking": "hmm"})
+    return {"role": role, "content": blocks, "weight": weight}
+
+
+def _rig(role: str, text: str, weight: int | None = None, call: bool = False) -> Any:
+    parts: list[dict[str, Any]] = [{"type": "text", "text": text, "id": None, "function": None}]
+    if call:
+        function = {"name": "f", "arguments": "{}"}
+        parts.append({"type": "toolcall", "text": None, "id": "c1", "function": function})
+    message: dict[str, Any] = {"role": role, "content": parts, "weight": weight}
+    if role == "assistant":
+        message["id"] = None
+    return message
+
+
+def _llamafactory(role: str, text: str, weight: float | None = None, call: bool = False) -> Any:
+    items = [{"type": "text", "value": text}]
+    if call:
+        items.append({"type": "tool_call", "value": '{"name": "f", "arguments": {}}'})
+    return {"role": role, "content": items, "loss_weight": weight}
+
+
+def _rows(m: Message, **odd: Any) -> list[list[Any]]:
+    """The rows every format is tried on; `odd` is what makes an assistant message other than
+    plain text in this format (a call, a thought)."""
+    u = lambda text: m("user", text)  # noqa: E731
+    a = lambda text, **kw: m("assistant", text, **kw)  # noqa: E731
+    return [
+        # 0: a pair: joined
+        [u("q"), a("a"), a("b")],
+        # 1: a second repeating the first: dropped, the row goes on
+        [u("q"), a("a"), a("a"), u("q2"), a("c")],
+        # 2: a run of four: the leading repeat adds nothing, the later one does
+        [u("q"), a("a"), a("a"), a("b"), a("a")],
+        # 3: R1 and R4 in one row: the empty turn dropped first, then the merge across it
+        [u("q"), a("a"), a(" "), a("b é")],
+        # 4: an empty turn first, then a pair; the texts' own white space kept
+        [u("q"), a("\n"), a("x\n"), a(" y"), u("q2"), a("z")],
+        # 5: their other fields differ: rejected by the per-row path
+        [u("q"), a("a", weight=1), a("b", weight=0)],
+        # 6: the second is not plain text here: the per-row path's
+        [u("q"), a("a"), a("b", **odd)],
+        # 7: the same fields on both: joined
+        [u("q", ), a("a", weight=1), a("b", weight=1)],
+    ]
+
+
+def _flat(row: list[Any]) -> list[Any]:
+    out: list[Any] = []
+    for item in row:
+        out += item if isinstance(item, list) else [item]
+    return out
+
+
+def _table(fmt: Format, rows: list[list[Any]]) -> pa.Table:
+    records = [{fmt.column: _flat(r)} for r in rows]
+    if fmt.name in ("sharegpt", "anthropic"):
+        for record in records:
+            record["system"] = None
+    return pa.Table.from_pylist(records)
+
+
+CASES = [
+    ("sharegpt", _sharegpt, {"call": True}),
+    ("anthropic", _anthropic_text, None),
+    ("anthropic", _anthropic_blocks, {"thought": True}),
+    ("rig", _rig, {"call": True}),
+    ("llamafactory", _llamafactory, {"call": True}),
+]
+
+
+@pytest.mark.parametrize(
+    ("name", "message", "odd"), CASES, ids=[f"{n}-{m.__name__}" for n, m, _ in CASES]
+)
+def test_merges_are_settled_in_arrow_as_the_per_row_path_writes_them(
+    name: str, message: Message, odd: dict[str, Any] | None
+) -> None:
+    fmt = get_format(name)
+    rows = _rows(message, **(odd or {}))
+    if odd is None:  # string content holds nothing but text
+        rows = rows[:6] + rows[7:]
+    table = _table(fmt, rows)
+    settled = [True, True, True, True, True, False] + ([False] if odd else []) + [True]
+    assert_settled_in_arrow(
+        table,
+        fmt,
+        handled=settled,
+        repaired=settled,
+        lengths=[2, 4, 2, 2, 4, 2],
+        words={},
+    )
+    # Byte for byte: the kept table the fast path writes is the per-row path's, types and all.
+    for config in (DEFAULT, STRICT):
+        fast = clean_batch(table, config, format=fmt, source="s")
+        slow = clean_batch(table, config, format=fmt, source="s", fast=False)
+        assert fast.kept.equals(slow.kept)
+        assert fast.kept.schema == slow.kept.schema
+
+
+def test_joined_texts_are_what_the_encoders_write() -> None:
+    """A ShareGPT turn holds the joined text; a rig message the parts, each as it came."""
+    sharegpt, rig = get_format("sharegpt"), get_format("rig")
+    rows = _rows(_sharegpt, call=True)
+    verdicts = batch_verdicts(_table(sharegpt, rows), DEFAULT, format=sharegpt)
+    assert verdicts is not None and verdicts.repaired_column is not None
+    said = [[t["value"] for t in row] for row in verdicts.repaired_column.to_pylist()]
+    assert said[0] == ["q", "a\n\nb"]
+    assert said[2] == ["q", "a\n\nb\n\na"]
+    assert said[3] == ["q", "a\n\nb é"]
+    assert said[4] == ["q", "x\n\n\n y", "q2", "z"]
+    assert said[5] == ["q", "a\n\nb"]
+    verdicts = batch_verdicts(_table(rig, _rows(_rig, call=True)), DEFAULT, format=rig)
+    assert verdicts is not None and verdicts.repaired_column is not None
+    written = verdicts.repaired_column.to_pylist()
+    assert [p["text"] for p in written[2][1]["content"]] == ["a", "b", "a"]
+    assert [p["text"] for p in written[3][1]["content"]] == ["a", "b é"]
+
+
+def test_rows_with_r4_where_the_config_rejects_it_are_the_per_row_paths() -> None:
+    fmt = get_format("llamafactory")
+    table = _table(fmt, _rows(_llamafactory, call=True))
+    verdicts = batch_verdicts(table, STRICT, format=fmt)
+    assert verdicts is not None
+    assert not verdicts.repaired.any()
+
+
+_TEXTS = st.lists(st.sampled_from(["", " ", "\n", "\u3000", "a", "b c", "é\n"]), min_size=2)
+
+
+@given(st.lists(_TEXTS, min_size=1, max_size=4))
+def test_merged_texts_join_as_join_texts(runs: list[list[str]]) -> None:
+    """Each run of texts joined into its first: `join_texts` of them, in NumPy and Arrow."""
+    texts = [t for run in runs for t in run]
+    into = np.full(len(texts), -1, dtype=np.int64)
+    start = 0
+    for run in runs:
+        into[start + 1 : start + len(run)] = start
+        start += len(run)
+    grown, joined = merged_texts(Merges(into, into >= 0), pa.array(texts))
+    starts = np.cumsum([0] + [len(r) for r in runs[:-1]])
+    assert grown.tolist() == starts.tolist()
+    assert joined.to_pylist() == [join_texts(run) for run in runs]
+    assert JOINER == TEXT_JOINER
