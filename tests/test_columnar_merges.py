@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
-from differential import assert_fast_and_slow_agree, assert_settled_in_arrow
+from differential import assert_settled_in_arrow
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -38,15 +38,22 @@ def _anthropic_text(role: str, text: str, weight: int | None = None) -> Any:
     return {"role": role, "content": text, "weight": weight}
 
 
-def _anthropic_blocks(role: str, text: str, weight: int | None = None, thought: bool = False) -> Any:
+def _anthropic_blocks(
+    role: str, text: str, weight: int | None = None, thought: bool = False
+) -> Any:
     blocks: list[dict[str, Any]] = [{"type": "text", "text": text, "thinking": None}]
     if thought:
         blocks.insert(0, {"type": "thinking", "text": None, "thinking": "hmm"})
     return {"role": role, "content": blocks, "weight": weight}
 
 
-def _rig(role: str, text: str, weight: int | None = None, call: bool = False) -> Any:
+def _rig(
+    role: str, text: str, weight: int | None = None, call: bool = False, thought: bool = False
+) -> Any:
     parts: list[dict[str, Any]] = [{"type": "text", "text": text, "id": None, "function": None}]
+    if thought:
+        pieces = [{"type": "text", "text": "hmm"}]
+        parts.insert(0, {"type": "reasoning", "id": None, "function": None, "content": pieces})
     if call:
         function = {"name": "f", "arguments": "{}"}
         parts.append({"type": "toolcall", "text": None, "id": "c1", "function": function})
@@ -56,16 +63,22 @@ def _rig(role: str, text: str, weight: int | None = None, call: bool = False) ->
     return message
 
 
-def _llamafactory(role: str, text: str, weight: float | None = None, call: bool = False) -> Any:
+def _llamafactory(
+    role: str, text: str, weight: float | None = None, call: bool = False, thought: bool = False
+) -> Any:
     items = [{"type": "text", "value": text}]
+    if thought:
+        items.insert(0, {"type": "reasoning", "value": "hmm"})
     if call:
         items.append({"type": "tool_call", "value": '{"name": "f", "arguments": {}}'})
     return {"role": role, "content": items, "loss_weight": weight}
 
 
-def _rows(m: Message, **odd: Any) -> list[list[Any]]:
+def _rows(m: Message, thinks: bool = False, **odd: Any) -> list[list[Any]]:
     """The rows every format is tried on; `odd` is what makes an assistant message other than
-    plain text in this format (a call, a thought)."""
+    plain text in this format (a call, a thought). With `thinks` (a format whose messages can
+    think), a row whose first message thinks comes last: its reasoning stays, the second's
+    text follows."""
     u = lambda text: m("user", text)  # noqa: E731
     a = lambda text, **kw: m("assistant", text, **kw)  # noqa: E731
     return [
@@ -84,8 +97,8 @@ def _rows(m: Message, **odd: Any) -> list[list[Any]]:
         # 6: the second is not plain text here: the per-row path's
         [u("q"), a("a"), a("b", **odd)],
         # 7: the same fields on both: joined
-        [u("q", ), a("a", weight=1), a("b", weight=1)],
-    ]
+        [u("q"), a("a", weight=1), a("b", weight=1)],
+    ] + ([[u("q"), a("a", thought=True), a("a")]] if thinks else [])  # 8: the first thinks
 
 
 def _flat(row: list[Any]) -> list[Any]:
@@ -103,34 +116,30 @@ def _table(fmt: Format, rows: list[list[Any]]) -> pa.Table:
     return pa.Table.from_pylist(records)
 
 
-CASES = [
-    ("sharegpt", _sharegpt, {"call": True}),
-    ("anthropic", _anthropic_text, None),
-    ("anthropic", _anthropic_blocks, {"thought": True}),
-    ("rig", _rig, {"call": True}),
-    ("llamafactory", _llamafactory, {"call": True}),
+CASES = [  # the format, its message, what makes a second not plain text, whether one thinks
+    ("sharegpt", _sharegpt, {"call": True}, False),
+    ("anthropic", _anthropic_text, None, False),
+    ("anthropic", _anthropic_blocks, {"thought": True}, True),
+    ("rig", _rig, {"call": True}, True),
+    ("llamafactory", _llamafactory, {"call": True}, True),
 ]
 
 
 @pytest.mark.parametrize(
-    ("name", "message", "odd"), CASES, ids=[f"{n}-{m.__name__}" for n, m, _ in CASES]
+    ("name", "message", "odd", "thinks"), CASES, ids=[f"{n}-{m.__name__}" for n, m, *_ in CASES]
 )
 def test_merges_are_settled_in_arrow_as_the_per_row_path_writes_them(
-    name: str, message: Message, odd: dict[str, Any] | None
+    name: str, message: Message, odd: dict[str, Any] | None, thinks: bool
 ) -> None:
     fmt = get_format(name)
-    rows = _rows(message, **(odd or {}))
+    rows = _rows(message, thinks, **(odd or {}))
+    settled = [True, True, True, True, True, False, False, True] + [True] * thinks
+    lengths = [2, 4, 2, 2, 4, 2] + [2] * thinks
     if odd is None:  # string content holds nothing but text
-        rows = rows[:6] + rows[7:]
+        rows, settled = rows[:6] + rows[7:], settled[:6] + settled[7:]
     table = _table(fmt, rows)
-    settled = [True, True, True, True, True, False] + ([False] if odd else []) + [True]
     assert_settled_in_arrow(
-        table,
-        fmt,
-        handled=settled,
-        repaired=settled,
-        lengths=[2, 4, 2, 2, 4, 2],
-        words={},
+        table, fmt, handled=settled, repaired=settled, lengths=lengths, words={}
     )
     # Byte for byte: the kept table the fast path writes is the per-row path's, types and all.
     for config in (DEFAULT, STRICT):
@@ -152,11 +161,13 @@ def test_joined_texts_are_what_the_encoders_write() -> None:
     assert said[3] == ["q", "a\n\nb é"]
     assert said[4] == ["q", "x\n\n\n y", "q2", "z"]
     assert said[5] == ["q", "a\n\nb"]
-    verdicts = batch_verdicts(_table(rig, _rows(_rig, call=True)), DEFAULT, format=rig)
+    verdicts = batch_verdicts(_table(rig, _rows(_rig, True, call=True)), DEFAULT, format=rig)
     assert verdicts is not None and verdicts.repaired_column is not None
     written = verdicts.repaired_column.to_pylist()
     assert [p["text"] for p in written[2][1]["content"]] == ["a", "b", "a"]
     assert [p["text"] for p in written[3][1]["content"]] == ["a", "b é"]
+    # A first that thinks is never repeated: the second's text follows its reasoning and text.
+    assert [p["type"] for p in written[-1][1]["content"]] == ["reasoning", "text", "text"]
 
 
 def test_rows_with_r4_where_the_config_rejects_it_are_the_per_row_paths() -> None:

@@ -274,16 +274,20 @@ def appended_lists(items: pa.Array, name: str, owner: Counts) -> pa.Array:
     return pa.StructArray.from_arrays(children, fields=list(items.type), mask=structs_mask)
 
 
-def write_joined(column: pa.Array, edits: Edits, name: str) -> pa.Array:
+def write_joined(column: pa.Array, edits: Edits, name: str) -> pa.Array | None:
     """The rows of `edits` written by a format whose assistant message is one item holding its
     text in the text field `name` (ShareGPT's `value`, Anthropic's string `content`): a message
-    that others are joined into gets their texts joined into that field (`merged_texts`)."""
+    that others are joined into gets their texts joined into that field (`merged_texts`). None
+    where such a message is not one text (`message_text`)."""
     merges = edits.merges
     if merges is None or not len(merges.grown):
         return written(column, edits)
     c = edits.conversations
     assert c.item_message is not None and c.message_text is not None
-    grown, texts = merged_texts(merges, c.message_text())
+    text = c.message_text()
+    if text.take(indices(merges.grown)).null_count:
+        return None
+    grown, texts = merged_texts(merges, text)
     first = first_items(c.item_message, c.messages)[grown]
 
     def rewrite(items: pa.Array, elements: Counts) -> pa.Array:

@@ -115,11 +115,12 @@ def merges(walk: ConversationsWalk, rows: Mask) -> tuple[Merges, Mask]:
     `merge_consecutive_assistant` makes there, and the rows they settle. Like the walk, it
     reads the transcript without its empty turns (R1 runs first). A row is settled when each
     of its assistant messages that follows another is plain text (one text part, and nothing
-    else), as is the message that begins its run, and their other fields agree (a nested one
-    agrees only when both are null): then each is joined into the run's first message, adding
-    its text unless it repeats that message (as every one before it in the run does). Any other
-    row with the code (a call, reasoning, media, differing or nested fields, a view that does
-    not give `message_text`) is left to the per-row path, which is the truth."""
+    else), the message that begins its run makes no call, and their other fields agree (a
+    nested one agrees only when both are null): then each is joined into the run's first
+    message, adding its text unless it repeats that message (as every one before it in the run
+    does; only a first of plain text can be repeated). Any other row with the code (a call or
+    reasoning in a second, differing or nested fields, a view without `message_text`) is left
+    to the per-row path, which is the truth."""
     c = walk.conversations
     none = np.zeros(walk.rows, dtype=bool)
     into = np.full(c.messages, -1, dtype=np.int64)
@@ -136,8 +137,8 @@ def merges(walk: ConversationsWalk, rows: Mask) -> tuple[Merges, Mask]:
     text = c.message_text()
     said, first_said = text.take(indices(at)), text.take(indices(to))
     origin = c.message_origin()
-    plain = ~as_mask(said.is_null()) & ~as_mask(first_said.is_null())
-    fine = plain & fields_agree(origin.take(indices(to)), origin.take(indices(at)), _SAID)
+    fine = ~as_mask(said.is_null()) & (walk.calls_per_message[to] == 0)
+    fine &= fields_agree(origin.take(indices(to)), origin.take(indices(at)), _SAID)
     row = walk.kept_row[seconds]
     settled = rows & walk.rows_consecutive & ~rows_with(~fine, row, walk.rows)
     take = settled[row]

@@ -17,8 +17,9 @@ from transcript_clean.columnar.edits import Edits, write_appended, write_joined
 __all__ = ["write_anthropic"]
 
 
-def write_anthropic(column: pa.Array, edits: Edits) -> pa.Array:
-    """The rows of `edits`, repaired, as a column of `column`'s type."""
+def write_anthropic(column: pa.Array, edits: Edits) -> pa.Array | None:
+    """The rows of `edits`, repaired, as a column of `column`'s type (None: see
+    `write_joined`)."""
     if is_text(field_type(column.type.value_type, "content")):
         return write_joined(column, edits, "content")
     return write_appended(column, edits, "content")

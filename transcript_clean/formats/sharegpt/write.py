@@ -15,6 +15,7 @@ from transcript_clean.columnar.edits import Edits, write_joined
 __all__ = ["write_sharegpt"]
 
 
-def write_sharegpt(column: pa.Array, edits: Edits) -> pa.Array:
-    """The rows of `edits`, repaired, as a column of `column`'s type."""
+def write_sharegpt(column: pa.Array, edits: Edits) -> pa.Array | None:
+    """The rows of `edits`, repaired, as a column of `column`'s type (None: see
+    `write_joined`)."""
     return write_joined(column, edits, "value")
