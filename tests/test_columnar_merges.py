@@ -190,7 +190,8 @@ def test_merged_texts_join_as_join_texts(runs: list[list[str]]) -> None:
     for run in runs:
         into[start + 1 : start + len(run)] = start
         start += len(run)
-    grown, joined = merged_texts(Merges(into, into >= 0), pa.array(texts))
+    column = pa.array(texts)
+    grown, joined = merged_texts(Merges(into, into >= 0), lambda at: column.take(pa.array(at)))
     starts = np.cumsum([0] + [len(r) for r in runs[:-1]])
     assert grown.tolist() == starts.tolist()
     assert joined.to_pylist() == [join_texts(run) for run in runs]

@@ -115,16 +115,17 @@ class Conversations:
     system prompt), as the JSON text of a declarations list, null where it declares none there:
     read where the batch's declarations columns declare nothing, as the decoder reads them.
     None: the format keeps no declarations in its conversations."""
-    message_text: Callable[[], pa.Array] | None = None
-    """Per message, its text where the whole of it is one text part (no reasoning, call,
-    result, media or annotation), null where it is anything else (a system message: null); made
-    when asked for: what R4 compares and joins. None where the flattener does not say (R4's
-    merges are then the per-row path's)."""
-    message_origin: Callable[[], pa.Array] | None = None
-    """Per message, the source object the decoder keeps as its `origin` (a struct: the item of
-    the conversation column it starts with), null where it has none; made when asked for: the
-    fields besides what it says, which R4 requires to agree. None where the flattener does not
-    say."""
+    message_text: Callable[[Counts], pa.Array] | None = None
+    """Of the messages at the positions given, each one's text where the whole of it is one
+    text part (no reasoning, call, result, media or annotation), null where it is anything else
+    (a flattener may say null of every message but the assistant's): what R4 compares and
+    joins, taken for the few messages it asks about. None where the flattener does not say
+    (R4's merges are then the per-row path's)."""
+    message_origin: Callable[[Counts], pa.Array] | None = None
+    """Of the messages at the positions given, the source object the decoder keeps as each
+    one's `origin` (a struct: the item of the conversation column it starts with), null where
+    it has none: the fields besides what it says, which R4 requires to agree. None where the
+    flattener does not say."""
     texts: Callable[[], tuple[pa.Array, Counts]] | None = None
     """Where tokens are counted: the texts of `chars`, one piece each, and each piece's message
     (made when asked for: a copy of every text)."""

@@ -41,6 +41,7 @@ __all__ = [
     "item_origins",
     "merged_texts",
     "replaced",
+    "taken",
     "with_values",
     "write_appended",
     "write_joined",
@@ -209,19 +210,27 @@ def first_items(item_message: Counts, messages: int) -> Counts:
     return out
 
 
-def item_origins(items: pa.Array, item_message: Counts, messages: int) -> pa.Array:
-    """Per message, the item it starts with (null for one with none): its `origin`, for a
-    format whose decoder keeps a message's first item as its origin
+def taken(values: pa.Array, at: Counts) -> pa.Array:
+    """`values` at the positions `at`, null where a position is -1."""
+    return values.take(pa.array(np.maximum(at, 0), pa.int64(), mask=at < 0))
+
+
+def item_origins(
+    items: pa.Array, item_message: Counts, messages: int
+) -> Callable[[Counts], pa.Array]:
+    """Of the messages at the positions given, the item each starts with (null for one with
+    none): its `origin`, for a format whose decoder keeps a message's first item as its origin
     (`Conversations.message_origin`)."""
     first = first_items(item_message, messages)
-    return items.take(pa.array(np.maximum(first, 0), pa.int64(), mask=first < 0))
+    return lambda positions: taken(items, first[positions])
 
 
-def merged_texts(merges: Merges, text: pa.Array) -> tuple[Counts, pa.Array]:
+def merged_texts(merges: Merges, text: Callable[[Counts], pa.Array]) -> tuple[Counts, pa.Array]:
     """The messages that gain parts, and each one's text once the texts of those joined into it
     are appended, as a format whose message holds one string writes them (SPEC R4,
     `formats.base.join_texts`): joined with a blank line, the blank ones (white space only) left
-    out; all blank, joined as they are. `text` is per message of the view (`message_text`)."""
+    out; all blank, joined as they are. `text` gives the texts of the messages at the positions
+    it is given (`Conversations.message_text`)."""
     grown = merges.grown
     if not len(grown):
         return grown, pa.array([], pa.large_string())
@@ -231,7 +240,7 @@ def merged_texts(merges: Merges, text: pa.Array) -> tuple[Counts, pa.Array]:
     piece = np.concatenate([grown, adding])
     order = np.lexsort((piece, owner))
     owner, piece = owner[order], piece[order]
-    texts = text.cast(pa.large_string()).take(indices(piece))
+    texts = text(piece).cast(pa.large_string())
     said = as_mask(pc.match_substring_regex(texts, NOT_SPACE), fill=False)
     place = np.searchsorted(grown, owner)
     said_any = np.zeros(len(grown), dtype=bool)
@@ -284,8 +293,8 @@ def write_joined(column: pa.Array, edits: Edits, name: str) -> pa.Array | None:
         return written(column, edits)
     c = edits.conversations
     assert c.item_message is not None and c.message_text is not None
-    text = c.message_text()
-    if text.take(indices(merges.grown)).null_count:
+    text = c.message_text
+    if text(merges.grown).null_count:
         return None
     grown, texts = merged_texts(merges, text)
     first = first_items(c.item_message, c.messages)[grown]

@@ -175,14 +175,24 @@ def prepend_system(
             np.concatenate([system_messages, new_of_old[owners]]),
         )
 
-    def moved(per_message: Callable[[], pa.Array] | None) -> Callable[[], pa.Array] | None:
-        # A lazy column of the messages, in the new order: null for the system messages.
-        if per_message is None:
+    old_of_new = np.full(len(order), -1, dtype=np.int64)
+    old_of_new[new_of_old] = np.arange(m, dtype=np.int64)
+
+    def moved(
+        inner: Callable[[Counts], pa.Array] | None,
+    ) -> Callable[[Counts], pa.Array] | None:
+        # Asked by the new positions: the old messages' answers, null for the system ones.
+        if inner is None:
             return None
-        at = np.full(len(order), -1, dtype=np.int64)
-        at[new_of_old] = np.arange(m, dtype=np.int64)
-        where = pa.array(np.maximum(at, 0), pa.int64(), mask=at < 0)
-        return lambda: per_message().take(where)
+
+        def at(positions: Counts) -> pa.Array:
+            old = old_of_new[positions]
+            found = old >= 0
+            place = np.cumsum(found) - 1
+            got = inner(old[found])
+            return got.take(pa.array(np.maximum(place, 0), pa.int64(), mask=~found))
+
+        return at
 
     # Every field the system messages do not change (the calls, the results, what the
     # flattener says of them) passes through as it is.

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Final
 import numpy as np
 import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import Mask, as_mask, fields_agree, indices, rows_with
+from transcript_clean.columnar.arrays import Mask, as_mask, fields_agree, rows_with
 from transcript_clean.columnar.edits import Merges
 from transcript_clean.model import AssistantMessage, AssistantPart, Message
 from transcript_clean.rules.base import Rule, Unrepairable, Violation, Walk
@@ -134,11 +134,9 @@ def merges(walk: ConversationsWalk, rows: Mask) -> tuple[Merges, Mask]:
     seconds = np.flatnonzero(second)
     firsts = run[seconds]
     at, to = walk.kept[seconds], walk.kept[firsts]
-    text = c.message_text()
-    said, first_said = text.take(indices(at)), text.take(indices(to))
-    origin = c.message_origin()
+    said, first_said = c.message_text(at), c.message_text(to)
     fine = ~as_mask(said.is_null()) & (walk.calls_per_message[to] == 0)
-    fine &= fields_agree(origin.take(indices(to)), origin.take(indices(at)), _SAID)
+    fine &= fields_agree(c.message_origin(to), c.message_origin(at), _SAID)
     row = walk.kept_row[seconds]
     settled = rows & walk.rows_consecutive & ~rows_with(~fine, row, walk.rows)
     take = settled[row]

@@ -32,7 +32,7 @@ from transcript_clean.columnar.arrays import (
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
-from transcript_clean.columnar.edits import item_origins
+from transcript_clean.columnar.edits import item_origins, taken
 
 __all__ = ["flatten_anthropic"]
 
@@ -103,12 +103,11 @@ def flatten_anthropic(
 
     messages = len(message_row)
 
-    def message_text() -> pa.Array:
-        # Per item, its one text (`_Facts.text`), put in the messages' order.
-        at = np.full(messages, -1, dtype=np.int64)
-        at[message_of_item] = np.arange(n, dtype=np.int64)
-        plain = facts.text()
-        return plain.take(pa.array(np.maximum(at, 0), pa.int64(), mask=at < 0))
+    item_of = np.full(messages, -1, dtype=np.int64)
+    item_of[message_of_item] = np.arange(n, dtype=np.int64)
+
+    def message_text(positions: Counts) -> pa.Array:
+        return facts.text(item_of[positions])  # null for a system prompt's message
 
     return Conversations(
         rows=rows,
@@ -132,7 +131,7 @@ def flatten_anthropic(
         result_error=facts.result_error,
         item_message=message_of_item,
         message_text=message_text,
-        message_origin=lambda: item_origins(items, message_of_item, messages),
+        message_origin=item_origins(items, message_of_item, messages),
         texts=texts,
     )
 
@@ -157,9 +156,10 @@ class _Facts:
         self.result_text: pa.Array = pa.array([], pa.string())
         self.result_error = np.zeros(0, dtype=bool)
         self.pieces: list[tuple[pa.Array, Counts]] = []
-        self.text: Callable[[], pa.Array] = lambda: pa.nulls(n, pa.string())
-        """Per item, its text where its content is one text (a string, or one text block),
-        null elsewhere (`Conversations.message_text`)."""
+        self.text: Callable[[Counts], pa.Array] = lambda at: pa.nulls(len(at), pa.string())
+        """Of the items at the positions given (-1: null), each one's text where its content
+        is one text (a string, or one text block), null elsewhere
+        (`Conversations.message_text`)."""
 
     def texts(self) -> tuple[pa.Array, Counts]:
         """The texts counted in `chars`, one piece each, and each one's item."""
@@ -178,7 +178,7 @@ def _text_content(content: pa.Array, n: int) -> _Facts:
     facts.spoken = facts.chars > 0
     valid = np.flatnonzero(~as_mask(content.is_null()))
     facts.pieces = [(content.take(indices(valid)), valid)]
-    facts.text = lambda: content
+    facts.text = lambda at: taken(content, at)
     return facts
 
 
@@ -246,14 +246,11 @@ def _blocks(content: pa.Array, is_assistant: Mask, n: int) -> _Facts:
         is_error = pc.struct_field(blocks, "is_error").take(indices(results))
         facts.result_error = as_mask(is_error, fill=False)
 
-    def one_text() -> pa.Array:
-        blocks_of = np.bincount(owner, minlength=n)
-        only = np.full(n, -1, dtype=np.int64)
-        single = text_block & (blocks_of[owner] == 1)
-        only[owner[single]] = np.flatnonzero(single)
-        return text.take(pa.array(np.maximum(only, 0), pa.int64(), mask=only < 0))
-
-    facts.text = one_text
+    # An item whose one block is a text block says that block's text.
+    single = text_block & (np.bincount(owner, minlength=n)[owner] == 1)
+    only = np.full(n + 1, -1, dtype=np.int64)  # the last: for position -1
+    only[owner[single]] = np.flatnonzero(single)
+    facts.text = lambda at: taken(text, only[at])
     for flags, values in ((text_block, text), (thinking, thought_text), (result, said_back)):
         at = np.flatnonzero(flags & ~as_mask(values.is_null()))
         facts.pieces.append((values.take(indices(at)), owner[at]))

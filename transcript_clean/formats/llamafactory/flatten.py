@@ -37,7 +37,7 @@ from transcript_clean.columnar.arrays import (
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
-from transcript_clean.columnar.edits import item_origins
+from transcript_clean.columnar.edits import item_origins, taken
 from transcript_clean.formats.base import DecodeError
 from transcript_clean.formats.fields import (
     end_to_end,
@@ -254,12 +254,10 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         place[is_split] = len(result_at) + np.arange(int(is_split.sum()), dtype=np.int64)
         return pa.concat_arrays([own, pieces]).take(indices(place))
 
-    def message_text() -> pa.Array:
-        # An assistant message of one item, a text, says its value.
-        plain = np.flatnonzero(one_text & (kind == ASSISTANT))
-        at = np.full(m, -1, dtype=np.int64)
-        at[msg_message[plain]] = item_start[plain]
-        return value.take(pa.array(np.maximum(at, 0), pa.int64(), mask=at < 0))
+    # An assistant message of one item, a text, says its value.
+    plain = np.flatnonzero(one_text & (kind == ASSISTANT))
+    text_item = np.full(m, -1, dtype=np.int64)
+    text_item[msg_message[plain]] = item_start[plain]
 
     def texts() -> tuple[pa.Array, Counts]:
         plain = np.flatnonzero(texts_counted & ~np.isin(item_msg, split_items))
@@ -300,8 +298,8 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         item_message=msg_message.astype(np.int64),
         pairs_by_position=True,
         result_text=result_text,
-        message_text=message_text,
-        message_origin=lambda: item_origins(msgs, msg_message, m),
+        message_text=lambda positions: taken(value, text_item[positions]),
+        message_origin=item_origins(msgs, msg_message, m),
         texts=texts,
     )
 

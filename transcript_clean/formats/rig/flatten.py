@@ -22,12 +22,14 @@ from transcript_clean.columnar.arrays import (
     field_type,
     flattened,
     holds_text,
+    indices,
     is_text,
     objects,
     rows_with,
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
+from transcript_clean.columnar.edits import taken as taken_at
 from transcript_clean.model import MEDIA_KINDS
 
 __all__ = ["flatten_rig"]
@@ -189,13 +191,11 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
     arguments = _field(function, "arguments").take(call_positions)
     role_number = np.where(is_assistant, ASSISTANT, USER).astype(np.int8)
 
-    def message_text() -> pa.Array:
-        # An assistant message of one part, a text with no annotations, says that text.
-        parts_of = np.bincount(part_message, minlength=messages_n)
-        single = is_text_part & ~annotated & ~user_part & (parts_of[part_message] == 1)
-        only = np.full(messages_n, -1, dtype=np.int64)
-        only[part_message[single]] = np.flatnonzero(single)
-        return text.take(pa.array(np.maximum(only, 0), pa.int64(), mask=only < 0))
+    # An assistant message of one part, a text with no annotations, says that text.
+    parts_of = np.bincount(part_message, minlength=messages_n)
+    single = is_text_part & ~annotated & ~user_part & (parts_of[part_message] == 1)
+    only = np.full(messages_n, -1, dtype=np.int64)
+    only[part_message[single]] = np.flatnonzero(single)
 
     return Conversations(
         rows=rows,
@@ -218,8 +218,8 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
         result_text=result_text,
         result_error=as_mask(pc.equal(status, "error"), fill=False)[results],
         item_message=np.arange(messages_n, dtype=np.int64),
-        message_text=message_text,
-        message_origin=lambda: msgs,
+        message_text=lambda positions: taken_at(text, only[positions]),
+        message_origin=lambda positions: msgs.take(indices(positions)),
         texts=texts,
     )
 

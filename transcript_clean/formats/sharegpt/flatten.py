@@ -36,7 +36,7 @@ from transcript_clean.columnar.arrays import (
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
-from transcript_clean.columnar.edits import item_origins
+from transcript_clean.columnar.edits import item_origins, taken
 from transcript_clean.formats.base import REASONING_KEYS
 from transcript_clean.formats.fields import end_to_end
 from transcript_clean.formats.sharegpt.values import calls_of, read_calls, split_list
@@ -251,12 +251,10 @@ def flatten_sharegpt(
     item_message = of_message[turn_message]
     messages = len(by_row)
 
-    def message_text() -> pa.Array:
-        # A gpt turn with no function_call turn after it says one text, its value.
-        plain = is_gpt[starts] & (np.bincount(turn_message, minlength=m_turns) == 1)
-        at = np.full(messages, -1, dtype=np.int64)
-        at[of_message[plain]] = starts[plain]
-        return value.take(pa.array(np.maximum(at, 0), pa.int64(), mask=at < 0))
+    # A gpt turn with no function_call turn after it says one text, its value.
+    plain = is_gpt[starts] & (np.bincount(turn_message, minlength=m_turns) == 1)
+    one_text = np.full(messages, -1, dtype=np.int64)
+    one_text[of_message[plain]] = starts[plain]
 
     return Conversations(
         rows=rows,
@@ -280,8 +278,8 @@ def flatten_sharegpt(
         result_error=np.zeros(len(result_turn), dtype=bool),  # an observation is no error
         item_message=item_message,
         pairs_by_position=True,
-        message_text=message_text,
-        message_origin=lambda: item_origins(turns, item_message, messages),
+        message_text=lambda positions: taken(value, one_text[positions]),
+        message_origin=item_origins(turns, item_message, messages),
         texts=texts,
     )
 
