@@ -236,22 +236,8 @@ def test_a_preference_row_in_trls_layout(to: str) -> None:
         # the candidate's column holds the candidate alone, from the prompt's pending result on
         back = target.decode({**side, target.column: row[name]}).messages
         assert [type(m).__name__ for m in back][-1] == "AssistantMessage"
-    if to == "openai":
-        assert row["prompt"] == [
-            {"role": "system", "content": "You are a weather bot."},
-            {"role": "user", "content": "Weather in Paris?"},
-            {
-                "role": "assistant",
-                "content": None,
-                "tool_calls": [
-                    {
-                        "id": "call_1",
-                        "type": "function",
-                        "function": {"name": "get_weather", "arguments": '{"city": "Paris"}'},
-                    }
-                ],
-            },
-        ]
+    if to == "openai":  # an unchanged prompt is written as it came
+        assert row["prompt"] == PREFERENCE["prompt"]
         assert row["chosen"][0] == {"role": "tool", "tool_call_id": "call_1", "content": "18 C"}
         trl_messages(row["prompt"] + row["chosen"])
     if to == "anthropic":  # the system prompt goes where Anthropic keeps it

@@ -169,15 +169,9 @@ class ConvertingFormat(Format):
         rest = {k: v for k, v in row.items() if k not in self.replaced_columns}
         fresh = Decoded(list(messages), rest, format=None)
         out = target.encode(fresh, messages)
-        entries = self.source.declaration_entries(row)
-        if entries is None:
-            entries = _entries(row, self.declaring_columns)
-        tools, problem = tools_for(self.target.name, entries)
+        problem = self._declare(out, row, self.source)
         if problem is not None:
             return None, problem
-        out[TOOLS_COLUMN] = tools
-        for name in self.written_columns():
-            out.setdefault(name, None)
         try:
             back = self.target.decode(out).messages
         except DecodeError as err:
@@ -186,6 +180,21 @@ class ConvertingFormat(Format):
         if loss is not None:
             return None, f"{loss} has no place in {self.target.name}"
         return out, None
+
+    def _declare(self, out: Row, row: Mapping[str, Any], source: Format) -> str | None:
+        """Puts the declarations `source` reads in `row` into `out`'s tools column, in the
+        target's shape, and every written column not set yet as None; or says why they cannot
+        be written."""
+        entries = source.declaration_entries(row)
+        if entries is None:
+            entries = _entries(row, source.declaring_columns)
+        tools, problem = tools_for(self.target.name, entries)
+        if problem is not None:
+            return problem
+        out[TOOLS_COLUMN] = tools
+        for name in self.written_columns():
+            out.setdefault(name, None)
+        return None
 
     def __repr__(self) -> str:
         return f"ConvertingFormat({self.source!r} -> {self.target.name})"
@@ -298,17 +307,8 @@ class ConvertingShapedFormat(ConvertingFormat):
             if loss is not None:
                 return None, f"{loss} has no place in {self.target.name}"
         out.update(side or {})
-        first_conversation = conversation_row(row, shaped, 0 if wholes else None)
-        entries = inner.declaration_entries(first_conversation)
-        if entries is None:
-            entries = _entries(first_conversation, inner.declaring_columns)
-        tools, problem = tools_for(self.target.name, entries)
-        if problem is not None:
-            return None, problem
-        out[TOOLS_COLUMN] = tools
-        for name in self.written_columns():
-            out.setdefault(name, None)
-        return out, None
+        problem = self._declare(out, conversation_row(row, shaped, 0 if wholes else None), inner)
+        return (None, problem) if problem is not None else (out, None)
 
     def __repr__(self) -> str:
         return f"ConvertingShapedFormat({self.shaped!r} -> {self.target.name})"
