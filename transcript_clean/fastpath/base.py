@@ -20,7 +20,6 @@ from transcript_clean.columnar.arrays import (
     indices,
     is_text,
 )
-from transcript_clean.columnar.edits import replaced
 from transcript_clean.formats.base import DecodeError, Format
 from transcript_clean.rules import TRAILING_TOOL_CALL, get_rule
 from transcript_clean.sources import jsontypes
@@ -272,22 +271,6 @@ def flagged_within(array: pa.Array, flag: Callable[[pa.Array], Mask | None]) -> 
     looked at as their text (`jsontypes.as_storage`: Arrow cannot flatten lists of them that
     are null in every row)."""
     return arrays.flagged_within(jsontypes.as_storage(array), flag)
-
-
-def with_field(structs: pa.Array, name: str, values: dict[int, str]) -> pa.Array:
-    """A struct array with its text field `name` set to `values` at their positions."""
-    if not values:
-        return structs
-    positions = np.array(sorted(values), dtype=np.int64)
-    children = []
-    for child_field, child in zip(structs.type, structs.flatten(), strict=True):
-        if child_field.name == name:
-            child = replaced(
-                child, positions, pa.array([values[int(p)] for p in positions], child.type)
-            )
-        children.append(child)
-    mask = structs.is_null() if structs.null_count else None
-    return pa.StructArray.from_arrays(children, fields=list(structs.type), mask=mask)
 
 
 def agrees(msgs: pa.Array, merged: Collection[str], asked: Mask) -> Mask:
