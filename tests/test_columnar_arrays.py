@@ -49,3 +49,18 @@ def test_holds_text_is_the_regular_expressions_answer(
 )
 def test_holds_text_reads_any_column_the_regular_expression_reads(text: pa.Array) -> None:
     assert holds_text(text).tolist() == _regex(text).tolist()
+
+
+def test_fields_agree_over_a_field_null_in_every_row() -> None:
+    """A field Arrow typed `null` (no row gave it a value: a JSON Lines `weight` always null)
+    agrees, null with null, where a comparison would have no kernel."""
+    from transcript_clean.columnar.arrays import fields_agree
+
+    first = pa.array(
+        [{"value": "a", "weight": None, "n": 1}, {"value": "b", "weight": None, "n": 1}]
+    )
+    second = pa.array(
+        [{"value": "c", "weight": None, "n": 1}, {"value": "d", "weight": None, "n": 2}]
+    )
+    assert first.type.field("weight").type == pa.null()
+    assert fields_agree(first, second, {"value"}).tolist() == [True, False]

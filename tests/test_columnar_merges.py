@@ -1,7 +1,8 @@
 """R4 (`consecutive_assistant`) merged in Arrow: the rule's merges decided over the columnar view
 (`consecutive_assistant.merges`), as edits (`columnar/edits.py`) each format writes in its own
-layout (`Format.write`), held to the per-row path's output for ShareGPT, Anthropic (string and
-block content), rig and LLaMA-Factory; and the joined texts to `formats.base.join_texts`."""
+layout (`Format.write`), held to the per-row path's output for ShareGPT, Hermes, Anthropic
+(string and block content), rig and LLaMA-Factory; and the joined texts to
+`formats.base.join_texts`."""
 
 from __future__ import annotations
 
@@ -32,6 +33,13 @@ def _sharegpt(role: str, text: str, weight: int | None = None, call: bool = Fals
         value = '{"name": "f", "arguments": {}}'
         return [turn, {"from": "function_call", "value": value, "weight": weight}]
     return turn
+
+
+def _hermes(role: str, text: str, weight: int | None = None, call: bool = False) -> Any:
+    tag = {"user": "human", "assistant": "gpt"}[role]
+    if call:  # the call in the gpt turn's text
+        text += '\n<tool_call>\n{"name": "f", "arguments": {}}\n</tool_call>'
+    return {"from": tag, "value": text, "weight": weight}
 
 
 def _anthropic_text(role: str, text: str, weight: int | None = None) -> Any:
@@ -118,6 +126,7 @@ def _table(fmt: Format, rows: list[list[Any]]) -> pa.Table:
 
 CASES = [  # the format, its message, what makes a second not plain text, whether one thinks
     ("sharegpt", _sharegpt, {"call": True}, False),
+    ("hermes", _hermes, {"call": True}, False),
     ("anthropic", _anthropic_text, None, False),
     ("anthropic", _anthropic_blocks, {"thought": True}, True),
     ("rig", _rig, {"call": True}, True),
@@ -168,6 +177,26 @@ def test_joined_texts_are_what_the_encoders_write() -> None:
     assert [p["text"] for p in written[3][1]["content"]] == ["a", "b é"]
     # A first that thinks is never repeated: the second's text follows its reasoning and text.
     assert [p["type"] for p in written[-1][1]["content"]] == ["reasoning", "text", "text"]
+
+
+def test_a_first_the_format_cannot_grow_leaves_only_its_own_row_per_row() -> None:
+    """Hermes writes a gpt turn's texts as one value: a first turn that also thinks cannot be
+    grown in Arrow, and its row alone goes to the per-row path, not every merge of the batch."""
+    fmt = get_format("hermes")
+    u = _hermes("user", "q")
+    thinks = {"from": "gpt", "value": "<think>\nhmm\n</think>\na", "weight": None}
+    rows = [
+        [u, _hermes("assistant", "a"), _hermes("assistant", "b")],
+        [u, thinks, _hermes("assistant", "b")],
+    ]
+    table = _table(fmt, rows)
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True, False]
+    fast = clean_batch(table, DEFAULT, format=fmt, source="s")
+    slow = clean_batch(table, DEFAULT, format=fmt, source="s", fast=False)
+    assert fast.kept.equals(slow.kept)
+    assert [t["value"] for t in fast.kept.column(fmt.column)[0].as_py()] == ["q", "a\n\nb"]
 
 
 def test_rows_with_r4_where_the_config_rejects_it_are_the_per_row_paths() -> None:

@@ -291,7 +291,7 @@ def fields_agree(first: pa.Array, second: pa.Array, skip: Collection[str]) -> Ma
         one = pc.struct_field(first, child_field.name)
         two = pc.struct_field(second, child_field.name)
         same = as_mask(one.is_null()) & as_mask(two.is_null())
-        if not pa.types.is_nested(child_field.type):
+        if not pa.types.is_nested(child_field.type) and not pa.types.is_null(child_field.type):
             same |= as_mask(pc.fill_null(pc.equal(one, two), False))
         fine &= same
     return fine

@@ -187,28 +187,49 @@ class ConversationsView(ArrowView):
             drop |= walk.empty & empty_rows[c.message_row]
             occurrences[EMPTY_ASSISTANT_TURN] = count(walk.empty, c.message_row, self.rows)
             asked |= empty_rows
-        merges = None
-        if CONSECUTIVE_ASSISTANT in rows:
-            # Merged only where the empty turns R1 sets aside are dropped here too.
-            mergeable = rows[CONSECUTIVE_ASSISTANT] & ~(walk.rows_empty & ~empty_rows)
-            merges, merged = consecutive_merges(walk, mergeable)
-            occurrences[CONSECUTIVE_ASSISTANT] = count(walk.consecutive, walk.kept_row, self.rows)
-            asked |= merged
         if UNANSWERED_TOOL_CALL in rows:
             cut, rejected = self._cut(rows[UNANSWERED_TOOL_CALL])
             drop |= cut
             rejects += rejected
             occurrences[UNANSWERED_TOOL_CALL] = walk.unanswered_calls
             asked |= rows[UNANSWERED_TOOL_CALL] & ~any_of((r.rows for r in rejected), self.rows)
-        subset = np.flatnonzero(asked)
+        if CONSECUTIVE_ASSISTANT not in rows:
+            column = self.fmt.write(self.column, Edits(c, np.flatnonzero(asked), drop))
+            assert column is not None  # a view with `item_message` writes whole items dropped
+            return ArrowRepair(np.flatnonzero(asked), column, occurrences, rejects)
+        occurrences[CONSECUTIVE_ASSISTANT] = count(walk.consecutive, walk.kept_row, self.rows)
+        # Merged only where the empty turns R1 sets aside are dropped here too.
+        mergeable = rows[CONSECUTIVE_ASSISTANT] & ~(walk.rows_empty & ~empty_rows)
+        subset, column = self._merged(mergeable, asked, drop)
+        return ArrowRepair(subset, column, occurrences, rejects)
+
+    def _merged(self, mergeable: Mask, asked: Mask, drop: Mask) -> tuple[Counts, pa.Array]:
+        """The rows repaired (`asked`, and those of `mergeable` whose R4 merges the format
+        writes) and the column of them written. A format that writes a message as one text
+        (ShareGPT's `value`) cannot grow a message that holds more (reasoning, in Hermes):
+        such rows, then any the format refuses, are the per-row path's."""
+        c = self.conversations
+        merges, merged = consecutive_merges(self.walk, mergeable)
+        subset = np.flatnonzero(asked | merged)
         column = self.fmt.write(self.column, Edits(c, subset, drop, merges))
-        if column is None and merges is not None:
-            # The format cannot write these merges: their rows are the per-row path's.
-            merged_rows = rows_with(merges.joined, c.message_row, self.rows)
-            subset = subset[~merged_rows[subset]]
+        if column is None and c.message_text is not None and len(merges.grown):
+            grown = merges.grown
+            more = grown[as_mask(c.message_text(grown).is_null(), fill=False)]
+            if len(more):
+                merges, merged = consecutive_merges(self.walk, mergeable & ~self._rows_of(more))
+                subset = np.flatnonzero(asked | merged)
+                column = self.fmt.write(self.column, Edits(c, subset, drop, merges))
+        if column is None:
+            subset = np.flatnonzero(asked)
             column = self.fmt.write(self.column, Edits(c, subset, drop))
         assert column is not None  # a view with `item_message` writes whole items dropped
-        return ArrowRepair(subset, column, occurrences, rejects)
+        return subset, column
+
+    def _rows_of(self, messages: Counts) -> Mask:
+        """The rows holding the messages at `messages`."""
+        out = np.zeros(self.rows, dtype=bool)
+        out[self.conversations.message_row[messages]] = True
+        return out
 
     def _empty_before_results(self) -> Mask:
         """Rows where an empty turn is the message right before one holding results (system

@@ -41,6 +41,7 @@ from transcript_clean.columnar.arrays import (
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
+from transcript_clean.columnar.edits import item_origins
 from transcript_clean.formats.base import DecodeError, IdMinter
 from transcript_clean.formats.fields import end_to_end, is_list_of_structs, not_blank
 from transcript_clean.formats.hermes.values import (
@@ -247,6 +248,20 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
     def per_message(flags: Mask) -> Mask:
         return rows_with(flags, turn_message, m)
 
+    # A gpt turn without tags says one text: its value, stripped (what R4 joins).
+    plain_gpt = is_gpt & ~gpt_tags & ~flag
+
+    def message_text(positions: Counts) -> pa.Array:
+        at = starts[positions]
+        said_as = value.take(indices(at)).to_pylist()
+        return pa.array(
+            [
+                own_text.get(t, v) if plain else None
+                for t, v, plain in zip(at.tolist(), said_as, plain_gpt[at].tolist(), strict=True)
+            ],
+            value.type,
+        )
+
     talk = is_system | is_user | is_gpt
     return Conversations(
         rows=rows,
@@ -273,6 +288,8 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
         reencoded=rows_with(reencoded_turn, turn_row, rows),
         texts=texts,
         declarations=declarations,
+        message_text=message_text,
+        message_origin=item_origins(turns, turn_message, m),
     )
 
 
