@@ -42,6 +42,17 @@ def _hermes(role: str, text: str, weight: int | None = None, call: bool = False)
     return {"from": tag, "value": text, "weight": weight}
 
 
+def _gemini(
+    role: str, text: str, weight: int | None = None, call: bool = False, thought: bool = False
+) -> Any:
+    parts: list[dict[str, Any]] = [{"text": text, "thought": None, "functionCall": None}]
+    if thought:
+        parts.insert(0, {"text": "hmm", "thought": True, "functionCall": None})
+    if call:
+        parts.append({"text": None, "thought": None, "functionCall": {"name": "f", "args": {}}})
+    return {"role": {"user": "user", "assistant": "model"}[role], "parts": parts, "weight": weight}
+
+
 def _anthropic_text(role: str, text: str, weight: int | None = None) -> Any:
     return {"role": role, "content": text, "weight": weight}
 
@@ -127,6 +138,7 @@ def _table(fmt: Format, rows: list[list[Any]]) -> pa.Table:
 CASES = [  # the format, its message, what makes a second not plain text, whether one thinks
     ("sharegpt", _sharegpt, {"call": True}, False),
     ("hermes", _hermes, {"call": True}, False),
+    ("gemini", _gemini, {"call": True}, True),
     ("anthropic", _anthropic_text, None, False),
     ("anthropic", _anthropic_blocks, {"thought": True}, True),
     ("rig", _rig, {"call": True}, True),

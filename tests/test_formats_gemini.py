@@ -308,3 +308,21 @@ def test_a_built_in_tool_no_other_format_holds_is_no_silent_loss() -> None:
     result = clean_row(searching, converting(FMT, "openai"))
     assert result.status == "rejected" and result.codes == ["lossy_conversion"]
     assert result.reject_message == "tools[2]: a declaration with no name has no place in openai"
+
+
+def test_two_model_turns_in_a_row_are_merged_not_rejected() -> None:
+    """R4 merges two model turns, the second's parts after the first's: `parts` is what a
+    Gemini turn says, not a field that must agree (it had rejected every such row)."""
+    row = {
+        "contents": [
+            {"role": "user", "parts": [{"text": "q"}]},
+            {"role": "model", "parts": [{"text": "a"}]},
+            {"role": "model", "parts": [{"text": "b"}]},
+        ]
+    }
+    result = clean_row(row, GeminiFormat(), DEFAULT)
+    assert result.status == "repaired", result.reject_message
+    assert result.row is not None
+    assert result.row["contents"][1:] == [
+        {"role": "model", "parts": [{"text": "a"}, {"text": "b"}]}
+    ]

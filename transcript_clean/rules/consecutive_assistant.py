@@ -87,10 +87,11 @@ def merge_consecutive_assistant(messages: Sequence[Message]) -> list[Message]:
     return out
 
 
-# What an assistant message says, which R4 merges, in any format's keys; every other key of the
-# source object (OpenAI's `weight`, LLaMA-Factory's `loss_weight`, a `name`) must agree.
+# What an assistant message says, which R4 merges, in any format's keys (Gemini's `parts`
+# too); every other key of the source object (OpenAI's `weight`, LLaMA-Factory's
+# `loss_weight`, a `name`) must agree.
 _SAID: Final = frozenset(
-    {"role", "from", "content", "value", "tool_calls", "function_call", "id", "type"}
+    {"role", "from", "content", "parts", "value", "tool_calls", "function_call", "id", "type"}
     | {"reasoning_content", "reasoning", "thinking"}
 )
 

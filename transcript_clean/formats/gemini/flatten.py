@@ -45,6 +45,7 @@ from transcript_clean.columnar.arrays import (
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
+from transcript_clean.columnar.edits import item_origins, taken
 from transcript_clean.formats.fields import (
     alias,
     end_to_end,
@@ -253,6 +254,12 @@ def _contents(array: pa.Array, column: str) -> Conversations | None:
     chars = np.bincount(part_message, weights=own_chars, minlength=messages_n)
     chars += np.bincount(result_message, weights=result_chars, minlength=messages_n)
 
+    # A turn of one plain text part says that text (what R4 compares and joins).
+    parts_of = np.bincount(part_message, minlength=messages_n)
+    one_text = np.full(messages_n, -1, dtype=np.int64)
+    alone = np.flatnonzero(is_plain & (parts_of[part_message] == 1))
+    one_text[part_message[alone]] = alone
+
     def texts() -> tuple[pa.Array, Counts]:
         own = np.flatnonzero(is_text_part)
         pieces = pa.concat_arrays(
@@ -283,6 +290,8 @@ def _contents(array: pa.Array, column: str) -> Conversations | None:
         reencoded=reencoded,
         result_text=lambda: result_text,  # a response is one text, always
         texts=texts,
+        message_text=lambda positions: taken(text, one_text[positions]),
+        message_origin=item_origins(items, np.arange(messages_n, dtype=np.int64), messages_n),
     )
 
 
