@@ -53,6 +53,19 @@ def _gemini(
     return {"role": {"user": "user", "assistant": "model"}[role], "parts": parts, "weight": weight}
 
 
+def _bedrock(
+    role: str, text: str, weight: int | None = None, call: bool = False, thought: bool = False
+) -> Any:
+    blocks: list[dict[str, Any]] = [{"text": text, "toolUse": None, "reasoningContent": None}]
+    if thought:
+        reasoning = {"reasoningText": {"text": "hmm", "signature": "sig"}}
+        blocks.insert(0, {"text": None, "toolUse": None, "reasoningContent": reasoning})
+    if call:
+        use = {"toolUseId": "t1", "name": "f", "input": {"x": 1}}
+        blocks.append({"text": None, "toolUse": use, "reasoningContent": None})
+    return {"role": role, "content": blocks, "weight": weight}
+
+
 def _anthropic_text(role: str, text: str, weight: int | None = None) -> Any:
     return {"role": role, "content": text, "weight": weight}
 
@@ -139,6 +152,7 @@ CASES = [  # the format, its message, what makes a second not plain text, whethe
     ("sharegpt", _sharegpt, {"call": True}, False),
     ("hermes", _hermes, {"call": True}, False),
     ("gemini", _gemini, {"call": True}, True),
+    ("bedrock", _bedrock, {"call": True}, True),
     ("anthropic", _anthropic_text, None, False),
     ("anthropic", _anthropic_blocks, {"thought": True}, True),
     ("rig", _rig, {"call": True}, True),

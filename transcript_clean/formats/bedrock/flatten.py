@@ -40,6 +40,7 @@ from transcript_clean.columnar.arrays import (
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
+from transcript_clean.columnar.edits import item_origins, taken
 from transcript_clean.formats.fields import (
     field,
     fits,
@@ -232,6 +233,12 @@ def _messages(array: pa.Array) -> Conversations | None:
     both = is_reasoning & redacted & ~as_mask(reasoning_text.is_null())
     reencoded = rows_with(both, message_row[block_message], rows)
 
+    # A message of one text block says that text (what R4 compares and joins).
+    blocks_of = np.bincount(block_message, minlength=messages_n)
+    one_text = np.full(messages_n, -1, dtype=np.int64)
+    alone = np.flatnonzero(is_text_block & (blocks_of[block_message] == 1))
+    one_text[block_message[alone]] = alone
+
     def texts() -> tuple[pa.Array, Counts]:
         own = np.flatnonzero(is_text_block)
         thoughts = np.flatnonzero(read_thought)
@@ -272,6 +279,8 @@ def _messages(array: pa.Array) -> Conversations | None:
         result_text=lambda: result_text,
         result_error=as_mask(pc.equal(status, "error"), fill=False),
         texts=texts,
+        message_text=lambda positions: taken(text, one_text[positions]),
+        message_origin=item_origins(msgs, np.arange(messages_n, dtype=np.int64), messages_n),
     )
 
 
