@@ -221,16 +221,17 @@ def test_the_fast_path_and_the_per_row_path_give_one_profile(fmt: str) -> None:
 
 @pytest.mark.parametrize("fmt", ["openai", "sharegpt"])
 def test_a_run_measures_settled_rows_with_the_verdicts_as_the_per_row_path_does(fmt: str) -> None:
-    rows = [row for row, _ in generate_rows(6000, format=fmt, seed=11)]
+    # Six batches are what the test needs, not 6,000 rows: 3,000 in batches of 500.
+    rows = [row for row, _ in generate_rows(3000, format=fmt, seed=11)]
     table = _table(fmt, rows)
-    batches = iter(table.to_batches(max_chunksize=1000))
+    batches = iter(table.to_batches(max_chunksize=500))
     run, measured_ahead = Profile(), 0
     for batch, verdicts in with_verdicts(batches, DEFAULT, get_format(fmt)):
         measured_ahead += verdicts is not None and verdicts.profile is not None
         run.merge(clean_batch_parts(batch, format=fmt, verdicts=verdicts).stats.profile)
     slow = clean_batch(table, format=fmt, fast=False).stats.profile
     assert run.report() == slow.report()
-    assert run.rows == 6000
+    assert run.rows == 3000
     # Each view measures the rows it settled (ShareGPT's through its flattened view).
     assert measured_ahead == 6
 
@@ -244,7 +245,8 @@ def test_preference_rows_settled_ahead_are_measured_from_their_parts_views(fmt: 
     from transcript_clean.shapes import ShapedFormat
     from transcript_clean.shapes.detect import detect_format
 
-    rows = [row for row, _ in generate_preference_rows(6000, format=fmt, seed=3)]
+    # Six batches are what the test needs, not 6,000 rows: 3,000 in batches of 500.
+    rows = [row for row, _ in generate_preference_rows(3000, format=fmt, seed=3)]
     for row in rows[::97]:  # a candidate the decoder stops at: the per-row path's
         if fmt == "openai":
             row["chosen"] = [{"role": "critic", "content": "Too long."}, *row["chosen"]]
@@ -253,7 +255,7 @@ def test_preference_rows_settled_ahead_are_measured_from_their_parts_views(fmt: 
     table = pa.Table.from_pylist(rows, preference_schema(fmt))
     kind = detect_format(table.schema.names, rows[:20])
     assert isinstance(kind, ShapedFormat)
-    batches = iter(table.to_batches(max_chunksize=1000))
+    batches = iter(table.to_batches(max_chunksize=500))
     run, measured_ahead, unsettled = Profile(), 0, 0
     for batch, verdicts in with_verdicts(batches, DEFAULT, kind):
         assert verdicts is not None
@@ -262,7 +264,7 @@ def test_preference_rows_settled_ahead_are_measured_from_their_parts_views(fmt: 
         run.merge(clean_batch_parts(batch, format=kind, verdicts=verdicts).stats.profile)
     slow = clean_batch(table, format=kind, fast=False).stats.profile
     assert run.report() == slow.report()
-    assert run.rows == 6000
+    assert run.rows == 3000
     assert unsettled > 0
     # OpenAI's parts are measured from the views that settled them; ShareGPT's from the batch.
     assert measured_ahead == (6 if fmt == "openai" else 0)

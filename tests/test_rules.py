@@ -4,6 +4,7 @@ all read; and the differential check, enumerated over every rule and action it r
 from __future__ import annotations
 
 import csv
+import functools
 import importlib.util
 import sys
 from collections.abc import Iterator
@@ -306,14 +307,20 @@ def _config(code: str, action: str, tokenizer: str, calls_only: str = "") -> Con
     return config_from_dict(actions, name=f"{code}={action}")
 
 
+@functools.cache
+def _generated(fmt: str, rows: int) -> pa.Table:
+    """The generated rows every case of `fmt` cleans: the same for each code and action, so built
+    once per test process (an Arrow table is immutable; generating was a third of a case's time)."""
+    rates = every_rates(fmt, tools=True)  # Anthropic and rig rows with a `tools` column too
+    return pa.Table.from_pylist([row for row, _ in generate_rows(rows, fmt, seed=11, rates=rates)])
+
+
 @pytest.mark.parametrize(("fmt", "code", "action"), _cases())
 def test_fast_and_slow_agree_for_every_rule_and_action(
     fmt: str, code: str, action: str, tokenizer: str, calls_only: str
 ) -> None:
     # Rendering is per-row work: fewer rows for the template codes.
-    rates = every_rates(fmt, tools=True)  # Anthropic and rig rows with a `tools` column too
-    rows = generate_rows(150 if code in TEMPLATE_FOR else 600, fmt, seed=11, rates=rates)
-    table = pa.Table.from_pylist([row for row, _ in rows])
+    table = _generated(fmt, 150 if code in TEMPLATE_FOR else 600)
     config = _config(code, action, tokenizer, calls_only)
     slow = assert_fast_and_slow_agree(table, config, get_format(fmt))
     if code in NOT_PLANTED or code in NOT_PLANTED_IN[fmt]:
