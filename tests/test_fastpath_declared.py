@@ -88,10 +88,11 @@ def test_declarations_that_are_not_utf8_are_the_per_row_paths_reject(
     assert result.kept.num_rows == 1
 
 
-@pytest.mark.parametrize("fmt", ["openai", "sharegpt"])
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt", "anthropic", "rig"])
 def test_rows_that_declare_tools_are_settled_in_arrow(fmt: str) -> None:
-    """A ShareGPT view once handed no calls to the declared-tools checks, so every row of a
-    set with a `tools` column took the per-row path. Every clean row is settled clean; a row
+    """A ShareGPT view once handed no calls to the declared-tools checks, and Anthropic's and
+    rig's arguments, held as structs, were never validated in Arrow: every row of a set with a
+    `tools` column that made a call took the per-row path. Every clean row is settled clean; a row
     calling an undeclared tool or breaking a schema never is, and both paths agree."""
     from synthetic import TOOLS_RATES, generate_rows
 
@@ -108,7 +109,7 @@ def test_rows_that_declare_tools_are_settled_in_arrow(fmt: str) -> None:
     assert_fast_and_slow_agree(table, DEFAULT, get_format(fmt))
 
 
-@pytest.mark.parametrize("fmt", ["openai", "sharegpt"])
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt", "anthropic", "rig"])
 def test_calls_to_undeclared_tools_or_breaking_a_schema_are_rejected_in_arrow(fmt: str) -> None:
     """Rows whose only code is a declared-tools one are rejected by the view in the per-row
     path's words: OpenAI's own view, and the columnar view for a flattened format."""
@@ -128,3 +129,60 @@ def test_calls_to_undeclared_tools_or_breaking_a_schema_are_rejected_in_arrow(fm
     ).tolist() == planted.tolist()
     assert verdicts.handled.all()
     assert_fast_and_slow_agree(table, DEFAULT, get_format(fmt))
+
+
+def test_arguments_held_as_structs_are_validated_as_the_per_row_path_reads_them() -> None:
+    """Anthropic's `input` objects become one struct type: a key one call lacks is null in its
+    struct, and the per-row path reads it so; a NaN is the per-row path's to judge."""
+    tools = [
+        {
+            "name": "get_weather",
+            "input_schema": {
+                "type": "object",
+                "properties": {"city": {"type": "string"}, "unit": {"type": "string"}},
+            },
+        },
+        {
+            "name": "scale",
+            "input_schema": {"type": "object", "properties": {"x": {"type": "number"}}},
+        },
+    ]
+
+    def row(name: str, arguments: dict[str, Any]) -> dict[str, Any]:
+        use = {"type": "tool_use", "id": "t1", "name": name, "input": arguments}
+        result = {"type": "tool_result", "tool_use_id": "t1", "content": "ok"}
+        return {
+            "tools": tools,
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "Go"}]},
+                {"role": "assistant", "content": [use]},
+                {"role": "user", "content": [result]},
+                {"role": "assistant", "content": [{"type": "text", "text": "Done."}]},
+            ],
+        }
+
+    table = pa.Table.from_pylist(
+        [
+            row("get_weather", {"city": "Paris", "unit": "C", "x": None}),
+            row("get_weather", {"city": "Rome", "unit": None, "x": None}),  # unit null
+            row("get_weather", {"city": None, "unit": "C", "x": None}),  # city null
+            row("scale", {"city": None, "unit": None, "x": float("nan")}),
+            row("scale", {"city": None, "unit": None, "x": 2.5}),
+        ]
+    )
+    fmt = get_format("anthropic")
+    assert pa.types.is_struct(
+        table.schema.field("messages")
+        .type.value_type.field("content")
+        .type.value_type.field("input")
+        .type
+    )
+    from transcript_clean.pipeline import batch_verdicts
+
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True, True, True, False, True]
+    numbers = table.take([0, 1, 2, 4])  # (a NaN is not equal to itself in a comparison)
+    for config in (DEFAULT, STRICT):
+        slow = assert_fast_and_slow_agree(numbers, config, fmt)
+    assert [r["_source_row"] for r in slow.rejects.to_pylist()] == [1, 2]

@@ -24,7 +24,7 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import Mask, as_mask, indices, is_text
+from transcript_clean.columnar.arrays import Mask, as_mask, finite, indices, is_text
 from transcript_clean.fastpath.base import ArrowView, FastReject, ToolCounts
 from transcript_clean.jsontext import strict_loads
 from transcript_clean.rules.base import raw_input_names
@@ -164,8 +164,10 @@ def _checks(view: ArrowView) -> dict[str, Mask]:
     if with_schema.any():
         at = np.flatnonzero(with_schema)
         texts = arguments.take(indices(checked[at]))
-        if not is_text(texts.type):
-            call_schema[at] = True  # arguments held as structs: the per-row path's
+        if pa.types.is_struct(texts.type):  # objects held as structs (Anthropic's, rig's)
+            call_schema[at] = _broken_objects(pair_of[at], schema_of, texts)
+        elif not is_text(texts.type):
+            call_schema[at] = True  # arguments of another type: the per-row path's
         else:
             args = pc.dictionary_encode(texts)
             arg_codes = args.indices.to_numpy(zero_copy_only=False).astype(np.int64)
@@ -249,7 +251,10 @@ def declared_rejects(
 
 
 def _error(schema_key: str | None, text: Any) -> str | None:
-    """The words of a call's schema error, or None where they cannot be told here."""
+    """The words of a call's schema error, or None where they cannot be told here. `text` is
+    the arguments' JSON text, or the object a struct holds (`_broken_objects`)."""
+    if schema_key is not None and isinstance(text, dict):
+        return arguments_error(schema_key, text)
     if schema_key is None or not isinstance(text, str):
         return None
     try:
@@ -279,6 +284,60 @@ def _broken(
             broken.append(u)
     out[broken] = True
     return out
+
+
+def _broken_objects(
+    pairs: npt.NDArray[np.int64], schemas: list[str | None], structs: pa.Array
+) -> Mask:
+    """For each call (`pairs[k]` its tool's place in `schemas`), whether its arguments, held as
+    a struct, break the tool's schema: the struct made Python as the per-row path reads it (a
+    key other calls have is null here), validated. Distinct (schema, arguments) pairs are
+    validated once where the struct holds JSON's types only and finite numbers (their JSON text
+    is then the key); any other value (NaN, a date) is flagged, for the per-row path."""
+    values = structs.to_pylist()
+    keyed = _json_typed(structs.type)
+    sure = finite(structs) if keyed else np.zeros(len(values), dtype=bool)
+    out = np.zeros(len(values), dtype=bool)
+    seen: dict[tuple[int, bytes], bool] = {}
+    for k, (p, value) in enumerate(zip(pairs.tolist(), values, strict=True)):
+        if value is None:
+            continue  # no object: `invalid_tool_arguments`' alone
+        schema = schemas[p]
+        assert schema is not None
+        if sure[k]:
+            key = (p, orjson.dumps(value))
+            broken = seen.get(key)
+            if broken is None:
+                broken = seen[key] = _fails(schema, value)
+            out[k] = broken
+        else:
+            out[k] = True  # NaN, a date: what the per-row path makes of it is its own
+    return out
+
+
+def _fails(schema_key: str, value: Any) -> bool:
+    """Whether `value` fails the schema whose canonical JSON is `schema_key`."""
+    try:
+        fast_validator(schema_key)(value)
+    except Exception:  # a failure, in words for the per-row path or the rejects
+        return True
+    return False
+
+
+def _json_typed(type_: pa.DataType) -> bool:
+    """Whether every value of `type_` is one of JSON's: text, a number, a boolean, null, or a
+    list or struct of those."""
+    if pa.types.is_struct(type_):
+        return all(_json_typed(f.type) for f in type_)
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return _json_typed(type_.value_type)
+    return (
+        is_text(type_)
+        or pa.types.is_integer(type_)
+        or pa.types.is_floating(type_)
+        or pa.types.is_boolean(type_)
+        or pa.types.is_null(type_)
+    )
 
 
 CACHED_ARGUMENTS: Final = 2048
