@@ -9,6 +9,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 from differential import assert_fast_and_slow_agree
+from hypothesis import given
+from hypothesis import strategies as st
 
 from transcript_clean.fastpath import fast_verdicts
 from transcript_clean.formats import get_format
@@ -186,3 +188,37 @@ def test_arguments_held_as_structs_are_validated_as_the_per_row_path_reads_them(
     for config in (DEFAULT, STRICT):
         slow = assert_fast_and_slow_agree(numbers, config, fmt)
     assert [r["_source_row"] for r in slow.rejects.to_pylist()] == [1, 2]
+
+
+_FLAT = pa.struct([("a", pa.string()), ("b", pa.int64()), ("c", pa.float64()), ("d", pa.bool_())])
+_SCALARS = st.fixed_dictionaries(
+    {
+        "a": st.none() | st.text(alphabet="ab:-s1\u00e9", max_size=4),
+        "b": st.none() | st.integers(-3, 3),
+        "c": st.none() | st.floats(allow_nan=False, allow_infinity=False, width=64),
+        "d": st.none() | st.booleans(),
+    }
+)
+
+
+@given(st.lists(_SCALARS, min_size=1, max_size=12))
+def test_flat_struct_keys_are_equal_exactly_where_the_values_are(values: list[Any]) -> None:
+    """The keys that tell distinct struct arguments apart (`declared._flat_keys`): two are equal
+    exactly where the structs, made Python, are."""
+    from transcript_clean.fastpath.declared import _flat_keys
+
+    structs = pa.array(values, _FLAT)
+    keys = _flat_keys(structs)
+    assert keys is not None
+    made = structs.to_pylist()
+    texts = keys.to_pylist()
+    for i in range(len(values)):
+        for j in range(len(values)):
+            assert (texts[i] == texts[j]) == (made[i] == made[j])
+
+
+def test_nested_struct_arguments_have_no_flat_keys() -> None:
+    from transcript_clean.fastpath.declared import _flat_keys
+
+    nested = pa.array([{"a": {"b": 1}}])
+    assert _flat_keys(nested) is None

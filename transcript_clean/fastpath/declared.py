@@ -294,6 +294,25 @@ def _broken_objects(
     key other calls have is null here), validated. Distinct (schema, arguments) pairs are
     validated once where the struct holds JSON's types only and finite numbers (their JSON text
     is then the key); any other value (NaN, a date) is flagged, for the per-row path."""
+    flat = _flat_keys(structs)
+    if flat is not None:  # each distinct (schema, struct) made Python and validated once
+        present = np.flatnonzero(~as_mask(structs.is_null()) & finite(structs))
+        out = np.ones(len(structs), dtype=bool)  # NaN: the per-row path's
+        out[as_mask(structs.is_null())] = False  # no object: `invalid_tool_arguments`' alone
+        if not len(present):
+            return out
+        codes = pc.dictionary_encode(flat.take(indices(present))).indices
+        width = int(pc.max(codes).as_py() or 0) + 1
+        keys = pairs[present] * width + codes.to_numpy(zero_copy_only=False).astype(np.int64)
+        unique, first, back = np.unique(keys, return_index=True, return_inverse=True)
+        values = structs.take(indices(present[first])).to_pylist()
+        fails = np.zeros(len(unique), dtype=bool)
+        for u, (key, value) in enumerate(zip(unique.tolist(), values, strict=True)):
+            schema = schemas[key // width]
+            assert schema is not None
+            fails[u] = _fails(schema, value)
+        out[present] = fails[back]
+        return out
     values = structs.to_pylist()
     keyed = _json_typed(structs.type)
     sure = finite(structs) if keyed else np.zeros(len(values), dtype=bool)
@@ -313,6 +332,32 @@ def _broken_objects(
         else:
             out[k] = True  # NaN, a date: what the per-row path makes of it is its own
     return out
+
+
+def _flat_keys(structs: pa.Array) -> pa.Array | None:
+    """Per struct of JSON scalars (text, numbers, booleans, nulls; no nesting), a text equal to
+    another's exactly where the two structs hold equal values: each field's value tagged with
+    its kind and length; None for any other struct type."""
+    pieces = []
+    for child_field, child in zip(structs.type, structs.flatten(), strict=True):
+        type_ = child_field.type
+        if is_text(type_):
+            tag = "s"
+        elif pa.types.is_integer(type_) or pa.types.is_floating(type_):
+            tag = "n"
+        elif pa.types.is_boolean(type_):
+            tag = "b"
+        elif pa.types.is_null(type_):
+            continue  # null in every struct: the same in all
+        else:
+            return None
+        text = child.cast(pa.string())
+        length = pc.utf8_length(text).cast(pa.string())
+        piece = pc.binary_join_element_wise(tag, length, ":", text, "")
+        pieces.append(pc.fill_null(piece, "-"))
+    if not pieces:
+        return pa.nulls(len(structs), pa.string()).fill_null("")
+    return pc.binary_join_element_wise(*pieces, "")
 
 
 def _fails(schema_key: str, value: Any) -> bool:
