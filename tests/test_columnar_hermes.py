@@ -24,7 +24,7 @@ from synthetic import arrow_schema, every_rates, generate_rows
 
 from transcript_clean.formats import get_format
 from transcript_clean.formats.base import DecodeError
-from transcript_clean.formats.hermes import HermesFormat
+from transcript_clean.formats.hermes import HermesFormat, flatten
 from transcript_clean.pipeline import batch_verdicts
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.rules.orphan_tool_result import used_message
@@ -333,3 +333,46 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
             "orphan_tool_result": [used_message(2, "result_2_1")],
         },
     )
+
+
+_odd_calls = st.sampled_from(
+    [
+        '{"name": "f", "arguments": {"big": 18446744073709551616}}',  # read as a float
+        '{"name": "f", "arguments": {"x": 1e400}}',  # infinite: not strict JSON
+        '{"name": "f", "arguments": {"s": "\\ud800"}}',  # a lone surrogate
+        '{"name": "f", "arguments": {"s": "\\ud83d\\ude00"}}',
+        '{"name": "f", "arguments": null}',
+        '{"name": "f", "arguments": {"a": 1}, "name": 2}',  # the last key wins
+        '{"name": 1, "arguments": {}}',
+        "[1]",
+        '\u00a0{"name": "f", "arguments": {}}\u00a0',  # white space JSON does not allow
+    ]
+)
+
+
+@st.composite
+def _tagged_gpt_value(draw: st.DrawFn) -> str:
+    value = _gpt_value(draw)
+    for _ in range(draw(st.integers(0, 2))):
+        call = draw(_odd_calls | _calls)
+        gap = draw(st.sampled_from(["", " ", "\n", "text between "]))
+        value += f"{gap}<tool_call>{draw(st.sampled_from(['', ' ', chr(10)]))}{call}</tool_call>"
+    return value
+
+
+@given(_tagged_gpt_value())
+def test_the_fast_reading_of_a_gpt_turn_is_the_decoders(value: str) -> None:
+    fast = flatten._read_gpt_fast(value)
+    truth = flatten._read_gpt_parts(value)
+    if fast is not None:
+        assert fast == truth
+    assert flatten._read_gpt(value) == truth
+
+
+def test_the_fast_reading_reads_the_common_layout_and_leaves_the_rest() -> None:
+    call = '{"name": "f", "arguments": {"n": 1}}'
+    common = f"<think>\nplan\n</think>\nok\n<tool_call>\n{call}\n</tool_call>"
+    assert flatten._read_gpt_fast(common) == (["plan"], "ok", [("f", '{"n":1}', True, True)])
+    assert flatten._read_gpt_fast("<think>x</think>") == (["x"], None, [])
+    for left in ["<tool_call>{'name': 'f', 'arguments': {}}</tool_call>", "<tool_call>{}"]:
+        assert flatten._read_gpt_fast(left) is None

@@ -22,6 +22,7 @@ decoder reads them; a row whose block has a problem is unread. It knows no rule.
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import orjson
@@ -135,34 +136,30 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
     parsed: list[int] = []  # the tagged gpt turns read
     values = value.take(indices(python_gpt)).to_pylist()
     for at, text in zip(python_gpt.tolist(), values, strict=True):
-        try:
-            parts = assistant_parts(text, "", 0, _UNUSED)
-        except DecodeError:
+        read_turn = _read_gpt(text)
+        if read_turn is None:
             flag[at] = True
             continue
+        reasons, words, calls = read_turn
         chars = 0
         said[at] = spoken[at] = False
-        for part in parts:
-            if isinstance(part, Text):
-                chars += len(part.text)
-                said[at] |= bool(part.text.strip())
-                spoken[at] |= bool(part.text)
-                own_text[at] = part.text
-            elif isinstance(part, Reasoning):
-                reasoned[at] = True
-                for piece in part.content:
-                    if isinstance(piece, ReasoningText):
-                        chars += len(piece.text)
-                        thought[at] |= bool(piece.text.strip())
-                        extra_texts.append((at, piece.text))
-            elif isinstance(part, ToolCall):
-                raw, is_object, same = _call(part)
-                names.append(part.name)
-                arguments.append(raw)
-                objects.append(is_object)
-                call_turn.append(at)
-                reencoded_turn[at] |= not same
-                calls_of_turn[at] += 1
+        for reason in reasons:
+            reasoned[at] = True
+            chars += len(reason)
+            thought[at] |= bool(reason.strip())
+            extra_texts.append((at, reason))
+        if words is not None:
+            chars += len(words)
+            said[at] = bool(words.strip())
+            spoken[at] = bool(words)
+            own_text[at] = words
+        for name, raw, is_object, same in calls:
+            names.append(name)
+            arguments.append(raw)
+            objects.append(is_object)
+            call_turn.append(at)
+            reencoded_turn[at] |= not same
+        calls_of_turn[at] = len(calls)
         parsed.append(at)
         turn_chars[at] = chars
 
@@ -291,6 +288,73 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
         message_text=message_text,
         message_origin=item_origins(turns, turn_message, m),
     )
+
+
+_Call = tuple[str, str | None, bool, bool]
+_Gpt = tuple[list[str], str | None, list[_Call]]
+_ASSISTANT_TAGS = re.compile(r"<(tool_call|think)>(.*?)</\1>", re.DOTALL)
+
+
+def _read_gpt(text: str) -> _Gpt | None:
+    """A tagged gpt turn's reasoning texts, its text (None for no text part) and its calls
+    (`_call`), as `assistant_parts` reads it; None where the decoder cannot read it. The common
+    layout, every `<tool_call>` body strict JSON, is read here without the model's parts; any
+    other is left to `assistant_parts` (the truth)."""
+    fast = _read_gpt_fast(text)
+    return fast if fast is not None else _read_gpt_parts(text)
+
+
+def _read_gpt_parts(text: str) -> _Gpt | None:
+    """`_read_gpt` with the decoder's own reader."""
+    try:
+        parts = assistant_parts(text, "", 0, _UNUSED)
+    except DecodeError:
+        return None
+    reasons: list[str] = []
+    words: str | None = None
+    calls: list[_Call] = []
+    for part in parts:
+        if isinstance(part, Text):
+            words = part.text
+        elif isinstance(part, Reasoning):
+            reasons.extend(p.text for p in part.content if isinstance(p, ReasoningText))
+        elif isinstance(part, ToolCall):
+            calls.append((part.name, *_call(part)))
+    return reasons, words, calls
+
+
+def _read_gpt_fast(text: str) -> _Gpt | None:
+    """`_read_gpt` for a turn whose `<tool_call>` bodies are strict JSON objects with a name
+    (what orjson reads, `literal` reads alike); None for anything else (not an answer: the
+    decoder's reader then decides)."""
+    reasons: list[str] = []
+    calls: list[_Call] = []
+    outside: list[str] = []
+    end = 0
+    for match in _ASSISTANT_TAGS.finditer(text):
+        outside.append(text[end : match.start()])
+        end = match.end()
+        tag, body = match.group(1), match.group(2)
+        if tag == "think":
+            reasons.append(body.strip())
+            continue
+        try:
+            obj = orjson.loads(body.strip())
+        except orjson.JSONDecodeError:
+            return None
+        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
+            return None
+        given = obj.get("arguments")
+        if isinstance(given, str):
+            return None
+        # orjson refuses NaN, infinities and lone surrogates: what it reads JSON can write.
+        raw = orjson.dumps(given).decode()
+        calls.append((obj["name"], raw, isinstance(given, dict), True))
+    outside.append(text[end:])
+    words = "".join(outside).strip()
+    if "<tool_call>" in words:
+        return None
+    return reasons, (words if words or not (calls or reasons) else None), calls
 
 
 class _Unused(IdMinter):
