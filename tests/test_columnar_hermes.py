@@ -25,6 +25,7 @@ from synthetic import arrow_schema, every_rates, generate_rows
 from transcript_clean.formats import get_format
 from transcript_clean.formats.base import DecodeError
 from transcript_clean.formats.hermes import HermesFormat, flatten
+from transcript_clean.formats.hermes.values import read_responses
 from transcript_clean.pipeline import batch_verdicts
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.rules.orphan_tool_result import used_message
@@ -376,3 +377,18 @@ def test_the_fast_reading_reads_the_common_layout_and_leaves_the_rest() -> None:
     assert flatten._read_gpt_fast("<think>x</think>") == (["x"], None, [])
     for left in ["<tool_call>{'name': 'f', 'arguments': {}}</tool_call>", "<tool_call>{}"]:
         assert flatten._read_gpt_fast(left) is None
+
+
+# Integers in 64 bits: a larger one orjson reads as a float, before any text is written.
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**63 - 1) | st.floats() | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
+
+
+@given(_json_values)
+def test_a_result_content_is_written_as_json_dumps_writes_it(content: Any) -> None:
+    body = json.dumps({"name": "f", "content": content})
+    expected = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+    assert read_responses(f"<tool_response>{body}</tool_response>") == [("f", expected)]

@@ -39,6 +39,8 @@ some of its derivatives write."""
 _ASSISTANT_TAGS = re.compile(r"<(tool_call|think)>(.*?)</\1>", re.DOTALL)
 _RESPONSE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
 _TOOLS = re.compile(r"<tools>(.*?)</tools>", re.DOTALL)
+# `json.dumps(value, ensure_ascii=False)`, without making an encoder per call.
+_DUMPS = json.JSONEncoder(ensure_ascii=False).encode
 
 
 def literal(text: str) -> Any:
@@ -124,7 +126,7 @@ def read_responses(value: str) -> list[tuple[str | None, str]]:
             obj = None
         if isinstance(obj, Mapping) and isinstance(obj.get("name"), str) and "content" in obj:
             content = obj["content"]
-            text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
+            text = content if isinstance(content, str) else _DUMPS(content)
             out.append((obj["name"], text))
         else:
             out.append((None, body))
