@@ -10,9 +10,12 @@ and a result of no call `result_{turn}_{k}`, as the decoder mints them.
 
 A turn without tags, most of them, is read in Arrow: a gpt turn's text is its value stripped,
 a tool turn's one result its value stripped. A gpt turn holding `<tool_call>` or `<think>` and a
-tool turn holding `<tool_response>` (or a `{...}` body) are read in Python, one turn at a time,
-with the decoder's own readers (`values.py`: `assistant_parts`, `read_responses`; orjson first,
-then the Python literal), so that the two cannot drift. Every message is whole items of the column's
+tool turn holding `<tool_response>` (or a `{...}` body) are read in Python, one turn at a time.
+A gpt turn whose `<tool_call>` bodies are strict JSON objects with a name, the common layout,
+is read with the decoder's own pattern straight into texts and calls (`_read_gpt_fast`, held
+equal to the decoder by a property test); any other, and every tool turn, with the decoder's
+own readers (`values.py`: `assistant_parts`, `read_responses`; orjson first, then the Python
+literal), so that the two cannot drift. Every message is whole items of the column's
 lists (a gpt turn with text, reasoning and calls is one item), so R1 and R5's cut drop items in
 Arrow. The tools a system prompt declares in a `<tools>` block are handed to the fast path as
 JSON text (`declarations`), read where the batch's `tools` column declares nothing, as the
@@ -22,7 +25,6 @@ decoder reads them; a row whose block has a problem is unread. It knows no rule.
 from __future__ import annotations
 
 import json
-import re
 
 import numpy as np
 import orjson
@@ -46,6 +48,7 @@ from transcript_clean.columnar.edits import item_origins
 from transcript_clean.formats.base import DecodeError, IdMinter
 from transcript_clean.formats.fields import end_to_end, is_list_of_structs, not_blank
 from transcript_clean.formats.hermes.values import (
+    ASSISTANT_TAGS,
     TAGS,
     assistant_parts,
     prompt_tools,
@@ -292,7 +295,6 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
 
 _Call = tuple[str, str | None, bool, bool]
 _Gpt = tuple[list[str], str | None, list[_Call]]
-_ASSISTANT_TAGS = re.compile(r"<(tool_call|think)>(.*?)</\1>", re.DOTALL)
 
 
 def _read_gpt(text: str) -> _Gpt | None:
@@ -331,7 +333,7 @@ def _read_gpt_fast(text: str) -> _Gpt | None:
     calls: list[_Call] = []
     outside: list[str] = []
     end = 0
-    for match in _ASSISTANT_TAGS.finditer(text):
+    for match in ASSISTANT_TAGS.finditer(text):
         outside.append(text[end : match.start()])
         end = match.end()
         tag, body = match.group(1), match.group(2)

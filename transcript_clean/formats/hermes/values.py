@@ -17,6 +17,7 @@ from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text
 from transcript_clean.tools import Declared, read_declarations
 
 __all__ = [
+    "ASSISTANT_TAGS",
     "TAGS",
     "assistant_parts",
     "literal",
@@ -36,7 +37,8 @@ TAGS: Final[Mapping[str, str]] = {
 """What each turn tag stands for: Hermes' own (system / human / gpt / tool) and the role names
 some of its derivatives write."""
 
-_ASSISTANT_TAGS = re.compile(r"<(tool_call|think)>(.*?)</\1>", re.DOTALL)
+ASSISTANT_TAGS = re.compile(r"<(tool_call|think)>(.*?)</\1>", re.DOTALL)
+"""A gpt turn's tags and their bodies, as `assistant_parts` (and the flattener) reads them."""
 _RESPONSE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
 _TOOLS = re.compile(r"<tools>(.*?)</tools>", re.DOTALL)
 # `json.dumps(value, ensure_ascii=False)`, without making an encoder per call.
@@ -84,7 +86,7 @@ def assistant_parts(value: str, path: str, i: int, mint: IdMinter) -> tuple[Assi
     calls: list[AssistantPart] = []
     outside: list[str] = []
     end = 0
-    for match in _ASSISTANT_TAGS.finditer(value):
+    for match in ASSISTANT_TAGS.finditer(value):
         outside.append(value[end : match.start()])
         end = match.end()
         tag, body = match.group(1), match.group(2)
