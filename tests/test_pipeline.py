@@ -302,3 +302,24 @@ def test_clean_and_audit_reject_parquet_rows_over_max_row_bytes(tmp_path: Path) 
     assert result.exit_code == 0, result.output
     report = json.loads(result.output)
     assert (report["rows_in"], report["rows_rejected"]) == (2, 1), report
+
+
+def test_clean_batch_reads_a_flattened_batch_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The settled rows' profile comes from the view that settled them (as the engines measure
+    it), not from a second flattening of the batch; and it is the per-row path's profile."""
+    fmt = get_format("sharegpt")
+    rows = [r for r, _ in generate_rows(300, "sharegpt", seed=3, rates={})]
+    table = pa.Table.from_pylist(rows)
+    flatten = type(fmt).flatten
+    calls: list[int] = []
+
+    def counted(self: object, *args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return flatten(self, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(type(fmt), "flatten", counted)
+    fast = clean_batch(table, DEFAULT, format=fmt, source="s")
+    assert fast.stats.rows_kept == 300 and not fast.stats.records()  # clean rows: no repair
+    assert len(calls) == 1
+    slow = clean_batch(table, DEFAULT, format=fmt, source="s", fast=False)
+    assert fast.stats.profile == slow.stats.profile

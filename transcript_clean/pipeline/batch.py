@@ -28,7 +28,7 @@ from transcript_clean.pipeline.assemble import (
     written_schema,
 )
 from transcript_clean.pipeline.lines import relined
-from transcript_clean.pipeline.settle import settle
+from transcript_clean.pipeline.settle import settle, settled_profile
 from transcript_clean.pipeline.stored import (
     clean_stored_row,
     line_errors,
@@ -145,6 +145,8 @@ def clean_batch_parts(
     stats = Stats()
     if verdicts is None and fast:
         verdicts = batch_verdicts(table, config, format=fmt, codes=on_row is None)
+        if verdicts is not None:  # the settled rows measured from their view, as engines do
+            verdicts.profile = settled_profile(verdicts, config)
     elif verdicts is not None and len(verdicts.clean) != table.num_rows:
         raise ValueError(
             f"verdicts for {len(verdicts.clean)} rows given for a batch of {table.num_rows}"

@@ -87,8 +87,8 @@ def settled_profile(verdicts: Verdicts, config: Config = DEFAULT) -> Profile | N
     settled them (what `profile_batch` measures of them from the batch, without reading the
     column again); None where the view cannot tell it, or tokens are counted (`profile_batch`
     does that). Worked out beside the verdicts, for `Verdicts.profile`."""
-    if verdicts.view is None or config.tokenizer is not None:
-        return None
+    if verdicts.view is None or config.tokenizer is not None or not verdicts.read.any():
+        return None  # (no row settled: nothing to measure, not an empty measure)
     measures = verdicts.view.measures(verdicts.read)
     if measures is None:
         return None
