@@ -22,8 +22,10 @@ from transcript_clean.columnar.arrays import (
     Counts,
     Mask,
     as_mask,
+    field_type,
     flattened,
     indices,
+    is_text,
     run_starts,
 )
 from transcript_clean.columnar.conversations import Conversations
@@ -39,12 +41,14 @@ __all__ = [
     "drop_elements",
     "first_items",
     "item_origins",
+    "joins_texts",
     "merged_texts",
     "replaced",
     "taken",
     "with_values",
     "write_appended",
     "write_joined",
+    "write_merged",
     "written",
 ]
 
@@ -283,20 +287,31 @@ def appended_lists(items: pa.Array, name: str, owner: Counts) -> pa.Array:
     return pa.StructArray.from_arrays(children, fields=list(items.type), mask=structs_mask)
 
 
-def write_joined(column: pa.Array, edits: Edits, name: str) -> pa.Array | None:
+def joins_texts(column: pa.Array, name: str) -> bool:
+    """Whether a message of `column` holds what it says in `name` as one text (R4 joins texts
+    into it; only a message that is one text can grow) rather than a list of parts."""
+    return is_text(field_type(column.type.value_type, name))
+
+
+def write_merged(column: pa.Array, edits: Edits, name: str) -> pa.Array:
+    """The rows of `edits` written by a format whose assistant message is one item holding
+    what it says in the field `name`: `write_joined` where it is text, else `write_appended`."""
+    if joins_texts(column, name):
+        return write_joined(column, edits, name)
+    return write_appended(column, edits, name)
+
+
+def write_joined(column: pa.Array, edits: Edits, name: str) -> pa.Array:
     """The rows of `edits` written by a format whose assistant message is one item holding its
     text in the text field `name` (ShareGPT's `value`, Anthropic's string `content`): a message
-    that others are joined into gets their texts joined into that field (`merged_texts`). None
-    where such a message is not one text (`message_text`)."""
+    that others are joined into gets their texts joined into that field (`merged_texts`); each
+    such message is one text (`consecutive_assistant.merges` with `plain_first`)."""
     merges = edits.merges
     if merges is None or not len(merges.grown):
         return written(column, edits)
     c = edits.conversations
     assert c.item_message is not None and c.message_text is not None
-    text = c.message_text
-    if text(merges.grown).null_count:
-        return None
-    grown, texts = merged_texts(merges, text)
+    grown, texts = merged_texts(merges, c.message_text)
     first = first_items(c.item_message, c.messages)[grown]
 
     def rewrite(items: pa.Array, elements: Counts) -> pa.Array:

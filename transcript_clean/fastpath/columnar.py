@@ -22,7 +22,7 @@ from transcript_clean.columnar.arrays import (
     rows_with,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, Conversations
-from transcript_clean.columnar.edits import Edits
+from transcript_clean.columnar.edits import Edits, joins_texts
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.fastpath.base import (
     ArrowRepair,
@@ -91,7 +91,10 @@ class ConversationsView(ArrowView):
         if c.result_text is not None:  # R3's rejects (its drops are the per-row path's)
             repairs.add(ORPHAN_TOOL_RESULT)
             self.checks[ORPHAN_TOOL_RESULT] = walk.rows_orphan
-        if c.item_message is not None and c.message_text is not None and fmt.writes_merges:
+        field = fmt.merged_field
+        self.joins_texts = field is not None and joins_texts(column, field)
+        """A message grows by its text (ShareGPT's `value`): only one that is one text can."""
+        if c.item_message is not None and c.message_text is not None and field is not None:
             repairs.add(CONSECUTIVE_ASSISTANT)  # R4's merges, which the format writes
             self.checks[CONSECUTIVE_ASSISTANT] = walk.rows_consecutive
             self.with_empty = frozenset({CONSECUTIVE_ASSISTANT})
@@ -193,43 +196,17 @@ class ConversationsView(ArrowView):
             rejects += rejected
             occurrences[UNANSWERED_TOOL_CALL] = walk.unanswered_calls
             asked |= rows[UNANSWERED_TOOL_CALL] & ~any_of((r.rows for r in rejected), self.rows)
-        if CONSECUTIVE_ASSISTANT not in rows:
-            column = self.fmt.write(self.column, Edits(c, np.flatnonzero(asked), drop))
-            assert column is not None  # a view with `item_message` writes whole items dropped
-            return ArrowRepair(np.flatnonzero(asked), column, occurrences, rejects)
-        occurrences[CONSECUTIVE_ASSISTANT] = count(walk.consecutive, walk.kept_row, self.rows)
-        # Merged only where the empty turns R1 sets aside are dropped here too.
-        mergeable = rows[CONSECUTIVE_ASSISTANT] & ~(walk.rows_empty & ~empty_rows)
-        subset, column = self._merged(mergeable, asked, drop)
-        return ArrowRepair(subset, column, occurrences, rejects)
-
-    def _merged(self, mergeable: Mask, asked: Mask, drop: Mask) -> tuple[Counts, pa.Array]:
-        """The rows repaired (`asked`, and those of `mergeable` whose R4 merges the format
-        writes) and the column of them written. A format that writes a message as one text
-        (ShareGPT's `value`) cannot grow a message that holds more (reasoning, in Hermes):
-        such rows, then any the format refuses, are the per-row path's."""
-        c = self.conversations
-        merges, merged = consecutive_merges(self.walk, mergeable)
-        subset = np.flatnonzero(asked | merged)
+        merges = None
+        if CONSECUTIVE_ASSISTANT in rows:
+            occurrences[CONSECUTIVE_ASSISTANT] = count(walk.consecutive, walk.kept_row, self.rows)
+            # Merged only where the empty turns R1 sets aside are dropped here too.
+            mergeable = rows[CONSECUTIVE_ASSISTANT] & ~(walk.rows_empty & ~empty_rows)
+            merges, merged = consecutive_merges(walk, mergeable, plain_first=self.joins_texts)
+            asked |= merged
+        subset = np.flatnonzero(asked)
         column = self.fmt.write(self.column, Edits(c, subset, drop, merges))
-        if column is None and c.message_text is not None and len(merges.grown):
-            grown = merges.grown
-            more = grown[as_mask(c.message_text(grown).is_null(), fill=False)]
-            if len(more):
-                merges, merged = consecutive_merges(self.walk, mergeable & ~self._rows_of(more))
-                subset = np.flatnonzero(asked | merged)
-                column = self.fmt.write(self.column, Edits(c, subset, drop, merges))
-        if column is None:
-            subset = np.flatnonzero(asked)
-            column = self.fmt.write(self.column, Edits(c, subset, drop))
-        assert column is not None  # a view with `item_message` writes whole items dropped
-        return subset, column
-
-    def _rows_of(self, messages: Counts) -> Mask:
-        """The rows holding the messages at `messages`."""
-        out = np.zeros(self.rows, dtype=bool)
-        out[self.conversations.message_row[messages]] = True
-        return out
+        assert column is not None  # whole items dropped, merges into `merged_field`
+        return ArrowRepair(subset, column, occurrences, rejects)
 
     def _empty_before_results(self) -> Mask:
         """Rows where an empty turn is the message right before one holding results (system

@@ -165,23 +165,27 @@ class Format:
         no flattener (OpenAI, whose view is the fast path's own: `fastpath/openai.py`)."""
         return None
 
-    writes_merges: ClassVar[bool] = False
-    """Whether `write` writes R4's merges (`columnar.edits.Merges`) in this format's layout;
-    where it does not, rows whose repair merges messages take the per-row path."""
+    merged_field: ClassVar[str | None] = None
+    """The field of a message's item that holds what it says, where R4's merges are written
+    (`columnar.edits.write_merged`: the texts joined where it is text, ShareGPT's `value`; the
+    parts appended where it is a list, rig's `content`); None where `write` writes no merges
+    (rows whose repair merges messages take the per-row path)."""
 
     def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
         """The rows of `edits` (a batch's conversation column, as the flattener read it, and
         what the repairs change over its `Conversations`) written anew in this format's own
         layout, as `encode` writes the repaired rows; None where it cannot (those rows then
-        take the per-row path). This writes whole items dropped, for a flattener that gives
-        `item_message`; a format that writes merges too says so (`writes_merges`)."""
+        take the per-row path): whole items dropped, for a flattener that gives
+        `item_message`, and merges into `merged_field`."""
         if edits.conversations.item_message is None:
             return None
-        if edits.merges is not None and edits.merges.joined.any():
-            return None
-        from transcript_clean.columnar.edits import written
+        from transcript_clean.columnar.edits import write_merged, written
 
-        return written(column, edits)
+        if edits.merges is None or not edits.merges.joined.any():
+            return written(column, edits)
+        if self.merged_field is None:
+            return None
+        return write_merged(column, edits, self.merged_field)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(column={self.column!r})"

@@ -111,7 +111,9 @@ def _differing_fields(first: AssistantMessage, second: AssistantMessage) -> str 
     return ", ".join(f"{k} ({one.get(k)!r}, {two.get(k)!r})" for k in keys)
 
 
-def merges(walk: ConversationsWalk, rows: Mask) -> tuple[Merges, Mask]:
+def merges(
+    walk: ConversationsWalk, rows: Mask, *, plain_first: bool = False
+) -> tuple[Merges, Mask]:
     """R4's repair over a batch's columnar view, for the rows of `rows`: the merges
     `merge_consecutive_assistant` makes there, and the rows they settle. Like the walk, it
     reads the transcript without its empty turns (R1 runs first). A row is settled when each
@@ -121,7 +123,9 @@ def merges(walk: ConversationsWalk, rows: Mask) -> tuple[Merges, Mask]:
     message, adding its text unless it repeats that message (as every one before it in the run
     does; only a first of plain text can be repeated). Any other row with the code (a call or
     reasoning in a second, differing or nested fields, a view without `message_text`) is left
-    to the per-row path, which is the truth."""
+    to the per-row path, which is the truth. With `plain_first` (a format whose message holds
+    one text, which a merge grows), so is a row whose run begins with more than one text
+    (reasoning too)."""
     c = walk.conversations
     none = np.zeros(walk.rows, dtype=bool)
     into = np.full(c.messages, -1, dtype=np.int64)
@@ -137,6 +141,8 @@ def merges(walk: ConversationsWalk, rows: Mask) -> tuple[Merges, Mask]:
     at, to = walk.kept[seconds], walk.kept[firsts]
     said, first_said = c.message_text(at), c.message_text(to)
     fine = ~as_mask(said.is_null()) & (walk.calls_per_message[to] == 0)
+    if plain_first:
+        fine &= ~as_mask(first_said.is_null())
     fine &= fields_agree(c.message_origin(to), c.message_origin(at), _SAID)
     row = walk.kept_row[seconds]
     settled = rows & walk.rows_consecutive & ~rows_with(~fine, row, walk.rows)

@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
-    from transcript_clean.columnar.edits import Edits
 
 _REASONING_BLOCKS = ("thinking", "redacted_thinking")
 
@@ -73,7 +72,7 @@ class AnthropicFormat(Format):
     default_column = "messages"
     side_columns = ("system",)
     joins_text = False
-    writes_merges = True
+    merged_field = "content"
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         column = self.column
@@ -121,13 +120,6 @@ class AnthropicFormat(Format):
         from transcript_clean.formats.anthropic.flatten import flatten_anthropic
 
         return flatten_anthropic(column, schema, side or {})
-
-    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
-        if edits.conversations.item_message is None:
-            return None
-        from transcript_clean.formats.anthropic.write import write_anthropic
-
-        return write_anthropic(column, edits)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

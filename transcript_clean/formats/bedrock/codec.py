@@ -65,7 +65,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
-    from transcript_clean.columnar.edits import Edits
 
 
 class BedrockFormat(Format):
@@ -75,7 +74,7 @@ class BedrockFormat(Format):
     default_column = "messages"
     side_columns = ("system",)
     joins_text = False
-    writes_merges = True
+    merged_field = "content"
     tools_columns = ("toolConfig",)
     words = "Bedrock Converse: blocks text / toolUse / toolResult / reasoningContent"
 
@@ -142,16 +141,6 @@ class BedrockFormat(Format):
         if self.tools_column is not None or config is None:
             return None
         return _specs(config)
-
-    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
-        """The repaired rows in Converse messages: whole messages dropped, and an assistant
-        message that others are joined into (R4) given their blocks after its own, as `encode`
-        writes it."""
-        if edits.conversations.item_message is None:
-            return None
-        from transcript_clean.columnar.edits import write_appended
-
-        return write_appended(column, edits, "content")
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

@@ -65,7 +65,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
-    from transcript_clean.columnar.edits import Edits
 
 _SYSTEM_KEYS: Final = ("systemInstruction", "system_instruction")
 _CALL_KEYS: Final = ("functionCall", "function_call")
@@ -81,7 +80,7 @@ class GeminiFormat(Format):
     default_column = "contents"
     side_columns = _SYSTEM_KEYS
     joins_text = False
-    writes_merges = True
+    merged_field = "parts"
     words = (
         "Gemini contents: parts text / functionCall / functionResponse, calls paired by position"
     )
@@ -154,15 +153,6 @@ class GeminiFormat(Format):
             return None
         found = _declarations(tools)
         return None if isinstance(found, str) else found[0] + found[1]
-
-    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
-        """The repaired rows in Gemini's contents: whole turns dropped, and a model turn that
-        others are joined into (R4) given their parts after its own, as `encode` writes it."""
-        if edits.conversations.item_message is None:
-            return None
-        from transcript_clean.columnar.edits import write_appended
-
-        return write_appended(column, edits, "parts")
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

@@ -68,7 +68,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
-    from transcript_clean.columnar.edits import Edits
 
 _FRESH_TAGS: Final = {"system": "system", "user": "human", "assistant": "gpt", "tool": "tool"}
 
@@ -81,7 +80,7 @@ class HermesFormat(Format):
     name = "hermes"
     default_column = "conversations"
     joins_text = True
-    writes_merges = True
+    merged_field = "value"
     words = "Hermes function calling: <tool_call> in gpt turns, <tool_response> in tool turns"
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
@@ -151,15 +150,6 @@ class HermesFormat(Format):
 
         # With `--tools-column`, the decoder reads no declarations in the system prompt.
         return flatten_hermes(column, prompt_tools=self.tools_column is None)
-
-    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
-        """The repaired rows in Hermes' turns: whole turns dropped, and a gpt turn that others
-        are joined into (R4) given their texts in its `value`, as `encode` writes it."""
-        if edits.conversations.item_message is None:
-            return None
-        from transcript_clean.columnar.edits import write_joined
-
-        return write_joined(column, edits, "value")
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

@@ -66,7 +66,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
-    from transcript_clean.columnar.edits import Edits
 
 _MEDIA_TYPES: Final = {kind: type_ for type_, kind in MEDIA_KINDS.items()}
 WEIGHT: Final = "loss_weight"
@@ -79,7 +78,7 @@ class LlamaFactoryFormat(Format):
     name = "llamafactory"
     default_column = "messages"
     joins_text = False
-    writes_merges = True
+    merged_field = "content"
     words = (
         "LLaMA-Factory v1 messages: content items {type, value} of text / reasoning / "
         "tool_call, tool results by position, loss_weight kept"
@@ -137,13 +136,6 @@ class LlamaFactoryFormat(Format):
         from transcript_clean.formats.llamafactory.flatten import flatten_llamafactory
 
         return flatten_llamafactory(column)
-
-    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
-        if edits.conversations.item_message is None:
-            return None
-        from transcript_clean.formats.llamafactory.write import write_llamafactory
-
-        return write_llamafactory(column, edits)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

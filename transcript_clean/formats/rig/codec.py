@@ -61,7 +61,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
-    from transcript_clean.columnar.edits import Edits
 
 
 class RigFormat(Format):
@@ -70,7 +69,7 @@ class RigFormat(Format):
     name = "rig"
     default_column = "messages"
     joins_text = False
-    writes_merges = True
+    merged_field = "content"
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         column = self.column
@@ -107,13 +106,6 @@ class RigFormat(Format):
         from transcript_clean.formats.rig.flatten import flatten_rig
 
         return flatten_rig(column)
-
-    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
-        if edits.conversations.item_message is None:
-            return None
-        from transcript_clean.formats.rig.write import write_rig
-
-        return write_rig(column, edits)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

@@ -59,7 +59,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
-    from transcript_clean.columnar.edits import Edits
 
 ROLES: Final = ("user", "assistant", "system", "function_call", "observation")
 """What a tag can stand for."""
@@ -93,7 +92,7 @@ class ShareGPTFormat(Format):
     default_column = "conversations"
     side_columns = ("system",)
     joins_text = True
-    writes_merges = True
+    merged_field = "value"
 
     def __init__(self, column: str | None = None, tags: Mapping[str, str] | None = None) -> None:
         super().__init__(column)
@@ -188,13 +187,6 @@ class ShareGPTFormat(Format):
         from transcript_clean.formats.sharegpt.flatten import flatten_sharegpt
 
         return flatten_sharegpt(column, schema, side or {}, self.tags)
-
-    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
-        if edits.conversations.item_message is None:
-            return None
-        from transcript_clean.formats.sharegpt.write import write_sharegpt
-
-        return write_sharegpt(column, edits)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:
