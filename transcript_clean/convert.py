@@ -64,7 +64,7 @@ from transcript_clean.rows import RowResult, clean_row, mark_rejected
 from transcript_clean.rules import Violation
 from transcript_clean.rules._template import written_arguments
 from transcript_clean.rules.lossy_conversion import CODE as LOSSY_CONVERSION
-from transcript_clean.shapes import ShapedFormat
+from transcript_clean.shapes import KINDS, ShapedFormat
 from transcript_clean.sources import hidden_columns
 from transcript_clean.sources.jsontypes import JSON
 
@@ -122,9 +122,14 @@ class ConvertingFormat(Format):
         own = (self.source.column, *self.source.side_columns, *self.source.declaring_columns)
         return tuple(dict.fromkeys(own))
 
+    @property
+    def part_names(self) -> tuple[str, ...]:
+        """The written columns that hold messages: the target's conversation column."""
+        return (self.target.column,)
+
     def written_columns(self) -> tuple[str, ...]:
         """The columns the target writes, in order."""
-        return (*self.target.side_columns, self.target.column, TOOLS_COLUMN)
+        return (*self.target.side_columns, *self.part_names, TOOLS_COLUMN)
 
     def written_schema(self, schema: pa.Schema) -> pa.Schema:
         """The schema of the rows written from rows of `schema`."""
@@ -140,21 +145,31 @@ class ConvertingFormat(Format):
         result = clean_row(row, self.source, config, trace=trace)
         if result.status == "rejected":
             return result
-        assert result.decoded is not None and result.messages is not None
         target = self.target
         form = written_arguments(config)
         if form is not None:
             target = target.with_arguments(form) or target
         try:
-            written, loss = self.written(result.decoded, result.messages, row, target)
+            written, loss = self.written_result(result, row, target)
         except Exception as err:  # an encoder's bug must cost one row, not the run
             written, loss = None, f"cannot be written as {self.target.name}: {err}"
-        if loss is not None:
-            return lossy(result, loss)
+        if loss is not None or written is None:
+            return lossy(result, loss or f"cannot be written as {self.target.name}")
         result.row = written
-        value = written.get(self.target.column) if written is not None else None
-        result.messages_out = len(value) if isinstance(value, list) else 0
+        result.messages_out = sum(
+            len(value)
+            for value in (written.get(name) for name in self.part_names)
+            if isinstance(value, list)
+        )
         return result
+
+    def written_result(
+        self, result: RowResult, row: Row, target: Format
+    ) -> tuple[Row | None, str | None]:
+        """The kept row of `result` (cleaned from `row`) written in `target`, or what it would
+        lose."""
+        assert result.decoded is not None and result.messages is not None
+        return self.written(result.decoded, result.messages, row, target)
 
     def written(
         self,
@@ -214,16 +229,25 @@ class ConvertingShapedFormat(ConvertingFormat):
 
     def __init__(self, source: ShapedFormat, target: Format) -> None:
         super().__init__(source, target)
-        self.shaped = source
         shape = source.shape
-        names = _TRL_CANDIDATES.get(shape.kind, ())
+        names = _TRL_NAMES.get(shape.kind, KINDS[shape.kind].candidates)
         if shape.prompt is None and shape.kind == "unpaired":
             names = ()  # KTO rows of one conversation: no TRL name fits a whole conversation
         own = tuple(path.rsplit(".", 1)[-1] for path in shape.candidates)
-        self.part_names = (("prompt",) if shape.prompt is not None else ()) + (
+        self._parts = (("prompt",) if shape.prompt is not None else ()) + (
             names if len(names) == len(own) else own
         )
+
+    @property
+    def shaped(self) -> ShapedFormat:
+        """The source, a dataset type's format."""
+        assert isinstance(self.source, ShapedFormat)
+        return self.source
+
+    @property
+    def part_names(self) -> tuple[str, ...]:
         """The written columns of the prompt (if any) and of each candidate, in order."""
+        return self._parts
 
     @property
     def replaced_columns(self) -> tuple[str, ...]:
@@ -231,31 +255,13 @@ class ConvertingShapedFormat(ConvertingFormat):
         own = (*self.shaped.shape.columns, *inner.side_columns, *inner.declaring_columns)
         return tuple(dict.fromkeys(own))
 
-    def written_columns(self) -> tuple[str, ...]:
-        return (*self.target.side_columns, *self.part_names, TOOLS_COLUMN)
-
-    def clean(self, row: Row, config: Config, *, trace: bool = False) -> RowResult | None:
-        result = self.shaped.clean(row, config, trace=trace)
-        if result.status == "rejected":
-            return result
-        target = self.target
-        form = written_arguments(config)
-        if form is not None:
-            target = target.with_arguments(form) or target
-        after = result.row if result.row is not None else row
+    def written_result(
+        self, result: RowResult, row: Row, target: Format
+    ) -> tuple[Row | None, str | None]:
         try:
-            written, loss = self.written_parts(after, target)
+            return self.written_parts(result.row if result.row is not None else row, target)
         except DecodeError as err:  # the cleaned parts no longer read as one conversation
-            written, loss = None, f"cannot be read for {self.target.name}: {err}"
-        except Exception as err:  # an encoder's bug must cost one row, not the run
-            written, loss = None, f"cannot be written as {self.target.name}: {err}"
-        if loss is not None or written is None:
-            return lossy(result, loss or f"cannot be written as {self.target.name}")
-        result.row = written
-        result.messages_out = sum(
-            len(written[name]) for name in self.part_names if isinstance(written[name], list)
-        )
-        return result
+            return None, f"cannot be read for {self.target.name}: {err}"
 
     def written_parts(self, row: Row, target: Format) -> tuple[Row | None, str | None]:
         """The row's parts written in `target`'s format (class doc), or what they would lose."""
@@ -314,15 +320,11 @@ class ConvertingShapedFormat(ConvertingFormat):
         return f"ConvertingShapedFormat({self.shaped!r} -> {self.target.name})"
 
 
-_TRL_CANDIDATES: Final[Mapping[str, tuple[str, ...]]] = {
-    "prompt-completion": ("completion",),
-    "unpaired": ("completion",),
-    "preference": ("chosen", "rejected"),
-    "implicit-preference": ("chosen", "rejected"),
-    "openai-preference": ("chosen", "rejected"),
-    "ranking": ("chosen", "rejected"),
+_TRL_NAMES: Final[Mapping[str, tuple[str, ...]]] = {
+    "openai-preference": KINDS["preference"].candidates,
 }
-"""The columns TRL names each dataset type's candidates (`prompt` is every type's prompt)."""
+"""TRL's names for the candidates of a type whose usual columns are not TRL's (`prompt` is
+every type's prompt); every other type's candidates keep its usual names (`shapes.KINDS`)."""
 
 
 def converting(source: Format, to: str) -> ConvertingFormat:

@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from transcript_clean.batch_profile import profile_batch
 from transcript_clean.columnar.arrays import Mask
-from transcript_clean.convert import ConvertingShapedFormat
+from transcript_clean.convert import ConvertingFormat
 from transcript_clean.fastpath import Verdicts
 from transcript_clean.formats.base import Format, Row
 from transcript_clean.model import Message
@@ -180,7 +180,7 @@ def clean_batch_parts(
             del decoded[i]
         read = np.zeros(table.num_rows, dtype=bool)
     # Rows of a dataset type written in another format (`--to`) are profiled as they came in.
-    measured_as = fmt.shaped if isinstance(fmt, ConvertingShapedFormat) else fmt
+    measured_as = fmt.source if isinstance(fmt, ConvertingFormat) else fmt
     if isinstance(measured_as, ShapedFormat):
         # The per-row path's transcript of a dataset type's row is its last candidate's after
         # the prompt's repairs: every row is profiled from the batch as it came in instead
