@@ -64,3 +64,11 @@ def test_fields_agree_over_a_field_null_in_every_row() -> None:
     )
     assert first.type.field("weight").type == pa.null()
     assert fields_agree(first, second, {"value"}).tolist() == [True, False]
+
+
+def test_sole_is_the_one_flagged_element_of_a_group_of_one() -> None:
+    from transcript_clean.columnar.arrays import sole
+
+    parent = np.array([0, 1, 1, 2, 4], dtype=np.int64)  # group 3 has no element
+    flags = np.array([True, True, True, False, True])
+    assert sole(flags, parent, 5).tolist() == [0, -1, -1, -1, 4]

@@ -76,6 +76,16 @@ def rows_with(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Mask:
     return count(flags, parent, rows) > 0
 
 
+def sole(flags: Mask, parent: npt.NDArray[np.int64], groups: int) -> npt.NDArray[np.int64]:
+    """Per group (a message of parts, a result of blocks), the position of its one element
+    where it has exactly one and that one is flagged (a text); -1 for any other group."""
+    sizes = np.bincount(parent, minlength=groups)
+    out = np.full(groups, -1, dtype=np.int64)
+    at = np.flatnonzero(flags & (sizes[parent] == 1))
+    out[parent[at]] = at
+    return out
+
+
 def any_of(masks: Iterable[Mask], rows: int) -> Mask:
     """Per row, whether any of `masks` holds it (none for no masks)."""
     out = np.zeros(rows, dtype=bool)

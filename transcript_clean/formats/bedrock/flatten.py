@@ -37,6 +37,7 @@ from transcript_clean.columnar.arrays import (
     is_text,
     objects,
     rows_with,
+    sole,
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
@@ -219,7 +220,9 @@ def _messages(array: pa.Array) -> Conversations | None:
     result_blank = count(piece_says, piece_result, len(results)) == 0
     piece_chars = np.where(textual, text_lengths(piece_text), 0)
     result_chars = np.bincount(piece_result, weights=piece_chars, minlength=len(results))
-    result_text = _one_text(piece_text, piece_result, textual, len(results))
+    # Per result, the text of its one block, of text or JSON (what the decoder reads as one text
+    # part); null where it has any other content.
+    result_text = taken(piece_text, sole(textual, piece_result, len(results)))
 
     block_chars = np.where(is_text_block, text_chars, 0) + thought_chars
     block_chars[results] += result_chars.astype(np.int64)
@@ -234,10 +237,7 @@ def _messages(array: pa.Array) -> Conversations | None:
     reencoded = rows_with(both, message_row[block_message], rows)
 
     # A message of one text block says that text (what R4 compares and joins).
-    blocks_of = np.bincount(block_message, minlength=messages_n)
-    one_text = np.full(messages_n, -1, dtype=np.int64)
-    alone = np.flatnonzero(is_text_block & (blocks_of[block_message] == 1))
-    one_text[block_message[alone]] = alone
+    one_text = sole(is_text_block, block_message, messages_n)
 
     def texts() -> tuple[pa.Array, Counts]:
         own = np.flatnonzero(is_text_block)
@@ -282,18 +282,6 @@ def _messages(array: pa.Array) -> Conversations | None:
         message_text=lambda positions: taken(text, one_text[positions]),
         message_origin=item_origins(msgs, np.arange(messages_n, dtype=np.int64), messages_n),
     )
-
-
-def _one_text(piece_text: pa.Array, piece_result: Counts, textual: Mask, results: int) -> pa.Array:
-    """Per result, the text of its one block where it has one block, of text or JSON (what the
-    decoder reads as one text part); null where it has any other content."""
-    per = np.bincount(piece_result, minlength=results).astype(np.int64)
-    first = np.cumsum(per) - per
-    one = per == 1
-    one[one] &= textual[first[one]]
-    at = pa.array(np.where(one, first, 0), pa.int64(), mask=~one)
-    text: pa.Array = piece_text.take(at)
-    return text
 
 
 _JSON: Final = len(_KNOWN)

@@ -42,6 +42,7 @@ from transcript_clean.columnar.arrays import (
     is_text,
     rows_with,
     run_starts,
+    sole,
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
@@ -255,10 +256,7 @@ def _contents(array: pa.Array, column: str) -> Conversations | None:
     chars += np.bincount(result_message, weights=result_chars, minlength=messages_n)
 
     # A turn of one plain text part says that text (what R4 compares and joins).
-    parts_of = np.bincount(part_message, minlength=messages_n)
-    one_text = np.full(messages_n, -1, dtype=np.int64)
-    alone = np.flatnonzero(is_plain & (parts_of[part_message] == 1))
-    one_text[part_message[alone]] = alone
+    one_text = sole(is_plain, part_message, messages_n)
 
     def texts() -> tuple[pa.Array, Counts]:
         own = np.flatnonzero(is_text_part)

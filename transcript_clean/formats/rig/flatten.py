@@ -26,6 +26,7 @@ from transcript_clean.columnar.arrays import (
     is_text,
     objects,
     rows_with,
+    sole,
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
@@ -192,10 +193,7 @@ def flatten_rig(array: pa.Array) -> Conversations | None:
     role_number = np.where(is_assistant, ASSISTANT, USER).astype(np.int8)
 
     # An assistant message of one part, a text with no annotations, says that text.
-    parts_of = np.bincount(part_message, minlength=messages_n)
-    single = is_text_part & ~annotated & ~user_part & (parts_of[part_message] == 1)
-    only = np.full(messages_n, -1, dtype=np.int64)
-    only[part_message[single]] = np.flatnonzero(single)
+    only = sole(is_text_part & ~annotated & ~user_part, part_message, messages_n)
 
     return Conversations(
         rows=rows,
