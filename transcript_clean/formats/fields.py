@@ -5,11 +5,13 @@ system prompt read from a column beside the conversation, put first in each row.
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -213,3 +215,16 @@ def prepend_system(
         message_origin=moved(c.message_origin),
         texts=texts if inner_texts is not None else None,
     )
+
+
+def arguments_json(arguments: Any) -> str | None:
+    """A call's arguments read from a text (a ShareGPT `function_call`, a Hermes `<tool_call>`)
+    as JSON text for the view: orjson's, the standard library's for what orjson cannot write
+    (an integer past 64 bits), None where JSON cannot write them."""
+    try:
+        return orjson.dumps(arguments).decode()
+    except (TypeError, orjson.JSONEncodeError):
+        try:
+            return json.dumps(arguments)
+        except (TypeError, ValueError):
+            return None

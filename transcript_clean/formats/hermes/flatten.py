@@ -24,8 +24,6 @@ decoder reads them; a row whose block has a problem is unread. It knows no rule.
 
 from __future__ import annotations
 
-import json
-
 import numpy as np
 import orjson
 import pyarrow as pa
@@ -46,7 +44,12 @@ from transcript_clean.columnar.arrays import (
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.edits import item_origins
 from transcript_clean.formats.base import DecodeError, IdMinter
-from transcript_clean.formats.fields import end_to_end, is_list_of_structs, not_blank
+from transcript_clean.formats.fields import (
+    arguments_json,
+    end_to_end,
+    is_list_of_structs,
+    not_blank,
+)
 from transcript_clean.formats.hermes.values import (
     ASSISTANT_TAGS,
     TAGS,
@@ -378,15 +381,7 @@ def _call(call: ToolCall) -> tuple[str | None, bool, bool]:
     arguments, raw = call.arguments, call.raw_arguments
     plain = raw is not None or is_json(arguments)
     is_object = isinstance(arguments, dict) and plain
-    if raw is None:
-        try:
-            raw = orjson.dumps(arguments).decode()
-        except (TypeError, orjson.JSONEncodeError):
-            try:
-                raw = json.dumps(arguments)
-            except (TypeError, ValueError):
-                raw = None
-    return raw, is_object, plain
+    return raw if raw is not None else arguments_json(arguments), is_object, plain
 
 
 def _prompt_declarations(

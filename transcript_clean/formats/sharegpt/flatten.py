@@ -14,7 +14,6 @@ are the few observations that may hold such a list. It knows no rule.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
@@ -38,7 +37,7 @@ from transcript_clean.columnar.arrays import (
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.edits import item_origins, taken
 from transcript_clean.formats.base import REASONING_KEYS
-from transcript_clean.formats.fields import end_to_end
+from transcript_clean.formats.fields import arguments_json, end_to_end
 from transcript_clean.formats.sharegpt.values import calls_of, read_calls, split_list
 from transcript_clean.model import is_json
 
@@ -334,15 +333,7 @@ def _read_calls(text: str) -> list[tuple[str, str | None, bool]] | None:
         is_object = isinstance(arguments, dict) and (
             raw is not None or strict or is_json(arguments)
         )
-        if raw is None:
-            try:
-                raw = orjson.dumps(arguments).decode()
-            except (TypeError, orjson.JSONEncodeError):
-                try:
-                    raw = json.dumps(arguments)
-                except (TypeError, ValueError):
-                    raw = None
-        out.append((name, raw, is_object))
+        out.append((name, raw if raw is not None else arguments_json(arguments), is_object))
     return out
 
 
