@@ -349,6 +349,40 @@ def test_a_ctrl_c_python_dropped_stops_the_run_all_the_same(
         progress.Progress(quiet=True).update(10)
 
 
+def test_a_ctrl_c_python_dropped_is_not_reported(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Raised in a weakref's callback (as importlib's, while a module is imported), Python
+    reports a Ctrl-C with a traceback and goes on: the run's hook says nothing of it, once the
+    handler has remembered it, and reports anything else as Python does."""
+    import threading
+    import weakref
+
+    from transcript_clean.cli import interrupt
+
+    monkeypatch.setattr(interrupt, "CTRL_C", threading.Event())
+    monkeypatch.setattr(sys, "unraisablehook", interrupt.unreported_ctrl_c)
+
+    class Held:
+        pass
+
+    def dropped(raised: type[BaseException]) -> str:
+        def callback(_: object) -> None:
+            if raised is KeyboardInterrupt:
+                interrupt.ctrl_c(signal.SIGINT, None)
+            raise raised
+
+        held = Held()
+        reference = weakref.ref(held, callback)
+        del held  # the callback runs, and Python reports what it raised
+        assert reference() is None
+        return capsys.readouterr().err
+
+    assert "ValueError" in dropped(ValueError)
+    assert dropped(KeyboardInterrupt) == ""
+    assert interrupt.CTRL_C.is_set()
+
+
 @pytest.mark.parametrize("blocks_done", [0, 2])
 def test_ctrl_c_with_two_workers_leaves_no_worker_traceback(
     tmp_path: Path, long_source: Path, blocks_done: int

@@ -16,7 +16,13 @@ from typing import Any
 import click
 
 from transcript_clean.cli.commands import audit, clean, explain
-from transcript_clean.cli.interrupt import Interrupted, ctrl_c, exit_interrupted, interrupted
+from transcript_clean.cli.interrupt import (
+    Interrupted,
+    ctrl_c,
+    exit_interrupted,
+    interrupted,
+    unreported_ctrl_c,
+)
 from transcript_clean.errors import AccountingError, TranscriptCleanError, command_line
 from transcript_clean.version import __version__
 
@@ -99,6 +105,7 @@ def entry() -> None:
         os.environ.setdefault("JE_ARROW_MALLOC_CONF", JEMALLOC_CONF)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy is imported
     signal.signal(signal.SIGINT, ctrl_c)
+    sys.unraisablehook = unreported_ctrl_c
     try:
         try:
             main()

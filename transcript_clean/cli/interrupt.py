@@ -43,6 +43,15 @@ def dropped_ctrl_c() -> None:
         raise KeyboardInterrupt
 
 
+def unreported_ctrl_c(unraisable: sys.UnraisableHookArgs) -> None:
+    """`sys.unraisablehook`: say nothing of a Ctrl-C that Python dropped (it writes "Exception
+    ignored in ..." and a traceback on stderr), since `ctrl_c` remembered it and the run stops
+    with one line all the same; anything else is reported as Python reports it."""
+    if isinstance(unraisable.exc_value, KeyboardInterrupt) and CTRL_C.is_set():
+        return
+    sys.__unraisablehook__(unraisable)
+
+
 def exit_interrupted() -> NoReturn:
     """End the process with status 130 once Ctrl-C has been handled.
 
