@@ -106,6 +106,25 @@ def test_a_converse_row_reads_reasoning_calls_json_results_and_tool_specs() -> N
     assert clean_row(WEATHER, FMT, DEFAULT).status == "unchanged"
 
 
+def test_a_cache_point_among_the_tools_declares_nothing_and_stays(tmp_path: Path) -> None:
+    """Converse's `toolConfig.tools` may hold `{"cachePoint": ...}` after the specs (prompt
+    caching): not a tool, so not a declaration with no name (`invalid_tool_declaration`); the
+    row is written back as it came, and `--to` writes the specs alone."""
+    tools = [*WEATHER["toolConfig"]["tools"], {"cachePoint": {"type": "default"}}]
+    row = {**WEATHER, "toolConfig": {"tools": tools}}
+    declared = FMT.declared_tools(row)
+    assert declared is not None and declared.names() == ["get_weather"] and not declared.problems
+    assert clean_row(row, FMT, DEFAULT).status == "unchanged"
+    entries = FMT.declaration_entries(row)
+    assert entries is not None and [e["name"] for e in entries] == ["get_weather"]
+    source = tmp_path / "cached.jsonl"
+    source.write_text(json.dumps(row) + "\n")
+    result = clean(source, tmp_path / "out", to="openai", output_format="jsonl")
+    assert (result.stats.rows_in, result.stats.rows_kept) == (1, 1)
+    written = json.loads((tmp_path / "out" / "data" / "part-00000.jsonl").read_text())
+    assert [t["function"]["name"] for t in written["tools"]] == ["get_weather"]
+
+
 def test_arguments_against_the_tool_spec_are_checked() -> None:
     bad = {**WEATHER, "messages": [*WEATHER["messages"][:1]]}
     bad["messages"].append(

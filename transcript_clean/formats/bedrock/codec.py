@@ -161,13 +161,15 @@ class BedrockFormat(Format):
 
 
 def _specs(config: Any) -> list[Any] | None:
-    """`toolConfig.tools` with each `toolSpec` as `{name, description, parameters}` and every
-    other entry (`cachePoint` and the like: no tool, named as such) as it is; None when the
-    config holds no list of tools."""
+    """`toolConfig.tools` with each `toolSpec` as `{name, description, parameters}`; a
+    `cachePoint` entry (where prompt caching starts: no tool) left out; any other entry as it
+    is, so that it is named as no tool; None when the config holds no list of tools."""
     if not isinstance(config, Mapping) or not isinstance(config.get("tools", []), list):
         return None
     specs: list[Any] = []
     for entry in config.get("tools") or []:
+        if isinstance(entry, Mapping) and entry.keys() == {"cachePoint"}:
+            continue
         spec = entry.get("toolSpec") if isinstance(entry, Mapping) else None
         if not isinstance(spec, Mapping):
             specs.append(entry)
