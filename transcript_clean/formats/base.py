@@ -187,6 +187,13 @@ class Format:
             return None
         return write_merged(column, edits, self.merged_field)
 
+    def unwritten(self, roles: Sequence[str]) -> str | None:
+        """Why `encode` cannot write a transcript whose turns (the system prompt aside) have
+        these roles (`user`, `assistant`), in its words, or None where it can or cannot tell:
+        what lets the fast path reject, as the per-row path does, a row that R1 would leave
+        unwritable (the string formats that hold alternating pairs)."""
+        return None
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(column={self.column!r})"
 
