@@ -15,7 +15,7 @@ are the few observations that may hold such a list. It knows no rule.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 import orjson
@@ -98,10 +98,24 @@ def flatten_sharegpt(
     # Calls, parsed from each function_call turn, numbered in order.
     call_turns = np.flatnonzero(is_call & ~flag)
     calls_of_turn = np.zeros(n, dtype=np.int64)
-    found = _calls(value.take(indices(call_turns)).to_pylist() if len(call_turns) else [])
-    flag[call_turns[found.counts == 0]] = True
-    calls_of_turn[call_turns] = found.counts
-    call_turn_at = np.repeat(call_turns, found.counts)
+    names: list[str] = []
+    arguments: list[str | None] = []
+    objects: list[bool] = []
+    call_turn: list[int] = []
+    if len(call_turns):
+        values = value.take(indices(call_turns)).to_pylist()
+        for at, text in zip(call_turns.tolist(), values, strict=True):
+            found = _calls(text)
+            if found is None:
+                flag[at] = True
+                continue
+            calls_of_turn[at] = len(found)
+            for name, raw, is_object in found:
+                names.append(name)
+                arguments.append(raw)
+                objects.append(is_object)
+                call_turn.append(at)
+    call_turn_at = np.array(call_turn, dtype=np.int64)
     calls_per_message = np.bincount(turn_message, weights=calls_of_turn, minlength=m_turns)
     calls_per_message = calls_per_message.astype(np.int64)
     first_call = np.cumsum(calls_per_message) - calls_per_message
@@ -253,9 +267,9 @@ def flatten_sharegpt(
         chars=per_message(chars, system_chars[system_rows]).astype(np.int64),
         call_message=of_message[turn_message[call_turn_at]],
         call_id=call_ids,
-        call_name=pa.array(found.names, pa.string()),
-        call_arguments=pa.array(found.arguments, pa.string()),
-        call_object=found.objects,
+        call_name=pa.array(names, pa.string()),
+        call_arguments=pa.array(arguments, pa.string()),
+        call_object=np.array(objects, dtype=bool),
         result_message=of_message[turn_message[result_turn]],
         result_call=result_ids,
         result_blank=result_blank,
@@ -269,75 +283,30 @@ def flatten_sharegpt(
     )
 
 
-class _Calls(NamedTuple):
-    """The calls of a batch's `function_call` values, as the decoder reads them."""
-
-    counts: Counts
-    """Per value, its calls; 0 where the decoder calls the turn malformed."""
-    names: list[str]
-    arguments: list[str | bytes | None]
-    """Each call's arguments as JSON text (None where JSON cannot write them)."""
-    objects: Mask
-    """Whether each call's arguments are a JSON object."""
-
-
-def _calls(values: list[str]) -> _Calls:
-    """The calls the `function_call` values hold, as the decoder reads them."""
-    # The common value, strict JSON whose calls are objects with a text name and object
-    # arguments, is read by `_read_plain` with no call per call, into flat lists (a list of
-    # tuples per value, then an append per field, was most of the flattener's time); anything
-    # else by `_read_calls`, as the decoder reads it.
-    counts = np.zeros(len(values), dtype=np.int64)
-    names: list[str] = []
-    arguments: list[str | bytes | None] = []
-    others: list[int] = []  # the calls `_read_calls` read whose arguments are no JSON object
-    for at, text in enumerate(values):
-        start = len(names)
-        plain = _read_plain(text, names, arguments)
-        if plain:
-            counts[at] = len(names) - start
-            continue
-        del names[start:], arguments[start:]
-        if plain is None:
-            continue
-        read = _read_calls(text)
-        if read is None:
-            continue
-        for name, raw, is_object in read:
-            if not is_object:
-                others.append(len(names))
-            names.append(name)
-            arguments.append(raw)
-        counts[at] = len(read)
-    objects = np.ones(len(names), dtype=bool)
-    objects[others] = False
-    return _Calls(counts, names, arguments, objects)
-
-
-def _read_plain(text: str, names: list[str], arguments: list[str | bytes | None]) -> bool | None:
-    """Append the calls of a common value (see `_calls`) to `names` and `arguments` (as
-    orjson writes them: UTF-8 bytes, which Arrow takes as text) and say True; None where the
-    decoder calls the turn malformed; False where `_read_calls` must read it."""
+def _calls(text: str) -> list[tuple[str, str | None, bool]] | None:
+    """The calls a `function_call` value holds, as the decoder reads them: each one's name,
+    its arguments as JSON text (None where JSON cannot write them), and whether they are a
+    JSON object; None where the decoder would call the turn malformed."""
+    # The common value, strict JSON whose calls are objects with a name and object arguments,
+    # read in one orjson pass with no other call per call (a call each was most of the
+    # flattener's time); anything else is read by `_read_calls`, as the decoder reads it.
     try:
         parsed = _loads(text)
     except orjson.JSONDecodeError:
-        return False
-    calls = parsed if type(parsed) is list else (parsed,)
-    if not calls:
-        return None  # no call: `_calls` of the decoder finds none
-    for call in calls:
+        return _read_calls(text)
+    out: list[tuple[str, str | None, bool]] = []
+    for call in parsed if type(parsed) is list else (parsed,):
         if type(call) is not dict:
             return None  # `calls_of`: a call that is no object is no call
         name = call.get("name")
-        given = call.get("arguments")
-        if type(name) is not str or type(given) is not dict:
-            return False
+        arguments = call.get("arguments")
+        if type(name) is not str or type(arguments) is not dict:
+            return _read_calls(text)
         try:
-            arguments.append(_dumps(given))
+            out.append((name, _dumps(arguments).decode(), True))
         except (TypeError, orjson.JSONEncodeError):
-            return False
-        names.append(name)
-    return True
+            return _read_calls(text)
+    return out or None
 
 
 _loads = orjson.loads
