@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.formats.base import (
     Decoded,
@@ -70,6 +70,11 @@ from transcript_clean.model import (
     UserMessage,
 )
 from transcript_clean.tools import Declared, read_declarations, read_row_declarations
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.columnar.conversations import Conversations
 
 PASSED_ACTIONS: Final = frozenset(
     {"change_agent_state", "recall", "condensation", "condensation_request", "null"}
@@ -115,6 +120,18 @@ class OpenHandsFormat(Format):
                 if isinstance(tools, list) and tools:
                     return tools
         return None
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        """The events column flattened (`openhands.flatten`); the `system` action's tools read
+        as declarations unless `--tools-column` names where they are."""
+        from transcript_clean.formats.openhands.flatten import flatten_openhands
+
+        return flatten_openhands(column, declarations=self.tools_column is None)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:
