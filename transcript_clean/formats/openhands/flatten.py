@@ -143,13 +143,17 @@ def _null(values: pa.Array) -> Mask:
     return as_mask(values.is_null())
 
 
-def _first_of(lists: pa.Array) -> pa.Array:
-    """Per list, its first item (null where the list is null or empty, or no list at all)."""
-    if not (pa.types.is_list(lists.type) or pa.types.is_large_list(lists.type)):
-        return pa.nulls(len(lists), pa.string())
-    values, sizes, _ = flattened(lists)
-    first = np.cumsum(sizes) - sizes
-    return values.take(pa.array(first, pa.int64(), mask=sizes == 0))
+def _responses(choices: pa.Array, calls: Counts) -> tuple[pa.Array, Counts]:
+    """The messages of the responses' choices, and per call the position of its response's
+    first choice's (-1 where its response has no choice or no message)."""
+    if not (pa.types.is_list(choices.type) or pa.types.is_large_list(choices.type)):
+        return pa.nulls(0, pa.string()), np.full(len(calls), -1, dtype=np.int64)
+    values, sizes, _ = flattened(choices)
+    messages = field(values, "message")
+    first = (np.cumsum(sizes) - sizes)[calls]
+    has = sizes[calls] > 0
+    has[has] &= ~_null(messages)[first[has]]
+    return messages, np.where(has, first, -1)
 
 
 def _coalesce(*values: pa.Array) -> pa.Array:
@@ -187,14 +191,13 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
     flag |= is_system & _null(said_text)
 
     # Calls: the id and name of the metadata, the arguments of the response's call of that id.
+    # (Only leaves are taken: a take of the responses' structs copies every nested list.)
     calls = np.flatnonzero(is_call)
-    call_meta = meta.take(indices(calls))
-    flag[calls] |= _null(call_ids.take(indices(calls))) | _null(field(call_meta, "function_name"))
-    response = field(call_meta, "model_response")
-    message = field(_first_of(field(response, "choices")), "message")
-    function = _called(field(message, "tool_calls"), call_ids.take(indices(calls)))
-    flag[calls] |= _null(function)
-    arguments = field(function, "arguments")
+    names = field(meta, "function_name")
+    flag[calls] |= (_null(call_ids) | _null(names))[calls]
+    messages, choice = _responses(field(field(meta, "model_response"), "choices"), calls)
+    found, missing = _called(field(messages, "tool_calls"), choice, call_ids.take(indices(calls)))
+    flag[calls] |= missing
 
     # Observations: a result where the metadata names its call, or `cause` an earlier call's
     # event; else bookkeeping, or no place at all.
@@ -289,13 +292,13 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
     opening[read_calls] = starts[place[calls[read_calls]]]
     opened = np.flatnonzero(opening)
     owner = item_message[calls[opened]]
-    said_message = message.take(indices(opened))
-    content = field(said_message, "content")
+    said_at = indices(choice[opened])
+    content = field(messages, "content").take(said_at)
     if not is_text(content.type):  # the decoder takes text only, and passes anything else over
         content = pa.nulls(len(opened), pa.string())
     add(content, owner)
     for key in REASONING_KEYS:
-        reasoning = field(said_message, key)
+        reasoning = field(messages, key).take(said_at)
         reasoned[owner[~_null(reasoning)]] = True
         thought[owner[not_blank(reasoning)]] = True
         add(reasoning, owner, says=False)
@@ -310,7 +313,7 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
     add(result_text, item_message[results], says=False)
 
     kept_calls = calls[read_calls]
-    call_arguments = arguments.filter(pa.array(read_calls)) if len(calls) else arguments
+    call_arguments = _arguments(found[read_calls])
     errors = _equal(observation, "error")[results]
 
     def texts() -> tuple[pa.Array, Counts]:
@@ -346,18 +349,48 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
     )  # fmt: skip
 
 
-def _called(tool_calls: pa.Array, call_id: pa.Array) -> pa.Array:
-    """Per call, the `function` of the first call of its model response with its id: null
-    where there is none (the decoder's `malformed_row`)."""
+class _Found:
+    """Per call, where its response's call of its id is among the responses' calls."""
+
+    def __init__(self, functions: pa.Array, at: Counts) -> None:
+        self.functions = functions
+        self.at = at
+
+    def __getitem__(self, which: Mask) -> _Found:
+        return _Found(self.functions, self.at[which])
+
+
+def _called(tool_calls: pa.Array, choice: Counts, call_id: pa.Array) -> tuple[_Found, Mask]:
+    """Per call, the first call of its response's first choice with its id, and whether it
+    has none (or one without its `function`): the decoder's `malformed_row`."""
     n = len(call_id)
     if not is_list_of_structs(tool_calls.type):
-        return pa.nulls(n, pa.string())
-    values, _, owner = flattened(tool_calls)
-    match = ~_null(values) & as_mask(pc.equal(field(values, "id"), call_id.take(indices(owner))))
-    first = first_flagged(match, owner, n)
-    found = first < len(owner)
-    function = field(values, "function")
-    return function.take(pa.array(np.where(found, first, 0), pa.int64(), mask=~found))
+        return _Found(pa.nulls(0, pa.string()), np.full(n, -1)), np.ones(n, dtype=bool)
+    values, _, of_choice = flattened(tool_calls)
+    owner = np.full(len(tool_calls), -1, dtype=np.int64)
+    owner[choice[choice >= 0]] = np.flatnonzero(choice >= 0)
+    owned = owner[of_choice]
+    candidates = np.flatnonzero((owned >= 0) & ~_null(values))
+    match = np.zeros(len(values), dtype=bool)
+    match[candidates] = as_mask(
+        pc.equal(
+            field(values, "id").take(indices(candidates)),
+            call_id.take(indices(owned[candidates])),
+        )
+    )
+    first = first_flagged(match, np.maximum(owned, 0), n)
+    at = np.where(first < len(values), first, -1)
+    functions = field(values, "function")
+    missing = at < 0
+    missing[~missing] = _null(functions)[at[~missing]]
+    return _Found(functions, at), missing
+
+
+def _arguments(found: _Found) -> pa.Array:
+    """The arguments of the calls found (null where there are none)."""
+    arguments = field(found.functions, "arguments")
+    at = found.at
+    return arguments.take(pa.array(np.maximum(at, 0), pa.int64(), mask=at < 0))
 
 
 def _by_cause(
