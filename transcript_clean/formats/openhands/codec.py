@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from transcript_clean.formats.base import (
     Decoded,
@@ -59,6 +59,7 @@ from transcript_clean.formats.base import (
     required_str,
     without_origins,
 )
+from transcript_clean.formats.openhands.events import PASSED_ACTIONS, PASSED_OBSERVATIONS
 from transcript_clean.model import (
     AssistantMessage,
     Media,
@@ -75,11 +76,6 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
-
-PASSED_ACTIONS: Final = frozenset(
-    {"change_agent_state", "recall", "condensation", "condensation_request", "null"}
-)
-PASSED_OBSERVATIONS: Final = frozenset({"agent_state_changed", "null", "recall"})
 
 
 class OpenHandsFormat(Format):

@@ -51,7 +51,7 @@ from transcript_clean.columnar.conversations import (
 )
 from transcript_clean.formats.base import REASONING_KEYS
 from transcript_clean.formats.fields import field, fits, is_list_of_structs, not_blank
-from transcript_clean.formats.openhands.codec import PASSED_ACTIONS, PASSED_OBSERVATIONS
+from transcript_clean.formats.openhands.events import PASSED_ACTIONS, PASSED_OBSERVATIONS
 
 __all__ = ["flatten_openhands"]
 
