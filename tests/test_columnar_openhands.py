@@ -365,3 +365,23 @@ def test_layouts_it_does_not_read_are_left_to_the_per_row_path() -> None:
     ):
         table = pa.Table.from_pylist(rows)
         assert OPENHANDS.flatten(table.column("history").combine_chunks()) is None, rows
+
+
+def test_a_broken_declaration_is_left_to_the_per_row_path_which_names_where_it_is() -> None:
+    def tool(name: str, kind: str) -> dict[str, Any]:
+        schema = {"type": "object", "properties": {"a": {"type": kind}}}
+        return {"type": "function", "function": {"name": name, "parameters": schema}}
+
+    def row(tools: list[dict[str, Any]]) -> dict[str, Any]:
+        return {"history": [
+            {"source": "agent", "action": "system", "args": {"content": "S", "tools": tools}},
+            {"source": "user", "action": "message", "args": {"content": "q"}},
+            {"source": "agent", "action": "message", "args": {"content": "a"}},
+        ]}  # fmt: skip
+
+    table = pa.Table.from_pylist([row([tool("f", "string"), tool("x", "strng")]), row([])])
+    verdicts = batch_verdicts(table, DEFAULT, format=OPENHANDS)
+    assert verdicts is not None and verdicts.handled.tolist() == [False, True]
+    slow = assert_fast_and_slow_agree(table, DEFAULT, OPENHANDS)
+    (message,) = slow.rejects.column("_reject_message").to_pylist()
+    assert message.startswith("history[].args.tools[1] 'x': its parameters are not a JSON Schema")
