@@ -9,7 +9,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from differential import assert_fast_and_slow_agree
 from flattened import assert_flattened_as_decoded, truth
@@ -322,6 +324,12 @@ def test_generated_rows_agree_on_both_paths_and_most_are_settled_in_arrow(config
     table, planted = _generated(1500, seed=5)
     view = assert_flattened_as_decoded(OPENHANDS, table)
     assert view.unread.tolist() == ["malformed_row" in codes for codes in planted]
+    assert view.texts is not None  # the texts tokens are counted over: those of `chars`
+    texts, owner = view.texts()
+    lengths = pc.utf8_length(texts).to_numpy()
+    assert (
+        np.bincount(owner, weights=lengths, minlength=view.messages).tolist() == view.chars.tolist()
+    )
     assert_fast_and_slow_agree(table, config, OPENHANDS)
     verdicts = batch_verdicts(table, config, format=OPENHANDS)
     assert verdicts is not None

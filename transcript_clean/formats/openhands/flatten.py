@@ -274,9 +274,8 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
         if says:
             said[owner[not_blank(texts)]] = True
             spoken[owner[lengths > 0]] = True
-        held = np.flatnonzero(~_null(texts))
-        pieces.append(texts.take(indices(held)).cast(pa.large_string()))
-        owners.append(owner[held])
+        pieces.append(texts)
+        owners.append(owner)
         return lengths
 
     # System and message actions: their text, and a message's images.
@@ -317,7 +316,17 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
     errors = _equal(observation, "error")[results]
 
     def texts() -> tuple[pa.Array, Counts]:
-        return pa.concat_arrays(pieces), np.concatenate(owners).astype(np.int64)
+        # Made when asked for (tokens are counted): a copy of every text.
+        held = [np.flatnonzero(~_null(t)) for t in pieces]
+        return (
+            pa.concat_arrays(
+                [
+                    t.take(indices(h)).cast(pa.large_string())
+                    for t, h in zip(pieces, held, strict=True)
+                ]
+            ),
+            np.concatenate([o[h] for o, h in zip(owners, held, strict=True)]).astype(np.int64),
+        )
 
     return Conversations(
         rows=rows,
