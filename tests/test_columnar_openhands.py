@@ -393,3 +393,74 @@ def test_a_broken_declaration_is_left_to_the_per_row_path_which_names_where_it_i
     slow = assert_fast_and_slow_agree(table, DEFAULT, OPENHANDS)
     (message,) = slow.rejects.column("_reject_message").to_pylist()
     assert message.startswith("history[].args.tools[1] 'x': its parameters are not a JSON Schema")
+
+
+def test_trajectories_read_from_json_lines_are_flattened_around_their_json_fields(
+    tmp_path: Path,
+) -> None:
+    """A JSON Lines source types what holds values of several types, or `{}`, or a tool's
+    `parameters`, as `pa.json_()` (a `finish` action's `args.outputs` is `{}` in every real
+    trajectory): the flattener reads around such fields, so the rows are still settled in
+    Arrow, the declarations' JSON read as the decoder reads it."""
+    from transcript_clean.sources import open_source
+    from transcript_clean.sources.jsontypes import has_json
+
+    tool = {"type": "function", "function": {"name": "execute_bash", "parameters": {
+        "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]
+    }}}  # fmt: skip
+    system = {"source": "agent", "action": "system", "args": {"content": "Hi.", "tools": [tool]}}
+
+    def traced(name: str) -> dict[str, Any]:
+        message = {"content": None, "tool_calls": [
+            {"id": "t1", "function": {"name": name, "arguments": '{"command": "ls"}'}}
+        ]}  # fmt: skip
+        metadata = {"function_name": name, "tool_call_id": "t1",
+                    "model_response": {"id": "r", "choices": [{"message": message}]}}  # fmt: skip
+        return {"instance_id": name, "history": [
+            system,
+            {"source": "user", "action": "message", "args": {"content": "List the files."}},
+            {"id": 3, "source": "agent", "action": "run", "tool_call_metadata": metadata},
+            {"source": "agent", "observation": "run", "cause": 3, "content": "a.py"},
+            {"source": "agent", "action": "message", "args": {"content": "One file."}},
+        ]}  # fmt: skip
+
+    empty = {"source": "agent", "action": "message", "args": {"content": ""}}
+    events = traced("execute_bash")["history"]
+    repaired = {"instance_id": "empty", "history": [*events[:2], empty, *events[1:]]}
+    rows = [*_real_rows(), traced("execute_bash"), traced("rm_rf"), repaired]
+    path = tmp_path / "output.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    source = open_source(str(path))
+    table = pa.Table.from_batches(list(source.read(source.parts()[0])))
+    assert has_json(table.schema.field("history").type)
+    # (as a run writing Parquet reads them: a line written as JSON Lines again is the per-row
+    # path's to re-encode where a row is repaired)
+    verdicts = batch_verdicts(table, DEFAULT, format=OPENHANDS, exact_lines=False)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True] * 5
+    # the real ones end on a pending `finish`; one calls an undeclared tool; one's empty turn
+    # is dropped in Arrow, the tool's `parameters` (JSON in Arrow) written back as they were
+    assert verdicts.clean.tolist() == [False, False, True, False, False]
+    assert verdicts.repaired.tolist() == [False, False, False, False, True]
+    assert [r.code for r in verdicts.rejects] == ["unknown_tool"]
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, OPENHANDS)
+
+
+def test_a_json_field_where_the_decoder_reads_is_not_flattened() -> None:
+    """A message's `content` typed `pa.json_()` (text in some rows, a list in others): the
+    decoder reads the text, so the flattener does not read the column."""
+    from transcript_clean.sources.jsontypes import to_array
+
+    said = {"source": "user", "action": "message", "args": {"content": "hi"}}
+    message = pa.struct([("content", pa.json_()), ("tool_calls", pa.null())])
+    response = pa.struct(
+        [("id", pa.string()), ("choices", pa.list_(pa.struct([("message", message)])))]
+    )
+    event = pa.struct(
+        [("source", pa.string()), ("action", pa.string()),
+         ("args", pa.struct([("content", pa.string())])),
+         ("tool_call_metadata", pa.struct([("model_response", response)]))]
+    )  # fmt: skip
+    column = to_array([[said]], pa.list_(event))
+    assert OPENHANDS.flatten(column) is None

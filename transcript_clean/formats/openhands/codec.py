@@ -85,6 +85,7 @@ class OpenHandsFormat(Format):
     default_column = "history"
     joins_text = False
     agent_trace = True
+    reads_json_leaves = True  # (a JSON file's `args.outputs: {}` is one, in every `finish`)
     words = "OpenHands events: actions with tool_call_metadata as calls, observations as results"
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:

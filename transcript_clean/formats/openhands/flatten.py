@@ -124,7 +124,22 @@ def _readable(event: pa.DataType) -> bool:
         and _struct(function)
         and (arguments is None or pa.types.is_null(arguments) or is_text(arguments)
              or pa.types.is_struct(arguments))
+        and not _opaque(arguments, deep=True)
+        and not _opaque(_child(message, "content"))  # text in some rows, which it reads
+        and not _opaque(_child(args, "tools"))  # a list in some rows: declarations
     )  # fmt: skip
+
+
+def _opaque(type_: pa.DataType | None, *, deep: bool = False) -> bool:
+    """Whether `type_` is an extension type (`pa.json_()`: values of several types, which the
+    decoder reads as values), or with `deep` holds one: every other field the flattener reads
+    is refused in such a type by its own type test. (A tool's `parameters` held so is read as
+    the decoder reads it: the declared-tools checks decode such leaves.)"""
+    if type_ is None:
+        return False
+    if isinstance(type_, pa.BaseExtensionType):
+        return True
+    return deep and any(_opaque(type_.field(i).type, deep=True) for i in range(type_.num_fields))
 
 
 def _meta_readable(meta: pa.DataType) -> bool:
