@@ -143,10 +143,11 @@ def fast_verdicts(
     their declarations); `config`, the run's, for the repairs that read it. None when this
     format or column shape has no fast path."""
     array = whole(column)
-    if has_json(array.type):
+    if has_json(array.type) and not fmt.reads_json_leaves:
         # A `pa.json_()` field holds values of more than one type: no view reads it as the
         # decoder would (an object's arguments would look like text that is not one), so
-        # every row may have any code.
+        # every row may have any code; unless the format's flattener refuses such fields
+        # where it reads, itself.
         return None
     view = arrow_view(fmt, array, schema, side)
     if view is None:

@@ -165,6 +165,13 @@ class Format:
         no flattener (OpenAI, whose view is the fast path's own: `fastpath/openai.py`)."""
         return None
 
+    reads_json_leaves: ClassVar[bool] = False
+    """Whether `flatten` refuses by itself (None) a column holding `pa.json_()` fields where
+    the decoder reads (such a field holds values of several types, which a flattener would not
+    read as the decoder does), so that a column holding them only where the decoder does not
+    look (OpenHands' `args.outputs`, a tool's `parameters`) is flattened still; for any other
+    format, the fast path leaves every column holding one to the per-row path."""
+
     merged_field: ClassVar[str | None] = None
     """The field of a message's item that holds what it says, where R4's merges are written
     (`columnar.edits.write_merged`: the texts joined where it is text, ShareGPT's `value`; the
