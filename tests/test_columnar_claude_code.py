@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from differential import (
     assert_fast_and_slow_agree,
+    assert_settled_in_arrow,
     assert_verdicts_equal_on_generated_rows,
 )
 from flattened import assert_flattened_as_decoded
@@ -72,7 +73,11 @@ def _events() -> st.SearchStrategy[list[dict[str, Any]] | None]:
     event = st.one_of(
         *[
             st.fixed_dictionaries(
-                {"type": st.sampled_from(["user", "assistant"]), "uuid": _ids, "message": message}
+                {
+                    "type": st.sampled_from(["user", "assistant"]),
+                    "uuid": st.uuids().map(str) | _ids | st.none(),
+                    "message": message,
+                }
             )
         ]
         * 6,
@@ -84,18 +89,24 @@ def _events() -> st.SearchStrategy[list[dict[str, Any]] | None]:
         st.just(None),
         st.just({"type": "user", "message": None}),
     )
-    # Mostly well formed: a call in two streamed events, its result, an answer.
+    # Mostly well formed: a call in two streamed events, its result, an empty turn, an answer.
     exchange = st.just(
         [
-            {"type": "user", "message": {"content": [{"type": "text", "text": "go"}]}},
-            {"type": "assistant", "message": {"id": "m1", "content": [
+            {"type": "user", "uuid": "e1", "message": {"content": [
+                {"type": "text", "text": "go"}]}},
+            {"type": "assistant", "uuid": "e2", "message": {"id": "m1", "content": [
                 {"type": "text", "text": "x"}]}},
-            {"type": "assistant", "message": {"id": "m1", "content": [
+            {"type": "assistant", "uuid": "e3", "message": {"id": "m1", "content": [
                 {"type": "tool_use", "id": "a", "name": "f", "input": {"n": 1}}]}},
             {"type": "system"},
-            {"type": "user", "message": {"content": [
+            {"type": "user", "uuid": "e4", "message": {"content": [
                 {"type": "tool_result", "tool_use_id": "a", "content": "1"}]}},
-            {"type": "assistant", "message": {"id": "m2", "content": [
+            {"type": "assistant", "uuid": "e5", "message": {"id": "m2", "content": [
+                {"type": "text", "text": ""}]}},
+            {"type": "system"},
+            {"type": "user", "uuid": "e6", "message": {"content": [
+                {"type": "text", "text": "?"}]}},
+            {"type": "assistant", "uuid": "e7", "message": {"id": "m3", "content": [
                 {"type": "text", "text": "1"}]}},
         ]
     )  # fmt: skip
@@ -137,42 +148,75 @@ def test_claude_code_batches_of_any_rows_agree_on_both_paths(config: Config) -> 
     check()
 
 
-def test_a_streamed_answer_is_one_message_and_its_row_is_repaired_per_row() -> None:
+def _said(type_: str, text: str, id_: str | None = None, uuid: str | None = None) -> dict[str, Any]:
+    message = {"id": id_, "content": [{"type": "text", "text": text}]}
+    return {"type": type_, "uuid": uuid, "message": message}
+
+
+def _thinks(id_: str, uuid: str | None = None) -> dict[str, Any]:
+    block = {"type": "thinking", "thinking": "hm", "signature": "s"}
+    return {"type": "assistant", "uuid": uuid, "message": {"id": id_, "content": [block]}}
+
+
+def test_streamed_answers_and_other_events_are_written_as_the_encoder_writes_them() -> None:
     """Two assistant events with one `message.id` are one message (no R4); a third with another
-    id is a message of its own (R4). A row whose message came from several events, or that
-    holds an event with no message, is written anew by the encoder (`reencoded`): its repairs
-    are the per-row path's; a row of one event per message is repaired in Arrow."""
-
-    def said(type_: str, text: str, id_: str | None = None) -> dict[str, Any]:
-        message = {"id": id_, "content": [{"type": "text", "text": text}]}
-        return {"type": type_, "message": message}
-
-    streamed = [said("user", "go"), said("assistant", "a", "m1"), said("assistant", "b", "m1")]
+    id is a message of its own (R4, the per-row path's). R1's drop is written in Arrow as the
+    encoder writes it: a streamed answer as one event holding the blocks of all, an event
+    holding no message after its message event, or last where that is dropped. Where the
+    encoder does more (reasoning after a streamed answer's first event, an event holding no
+    message after one whose uuid is null or shared), the row is the per-row path's."""
+    u, a = "user", "assistant"
+    streamed = [_said(u, "go"), _said(a, "a", "m1"), _said(a, "b", "m1")]
+    empty = [
+        _said(u, "?", uuid="u2"),
+        _said(a, " ", "m8", "a8"),
+        _said(u, "?"),
+        _said(a, "x", "m9"),
+    ]
+    system = {"type": "system", "uuid": "x"}
     rows = [
         streamed,
-        [*streamed, said("assistant", "c", "m2")],
-        # an empty turn, in a row of one event per message: dropped in Arrow
-        [said("user", "go"), said("assistant", " ", "m1"), said("user", "?"),
-         said("assistant", "x", "m2")],
-        # the same after a streamed answer: the encoder writes that answer as one event
-        [said("user", "go"), said("assistant", "a", "m0"), said("assistant", "b", "m0"),
-         said("user", "?"), said("assistant", " ", "m1"), said("user", "?"),
-         said("assistant", "x", "m2")],
-        # the same with an event holding no message: the encoder moves it
-        [said("user", "go"), said("assistant", " ", "m1"), {"type": "system"}, said("user", "?"),
-         said("assistant", "x", "m2")],
+        [*streamed, _said(a, "c", "m2")],
+        # an empty turn, in a row of one event per message: dropped
+        [_said(u, "go"), *empty],
+        # the same after a streamed answer (an event holding no message between its events)
+        [_said(u, "go"), _said(a, "a", "m0", "a0"), system, _said(a, "b", "m0", "a1"), *empty],
+        # an event holding no message after the empty turn: moved last; one after the
+        # streamed answer's second event too
+        [_said(u, "go"), _said(a, "a", "m0", "a0"), _said(a, "b", "m0", "a1"), system,
+         *empty[:2], system, *empty[2:]],
+        # the streamed answer thinks in its second event: the per-row path's
+        [_said(u, "go"), _said(a, "a", "m0", "a0"), _thinks("m0", "a1"), *empty],
+        # an event holding no message after a message event with no uuid, or a shared one
+        [_said(u, "go"), _said(a, "a", "m0"), system, *empty],
+        [_said(u, "go", uuid="a8"), system, *empty],
     ]  # fmt: skip
     table = _table(rows)
     view = assert_flattened_as_decoded(CLAUDE, table)
-    assert view.message_row.tolist() == [0, 0, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 4, 4, 4, 4]
+    assert view.message_row[:5].tolist() == [0, 0, 1, 1, 1]  # the streamed answer is one
     assert view.reencoded is not None
-    assert view.reencoded.tolist() == [True, True, False, True, True]
-    verdicts = batch_verdicts(table, DEFAULT, format=CLAUDE)
-    assert verdicts is not None
-    assert verdicts.handled.tolist() == [True, False, True, False, False]
-    assert verdicts.repaired.tolist() == [False, False, True, False, False]
-    for config in (DEFAULT, STRICT):
-        assert_fast_and_slow_agree(table, config, CLAUDE)
+    assert view.reencoded.tolist() == [False] * 5 + [True] * 3
+    assert_settled_in_arrow(
+        table,
+        CLAUDE,
+        handled=[True, False, True, True, True, False, False, False],
+        repaired=[False, False, True, True, True, False, False, False],
+        lengths=[4, 6, 7],
+        words={},
+    )
+    written = batch_verdicts(table, DEFAULT, format=CLAUDE)
+    assert written is not None and written.repaired_column is not None
+    fourth = written.repaired_column.to_pylist()[2]
+    assert [e["type"] for e in fourth] == [
+        "user",
+        "assistant",
+        "user",
+        "user",
+        "assistant",
+        "system",
+        "system",
+    ]
+    assert [b["text"] for b in fourth[1]["message"]["content"]] == ["a", "b"]
 
 
 def test_claude_code_generated_rows_with_every_code_flatten_as_decoded() -> None:
@@ -182,7 +226,11 @@ def test_claude_code_generated_rows_with_every_code_flatten_as_decoded() -> None
     table = pa.Table.from_pylist(rows, schema=arrow_schema("claude-code"))
     view = assert_flattened_as_decoded(CLAUDE, table)
     assert 0 < view.unread.sum() < len(rows) // 5
-    assert view.reencoded is not None and 0 < view.reencoded.sum() < len(rows)
+    # streamed answers among them, and events holding no message: all written in Arrow
+    assert view.item_message is not None
+    assert view.messages < (view.item_message >= 0).sum()
+    assert (view.item_message < 0).any()
+    assert view.reencoded is not None and not view.reencoded.any()
 
 
 def test_claude_code_clean_rows_are_found_clean_in_arrow() -> None:

@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
+    from transcript_clean.columnar.edits import Edits
 
 _MESSAGE_EVENTS = ("user", "assistant")
 
@@ -122,6 +123,15 @@ class ClaudeCodeFormat(Format):
         from transcript_clean.formats.claude_code.flatten import flatten_claude_code
 
         return flatten_claude_code(column)
+
+    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
+        """Messages dropped (R1, R5's cut) written as `encode` writes them
+        (`claude_code.flatten.write_events`)."""
+        if edits.merges is not None and edits.merges.joined.any():
+            return None  # no `merged_field`: R4's merges are the per-row path's
+        from transcript_clean.formats.claude_code.flatten import write_events
+
+        return write_events(column, edits)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

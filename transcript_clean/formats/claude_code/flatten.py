@@ -10,9 +10,14 @@ blocks of a streamed answer. Unread: a null event, or a user or assistant event 
 `message` is null (Arrow cannot tell it from one without the key, which the decoder passes
 over), and whatever Anthropic's flattener leaves unread. It knows no rule.
 
-A row whose repaired form the encoder writes otherwise than dropping its events (a message read
-from several events becomes one event; events holding no message move after the messages
-left) is `reencoded`: its repairs are the per-row path's.
+`write_events` writes a repair as the encoder does: a message read from several events becomes
+its first event, holding the blocks of all; an event holding no message stays after the message
+event before it, and moves to the end where that event is no longer written (the encoder places
+it by that event's `uuid`). A row where that is not all the encoder does is `reencoded`, its
+repairs the per-row path's: a streamed answer whose content is text (joined with blank lines),
+or with reasoning after its first event (written over the first event's reasoning blocks); an
+event holding no message after a message event whose `uuid` is null (the encoder puts it first)
+or shared by another message event of the row.
 """
 
 from __future__ import annotations
@@ -31,12 +36,14 @@ from transcript_clean.columnar.arrays import (
     flattened,
     indices,
     is_text,
+    repeated,
     rows_with,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, Conversations
+from transcript_clean.columnar.edits import Edits, Subset, appended_lists
 from transcript_clean.formats.anthropic.flatten import flatten_anthropic
 
-__all__ = ["flatten_claude_code"]
+__all__ = ["flatten_claude_code", "write_events"]
 
 
 def flatten_claude_code(array: pa.Array) -> Conversations | None:
@@ -105,7 +112,22 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
     chars = np.add.reduceat(read.chars, starts) if len(starts) else read.chars[:0]
     item_message = np.full(len(events), -1, dtype=np.int64)
     item_message[at] = new
-    reencoded = rows_with(streamed, row_of, rows) | rows_with(~said, event_row, rows)
+    # Where the encoder writes more than whole events dropped (see the module's docstring).
+    later_reasoning = streamed & read.reasoned
+    reencoded = rows_with(later_reasoning, row_of, rows)
+    if is_text(field_type(message_type, "content")):
+        reencoded |= rows_with(streamed, row_of, rows)
+    anchor = _anchors(said, event_row)
+    follows = ~said & (anchor >= 0)
+    if follows.any():
+        uuid = _uuids(events)
+        unplaced = as_mask(uuid.is_null(), fill=True)[anchor[follows]]
+        reencoded |= rows_with(unplaced, event_row[follows], rows)
+        keyed = said & ~as_mask(uuid.is_null(), fill=True)
+        codes = pc.dictionary_encode(uuid.filter(pa.array(keyed))).indices
+        key = event_row[keyed] * (len(at) + 1) + np.asarray(codes, dtype=np.int64)
+        shared = rows_with(repeated(key), event_row[keyed], rows)
+        reencoded |= shared & rows_with(follows, event_row, rows)
     texts = read.texts
 
     def said_texts() -> tuple[pa.Array, Counts]:
@@ -138,3 +160,72 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
         reencoded=reencoded,
         texts=said_texts if texts is not None else None,
     )
+
+
+def _anchors(said: Mask, event_row: Counts) -> Counts:
+    """Per event, the position of the last message event at or before it in its row (-1:
+    none)."""
+    positions = np.arange(len(said), dtype=np.int64)
+    last = np.maximum.accumulate(np.where(said, positions, -1)) if len(said) else positions
+    starts = np.searchsorted(event_row, event_row)
+    out: Counts = np.where(last >= starts, last, -1)
+    return out
+
+
+def _uuids(events: pa.Array) -> pa.Array:
+    """The events' `uuid`, null where they have none or it is no text (then not placed)."""
+    kind = field_type(events.type, "uuid")
+    if not is_text(kind):
+        return pa.nulls(len(events), pa.string())
+    return pc.struct_field(events, "uuid")
+
+
+def write_events(column: pa.Array, edits: Edits) -> pa.Array:
+    """The rows of `edits` written as `ClaudeCodeFormat.encode` writes them (see the module's
+    docstring): the events of the messages dropped left out, a streamed answer's events one
+    (the first, holding the blocks of all), an event holding no message whose message event is
+    no longer written moved to the end of its row. For rows not `reencoded`."""
+    c = edits.conversations
+    item_message = c.item_message
+    assert item_message is not None
+    events, _, parent = flattened(column)
+    chosen = Subset.of(edits.rows, parent, len(column))
+    mine = chosen.elements
+    message = item_message[mine]
+    said = message >= 0
+    # Per event, whether it is the first of its message (events holding none may come between
+    # a streamed answer's events).
+    at = np.flatnonzero(said)
+    first = np.zeros(len(mine), dtype=bool)
+    first[at] = np.concatenate([[True], message[at[1:]] != message[at[:-1]]])[: len(at)]
+    removed = np.append(edits.removed, False)  # the last: for an event holding no message
+    written = said & first & ~removed[np.where(said, message, len(removed) - 1)]
+    anchor = _anchors(said, chosen.parent)
+    moved = ~said & (anchor >= 0)
+    moved[moved] = ~written[anchor[moved]]
+    keep = written | ~said
+    order = np.lexsort((np.arange(len(mine)), moved, chosen.parent))
+    order = order[keep[order]]
+    values = events.take(indices(mine))
+    owner = np.arange(len(mine), dtype=np.int64)  # a streamed answer's blocks: its first event's
+    owner[said] = np.flatnonzero(said & first)[np.cumsum(first[said]) - 1]
+    if (owner != np.arange(len(mine))).any():
+        values = _with_content(values, owner)
+    counts = np.bincount(chosen.parent[order], minlength=len(chosen.rows))
+    large = pa.types.is_large_list(column.type)
+    offsets = np.zeros(len(chosen.rows) + 1, dtype=np.int64 if large else np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    kind = pa.LargeListArray if large else pa.ListArray
+    return kind.from_arrays(pa.array(offsets), values.take(indices(order)), type=column.type)
+
+
+def _with_content(events: pa.Array, owner: Counts) -> pa.Array:
+    """Events whose `message.content` blocks go to the event `owner` gives (after its own)."""
+    message = pc.struct_field(events, "message")
+    rebuilt = appended_lists(message, "content", owner)
+    children = [
+        rebuilt if child.name == "message" else values
+        for child, values in zip(events.type, events.flatten(), strict=True)
+    ]
+    mask = events.is_null() if events.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(events.type), mask=mask)
