@@ -77,43 +77,38 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
 
     # The messages' events, as Anthropic `messages` of one row each: role from the event.
     at = np.flatnonzero(said)
-    taken = indices(at)
-    content = pc.struct_field(message, "content").take(taken)
-    role = pc.if_else(pa.array(is_assistant[at]), "assistant", "user")
-    items = pa.StructArray.from_arrays([role, content], names=["role", "content"])
-    counts = np.bincount(event_row[at], minlength=rows)
-    offsets = np.zeros(rows + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    mask = array.is_null() if array.null_count else None
-    as_messages = pa.ListArray.from_arrays(pa.array(offsets), items, mask=mask)
-    read = flatten_anthropic(as_messages, None, {})
+    read, pick = _read(array, message, said, is_assistant, event_row)
     if read is None:
         return None
+    position = np.full(read.messages, -1, dtype=np.int64)  # an Anthropic message's event
+    position[pick] = np.arange(len(pick), dtype=np.int64)
 
     # Each event is one Anthropic message (no system prompt here): join the streamed ones.
-    row_of = read.message_row
+    row_of, roles = read.message_row[pick], read.role[pick]
     ids = (
-        pc.struct_field(message, "id").take(taken)
+        pc.struct_field(message, "id").take(indices(at))
         if id_type is not None and not pa.types.is_null(id_type)
         else pa.nulls(len(at), pa.string())
     )
     streamed = np.zeros(len(at), dtype=bool)
     if len(at) > 1:
         same_id = as_mask(pc.equal(ids[1:], ids[:-1]), fill=False)
-        both = (read.role[1:] == ASSISTANT) & (read.role[:-1] == ASSISTANT)
+        both = (roles[1:] == ASSISTANT) & (roles[:-1] == ASSISTANT)
         streamed[1:] = same_id & both & (row_of[1:] == row_of[:-1])
     new = np.cumsum(~streamed) - 1
     starts = np.flatnonzero(~streamed)
+    new_of = np.append(new, -1)[position]  # per Anthropic message, its message here
 
     def joined(values: Mask) -> Mask:
+        values = values[pick]
         out: Mask = np.logical_or.reduceat(values, starts) if len(starts) else values[:0]
         return out
 
-    chars = np.add.reduceat(read.chars, starts) if len(starts) else read.chars[:0]
+    chars = np.add.reduceat(read.chars[pick], starts) if len(starts) else read.chars[:0]
     item_message = np.full(len(events), -1, dtype=np.int64)
     item_message[at] = new
     # Where the encoder writes more than whole events dropped (see the module's docstring).
-    later_reasoning = streamed & read.reasoned
+    later_reasoning = streamed & read.reasoned[pick]
     reencoded = rows_with(later_reasoning, row_of, rows)
     if is_text(field_type(message_type, "content")):
         reencoded |= rows_with(streamed, row_of, rows)
@@ -133,25 +128,25 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
     def said_texts() -> tuple[pa.Array, Counts]:
         assert texts is not None
         pieces, owner = texts()
-        return pieces, new[owner]
+        return pieces, new_of[owner]
 
     result_text: Callable[[], pa.Array] | None = read.result_text
     return Conversations(
         rows=rows,
         unread=read.unread | rows_with(doubt, event_row, rows),
         message_row=row_of[starts],
-        role=read.role[starts],
+        role=roles[starts],
         said=joined(read.said),
         thought=joined(read.thought),
         reasoned=joined(read.reasoned),
         spoken=joined(read.spoken),
         chars=chars.astype(np.int64),
-        call_message=new[read.call_message],
+        call_message=new_of[read.call_message],
         call_id=read.call_id,
         call_name=read.call_name,
         call_arguments=read.call_arguments,
         call_object=read.call_object,
-        result_message=new[read.result_message],
+        result_message=new_of[read.result_message],
         result_call=read.result_call,
         result_blank=read.result_blank,
         result_text=result_text,
@@ -160,6 +155,41 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
         reencoded=reencoded,
         texts=said_texts if texts is not None else None,
     )
+
+
+def _read(
+    array: pa.Array, message: pa.Array, said: Mask, is_assistant: Mask, event_row: Counts
+) -> tuple[Conversations | None, Counts]:
+    """The message events read by Anthropic's flattener, as `messages` whose role is the
+    event's type, and the position of each one's message among what it read. Where the content
+    is lists and every event holding no message has none, every event is one of those messages
+    (those holding none: empty user messages, set aside), so that no content is copied;
+    elsewhere the message events' content is taken out."""
+    rows = len(array)
+    content = pc.struct_field(message, "content")
+    at = np.flatnonzero(said)
+    whole = isinstance(content, pa.ListArray | pa.LargeListArray)
+    if whole:
+        offsets = content.offsets.to_numpy()
+        whole = not (np.diff(offsets)[~said] > 0).any()
+    if whole:
+        kind = type(content)
+        keep_null = pa.array(as_mask(content.is_null()) & said)
+        content = kind.from_arrays(content.offsets, content.values, content.type, mask=keep_null)
+        role = pc.if_else(pa.array(is_assistant & said), "assistant", "user")
+        counts = np.bincount(event_row, minlength=rows)
+        pick = at
+    else:
+        content = content.take(indices(at))
+        role = pc.if_else(pa.array(is_assistant[at]), "assistant", "user")
+        counts = np.bincount(event_row[at], minlength=rows)
+        pick = np.arange(len(at), dtype=np.int64)
+    items = pa.StructArray.from_arrays([role, content], names=["role", "content"])
+    offsets = np.zeros(rows + 1, dtype=np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    mask = array.is_null() if array.null_count else None
+    as_messages = pa.ListArray.from_arrays(pa.array(offsets), items, mask=mask)
+    return flatten_anthropic(as_messages, None, {}), pick
 
 
 def _anchors(said: Mask, event_row: Counts) -> Counts:
