@@ -68,6 +68,7 @@ FORMATS: Final = (
     "completion",
     "hh",
     "pairs",
+    "claude-code",
 )
 
 # Anthropic's `input`, rig's `arguments`, Gemini's `args` and Bedrock's `input` are JSON objects:
@@ -110,6 +111,9 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     "completion": _NO_CALLS | {"unknown_role", "consecutive_assistant", "empty_assistant_turn"},
     # An hh-rlhf transcript's turns are `Human:` or `Assistant:`: any other name is their text.
     "hh": _NO_CALLS | {"unknown_role"},
+    # A Claude Code event's role is its type, and an event of another type is passed over;
+    # its `input` is an object, as Anthropic's; its rows declare no tools.
+    "claude-code": frozenset({"invalid_tool_arguments", "unknown_role"}) | _DECLARED,
 }
 
 TOOLS_ONLY: Final[Mapping[str, frozenset[str]]] = {"anthropic": _DECLARED, "rig": _DECLARED}
@@ -500,27 +504,7 @@ def _anthropic(rng: random.Random, items: list[_Item], i: int, planted: str | No
         elif kind == "user":
             messages.append({"role": "user", "content": [{"type": "text", "text": item[1]}]})
         elif kind == "assistant":
-            blocks: list[Row] = []
-            if item[2] is not None:
-                if rng.random() < 0.05:
-                    blocks.append(
-                        {"type": "redacted_thinking", "data": f"{rng.getrandbits(256):064x}"}
-                    )
-                else:
-                    blocks.append(
-                        {
-                            "type": "thinking",
-                            "thinking": item[2],
-                            "signature": f"{rng.getrandbits(192):048x}",
-                        }
-                    )
-            if item[1] is not None:
-                blocks.append({"type": "text", "text": item[1]})
-            blocks.extend(
-                {"type": "tool_use", "id": _toolu(c[0]), "name": c[1], "input": c[2]}
-                for c in item[3]
-            )
-            messages.append({"role": "assistant", "content": blocks})
+            messages.append({"role": "assistant", "content": _anthropic_blocks(rng, item)})
         else:
             messages.append(
                 {"role": "user", "content": [
@@ -530,6 +514,65 @@ def _anthropic(rng: random.Random, items: list[_Item], i: int, planted: str | No
             )  # fmt: skip
     row["messages"] = messages
     return row
+
+
+def _claude_code(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    """A Claude Code session's thread as `sources/sessions.py` groups it (column `events`):
+    Anthropic messages, each in an event chained to the one before by `parentUuid`; half the
+    answers of several blocks streamed as Claude Code writes them, an event per block with one
+    `message.id`; now and then a `system` event after an answer, which holds no message."""
+    session = f"session-{i}"
+    events: list[Row] = []
+
+    def event(type_: str, message: Row | None, **extra: Any) -> None:
+        parent = events[-1]["uuid"] if events else None
+        events.append(
+            {"type": type_, "uuid": f"{i}-{len(events)}", "parentUuid": parent,
+             "sessionId": session, "isSidechain": False, "message": message, **extra}
+        )  # fmt: skip
+
+    for k, item in enumerate(items):
+        kind = item[0]
+        if kind == "user":
+            event("user", {"role": "user", "content": [{"type": "text", "text": item[1]}]})
+        elif kind == "assistant":
+            blocks = _anthropic_blocks(rng, item)
+            message_id = f"msg_{i}_{k}"
+            if len(blocks) > 1 and rng.random() < 0.5:
+                for block in blocks:
+                    event("assistant", {"id": message_id, "role": "assistant", "content": [block]})
+            else:
+                event("assistant", {"id": message_id, "role": "assistant", "content": blocks})
+            if not item[3] and rng.random() < 0.15:
+                event("system", None, subtype="turn_duration")
+        else:
+            event("user", {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": _toolu(c or _bogus(rng)), "content": t}
+                for c, _, t in item[1]
+            ]})  # fmt: skip
+    return {"id": i, "sessionId": session, "events": events}
+
+
+def _anthropic_blocks(rng: random.Random, item: _Item) -> list[Row]:
+    """An assistant item's content blocks, as `_anthropic` writes them."""
+    blocks: list[Row] = []
+    if item[2] is not None:
+        if rng.random() < 0.05:
+            blocks.append({"type": "redacted_thinking", "data": f"{rng.getrandbits(256):064x}"})
+        else:
+            blocks.append(
+                {
+                    "type": "thinking",
+                    "thinking": item[2],
+                    "signature": f"{rng.getrandbits(192):048x}",
+                }
+            )
+    if item[1] is not None:
+        blocks.append({"type": "text", "text": item[1]})
+    blocks.extend(
+        {"type": "tool_use", "id": _toolu(c[0]), "name": c[1], "input": c[2]} for c in item[3]
+    )
+    return blocks
 
 
 def _rig(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
@@ -983,6 +1026,7 @@ _RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
     "completion": (_completion, "prompt", False, False),
     "hh": (_hh, "text", False, False),
     "pairs": (_swift_pairs, "conversation", False, True),
+    "claude-code": (_claude_code, "events", True, False),  # a session holds no system prompt
 }
 
 
@@ -992,6 +1036,9 @@ def _break(rng: random.Random, row: Row, format: str, code: str) -> None:
         _break_plain(rng, row, format)
         return
     messages = row[_RENDER[format][1]]
+    if format == "claude-code":  # an event's message: its content unreadable
+        rng.choice([e for e in messages if e["message"] is not None])["message"]["content"] = None
+        return
     if format == "responses":  # a message item: calls and outputs have no role
         messages = [m for m in messages if m.get("role") is not None] or messages
     message = rng.choice(messages)
@@ -1133,6 +1180,17 @@ def _arrow_schema(format: str) -> pa.Schema:
              ("tool_call_metadata", metadata)]
         )  # fmt: skip
         return pa.schema([("id", pa.int64()), ("history", pa.list_(event))])
+    if format == "claude-code":
+        block = pa.struct(
+            [("type", s), ("text", s), ("thinking", s), ("signature", s), ("data", s), ("id", s),
+             ("name", s), ("input", arguments), ("tool_use_id", s), ("content", s)]
+        )  # fmt: skip
+        message = pa.struct([("id", s), ("role", s), ("content", pa.list_(block))])
+        event = pa.struct(
+            [("type", s), ("uuid", s), ("parentUuid", s), ("sessionId", s),
+             ("isSidechain", pa.bool_()), ("message", message), ("subtype", s)]
+        )  # fmt: skip
+        return pa.schema([("id", pa.int64()), ("sessionId", s), ("events", pa.list_(event))])
     if format == "hh":
         return pa.schema([("id", pa.int64()), ("text", s)])
     if format == "pairs":
