@@ -6,10 +6,11 @@ import json
 from typing import Any
 
 import numpy as np
+import orjson
 import pyarrow as pa
 import pytest
 from differential import assert_fast_and_slow_agree
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transcript_clean.fastpath import fast_verdicts
@@ -204,7 +205,8 @@ _SCALARS = st.fixed_dictionaries(
 @given(st.lists(_SCALARS, min_size=1, max_size=12))
 def test_flat_struct_keys_are_equal_exactly_where_the_values_are(values: list[Any]) -> None:
     """The keys that tell distinct struct arguments apart (`declared._flat_keys`): two are equal
-    exactly where the structs, made Python, are."""
+    exactly where the structs, made Python, are the same JSON (0.0 and -0.0 are equal in
+    Python, not in JSON: two keys, each validated)."""
     from transcript_clean.fastpath.declared import _flat_keys
 
     structs = pa.array(values, _FLAT)
@@ -214,7 +216,8 @@ def test_flat_struct_keys_are_equal_exactly_where_the_values_are(values: list[An
     texts = keys.to_pylist()
     for i in range(len(values)):
         for j in range(len(values)):
-            assert (texts[i] == texts[j]) == (made[i] == made[j])
+            same = orjson.dumps(made[i]) == orjson.dumps(made[j])
+            assert (texts[i] == texts[j]) == same
 
 
 def test_nested_struct_arguments_have_no_flat_keys() -> None:
@@ -222,3 +225,127 @@ def test_nested_struct_arguments_have_no_flat_keys() -> None:
 
     nested = pa.array([{"a": {"b": 1}}])
     assert _flat_keys(nested) is None
+
+
+_TYPES = st.sampled_from(["string", "integer", "number", "boolean"] * 3 + ["null", "object", None])
+_RARELY = st.sampled_from([False, False, False, False, False, True])
+_PROPERTY = st.builds(
+    lambda kind, words, bound: {
+        **({} if kind is None else {"type": kind}),
+        **({"description": "d"} if words else {}),
+        **({"minimum": 0} if bound else {}),  # not a simple schema: validated value by value
+    },
+    _TYPES,
+    st.booleans(),
+    _RARELY,
+)
+_NAMES = st.sampled_from(["a", "b", "c", "d", "n", "z", "missing"])
+_SCHEMAS = st.builds(
+    lambda properties, required, extra: {
+        "type": "object",
+        "properties": properties,
+        **({"required": sorted(set(required))} if required else {}),
+        **({"additionalProperties": False} if extra else {}),
+    },
+    st.dictionaries(_NAMES, _PROPERTY, max_size=5),
+    st.lists(_NAMES, max_size=3),
+    _RARELY,
+)
+_WIDE = pa.struct([*_FLAT, ("n", pa.struct([("x", pa.int64())])), ("z", pa.null())])
+_WIDE_VALUES = st.fixed_dictionaries(
+    {
+        "a": st.none() | st.text(alphabet="ab1", max_size=3),
+        "b": st.none() | st.integers(-3, 3),
+        "c": st.none()
+        | st.sampled_from([2.0, -1.0, 0.5, float("nan"), float("inf")])
+        | st.floats(),
+        "d": st.none() | st.booleans(),
+        "n": st.none() | st.fixed_dictionaries({"x": st.none() | st.integers(0, 2)}),
+        "z": st.none(),
+    }
+)
+
+
+@settings(max_examples=300)
+@given(
+    st.lists(_SCHEMAS, min_size=1, max_size=3),
+    st.lists(st.tuples(st.integers(0, 2), st.none() | _WIDE_VALUES), min_size=1, max_size=12),
+)
+def test_struct_arguments_break_a_schema_exactly_where_their_objects_do(
+    schemas: list[dict[str, Any]], calls: list[tuple[int, dict[str, Any] | None]]
+) -> None:
+    """`declared._broken_objects`, over the column where a schema is simple
+    (`struct_schemas`), else value by value, says of each call what the validator says of the
+    object the per-row path makes of its struct; no object is not this check's (False), and a
+    number that is not finite is the per-row path's (True)."""
+    from transcript_clean.fastpath.declared import _broken_objects, _fails
+    from transcript_clean.tools import canonical
+
+    keys: list[str | None] = [canonical(s) for s in schemas]
+    pairs = np.array([p % len(keys) for p, _ in calls], dtype=np.int64)
+    structs = pa.array([value for _, value in calls], _WIDE)
+    got = _broken_objects(pairs, keys, structs)
+    for k, value in enumerate(structs.to_pylist()):
+        if value is None:
+            expected = False
+        elif any(isinstance(v, float) and not np.isfinite(v) for v in value.values()):
+            expected = True
+        else:
+            key = keys[int(pairs[k])]
+            assert key is not None
+            expected = _fails(key, value)
+        assert bool(got[k]) == expected, (schemas[int(pairs[k])], value)
+
+
+def test_simple_schemas_are_told_over_the_column_and_others_are_not() -> None:
+    """Which schemas `struct_schemas` tells over a struct column: properties of scalar types and
+    which are required, nothing else; a typed field of another Arrow type is the values'."""
+    from transcript_clean.fastpath.struct_schemas import simple_schema, struct_fails
+    from transcript_clean.tools import canonical
+
+    simple = {"type": "object", "properties": {"a": {"type": "string", "description": "x"}},
+              "required": ["a"]}  # fmt: skip
+    told = simple_schema(canonical(simple))
+    assert told == ((("a", "string"),), frozenset({"a"}))
+    for other in (
+        {**simple, "additionalProperties": False},
+        {"type": "object", "properties": {"a": {"type": "string", "enum": ["x"]}}},
+        {"type": "object", "properties": {"a": {"type": ["string", "null"]}}},
+        {"type": "array"},
+    ):
+        assert simple_schema(canonical(other)) is None, other
+    structs = pa.array([{"a": "x"}, {"a": None}], pa.struct([("a", pa.string())]))
+    assert struct_fails(told, structs).tolist() == [False, True]  # type: ignore[union-attr]
+    nested = pa.array([{"a": {"b": 1}}])
+    assert struct_fails(told, nested) is None
+
+
+_SIMPLE = st.builds(
+    lambda properties, required: {"type": "object", "properties": properties, "required": required},
+    st.dictionaries(
+        st.sampled_from(["a", "b", "c", "d", "missing"]),
+        st.sampled_from(["string", "integer", "number", "boolean"]).map(lambda t: {"type": t}),
+    ),
+    st.lists(st.sampled_from(["a", "c", "missing"]), max_size=2, unique=True),
+)
+_FINITE = _SCALARS | st.fixed_dictionaries(
+    {"a": st.none(), "b": st.none(), "c": st.sampled_from([2.0, -0.0, 0.5, 1e300]), "d": st.none()}
+)
+
+
+@settings(max_examples=300)
+@given(_SIMPLE, st.lists(_FINITE, min_size=1, max_size=8))
+def test_a_simple_schema_is_told_over_the_column_as_the_validator_tells_each_object(
+    schema: dict[str, Any], values: list[dict[str, Any]]
+) -> None:
+    from transcript_clean.fastpath.declared import _fails
+    from transcript_clean.fastpath.struct_schemas import simple_schema, struct_fails
+    from transcript_clean.tools import canonical
+
+    key = canonical(schema)
+    told = simple_schema(key)
+    assert told is not None
+    structs = pa.array(values, _FLAT)
+    fails = struct_fails(told, structs)
+    assert fails is not None
+    assert fails.tolist() == [_fails(key, value) for value in structs.to_pylist()]

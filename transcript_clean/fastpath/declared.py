@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import Mask, as_mask, finite, indices, is_text
 from transcript_clean.fastpath.base import ArrowView, FastReject, ToolCounts
+from transcript_clean.fastpath.struct_schemas import simple_schema, struct_fails
 from transcript_clean.jsontext import strict_loads
 from transcript_clean.rules.base import raw_input_names
 from transcript_clean.rules.tool_arguments_schema import message as schema_message
@@ -290,8 +291,34 @@ def _broken_objects(
     pairs: npt.NDArray[np.int64], schemas: list[str | None], structs: pa.Array
 ) -> Mask:
     """For each call (`pairs[k]` its tool's place in `schemas`), whether its arguments, held as
-    a struct, break the tool's schema: the struct made Python as the per-row path reads it (a
-    key other calls have is null here), validated. Distinct (schema, arguments) pairs are
+    a struct, break the tool's schema: over the column where the schema is simple
+    (`struct_schemas`), else each made Python and validated (`_broken_values`)."""
+    out = np.zeros(len(structs), dtype=bool)
+    told = np.zeros(len(structs), dtype=bool)
+    plain = ~as_mask(structs.is_null()) & finite(structs)  # no object, NaN: the values' way
+    keys = [schemas[p] for p in range(len(schemas))]
+    codes = pc.dictionary_encode(pa.array(keys, pa.string()))
+    schema_code = codes.indices.to_numpy(zero_copy_only=False)[pairs]
+    for code, key in enumerate(codes.dictionary.to_pylist()):
+        simple = None if key is None else simple_schema(key)
+        if simple is None:
+            continue
+        at = np.flatnonzero((schema_code == code) & plain)
+        fails = struct_fails(simple, structs.take(indices(at))) if len(at) else None
+        if fails is not None:
+            out[at], told[at] = fails, True
+    if told.all():
+        return out
+    rest = np.flatnonzero(~told)
+    out[rest] = _broken_values(pairs[rest], schemas, structs.take(indices(rest)))
+    return out
+
+
+def _broken_values(
+    pairs: npt.NDArray[np.int64], schemas: list[str | None], structs: pa.Array
+) -> Mask:
+    """`_broken_objects` told of each struct made Python as the per-row path reads it (a key
+    other calls have is null here), validated. Distinct (schema, arguments) pairs are
     validated once where the struct holds JSON's types only and finite numbers (their JSON text
     is then the key); any other value (NaN, a date) is flagged, for the per-row path."""
     flat = _flat_keys(structs)

@@ -1,0 +1,108 @@
+"""Arguments held as structs (Anthropic's `input`, rig's `arguments`) checked against the
+simple schemas most tools declare, over a struct column at once.
+
+A tool's schema is simple when it says no more than an object's properties, each of a JSON
+scalar type (`string`, `integer`, `number`, `boolean`), and which are required. Whether a
+struct breaks it is then told by the struct's field types and nulls alone, as the validator
+tells it of the object the per-row path makes of the struct (`pa.StructArray.to_pylist`: every
+field a key, a null one `None`):
+
+- a required key the struct type has no field for is missing in every object;
+- a typed property whose field is null is `None`, of no scalar type: it fails;
+- otherwise a field's Arrow type is its values' JSON type (text, an integer, a boolean), but a
+  float passes `integer` only where it is whole;
+- a field no property names is let be (no `additionalProperties`).
+
+Any other schema or field type (nested values, dates, bytes) is not told here: the caller
+validates those objects one by one.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Final
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from transcript_clean.columnar.arrays import Mask, as_mask, is_text
+from transcript_clean.tools import json_loads
+
+__all__ = ["SimpleSchema", "simple_schema", "struct_fails"]
+
+SimpleSchema = tuple[tuple[tuple[str, str], ...], frozenset[str]]
+"""A simple schema: its typed properties (name, JSON type) and its required keys."""
+
+_SCALARS: Final = frozenset({"string", "integer", "number", "boolean"})
+_WORDS: Final = frozenset({"description", "title"})
+_OBJECT_KEYS: Final = frozenset({"type", "properties", "required"}) | _WORDS
+
+
+@lru_cache(maxsize=1024)
+def simple_schema(key: str) -> SimpleSchema | None:
+    """The schema whose canonical JSON is `key`, if it is simple (module doc), else None."""
+    schema = json_loads(key)
+    if not isinstance(schema, dict) or not set(schema) <= _OBJECT_KEYS:
+        return None
+    if schema.get("type", "object") != "object":
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(properties, dict) or not isinstance(required, list):
+        return None
+    if not all(isinstance(name, str) for name in required):
+        return None
+    typed = []
+    for name, sub in properties.items():
+        if not isinstance(sub, dict) or not set(sub) <= {"type"} | _WORDS:
+            return None
+        if "type" not in sub:
+            continue  # any value passes
+        if not isinstance(sub["type"], str) or sub["type"] not in _SCALARS:
+            return None
+        typed.append((name, sub["type"]))
+    return tuple(typed), frozenset(required)
+
+
+def struct_fails(schema: SimpleSchema, structs: pa.Array) -> Mask | None:
+    """Per struct (none null), whether the object it is fails `schema`; None where a field the
+    schema types is of a type told only by validating its values."""
+    typed, required = schema
+    fields = {field.name: i for i, field in enumerate(structs.type)}
+    if any(name not in fields for name in required):
+        return np.ones(len(structs), dtype=bool)
+    fails = np.zeros(len(structs), dtype=bool)
+    for name, kind in typed:
+        at = fields.get(name)
+        if at is None:
+            continue  # no such key in any object: a property, not required
+        passes = _passes(pc.struct_field(structs, [at]), kind)
+        if passes is None:
+            return None
+        fails |= ~passes
+    return fails
+
+
+def _passes(values: pa.Array, kind: str) -> Mask | None:
+    """Per value, whether it is of JSON type `kind` (a null is of none); None for values whose
+    Arrow type does not say their JSON type."""
+    type_ = values.type
+    if pa.types.is_null(type_):
+        return np.zeros(len(values), dtype=bool)
+    if is_text(type_):
+        matches = kind == "string"
+    elif pa.types.is_boolean(type_):
+        matches = kind == "boolean"
+    elif pa.types.is_integer(type_):
+        matches = kind in ("integer", "number")
+    elif pa.types.is_floating(type_):
+        if kind == "integer":
+            whole = pc.and_(pc.is_finite(values), pc.equal(pc.floor(values), values))
+            return as_mask(whole, fill=False)
+        matches = kind == "number"
+    else:
+        return None
+    if not matches:
+        return np.zeros(len(values), dtype=bool)
+    return as_mask(values.is_valid())
