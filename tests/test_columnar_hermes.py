@@ -24,7 +24,7 @@ from synthetic import arrow_schema, every_rates, generate_rows
 
 from transcript_clean.formats import get_format
 from transcript_clean.formats.base import DecodeError
-from transcript_clean.formats.hermes import HermesFormat, flatten
+from transcript_clean.formats.hermes import HermesFormat, tagged
 from transcript_clean.formats.hermes.values import read_responses
 from transcript_clean.pipeline import batch_verdicts
 from transcript_clean.policy import DEFAULT, STRICT, Config
@@ -363,20 +363,20 @@ def _tagged_gpt_value(draw: st.DrawFn) -> str:
 
 @given(_tagged_gpt_value())
 def test_the_fast_reading_of_a_gpt_turn_is_the_decoders(value: str) -> None:
-    fast = flatten._read_gpt_fast(value)
-    truth = flatten._read_gpt_parts(value)
+    fast = tagged._read_gpt_fast(value)
+    truth = tagged._read_gpt_parts(value)
     if fast is not None:
         assert fast == truth
-    assert flatten._read_gpt(value) == truth
+    assert tagged._read_gpt(value) == truth
 
 
 def test_the_fast_reading_reads_the_common_layout_and_leaves_the_rest() -> None:
     call = '{"name": "f", "arguments": {"n": 1}}'
     common = f"<think>\nplan\n</think>\nok\n<tool_call>\n{call}\n</tool_call>"
-    assert flatten._read_gpt_fast(common) == (["plan"], "ok", [("f", '{"n":1}', True, True)])
-    assert flatten._read_gpt_fast("<think>x</think>") == (["x"], None, [])
+    assert tagged._read_gpt_fast(common) == (["plan"], "ok", [("f", '{"n":1}', True, True)])
+    assert tagged._read_gpt_fast("<think>x</think>") == (["x"], None, [])
     for left in ["<tool_call>{'name': 'f', 'arguments': {}}</tool_call>", "<tool_call>{}"]:
-        assert flatten._read_gpt_fast(left) is None
+        assert tagged._read_gpt_fast(left) is None
 
 
 # Integers in 64 bits: a larger one orjson reads as a float, before any text is written.

@@ -24,6 +24,7 @@ __all__ = [
     "prompt_tools",
     "read_responses",
     "read_tools_block",
+    "response",
 ]
 
 TAGS: Final[Mapping[str, str]] = {
@@ -135,13 +136,18 @@ def read_responses(value: str) -> list[tuple[str | None, str]]:
             obj = literal(body) if body[:1] == "{" else None
         except ValueError:
             obj = None
-        if isinstance(obj, Mapping) and isinstance(obj.get("name"), str) and "content" in obj:
-            content = obj["content"]
-            text = content if isinstance(content, str) else _DUMPS(content)
-            out.append((obj["name"], text))
-        else:
-            out.append((None, body))
+        out.append(response(body, obj))
     return out
+
+
+def response(body: str, obj: object) -> tuple[str | None, str]:
+    """The result a `<tool_response>` body (stripped) holds, given the value read from it (None
+    where it is none): `(name, content)` for a `{"name", "content"}` object, else `(None, body)`
+    (`read_responses`; the flattener's column read too)."""
+    if isinstance(obj, Mapping) and isinstance(obj.get("name"), str) and "content" in obj:
+        content = obj["content"]
+        return obj["name"], content if isinstance(content, str) else _DUMPS(content)
+    return None, body
 
 
 def prompt_tools(value: str) -> str | None:
