@@ -130,6 +130,7 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
     # Tool turns: their results, in order (one per untagged turn).
     results_of_turn = np.where(is_tool & ~flag, 1, 0).astype(np.int64)
     tool = read_tool(value, python_tool)
+    flag[tool.unread] = True
     results_of_turn[python_tool] = 0
     results_of_turn += np.bincount(tool.turn, minlength=n).astype(np.int64)
     turn_chars[python_tool] = 0

@@ -85,8 +85,10 @@ class GptTurns:
 
 @dataclass(slots=True, frozen=True)
 class ToolTurns:
-    """The results of tool turns: per result its turn (in order) and its text."""
+    """The results of tool turns: the turns whose results Arrow cannot hold (a lone surrogate
+    a JSON escape wrote: the per-row path's), and per result its turn (in order) and its text."""
 
+    unread: Counts
     turn: Counts
     text: pa.Array
 
@@ -132,8 +134,10 @@ def read_gpt(value: pa.Array, at: Counts) -> GptTurns:
     texts = value.take(indices(at))
     # Each call's piece holds one `</tool_call>` (`_halves`); a `</tool_call>` before the
     # first `<tool_call>` is text to the decoder as it is here.
+    # A `</think>` is text where no `<think>` opens, as it is to the decoder; one `<think>`
+    # must close in the head, before the first call (`_halves`).
     thinks = _counts(texts, "<think>")
-    common = (thinks == _counts(texts, "</think>")) & (thinks <= 1)
+    common = thinks <= 1
     fast = np.flatnonzero(common)
     shown = texts.take(indices(fast))
     heads, calls, call_of = _split(shown, "<tool_call>")
@@ -162,7 +166,10 @@ def read_gpt(value: pa.Array, at: Counts) -> GptTurns:
     ok = ~bad
     keep_call = ok[call_of]
     good = [c for c, keep in zip(read, keep_call.tolist(), strict=True) if keep and c is not None]
-    spoken = ok[head_turn] & (pc.utf8_length(head_text).to_numpy(zero_copy_only=False) > 0)
+    # A turn of calls or reasoning alone has no text part; one of nothing says "".
+    alone = (np.bincount(call_of, minlength=len(fast)) == 0) & (thinks[fast] == 0)
+    spoken = pc.utf8_length(head_text).to_numpy(zero_copy_only=False) > 0
+    spoken = ok[head_turn] & (spoken | alone[head_turn])
     reasoned = ok[thinking]
     parts = _Parts()
     parts.add_fast(
@@ -227,7 +234,7 @@ class _Parts:
         self.calls.extend(calls[1])
 
     def add_slow(self, turn: int, read: _Gpt | None) -> None:
-        if read is None:
+        if read is None or not all(_writable(c[0]) for c in read[2]):
             self.unread.append(turn)
             return
         reasons, words, calls = read
@@ -303,15 +310,28 @@ def read_tool(value: pa.Array, at: Counts) -> ToolTurns:
     slow = np.flatnonzero(bad)
     slow_turn: list[int] = []
     slow_text: list[str] = []
+    unread: list[int] = []
     for turn, text in zip(at[slow].tolist(), texts.take(indices(slow)).to_pylist(), strict=True):
         found_texts = [t for _, t in read_responses(text)]
+        if not all(_writable(t) for t in found_texts):
+            unread.append(turn)
+            continue
         slow_turn.extend([turn] * len(found_texts))
         slow_text.extend(found_texts)
     turn, order = _in_order([at[body_turn[keep]], np.array(slow_turn, dtype=np.int64)])
     text = pa.concat_arrays(
         [bodies.filter(pa.array(keep)), pa.array(slow_text, pa.large_string())]
     ).take(indices(order))
-    return ToolTurns(turn[order], text)
+    return ToolTurns(np.array(unread, dtype=np.int64), turn[order], text)
+
+
+def _writable(text: str) -> bool:
+    """Whether Arrow can hold the text: no lone surrogate (a JSON escape `json.loads` reads)."""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
 
 
 def _read_gpt(text: str) -> _Gpt | None:
