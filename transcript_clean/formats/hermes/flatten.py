@@ -8,18 +8,17 @@ user message of results, the k-th result of the run answering the k-th call of t
 message before it (system turns aside). Hermes has no ids: calls are numbered `call_{turn}_{k}`
 and a result of no call `result_{turn}_{k}`, as the decoder mints them.
 
-A turn without tags, most of them, is read in Arrow: a gpt turn's text is its value stripped,
-a tool turn's one result its value stripped. A gpt turn holding `<tool_call>` or `<think>` and a
-tool turn holding `<tool_response>` (or a `{...}` body) are read in Python, one turn at a time.
-A gpt turn whose `<tool_call>` bodies are strict JSON objects with a name, the common layout,
-is read with the decoder's own pattern straight into texts and calls (`_read_gpt_fast`, held
-equal to the decoder by a property test); any other, and every tool turn, with the decoder's
-own readers (`values.py`: `assistant_parts`, `read_responses`; orjson first, then the Python
-literal), so that the two cannot drift. Every message is whole items of the column's
-lists (a gpt turn with text, reasoning and calls is one item), so R1 and R5's cut drop items in
-Arrow. The tools a system prompt declares in a `<tools>` block are handed to the fast path as
-JSON text (`declarations`), read where the batch's `tools` column declares nothing, as the
-decoder reads them; a row whose block has a problem is unread. It knows no rule.
+A turn without tags, most of them, is read in Arrow: a gpt turn's text is its value stripped, a
+tool turn's one result its value stripped. A gpt turn holding `<tool_call>` or `<think>` and a
+tool turn holding `<tool_response>` (or a `{...}` body) are read by `tagged.py`: the common
+layout over the whole column (split at its tags in Arrow, each body parsed by orjson), any other
+turn one at a time with the decoder's own readers (`values.py`: `assistant_parts`,
+`read_responses`), the truth the column read is held to by property tests, so that the two
+cannot drift. Every message is whole items of the column's lists (a gpt turn with text,
+reasoning and calls is one item), so R1 and R5's cut drop items in Arrow. The tools a system
+prompt declares in a `<tools>` block are handed to the fast path as JSON text (`declarations`),
+read where the batch's `tools` column declares nothing, as the decoder reads them; a row whose
+block has a problem is unread. It knows no rule.
 """
 
 from __future__ import annotations

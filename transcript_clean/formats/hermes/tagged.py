@@ -1,20 +1,22 @@
 """Hermes' tagged turns read as its decoder reads them, for the flattener: a gpt turn's
 reasoning, text and calls (`read_gpt`), a tool turn's results (`read_tool`).
 
-The common layout is read over the whole column at once: the tags counted, the values split
-at their opening tags and each piece matched by one regular expression that also strips its
-body as `str.strip()` does, then each body parsed by orjson. The layout is one where the
-decoder's own pattern can only pair the tags as the split does:
+The common layout is read over the whole column at once: the values split at their tags
+(`split_pattern`), each piece stripped as `str.strip()` strips (`utf8_trim` with the characters
+it takes off), then each body parsed by orjson. It is a layout in which the decoder's pattern
+can only pair the tags as the split does:
 
 - a gpt turn: white space, at most one `<think>...</think>`, text, then `<tool_call>...
-  </tool_call>` blocks with only white space after each, every tag opened as often as closed,
-  and every call a strict JSON object with a name and arguments that are no JSON text;
-- a tool turn: as many `<tool_response>` as `</tool_response>` (text outside them is dropped,
-  as the decoder drops it), or none and a value that is one body, each body either not
-  `{...}` or strict JSON.
+  </tool_call>` blocks, each holding one `</tool_call>` and only white space after it, each
+  a strict JSON object with a name and arguments that are no JSON text;
+- a tool turn: `<tool_response>` blocks, each holding one `</tool_response>` (text outside
+  them is dropped, as the decoder drops it), or none and a value that is one body; each body
+  either not `{...}` or strict JSON.
 
 Any other turn is read one at a time with the decoder's own readers (`values.py`), the truth;
-a property test holds the two equal on drawn values.
+property tests hold the two equal on drawn values. The bodies are parsed one by one: a JSON
+array of them all, parsed once, could pair a body that is no JSON value with the next into
+values that look right.
 """
 
 from __future__ import annotations
@@ -27,7 +29,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import (
-    NOT_SPACE,
     Counts,
     Mask,
     as_mask,
@@ -45,10 +46,9 @@ from transcript_clean.formats.hermes.values import (
 )
 from transcript_clean.model import Reasoning, ReasoningText, Text, ToolCall, is_json
 
-__all__ = ["GptTurns", "ToolTurns", "read_gpt", "read_tool"]
+__all__ = ["GptTurns", "ToolTurns", "read_gpt", "read_tool", "stripped"]
 
-# A character `str.strip()` takes off (a regular expression's class), and all of them.
-SPACE = "[" + NOT_SPACE[2:]
+# Every character `str.strip()` takes off (`str.isspace()`: none is above U+3000).
 WHITE = "".join(c for c in map(chr, range(0x3001)) if c.isspace())
 
 
