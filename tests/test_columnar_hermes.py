@@ -10,6 +10,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from differential import (
@@ -24,7 +25,7 @@ from synthetic import arrow_schema, every_rates, generate_rows
 
 from transcript_clean.formats import get_format
 from transcript_clean.formats.base import DecodeError
-from transcript_clean.formats.hermes import HermesFormat, flatten
+from transcript_clean.formats.hermes import HermesFormat, tagged
 from transcript_clean.formats.hermes.values import read_responses
 from transcript_clean.pipeline import batch_verdicts
 from transcript_clean.policy import DEFAULT, STRICT, Config
@@ -363,20 +364,20 @@ def _tagged_gpt_value(draw: st.DrawFn) -> str:
 
 @given(_tagged_gpt_value())
 def test_the_fast_reading_of_a_gpt_turn_is_the_decoders(value: str) -> None:
-    fast = flatten._read_gpt_fast(value)
-    truth = flatten._read_gpt_parts(value)
+    fast = tagged._read_gpt_fast(value)
+    truth = tagged._read_gpt_parts(value)
     if fast is not None:
         assert fast == truth
-    assert flatten._read_gpt(value) == truth
+    assert tagged._read_gpt(value) == truth
 
 
 def test_the_fast_reading_reads_the_common_layout_and_leaves_the_rest() -> None:
     call = '{"name": "f", "arguments": {"n": 1}}'
     common = f"<think>\nplan\n</think>\nok\n<tool_call>\n{call}\n</tool_call>"
-    assert flatten._read_gpt_fast(common) == (["plan"], "ok", [("f", '{"n":1}', True, True)])
-    assert flatten._read_gpt_fast("<think>x</think>") == (["x"], None, [])
+    assert tagged._read_gpt_fast(common) == (["plan"], "ok", [("f", '{"n":1}', True, True)])
+    assert tagged._read_gpt_fast("<think>x</think>") == (["x"], None, [])
     for left in ["<tool_call>{'name': 'f', 'arguments': {}}</tool_call>", "<tool_call>{}"]:
-        assert flatten._read_gpt_fast(left) is None
+        assert tagged._read_gpt_fast(left) is None
 
 
 # Integers in 64 bits: a larger one orjson reads as a float, before any text is written.
@@ -392,3 +393,170 @@ def test_a_result_content_is_written_as_json_dumps_writes_it(content: Any) -> No
     body = json.dumps({"name": "f", "content": content})
     expected = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False)
     assert read_responses(f"<tool_response>{body}</tool_response>") == [("f", expected)]
+
+
+# The column read (`tagged.read_gpt`, `tagged.read_tool`) held to the decoder's readers, one
+# turn at a time, on values drawn around the edges of the layout it reads fast.
+_spaces = st.sampled_from(
+    ["", " ", "\n", "\n\n", "\t", "\u00a0", "\u3000", "\x1c", "\x85", " \u2028"]
+)
+_words = st.sampled_from(["", "ok", "I'll look.", "x < y", "é", "<tool_call", "</tool_call>"])
+_bodies = (
+    _calls
+    | _odd_calls
+    | st.sampled_from(
+        ['{"name": "f", "arguments": {"x": "</think>"}}', '{"name": "\\udc00", "arguments": {}}']
+    )
+)
+_stray = st.sampled_from(
+    ["", "<think>", "</think>", "<tool_call>", "</tool_call>", "<think>a</think>", "text"]
+)
+
+
+@st.composite
+def _column_gpt_value(draw: st.DrawFn) -> str:
+    space = lambda: draw(_spaces)  # noqa: E731
+    value = space()
+    if draw(st.booleans()):
+        value += f"<think>{space()}{draw(_words)}{space()}</think>"
+    value += space() + draw(_words) + space()
+    for _ in range(draw(st.integers(0, 3))):
+        value += f"<tool_call>{space()}{draw(_bodies)}{space()}</tool_call>"
+        value += draw(_spaces | _words)  # text between calls is the decoder's text
+    if draw(st.integers(0, 3)) == 0:  # something out of the common layout, anywhere
+        at = draw(st.integers(0, len(value)))
+        value = value[:at] + draw(_stray) + value[at:]
+    return value
+
+
+@st.composite
+def _column_tool_value(draw: st.DrawFn) -> str:
+    space = lambda: draw(_spaces)  # noqa: E731
+    body = _responses | _json_values.map(lambda c: json.dumps({"name": "f", "content": c}))
+    if draw(st.integers(0, 3)) == 0:
+        value = space() + draw(body | st.just("{'name': 'g', 'content': 'x'}")) + space()
+    else:
+        value = draw(_words)
+        for _ in range(draw(st.integers(1, 3))):
+            value += f"<tool_response>{space()}{draw(body)}{space()}</tool_response>"
+            value += draw(_words | _spaces)
+    if draw(st.integers(0, 3)) == 0:
+        at = draw(st.integers(0, len(value)))
+        value = (
+            value[:at] + draw(st.sampled_from(["<tool_response>", "</tool_response>"])) + value[at:]
+        )
+    return value
+
+
+def _gpt_read_by_turn(values: list[str]) -> list[Any]:
+    read = tagged.read_gpt(pa.array(values, pa.string()), np.arange(len(values), dtype=np.int64))
+    texts, reasons = read.text.to_pylist(), read.reason.to_pylist()
+    names, arguments = read.call_name.to_pylist(), read.call_arguments.to_pylist()
+    out: list[Any] = []
+    for turn in range(len(values)):
+        if turn in read.unread.tolist():
+            out.append(None)
+            continue
+        words = [t for t, at in zip(texts, read.text_turn.tolist(), strict=True) if at == turn]
+        calls = [
+            (names[k], arguments[k], bool(read.call_object[k]), bool(read.call_same[k]))
+            for k in np.flatnonzero(read.call_turn == turn).tolist()
+        ]
+        thought = [
+            r for r, at in zip(reasons, read.reason_turn.tolist(), strict=True) if at == turn
+        ]
+        out.append((thought, words[0] if words else None, calls))
+    assert sorted([*read.unread.tolist(), *read.read.tolist()]) == list(range(len(values)))
+    return out
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_column_gpt_value(), min_size=1, max_size=8))
+def test_the_column_read_of_gpt_turns_is_the_decoders(values: list[str]) -> None:
+    truth = [tagged._read_gpt_parts(v) for v in values]
+    # A name Arrow cannot hold (a lone surrogate written as a JSON escape): the per-row path's.
+    truth = [t if t is None or all(_writable(c[0]) for c in t[2]) else None for t in truth]
+    assert _gpt_read_by_turn(values) == truth
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_column_tool_value(), min_size=1, max_size=8))
+def test_the_column_read_of_tool_turns_is_the_decoders(values: list[str]) -> None:
+    read = tagged.read_tool(pa.array(values, pa.string()), np.arange(len(values), dtype=np.int64))
+    truth = [[text for _, text in read_responses(v)] for v in values]
+    # Results Arrow cannot hold (a lone surrogate written as a JSON escape) are the per-row path's.
+    unread = [turn for turn, texts in enumerate(truth) if not all(map(_writable, texts))]
+    expected = [(t, text) for t, texts in enumerate(truth) if t not in unread for text in texts]
+    assert read.unread.tolist() == unread
+    assert list(zip(read.turn.tolist(), read.text.to_pylist(), strict=True)) == expected
+
+
+def _writable(text: str) -> bool:
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def test_the_common_layout_is_read_without_the_per_turn_readers(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The column read settles the common layout itself: the per-turn readers, made to fail
+    here, are not asked; a turn out of the layout is still theirs."""
+    gpt = [
+        '<think>\nplan\n</think>\nI will look.\n<tool_call>\n{"name": "f", "arguments": {"n": 1}}'
+        '\n</tool_call>\n<tool_call>\n{"name": "g", "arguments": {}}\n</tool_call>',
+        '<tool_call>\n{"name": "f", "arguments": [1]}\n</tool_call>',
+        "\u3000<think> </think>",
+    ]
+    tool = [
+        '<tool_response>\n{"name": "f", "content": {"t": 18}}\n</tool_response>',
+        'before<tool_response> 18 C </tool_response>\n<tool_response>{"name": "g"}</tool_response>',
+        ' {"name": "f", "content": "x"} ',
+    ]
+
+    def refuse(*_: Any) -> Any:
+        raise AssertionError("read one turn at a time")
+
+    monkeypatch.setattr(tagged, "_read_gpt", refuse)
+    monkeypatch.setattr(tagged, "read_responses", refuse)
+    read = _gpt_read_by_turn(gpt)
+    assert read[0] == (
+        ["plan"],
+        "I will look.",
+        [("f", '{"n":1}', True, True), ("g", "{}", True, True)],
+    )
+    assert read[1] == ([], None, [("f", "[1]", False, True)])
+    assert read[2] == ([""], None, [])
+    results = tagged.read_tool(pa.array(tool), np.arange(3, dtype=np.int64))
+    assert results.turn.tolist() == [0, 1, 1, 2]
+    assert results.text.to_pylist() == ['{"t": 18}', "18 C", '{"name": "g"}', "x"]
+    with pytest.raises(AssertionError, match="one turn at a time"):
+        tagged.read_gpt(pa.array(["<tool_call>{'name': 'f'}</tool_call>"]), np.arange(1))
+    with pytest.raises(AssertionError, match="one turn at a time"):
+        tagged.read_tool(pa.array(["<tool_response>{'name': 'f'}</tool_response>"]), np.arange(1))
+
+
+def test_a_lone_surrogate_in_a_name_or_a_result_is_left_to_the_per_row_path() -> None:
+    """JSON may escape a lone surrogate, which `json.loads` reads and Arrow cannot hold: such
+    a row is unread here (it crashed the flattener before) and both paths agree on it."""
+    call = '<tool_call>{"name": "f", "arguments": {}}</tool_call>'
+    rows = [
+        [
+            _t("human", "go"),
+            _t("gpt", '<tool_call>{"name": "\\ud800", "arguments": {}}</tool_call>'),
+        ],
+        [
+            _t("human", "go"),
+            _t("gpt", call),
+            _t("tool", '<tool_response>{"name": "f", "content": "\\ud800"}</tool_response>'),
+            _t("gpt", "ok"),
+        ],
+        [_t("human", "go"), _t("gpt", call), _t("tool", "<tool_response>1</tool_response>")],
+    ]
+    table = pa.Table.from_pylist([{"conversations": r} for r in rows], schema=SCHEMA)
+    view = HERMES.flatten(table.column("conversations").combine_chunks())
+    assert view is not None and view.unread.tolist() == [True, True, False]
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, HERMES)

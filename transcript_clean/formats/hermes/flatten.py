@@ -8,18 +8,17 @@ user message of results, the k-th result of the run answering the k-th call of t
 message before it (system turns aside). Hermes has no ids: calls are numbered `call_{turn}_{k}`
 and a result of no call `result_{turn}_{k}`, as the decoder mints them.
 
-A turn without tags, most of them, is read in Arrow: a gpt turn's text is its value stripped,
-a tool turn's one result its value stripped. A gpt turn holding `<tool_call>` or `<think>` and a
-tool turn holding `<tool_response>` (or a `{...}` body) are read in Python, one turn at a time.
-A gpt turn whose `<tool_call>` bodies are strict JSON objects with a name, the common layout,
-is read with the decoder's own pattern straight into texts and calls (`_read_gpt_fast`, held
-equal to the decoder by a property test); any other, and every tool turn, with the decoder's
-own readers (`values.py`: `assistant_parts`, `read_responses`; orjson first, then the Python
-literal), so that the two cannot drift. Every message is whole items of the column's
-lists (a gpt turn with text, reasoning and calls is one item), so R1 and R5's cut drop items in
-Arrow. The tools a system prompt declares in a `<tools>` block are handed to the fast path as
-JSON text (`declarations`), read where the batch's `tools` column declares nothing, as the
-decoder reads them; a row whose block has a problem is unread. It knows no rule.
+A turn without tags, most of them, is read in Arrow: a gpt turn's text is its value stripped, a
+tool turn's one result its value stripped. A gpt turn holding `<tool_call>` or `<think>` and a
+tool turn holding `<tool_response>` (or a `{...}` body) are read by `tagged.py`: the common
+layout over the whole column (split at its tags in Arrow, each body parsed by orjson), any other
+turn one at a time with the decoder's own readers (`values.py`: `assistant_parts`,
+`read_responses`), the truth the column read is held to by property tests, so that the two
+cannot drift. Every message is whole items of the column's lists (a gpt turn with text,
+reasoning and calls is one item), so R1 and R5's cut drop items in Arrow. The tools a system
+prompt declares in a `<tools>` block are handed to the fast path as JSON text (`declarations`),
+read where the batch's `tools` column declares nothing, as the decoder reads them; a row whose
+block has a problem is unread. It knows no rule.
 """
 
 from __future__ import annotations
@@ -30,7 +29,6 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import (
-    NOT_SPACE,
     Counts,
     Mask,
     as_mask,
@@ -43,28 +41,11 @@ from transcript_clean.columnar.arrays import (
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.edits import item_origins
-from transcript_clean.formats.base import DecodeError, IdMinter
-from transcript_clean.formats.fields import (
-    arguments_json,
-    end_to_end,
-    is_list_of_structs,
-    not_blank,
-)
-from transcript_clean.formats.hermes.values import (
-    TAGS,
-    assistant_parts,
-    assistant_tags,
-    prompt_tools,
-    read_responses,
-    read_tools_block,
-)
-from transcript_clean.model import Reasoning, ReasoningText, Text, ToolCall, is_json
+from transcript_clean.formats.fields import end_to_end, is_list_of_structs, not_blank
+from transcript_clean.formats.hermes.tagged import read_gpt, read_tool, stripped
+from transcript_clean.formats.hermes.values import TAGS, prompt_tools, read_tools_block
 
 __all__ = ["flatten_hermes"]
-
-# A character `str.strip()` takes off: a value that starts or ends with one is stripped in Python.
-_SPACE = "[" + NOT_SPACE[2:]
-_EDGE_SPACE = f"^{_SPACE}|{_SPACE}$"
 
 
 def _tagged(role: str) -> pa.Array:
@@ -108,76 +89,53 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
     turn_at = np.arange(n, dtype=np.int64) - row_start[turn_row]  # the turn's index in its row
 
     # What each turn says, in Arrow: its value, or its value stripped (a gpt turn's text, a
-    # tool turn's result). Values with white space at an edge are stripped in Python.
+    # tool turn's result).
     value_chars = text_lengths(value)
     said = not_blank(value).copy()
-    edged = as_mask(pc.match_substring_regex(value, _EDGE_SPACE), fill=False)
-    gpt_tags = as_mask(pc.match_substring(value, "<tool_call>")) | as_mask(
-        pc.match_substring(value, "<think>")
-    )
-    tool_tags = as_mask(pc.match_substring(value, "<tool_response>")) | as_mask(
-        pc.match_substring_regex(value, f"^{_SPACE}*\\{{"), fill=False
-    )
+    trimmed = stripped(value)
+    edged = as_mask(pc.not_equal(pc.binary_length(trimmed), pc.binary_length(value)))
+    gpt_tags = _holding(value, is_gpt & ~flag, "<tool_call>", "<think>")
+    tool_tags = _holding(value, is_tool & ~flag, "<tool_response>")
+    tool_tags |= as_mask(pc.starts_with(trimmed, "{")) & is_tool
     python_gpt = np.flatnonzero(is_gpt & gpt_tags & ~flag)
     python_tool = np.flatnonzero(is_tool & tool_tags & ~flag)
     untagged = (is_gpt & ~gpt_tags) | (is_tool & ~tool_tags)
-    stripped = np.flatnonzero(untagged & edged & ~flag)
-    stripped_texts = value.take(indices(stripped)).to_pylist()
-    stripped_texts = [t.strip() for t in stripped_texts]
+    edges = np.flatnonzero(untagged & edged & ~flag)
+    stripped_texts = trimmed.take(indices(edges)).to_pylist()
     turn_chars = value_chars.copy()
-    turn_chars[stripped] = [len(t) for t in stripped_texts]
-    thought = np.zeros(n, dtype=bool)
-    reasoned = np.zeros(n, dtype=bool)
+    turn_chars[edges] = [len(t) for t in stripped_texts]
     spoken = np.where(is_gpt, said, value_chars > 0)
-    reencoded_turn = np.zeros(n, dtype=bool)
-    own_text: dict[int, str] = dict(zip(stripped.tolist(), stripped_texts, strict=True))
+    own_text: dict[int, str] = dict(zip(edges.tolist(), stripped_texts, strict=True))
 
     # Tagged gpt turns: their reasoning, text and calls, as the decoder reads them.
-    calls_of_turn = np.zeros(n, dtype=np.int64)
-    names: list[str] = []
-    arguments: list[str | None] = []
-    objects: list[bool] = []
-    call_turn: list[int] = []
-    extra_texts: list[tuple[int, str]] = []  # reasoning texts, by turn (for the token count)
-    parsed: list[int] = []  # the tagged gpt turns read
-    values = value.take(indices(python_gpt)).to_pylist()
-    for at, text in zip(python_gpt.tolist(), values, strict=True):
-        read_turn = _read_gpt(text)
-        if read_turn is None:
-            flag[at] = True
-            continue
-        reasons, words, calls = read_turn
-        chars = 0
-        said[at] = spoken[at] = False
-        for reason in reasons:
-            reasoned[at] = True
-            chars += len(reason)
-            thought[at] |= bool(reason.strip())
-            extra_texts.append((at, reason))
-        if words is not None:
-            chars += len(words)
-            said[at] = bool(words.strip())
-            spoken[at] = bool(words)
-            own_text[at] = words
-        for name, raw, is_object, same in calls:
-            names.append(name)
-            arguments.append(raw)
-            objects.append(is_object)
-            call_turn.append(at)
-            reencoded_turn[at] |= not same
-        calls_of_turn[at] = len(calls)
-        parsed.append(at)
-        turn_chars[at] = chars
+    gpt = read_gpt(value, python_gpt)
+    flag[gpt.unread] = True
+    said[gpt.read] = False
+    spoken[gpt.read] = False
+    text_chars = text_lengths(gpt.text)
+    said[gpt.text_turn] = text_chars > 0  # the decoder strips a turn's text
+    spoken[gpt.text_turn] = text_chars > 0
+    reason_chars = text_lengths(gpt.reason)
+    reasoned = np.zeros(n, dtype=bool)
+    reasoned[gpt.reason_turn] = True
+    thought = rows_with(reason_chars > 0, gpt.reason_turn, n)
+    turn_chars[gpt.read] = 0
+    turn_chars += np.bincount(gpt.text_turn, weights=text_chars, minlength=n).astype(np.int64)
+    turn_chars += np.bincount(gpt.reason_turn, weights=reason_chars, minlength=n).astype(np.int64)
+    call_turn_at = gpt.call_turn
+    calls_of_turn = np.bincount(call_turn_at, minlength=n).astype(np.int64)
+    reencoded_turn = rows_with(~gpt.call_same, call_turn_at, n)
 
     # Tool turns: their results, in order (one per untagged turn).
     results_of_turn = np.where(is_tool & ~flag, 1, 0).astype(np.int64)
-    read: dict[int, list[str]] = {}
-    values = value.take(indices(python_tool)).to_pylist()
-    for at, text in zip(python_tool.tolist(), values, strict=True):
-        found = [t for _, t in read_responses(text)]
-        read[at] = found
-        results_of_turn[at] = len(found)
-        turn_chars[at] = sum(len(t) for t in found)
+    tool = read_tool(value, python_tool)
+    flag[tool.unread] = True
+    results_of_turn[python_tool] = 0
+    results_of_turn += np.bincount(tool.turn, minlength=n).astype(np.int64)
+    turn_chars[python_tool] = 0
+    turn_chars += np.bincount(tool.turn, weights=text_lengths(tool.text), minlength=n).astype(
+        np.int64
+    )
     result_turn = np.repeat(np.arange(n, dtype=np.int64), results_of_turn)
     unread = as_mask(array.is_null()) | rows_with(flag, turn_row, rows)
     declarations = None
@@ -186,7 +144,6 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
         unread |= unsure
 
     # Calls, numbered in order; per message its first call.
-    call_turn_at = np.array(call_turn, dtype=np.int64)
     calls_per_message = np.bincount(turn_message, weights=calls_of_turn, minlength=m)
     calls_per_message = calls_per_message.astype(np.int64)
     first_call = np.cumsum(calls_per_message) - calls_per_message
@@ -220,30 +177,36 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
 
     def result_texts() -> pa.Array:
         # Each result's text: a tool turn's value (stripped), or what its tags hold.
-        out: list[str] = []
-        tool_turns = np.flatnonzero(results_of_turn)
-        own = value.take(indices(tool_turns)).to_pylist()
-        for at, text in zip(tool_turns.tolist(), own, strict=True):
-            out.extend(read[at] if at in read else [own_text.get(at, text)])
-        return pa.array(out, pa.large_string())
+        untagged = np.flatnonzero(is_tool & ~tool_tags & ~flag)
+        own = value.take(indices(untagged)).to_pylist()
+        texts = [own_text.get(at, text) for at, text in zip(untagged.tolist(), own, strict=True)]
+        turns, order = np.concatenate([untagged, tool.turn]), None
+        order = np.argsort(turns, kind="stable")
+        joined = pa.concat_arrays([pa.array(texts, pa.large_string()), tool.text])
+        return joined.take(indices(order))
 
     result_words = result_texts()
     result_blank = ~not_blank(result_words)
 
     def texts() -> tuple[pa.Array, Counts]:
         # A gpt turn of calls or reasoning alone has no text part: no piece.
-        plain = np.flatnonzero(~np.isin(np.arange(n), [*own_text, *parsed]) & ~is_tool)
+        own = np.zeros(n, dtype=bool)
+        own[edges] = True
+        own[gpt.read] = True
+        plain = np.flatnonzero(~own & ~is_tool)
         replaced = sorted(t for t in own_text if not is_tool[t])
         pieces = [
             value.take(indices(plain)).cast(pa.large_string()),
             pa.array([own_text[t] for t in replaced], pa.large_string()),
-            pa.array([t for _, t in extra_texts], pa.large_string()),
+            gpt.text,
+            gpt.reason,
             result_words,
         ]
         owners = [
             turn_message[plain],
             turn_message[np.array(replaced, dtype=np.int64)],
-            turn_message[np.array([a for a, _ in extra_texts], dtype=np.int64)],
+            turn_message[gpt.text_turn],
+            turn_message[gpt.reason_turn],
             run,
         ]
         return pa.concat_arrays(pieces), np.concatenate(owners).astype(np.int64)
@@ -278,9 +241,9 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
         chars=np.bincount(turn_message, weights=turn_chars, minlength=m).astype(np.int64),
         call_message=turn_message[call_turn_at],
         call_id=call_ids,
-        call_name=pa.array(names, pa.string()),
-        call_arguments=pa.array(arguments, pa.string()),
-        call_object=np.array(objects, dtype=bool),
+        call_name=gpt.call_name,
+        call_arguments=gpt.call_arguments,
+        call_object=gpt.call_object,
         result_message=run,
         result_call=result_ids,
         result_blank=result_blank,
@@ -296,86 +259,14 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
     )
 
 
-_Call = tuple[str, str | None, bool, bool]
-_Gpt = tuple[list[str], str | None, list[_Call]]
-
-
-def _read_gpt(text: str) -> _Gpt | None:
-    """A tagged gpt turn's reasoning texts, its text (None for no text part) and its calls
-    (`_call`), as `assistant_parts` reads it; None where the decoder cannot read it. The common
-    layout, every `<tool_call>` body strict JSON, is read here without the model's parts; any
-    other is left to `assistant_parts` (the truth)."""
-    fast = _read_gpt_fast(text)
-    return fast if fast is not None else _read_gpt_parts(text)
-
-
-def _read_gpt_parts(text: str) -> _Gpt | None:
-    """`_read_gpt` with the decoder's own reader."""
-    try:
-        parts = assistant_parts(text, "", 0, _UNUSED)
-    except DecodeError:
-        return None
-    reasons: list[str] = []
-    words: str | None = None
-    calls: list[_Call] = []
-    for part in parts:
-        if isinstance(part, Text):
-            words = part.text
-        elif isinstance(part, Reasoning):
-            reasons.extend(p.text for p in part.content if isinstance(p, ReasoningText))
-        elif isinstance(part, ToolCall):
-            calls.append((part.name, *_call(part)))
-    return reasons, words, calls
-
-
-def _read_gpt_fast(text: str) -> _Gpt | None:
-    """`_read_gpt` for a turn whose `<tool_call>` bodies are strict JSON objects with a name
-    (what orjson reads, `literal` reads alike); None for anything else (not an answer: the
-    decoder's reader then decides)."""
-    reasons: list[str] = []
-    calls: list[_Call] = []
-    tags, words = assistant_tags(text)
-    for tag, body in tags:
-        if tag == "think":
-            reasons.append(body)
-            continue
-        try:
-            obj = orjson.loads(body)
-        except orjson.JSONDecodeError:
-            return None
-        if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
-            return None
-        given = obj.get("arguments")
-        if isinstance(given, str):
-            return None
-        # orjson refuses NaN, infinities and lone surrogates: what it reads JSON can write.
-        raw = orjson.dumps(given).decode()
-        calls.append((obj["name"], raw, isinstance(given, dict), True))
-    if "<tool_call>" in words:
-        return None
-    return reasons, (words if words or not (calls or reasons) else None), calls
-
-
-class _Unused(IdMinter):
-    """A minter whose ids no one reads (the view spells them: `end_to_end`), at no cost."""
-
-    __slots__ = ()
-
-    def __call__(self, base: str) -> str:
-        return base
-
-
-_UNUSED = _Unused(tuple)
-
-
-def _call(call: ToolCall) -> tuple[str | None, bool, bool]:
-    """A call's arguments as JSON text (None where JSON cannot write them), whether they are a
-    JSON object as the decoder reads them, and whether the encoder, comparing the turn it read
-    with the call, finds them equal (arguments holding NaN never are: it writes the turn anew)."""
-    arguments, raw = call.arguments, call.raw_arguments
-    plain = raw is not None or is_json(arguments)
-    is_object = isinstance(arguments, dict) and plain
-    return raw if raw is not None else arguments_json(arguments), is_object, plain
+def _holding(value: pa.Array, among: Mask, *tags: str) -> Mask:
+    """Per turn, whether it is among those asked about and its value holds one of `tags`."""
+    at = np.flatnonzero(among)
+    asked = value.take(indices(at))
+    out = np.zeros(len(value), dtype=bool)
+    for tag in tags:
+        out[at] |= as_mask(pc.match_substring(asked, tag), fill=False)
+    return out
 
 
 def _prompt_declarations(

@@ -9,6 +9,7 @@ import json
 import re
 from collections.abc import Mapping
 from functools import lru_cache
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Final
 
 from transcript_clean.formats.base import IdMinter, kind_of, malformed, parse_arguments
@@ -24,6 +25,7 @@ __all__ = [
     "prompt_tools",
     "read_responses",
     "read_tools_block",
+    "response",
 ]
 
 TAGS: Final[Mapping[str, str]] = {
@@ -41,8 +43,23 @@ ASSISTANT_TAGS = re.compile(r"<(tool_call|think)>(.*?)</\1>", re.DOTALL)
 """A gpt turn's tags and their bodies (`assistant_tags`)."""
 _RESPONSE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
 _TOOLS = re.compile(r"<tools>(.*?)</tools>", re.DOTALL)
-# `json.dumps(value, ensure_ascii=False)`, without making an encoder per call.
-_DUMPS = json.JSONEncoder(ensure_ascii=False).encode
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+
+
+def _dumps(value: object) -> str:
+    """`json.dumps(value, ensure_ascii=False)` for a value that is not a string, made with one
+    encoder for all calls: `JSONEncoder.encode` makes its C encoder anew per call, which cost
+    as much as the writing (no circular check: a value read from text holds no cycle)."""
+    return "".join(_C_ENCODE(value, 0)) if _C_ENCODE is not None else _ENCODER.encode(value)
+
+
+_C_ENCODE = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(
+        None, _ENCODER.default, encode_basestring, None, ": ", ", ", False, False, True
+    )
+)
 
 
 def literal(text: str) -> Any:
@@ -135,13 +152,18 @@ def read_responses(value: str) -> list[tuple[str | None, str]]:
             obj = literal(body) if body[:1] == "{" else None
         except ValueError:
             obj = None
-        if isinstance(obj, Mapping) and isinstance(obj.get("name"), str) and "content" in obj:
-            content = obj["content"]
-            text = content if isinstance(content, str) else _DUMPS(content)
-            out.append((obj["name"], text))
-        else:
-            out.append((None, body))
+        out.append(response(body, obj))
     return out
+
+
+def response(body: str, obj: object) -> tuple[str | None, str]:
+    """The result a `<tool_response>` body (stripped) holds, given the value read from it (None
+    where it is none): `(name, content)` for a `{"name", "content"}` object, else `(None, body)`
+    (`read_responses`; the flattener's column read too)."""
+    if isinstance(obj, Mapping) and isinstance(obj.get("name"), str) and "content" in obj:
+        content = obj["content"]
+        return obj["name"], content if isinstance(content, str) else _dumps(content)
+    return None, body
 
 
 def prompt_tools(value: str) -> str | None:
