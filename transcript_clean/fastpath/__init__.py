@@ -41,7 +41,6 @@ from transcript_clean.fastpath.base import (
 from transcript_clean.fastpath.columnar import ConversationsView
 from transcript_clean.fastpath.declared import tool_checks, tool_counts, with_inner_declarations
 from transcript_clean.formats.base import Format
-from transcript_clean.formats.openai import OpenAIFormat
 from transcript_clean.rules import TRAILING_TOOL_CALL, Rule, get_rule, rules
 from transcript_clean.rules.base import RuleConfig
 from transcript_clean.sources.jsontypes import has_json
@@ -100,10 +99,6 @@ def arrow_view(
     """The fast path's view of a batch's conversation column: OpenAI's own view
     (`fastpath/openai.py`), else the format's flattened `Conversations` (`side`: the batch's
     other columns it reads, `side_columns`); None when it has neither for this column."""
-    if isinstance(fmt, OpenAIFormat):
-        from transcript_clean.fastpath.openai import openai_view
-
-        return openai_view(fmt, array, schema)
     conversations = fmt.flatten(array, schema, side)
     if conversations is None:
         return None

@@ -71,6 +71,8 @@ from transcript_clean.model import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from transcript_clean.columnar.conversations import Conversations
+
 
 # OpenAI's content-part types for media, and the canonical kinds they read as.
 _MEDIA_KINDS = {"image_url": "image", "input_audio": "audio", "file": "document"}
@@ -100,6 +102,7 @@ class OpenAIFormat(Format):
     default_column = "messages"
     tools_columns = ("tools", "functions")  # `functions`: the legacy declarations
     joins_text = True
+    merged_field = "content"
     arguments_as: ArgumentsForm | None = None
     """The form every call's `arguments` are written in (`with_arguments`); None: as the row
     held them."""
@@ -148,6 +151,16 @@ class OpenAIFormat(Format):
         if not self.roles:
             return super().__repr__()
         return f"{type(self).__name__}(column={self.column!r}, roles={self.roles!r})"
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        from transcript_clean.formats.openai.flatten import flatten_openai
+
+        return flatten_openai(column, self.roles)
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         column = self.column
