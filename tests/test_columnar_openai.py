@@ -51,7 +51,7 @@ _SCHEMA = pa.schema([("messages", pa.list_(_MESSAGE))])
 _texts = st.sampled_from(["", " ", "\n", "hi", "\u3000", "é!"])
 _maybe_texts = st.one_of(_texts, _texts, st.none())
 # Made-up ids look like these: a row holding one of its own must step aside (`IdMinter`).
-_ids = st.sampled_from(["a", "b", "call_1_0", "result_2"])
+_ids = st.sampled_from(["a", "b", "", "call_1_0", "result_2"])
 _maybe_ids = st.one_of(_ids, _ids, st.none())
 
 

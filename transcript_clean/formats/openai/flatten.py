@@ -6,10 +6,11 @@ the decoder does not know (or the legacy `function` one, or a `function_call`), 
 message that is not the assistant's, a call with no `function`, name or arguments, and a row
 whose made-up ids could meet one of its own. A system or developer message is a system
 message; a user message its text; an assistant message its text, its reasoning fields and its
-calls; a run of tool messages one user message of results. A call without an `id` gets the one
-the decoder makes up (`call_<message>_<call>`), and a tool message without `tool_call_id`
-answers the call at its place in the turn before, or none (`result_<message>`). Content held as
-a list of parts is not read here (the per-row path reads every such row). It knows no rule.
+calls; a run of tool messages one user message of results. A call without an `id` (or with an
+empty one) gets the one the decoder makes up (`call_<message>_<call>`), and a tool message
+without `tool_call_id` answers the call at its place in the turn before, or none
+(`result_<message>`). Content held as a list of parts is not read here (the per-row path reads
+every such row). It knows no rule.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         wrong |= as_mask(call_name.is_null()) | as_mask(call_arguments.is_null())
         flag |= rows_with(wrong, call_item, n)
         call_id = pc.struct_field(calls, "id")
-        minted = as_mask(call_id.is_null())
+        minted = ~as_mask(pc.greater(pc.binary_length(call_id), 0), fill=False)  # `id or mint`
         if minted.any():
             place = np.arange(len(call_item), dtype=np.int64) - run_starts(call_item)
             made = _made_up("call_", place_in_row[call_item], place)
