@@ -48,6 +48,9 @@ _MESSAGE = pa.struct(
 )
 _SCHEMA = pa.schema([("messages", pa.list_(_MESSAGE))])
 
+# The roles the decoder knows, twice the common ones, and two it does not.
+_ROLES = ("user", "assistant", "assistant", "tool", "tool", "system", "developer", "function")
+_ROLES += ("robot", None)
 _texts = st.sampled_from(["", " ", "\n", "hi", "\u3000", "é!"])
 _maybe_texts = st.one_of(_texts, _texts, st.none())
 # Made-up ids look like these: a row holding one of its own must step aside (`IdMinter`).
@@ -81,10 +84,7 @@ def _messages() -> st.SearchStrategy[dict[str, Any] | None]:
             "weight": weight,
             "name": name,
         },
-        st.sampled_from(
-            ["user", "assistant", "assistant", "tool", "tool", "system", "developer"]
-            + ["function", "robot", None]
-        ),
+        st.sampled_from(_ROLES),
         _maybe_texts,
         st.lists(_call(), max_size=3) | st.none(),
         _maybe_ids,
@@ -202,7 +202,9 @@ def _real_tables() -> list[tuple[str, pa.Table]]:
     return out
 
 
-@pytest.mark.parametrize("name, table", _real_tables(), ids=lambda v: v if isinstance(v, str) else "")
+@pytest.mark.parametrize(
+    "name, table", _real_tables(), ids=lambda v: v if isinstance(v, str) else ""
+)
 def test_real_files_flatten_as_decoded_and_agree(name: str, table: pa.Table) -> None:
     column = table.column("messages").combine_chunks()
     view = OPENAI.flatten(column)

@@ -34,6 +34,7 @@ V = TypeVar("V")
 
 __all__ = [
     "JOINER",
+    "Answers",
     "Edits",
     "Merges",
     "Subset",
@@ -81,10 +82,22 @@ class Merges:
 
 
 @dataclass(slots=True, frozen=True)
+class Answers:
+    """Results written anew in place of those there (R2's answers), each an error result of one
+    text, as `transcript.tool_result_message` makes it: per result, its position among the
+    view's results, the call it answers (by position among the view's calls) and its text."""
+
+    result: Counts
+    call: Counts
+    text: pa.Array
+
+
+@dataclass(slots=True, frozen=True)
 class Edits:
     """What the repairs of some rows of a batch change, over the view of that batch: the rows
-    to write anew, the messages dropped (R1's empty turns, R5's cut) and the messages merged
-    (R4). Messages of other rows are never touched."""
+    to write anew, the messages dropped (R1's empty turns, R5's cut), the messages merged (R4)
+    and the results dropped (R3's orphans, for a flattener with `result_item`). Messages of
+    other rows are never touched."""
 
     conversations: Conversations
     rows: Counts
@@ -92,6 +105,10 @@ class Edits:
     drop: Mask
     """Per message of the view: dropped, with its items."""
     merges: Merges | None = None
+    drop_results: Mask | None = None
+    """Per result of the view: dropped, with its item (`Conversations.result_item`)."""
+    answers: Answers | None = None
+    """Results written anew in their place (a format that writes them: `Format.write`)."""
 
     @property
     def removed(self) -> Mask:
@@ -199,6 +216,9 @@ def written(column: pa.Array, edits: Edits, rewrite: Rewrite | None = None) -> p
     whole = item_message >= 0
     gone = np.zeros(len(items), dtype=bool)
     gone[whole] = edits.removed[item_message[whole]]
+    result_item = edits.conversations.result_item
+    if edits.drop_results is not None and result_item is not None:
+        gone[result_item[edits.drop_results]] = True
     return chosen.column(column.type, values, gone)
 
 

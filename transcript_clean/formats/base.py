@@ -179,6 +179,8 @@ class Format:
         `item_message`, and merges into `merged_field`."""
         if edits.conversations.item_message is None:
             return None
+        if edits.answers is not None and len(edits.answers.result):
+            return None  # results written anew: a format that writes them says so
         from transcript_clean.columnar.edits import write_merged, written
 
         if edits.merges is None or not edits.merges.joined.any():

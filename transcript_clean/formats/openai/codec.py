@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.errors import UNKNOWN_ROLE, FormatError
@@ -72,6 +73,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
+    from transcript_clean.columnar.edits import Edits
 
 
 # OpenAI's content-part types for media, and the canonical kinds they read as.
@@ -161,6 +163,19 @@ class OpenAIFormat(Format):
         from transcript_clean.formats.openai.flatten import flatten_openai
 
         return flatten_openai(column, self.roles)
+
+    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
+        """`Format.write`, and R2's answers: results written anew in place of their tool
+        messages (`flatten.with_answers`)."""
+        if edits.answers is not None:
+            from transcript_clean.formats.openai.flatten import with_answers
+
+            answered = with_answers(column, edits, self.names.get("tool", "tool"))
+            if answered is None:
+                return None
+            column = answered
+            edits = replace(edits, answers=None)
+        return super().write(column, edits)
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         column = self.column

@@ -38,10 +38,10 @@ from transcript_clean.columnar.arrays import (
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
-from transcript_clean.columnar.edits import item_origins, taken
+from transcript_clean.columnar.edits import Edits, replaced, taken
 from transcript_clean.formats.base import REASONING_KEYS
 
-__all__ = ["flatten_openai", "openai_shape"]
+__all__ = ["flatten_openai", "openai_shape", "with_answers"]
 
 _ROLES: Final = ("system", "developer", "user", "assistant", "tool", "function")
 """The roles the decoder knows (`codec.ROLES`), by their number here."""
@@ -110,14 +110,15 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
     item_message = np.cumsum(~continues) - 1
     starts = np.flatnonzero(~continues)
     message_row = item_row[starts]
-    messages = len(starts)
     role_of = _CANONICAL[kind[starts]]
-    row_start = run_starts(item_row)
-    place_in_row = np.arange(n, dtype=np.int64) - row_start
 
-    def per_message(values: Counts | Mask) -> Counts:
-        out: Counts = np.bincount(item_message, weights=values, minlength=messages)
-        return out.astype(np.int64)
+    def any_of(values: Mask) -> Mask:
+        out: Mask = np.logical_or.reduceat(values, starts) if n else values
+        return out
+
+    def sum_of(values: Counts) -> Counts:
+        out: Counts = np.add.reduceat(values, starts) if n else values
+        return out
 
     # What each message says: the user's and the assistant's text, the assistant's reasoning.
     lengths = text_lengths(content)
@@ -162,6 +163,7 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         call_id = pc.struct_field(calls, "id")
         minted = ~as_mask(pc.greater(pc.binary_length(call_id), 0), fill=False)  # `id or mint`
         if minted.any():
+            place_in_row = np.arange(n, dtype=np.int64) - run_starts(item_row)
             place = np.arange(len(call_item), dtype=np.int64) - run_starts(call_item)
             made = _made_up("call_", place_in_row[call_item], place)
             call_id = pc.if_else(pa.array(~minted), call_id, made.cast(call_id.type))
@@ -190,7 +192,7 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         result_minted = unnamed & ~answers
         call_at = np.where(answers, first_call[np.maximum(before, 0)] + k, 0)
         by_place = call_id.take(indices(call_at)) if len(call_id) else pa.nulls(len(tool))
-        made = _made_up("result_", place_in_row[tool])
+        made = _made_up("result_", tool - run_starts(item_row)[tool])
         named = pc.if_else(pa.array(answers), by_place.cast(pa.string()), made)
         result_call = pc.if_else(pa.array(unnamed), named, result_call.cast(pa.string()))
     if minted.any() or result_minted.any():
@@ -202,9 +204,7 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
             named_items = np.flatnonzero(as_mask(every.is_valid()))
             named_ids = every.take(indices(named_items)).cast(pa.string())
         own = np.concatenate([call_item[~minted], named_items])
-        own_ids = pa.concat_arrays(
-            [call_id.filter(pa.array(~minted)).cast(pa.string()), named_ids]
-        )
+        own_ids = pa.concat_arrays([call_id.filter(pa.array(~minted)).cast(pa.string()), named_ids])
         made = np.concatenate([call_item[minted], tool[result_minted]])
         flag |= _own_ids_like(item_row, rows, (own, own_ids), made)
 
@@ -232,25 +232,27 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         unread=unread,
         message_row=message_row,
         role=role_of,
-        said=per_message(said_item) > 0,
-        thought=per_message(thought_item) > 0,
-        reasoned=per_message(reasoned_item) > 0,
-        spoken=per_message(spoken_item) > 0,
-        chars=per_message(lengths),
+        said=any_of(said_item),
+        thought=any_of(thought_item),
+        reasoned=any_of(reasoned_item),
+        spoken=any_of(spoken_item),
+        chars=sum_of(lengths),
         call_message=item_message[call_item],
         call_id=call_id,
         call_name=call_name,
         call_arguments=call_arguments,
         call_object=objects(call_arguments),
+        call_made_up=minted,
         result_message=result_message,
         result_call=result_call,
         result_blank=~holds_text(result_content),
         result_text=lambda: result_content,
         result_error=np.zeros(len(tool), dtype=bool),
         item_message=item_message,
+        result_item=tool,
         pairs_by_position=True,
         message_text=message_text,
-        message_origin=item_origins(items, item_message, messages),
+        message_origin=lambda positions: items.take(indices(starts[positions])),
         texts=texts,
     )
 
@@ -280,3 +282,46 @@ def _own_ids_like(
     )
     out: Mask = clash[item_row]
     return out
+
+
+def with_answers(column: pa.Array, edits: Edits, role: str) -> pa.Array | None:
+    """The column with the results of `edits.answers` written anew in place of their tool
+    messages, as the encoder writes a fresh error result (`role`, the row's name for a tool
+    message): its text as `content`, and `tool_call_id` the call's id, or, where the decoder
+    made that id up, the tool's name as `name` (where the messages have the field); every
+    other field null. None where a result is not one tool message (`result_item`)."""
+    answers, c = edits.answers, edits.conversations
+    if answers is None or not len(answers.result):
+        return column
+    if c.result_item is None or c.call_made_up is None:
+        return None
+    items, sizes, _ = flattened(column)
+    at = c.result_item[answers.result]
+    made_up = c.call_made_up[answers.call]
+    ids = c.call_id.take(indices(answers.call))
+    names = c.call_name.take(indices(answers.call))
+    message_type = items.type
+    children = []
+    for child_field, child in zip(message_type, items.flatten(), strict=True):
+        name = child_field.name
+        if name == "role":
+            new = pa.array([role] * len(at), child.type)
+        elif name == "content":
+            new = answers.text.cast(child.type)
+        elif name == "tool_call_id":
+            new = pc.if_else(pa.array(made_up), pa.nulls(len(at), child.type), ids.cast(child.type))
+        elif name == "name" and is_text(child.type):
+            new = pc.if_else(
+                pa.array(made_up), names.cast(child.type), pa.nulls(len(at), child.type)
+            )
+        else:
+            new = pa.nulls(len(at), child.type)
+        children.append(replaced(child, at, new))
+    mask = items.is_null() if items.null_count else None
+    values = pa.StructArray.from_arrays(children, fields=list(message_type), mask=mask)
+    large = pa.types.is_large_list(column.type)
+    offsets = np.zeros(len(column) + 1, dtype=np.int64 if large else np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    kind = pa.LargeListArray if large else pa.ListArray
+    nulls = column.is_null() if column.null_count else None
+    return kind.from_arrays(pa.array(offsets), values, type=column.type, mask=nulls)
