@@ -42,8 +42,10 @@ __all__ = [
     "drop_elements",
     "first_items",
     "item_origins",
+    "item_sources",
     "joins_texts",
     "merged_texts",
+    "removed_items",
     "replaced",
     "taken",
     "with_values",
@@ -206,20 +208,48 @@ def written(column: pa.Array, edits: Edits, rewrite: Rewrite | None = None) -> p
     """The rows of `edits` as a list column of `column`'s type: their items, rewritten by the
     format (`rewrite`, where a merge changes an item), without the items of the messages the
     edits remove. For a format whose messages are whole items (`item_message`)."""
-    item_message = edits.conversations.item_message
-    assert item_message is not None
     items, _, parent = flattened(column)
     chosen = Subset.of(edits.rows, parent, len(column))
     values = items.take(indices(chosen.elements))
     if rewrite is not None:
         values = rewrite(values, chosen.elements)
+    return chosen.column(column.type, values, removed_items(edits, len(items)))
+
+
+def removed_items(edits: Edits, items: int) -> Mask:
+    """Per item of the conversation column, whether the edits remove it: an item of a message
+    dropped or joined into another, or a result dropped."""
+    item_message = edits.conversations.item_message
+    assert item_message is not None
     whole = item_message >= 0
-    gone = np.zeros(len(items), dtype=bool)
+    gone = np.zeros(items, dtype=bool)
     gone[whole] = edits.removed[item_message[whole]]
     result_item = edits.conversations.result_item
     if edits.drop_results is not None and result_item is not None:
         gone[result_item[edits.drop_results]] = True
-    return chosen.column(column.type, values, gone)
+    return gone
+
+
+def item_sources(column: pa.Array, edits: Edits) -> tuple[Counts, Counts, Mask]:
+    """Where each item the edits write came from (a format whose line is its items, each
+    written back as it came but for the text a merge sets): per row written, its number of
+    items, and per item its place in the row as it came in (-1: a result answered anew) and
+    whether a merge set its text."""
+    items, _, parent = flattened(column)
+    chosen = Subset.of(edits.rows, parent, len(column))
+    place = chosen.places()
+    rewritten = np.zeros(len(items), dtype=bool)
+    c = edits.conversations
+    if edits.merges is not None and c.item_message is not None:
+        grown = edits.merges.grown
+        rewritten[first_items(c.item_message, c.messages)[grown]] = True
+    if edits.answers is not None and c.result_item is not None:
+        made = np.zeros(len(items), dtype=bool)
+        made[c.result_item[edits.answers.result]] = True
+        place = np.where(made[chosen.elements], -1, place)
+    kept = ~removed_items(edits, len(items))[chosen.elements]
+    sizes = np.bincount(chosen.parent[kept], minlength=len(chosen.rows)).astype(np.int64)
+    return sizes, place[kept], rewritten[chosen.elements][kept]
 
 
 def first_items(item_message: Counts, messages: int) -> Counts:

@@ -22,12 +22,14 @@ from transcript_clean.columnar.arrays import (
     rows_with,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, Conversations
-from transcript_clean.columnar.edits import Answers, Edits, joins_texts
+from transcript_clean.columnar.edits import Answers, Edits, item_sources, joins_texts
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.fastpath.base import (
+    ORIGIN,
     ArrowRepair,
     ArrowView,
     FastReject,
+    Origins,
     decode_rejects,
 )
 from transcript_clean.fastpath.declared import declared_rejects, raw_input_calls
@@ -236,7 +238,17 @@ class ConversationsView(ArrowView):
         edits = Edits(c, subset, drop, merges, drop_results, answers)
         column = self.fmt.write(self.column, edits)
         assert column is not None  # whole items dropped, merges into `merged_field`
-        return ArrowRepair(subset, column, occurrences, rejects)
+        origins = None
+        if self.fmt.edits_lines and self.fmt.merged_field is not None:
+            sizes, at, rewritten = item_sources(self.column, edits)
+            where = pa.StructArray.from_arrays(
+                [pa.array(at), pa.array(rewritten)], fields=list(ORIGIN)
+            )
+            offsets = np.zeros(len(sizes) + 1, dtype=np.int32)
+            np.cumsum(sizes, out=offsets[1:])
+            messages = pa.ListArray.from_arrays(pa.array(offsets), where)
+            origins = Origins(messages, self.fmt.merged_field)
+        return ArrowRepair(subset, column, occurrences, rejects, origins)
 
     def _empty_before_results(self) -> Mask:
         """Rows where an empty turn is the message right before one holding results (system

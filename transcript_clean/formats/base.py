@@ -171,6 +171,12 @@ class Format:
     parts appended where it is a list, rig's `content`); None where `write` writes no merges
     (rows whose repair merges messages take the per-row path)."""
 
+    edits_lines: ClassVar[bool] = False
+    """Whether a JSON Lines row's line is its conversation's items, each written by the encoder
+    as it came in but for the text a merge sets in `merged_field` (OpenAI's messages): then a
+    line repaired in Arrow is its line with the edits made (`pipeline.lines`), not the row
+    re-encoded."""
+
     def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
         """The rows of `edits` (a batch's conversation column, as the flattener read it, and
         what the repairs change over its `Conversations`) written anew in this format's own

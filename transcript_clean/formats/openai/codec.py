@@ -105,6 +105,7 @@ class OpenAIFormat(Format):
     tools_columns = ("tools", "functions")  # `functions`: the legacy declarations
     joins_text = True
     merged_field = "content"
+    edits_lines = True
     arguments_as: ArgumentsForm | None = None
     """The form every call's `arguments` are written in (`with_arguments`); None: as the row
     held them."""
