@@ -41,6 +41,7 @@ __all__ = [
     "appended_lists",
     "drop_elements",
     "first_items",
+    "first_items_of",
     "item_origins",
     "item_sources",
     "joins_texts",
@@ -242,7 +243,7 @@ def item_sources(column: pa.Array, edits: Edits) -> tuple[Counts, Counts, Mask]:
     c = edits.conversations
     if edits.merges is not None and c.item_message is not None:
         grown = edits.merges.grown
-        rewritten[first_items(c.item_message, c.messages)[grown]] = True
+        rewritten[first_items_of(c.item_message, c.messages, grown)] = True
     if edits.answers is not None and c.result_item is not None:
         made = np.zeros(len(items), dtype=bool)
         made[c.result_item[edits.answers.result]] = True
@@ -262,6 +263,17 @@ def first_items(item_message: Counts, messages: int) -> Counts:
     new[1:] = item_message[at[1:]] != item_message[at[:-1]]
     out[item_message[at[new]]] = at[new]
     return out
+
+
+def first_items_of(item_message: Counts, messages: int, positions: Counts) -> Counts:
+    """`first_items` of the messages at `positions` only (a few, those a merge grows): found
+    by a search where every item is part of a message (then `item_message` is sorted)."""
+    if len(item_message) and item_message[0] >= 0 and (item_message >= 0).all():
+        out: Counts = np.searchsorted(item_message, positions).astype(np.int64)
+        found = out < len(item_message)
+        found[found] = item_message[out[found]] == positions[found]
+        return np.where(found, out, -1)
+    return first_items(item_message, messages)[positions]
 
 
 def taken(values: pa.Array, at: Counts) -> pa.Array:
@@ -362,7 +374,7 @@ def write_joined(column: pa.Array, edits: Edits, name: str) -> pa.Array:
     c = edits.conversations
     assert c.item_message is not None and c.message_text is not None
     grown, texts = merged_texts(merges, c.message_text)
-    first = first_items(c.item_message, c.messages)[grown]
+    first = first_items_of(c.item_message, c.messages, grown)
 
     def rewrite(items: pa.Array, elements: Counts) -> pa.Array:
         return with_values(items, name, np.searchsorted(elements, first), texts)
