@@ -1,6 +1,7 @@
-"""The fast path's own view of OpenAI rows: their messages, held as plain-text structs, read per
-batch. It knows the rules' codes and repairs, so it lives with the fast path, not with the
-format (a format is a codec and a flattener that know no rule); a flattener will replace it.
+"""The profile's measures of OpenAI columns (`openai_measures`, `openai_parts_measures`), and
+the fast path's former view of OpenAI rows, which no batch reads any more: OpenAI rows are
+flattened (`formats/openai/flatten.py`) and read by the generic view like every format's. The
+view knew the rules' codes and repairs; it stays until the flattener is measured no slower.
 
 The scan flattens a batch's messages and finds, with pyarrow.compute and NumPy, the rows it reads
 as the decoder would and, among them, the rows with each code it knows; it repairs R1-R5 (R5 by

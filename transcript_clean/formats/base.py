@@ -162,7 +162,7 @@ class Format:
         (`transcript_clean.columnar`): what the decoder would make of each row, for the rules'
         Arrow checks; rows it cannot read so are marked unread. `side` holds the batch's columns
         of `side_columns` that it has. None when this format, or this column's Arrow type, has
-        no flattener (OpenAI, whose view is the fast path's own: `fastpath/openai.py`)."""
+        no flattener."""
         return None
 
     merged_field: ClassVar[str | None] = None
