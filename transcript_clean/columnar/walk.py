@@ -134,9 +134,10 @@ class ConversationsWalk:
     def _ids(self) -> tuple[Counts, Counts, int]:
         """The calls' and the results' ids as numbers in one dictionary, and its size."""
         c = self.conversations
-        both = pa.concat_arrays(
-            [c.call_id.cast(pa.large_string()), c.result_call.cast(pa.large_string())]
-        )
+        ids = [c.call_id, c.result_call]
+        if c.call_id.type != c.result_call.type:  # else joined as they are, with no copy
+            ids = [i.cast(pa.large_string()) for i in ids]
+        both = pa.concat_arrays(ids)
         encoded = pc.dictionary_encode(both)
         # A null id is in a row the flattener does not read: any number will do.
         codes = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)

@@ -122,8 +122,8 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
 
     # What each message says: the user's and the assistant's text, the assistant's reasoning.
     lengths = text_lengths(content)
-    spoken_item = (lengths > 0) & ((kind == _USER) | is_assistant)
     speaking = (kind == _USER) | is_assistant
+    spoken_item = speaking & (lengths > 0)
     said_item = speaking & holds_text(content)
     thought_item = np.zeros(n, dtype=bool)
     reasoned_item = np.zeros(n, dtype=bool)
