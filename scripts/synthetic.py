@@ -62,11 +62,13 @@ FORMATS: Final = (
     "llamafactory",
     "responses",
     "hermes",
+    "openhands",
     "alpaca",
     "query-response",
     "completion",
     "hh",
     "pairs",
+    "claude-code",
 )
 
 # Anthropic's `input`, rig's `arguments`, Gemini's `args` and Bedrock's `input` are JSON objects:
@@ -93,6 +95,9 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     "bedrock": frozenset({"invalid_tool_arguments"}) | _DECLARED,
     "llamafactory": frozenset({"duplicate_call_id"}),  # no ids either
     "hermes": frozenset({"duplicate_call_id"}),  # nor Hermes
+    # OpenHands' events have no roles (a message action is the user's or the agent's by its
+    # `source`); its tools are in the trajectory's system action, which these rows leave out.
+    "openhands": frozenset({"unknown_role"}) | _DECLARED,
     # The Responses API's assistant items between two user-side items are one turn: two
     # assistant turns in a row are one.
     "responses": frozenset({"consecutive_assistant"}),
@@ -106,6 +111,9 @@ UNSUPPORTED: Final[Mapping[str, frozenset[str]]] = {
     "completion": _NO_CALLS | {"unknown_role", "consecutive_assistant", "empty_assistant_turn"},
     # An hh-rlhf transcript's turns are `Human:` or `Assistant:`: any other name is their text.
     "hh": _NO_CALLS | {"unknown_role"},
+    # A Claude Code event's role is its type, and an event of another type is passed over;
+    # its `input` is an object, as Anthropic's; its rows declare no tools.
+    "claude-code": frozenset({"invalid_tool_arguments", "unknown_role"}) | _DECLARED,
 }
 
 TOOLS_ONLY: Final[Mapping[str, frozenset[str]]] = {"anthropic": _DECLARED, "rig": _DECLARED}
@@ -496,27 +504,7 @@ def _anthropic(rng: random.Random, items: list[_Item], i: int, planted: str | No
         elif kind == "user":
             messages.append({"role": "user", "content": [{"type": "text", "text": item[1]}]})
         elif kind == "assistant":
-            blocks: list[Row] = []
-            if item[2] is not None:
-                if rng.random() < 0.05:
-                    blocks.append(
-                        {"type": "redacted_thinking", "data": f"{rng.getrandbits(256):064x}"}
-                    )
-                else:
-                    blocks.append(
-                        {
-                            "type": "thinking",
-                            "thinking": item[2],
-                            "signature": f"{rng.getrandbits(192):048x}",
-                        }
-                    )
-            if item[1] is not None:
-                blocks.append({"type": "text", "text": item[1]})
-            blocks.extend(
-                {"type": "tool_use", "id": _toolu(c[0]), "name": c[1], "input": c[2]}
-                for c in item[3]
-            )
-            messages.append({"role": "assistant", "content": blocks})
+            messages.append({"role": "assistant", "content": _anthropic_blocks(rng, item)})
         else:
             messages.append(
                 {"role": "user", "content": [
@@ -526,6 +514,65 @@ def _anthropic(rng: random.Random, items: list[_Item], i: int, planted: str | No
             )  # fmt: skip
     row["messages"] = messages
     return row
+
+
+def _claude_code(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    """A Claude Code session's thread as `sources/sessions.py` groups it (column `events`):
+    Anthropic messages, each in an event chained to the one before by `parentUuid`; half the
+    answers of several blocks streamed as Claude Code writes them, an event per block with one
+    `message.id`; now and then a `system` event after an answer, which holds no message."""
+    session = f"session-{i}"
+    events: list[Row] = []
+
+    def event(type_: str, message: Row | None, **extra: Any) -> None:
+        parent = events[-1]["uuid"] if events else None
+        events.append(
+            {"type": type_, "uuid": f"{i}-{len(events)}", "parentUuid": parent,
+             "sessionId": session, "isSidechain": False, "message": message, **extra}
+        )  # fmt: skip
+
+    for k, item in enumerate(items):
+        kind = item[0]
+        if kind == "user":
+            event("user", {"role": "user", "content": [{"type": "text", "text": item[1]}]})
+        elif kind == "assistant":
+            blocks = _anthropic_blocks(rng, item)
+            message_id = f"msg_{i}_{k}"
+            if len(blocks) > 1 and rng.random() < 0.5:
+                for block in blocks:
+                    event("assistant", {"id": message_id, "role": "assistant", "content": [block]})
+            else:
+                event("assistant", {"id": message_id, "role": "assistant", "content": blocks})
+            if not item[3] and rng.random() < 0.15:
+                event("system", None, subtype="turn_duration")
+        else:
+            event("user", {"role": "user", "content": [
+                {"type": "tool_result", "tool_use_id": _toolu(c or _bogus(rng)), "content": t}
+                for c, _, t in item[1]
+            ]})  # fmt: skip
+    return {"id": i, "sessionId": session, "events": events}
+
+
+def _anthropic_blocks(rng: random.Random, item: _Item) -> list[Row]:
+    """An assistant item's content blocks, as `_anthropic` writes them."""
+    blocks: list[Row] = []
+    if item[2] is not None:
+        if rng.random() < 0.05:
+            blocks.append({"type": "redacted_thinking", "data": f"{rng.getrandbits(256):064x}"})
+        else:
+            blocks.append(
+                {
+                    "type": "thinking",
+                    "thinking": item[2],
+                    "signature": f"{rng.getrandbits(192):048x}",
+                }
+            )
+    if item[1] is not None:
+        blocks.append({"type": "text", "text": item[1]})
+    blocks.extend(
+        {"type": "tool_use", "id": _toolu(c[0]), "name": c[1], "input": c[2]} for c in item[3]
+    )
+    return blocks
 
 
 def _rig(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
@@ -755,6 +802,74 @@ def _hermes(rng: random.Random, items: list[_Item], i: int, planted: str | None)
     return {"id": i, "conversations": turns, "tools": tools}
 
 
+def _openhands(rng: random.Random, items: list[_Item], i: int, planted: str | None) -> Row:
+    # An OpenHands trajectory as a resolver's `history` holds it: message actions, each call an
+    # action whose `tool_call_metadata` holds the model response (the same response in each
+    # action of parallel calls, its reasoning in `reasoning_content`), each result an
+    # observation naming its call by metadata and `cause` (now and then by `cause` only), and
+    # the agent's bookkeeping (state changes) passed over by the decoder.
+    events: list[Row] = []
+    actions: dict[str, int] = {}  # each call's action event id, by the call's id
+    by_cause = rng.random() < 0.1
+
+    def add(event: Row) -> None:
+        events.append({"id": len(events), **event})
+
+    for item in items:
+        kind = item[0]
+        if kind == "system":
+            add({"source": "agent", "message": item[1], "action": "system",
+                 "args": {"content": item[1]}})  # fmt: skip
+        elif kind == "user":
+            args = {"content": item[1], "image_urls": None, "wait_for_response": False}
+            add({"source": "user", "message": item[1], "action": "message", "args": args})
+            if len(events) < 3 and rng.random() < 0.5:
+                add({"source": "environment", "observation": "agent_state_changed",
+                     "content": ""})  # fmt: skip
+        elif kind == "assistant" and not item[3]:
+            args = {"content": item[1], "image_urls": None, "wait_for_response": True}
+            add({"source": "agent", "message": item[1], "action": "message", "args": args})
+        elif kind == "assistant":
+            message: Row = {
+                "content": item[1],
+                "role": "assistant",
+                "tool_calls": [
+                    {"id": c[0], "type": "function",
+                     "function": {"name": c[1], "arguments": c[3]}}
+                    for c in item[3]
+                ],
+                "reasoning_content": item[2],
+            }  # fmt: skip
+            response = {
+                "id": f"chatcmpl-{rng.getrandbits(64):016x}",
+                "choices": [{"finish_reason": "tool_calls", "index": 0, "message": message}],
+            }
+            for c in item[3]:
+                actions.setdefault(c[0], len(events))
+                metadata = {
+                    "function_name": c[1],
+                    "tool_call_id": c[0],
+                    "model_response": response,
+                    "total_calls_in_response": len(item[3]),
+                }
+                add({"source": "agent", "action": "call_tool_mcp",
+                     "args": {"name": c[1], "thought": item[1] or ""},
+                     "tool_call_metadata": metadata})  # fmt: skip
+        else:
+            for call_id, name, text in item[1]:
+                event: Row = {"source": "agent", "observation": "mcp", "content": text}
+                if call_id is not None:
+                    event["cause"] = actions.get(call_id)
+                if call_id is None or not by_cause:
+                    metadata = {"function_name": name, "tool_call_id": call_id or _bogus(rng)}
+                    event["tool_call_metadata"] = metadata
+                add(event)
+    if rng.random() < 0.5:
+        add({"source": "agent", "action": "change_agent_state",
+             "args": {"agent_state": "awaiting_user_input", "thought": ""}})  # fmt: skip
+    return {"id": i, "history": events}
+
+
 def _tools_json(items: list[_Item], specs: Mapping[str, str], planted: str | None) -> str:
     """The tools the row calls (or one, when it calls none), as a JSON list; with
     `invalid_tool_declaration` planted, one more tool whose parameters are no JSON Schema."""
@@ -905,11 +1020,13 @@ _RENDER: Final[Mapping[str, tuple[_Render, str, bool, bool]]] = {
     "llamafactory": (_llamafactory, "messages", True, True),
     "responses": (_responses, "input", True, True),  # the system prompt in `instructions`
     "hermes": (_hermes, "conversations", True, True),
+    "openhands": (_openhands, "history", True, True),  # reasoning in the model's responses
     "alpaca": (_alpaca, "instruction", False, True),
     "query-response": (_query_response, "query", False, True),
     "completion": (_completion, "prompt", False, False),
     "hh": (_hh, "text", False, False),
     "pairs": (_swift_pairs, "conversation", False, True),
+    "claude-code": (_claude_code, "events", True, False),  # a session holds no system prompt
 }
 
 
@@ -919,9 +1036,15 @@ def _break(rng: random.Random, row: Row, format: str, code: str) -> None:
         _break_plain(rng, row, format)
         return
     messages = row[_RENDER[format][1]]
+    if format == "claude-code":  # an event's message: its content unreadable
+        rng.choice([e for e in messages if e["message"] is not None])["message"]["content"] = None
+        return
     if format == "responses":  # a message item: calls and outputs have no role
         messages = [m for m in messages if m.get("role") is not None] or messages
     message = rng.choice(messages)
+    if format == "openhands":  # an event that is neither an action nor an observation
+        message["action"] = message["observation"] = None
+        return
     if code == "unknown_role":
         if format == "sharegpt":
             message["from"] = rng.choice(("bing", "chatgpt", "bot"))
@@ -1034,6 +1157,40 @@ def _arrow_schema(format: str) -> pa.Schema:
         return pa.schema(
             [("id", pa.int64()), ("instructions", s), ("input", pa.list_(item)), ("tools", s)]
         )
+    if format == "openhands":
+        function = pa.struct([("name", s), ("arguments", s)])
+        call = pa.struct([("id", s), ("type", s), ("function", function)])
+        message = pa.struct(
+            [("content", s), ("role", s), ("tool_calls", pa.list_(call)),
+             ("reasoning_content", s)]
+        )  # fmt: skip
+        choice = pa.struct([("finish_reason", s), ("index", pa.int64()), ("message", message)])
+        response = pa.struct([("id", s), ("choices", pa.list_(choice))])
+        metadata = pa.struct(
+            [("function_name", s), ("tool_call_id", s), ("model_response", response),
+             ("total_calls_in_response", pa.int64())]
+        )  # fmt: skip
+        args = pa.struct(
+            [("content", s), ("image_urls", pa.list_(s)), ("wait_for_response", pa.bool_()),
+             ("name", s), ("thought", s), ("agent_state", s)]
+        )  # fmt: skip
+        event = pa.struct(
+            [("id", pa.int64()), ("source", s), ("message", s), ("action", s), ("args", args),
+             ("observation", s), ("content", s), ("cause", pa.int64()),
+             ("tool_call_metadata", metadata)]
+        )  # fmt: skip
+        return pa.schema([("id", pa.int64()), ("history", pa.list_(event))])
+    if format == "claude-code":
+        block = pa.struct(
+            [("type", s), ("text", s), ("thinking", s), ("signature", s), ("data", s), ("id", s),
+             ("name", s), ("input", arguments), ("tool_use_id", s), ("content", s)]
+        )  # fmt: skip
+        message = pa.struct([("id", s), ("role", s), ("content", pa.list_(block))])
+        event = pa.struct(
+            [("type", s), ("uuid", s), ("parentUuid", s), ("sessionId", s),
+             ("isSidechain", pa.bool_()), ("message", message), ("subtype", s)]
+        )  # fmt: skip
+        return pa.schema([("id", pa.int64()), ("sessionId", s), ("events", pa.list_(event))])
     if format == "hh":
         return pa.schema([("id", pa.int64()), ("text", s)])
     if format == "pairs":

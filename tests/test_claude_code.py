@@ -13,13 +13,15 @@ import pytest
 from transcript_clean.formats import get_format
 from transcript_clean.model import AssistantMessage, Text, ToolCall, ToolResult, UserMessage
 from transcript_clean.options import SourceOptions
-from transcript_clean.policy import config_from_dict
+from transcript_clean.policy import DEFAULT, config_from_dict
+from transcript_clean.rows import clean_row
 from transcript_clean.run import clean
 from transcript_clean.sources import open_source
 from transcript_clean.sources.sessions import SessionSource
 from transcript_clean.utf8 import python_rows
 
 DATA = Path(__file__).parent / "data" / "claude_code"
+FORMAT = get_format("claude-code")
 INTERRUPT = "[Request interrupted by user for tool use]"
 
 
@@ -187,6 +189,23 @@ def test_an_interrupted_call_is_repaired_by_r5(
         if isinstance(p, ToolCall)
     ]
     assert [c.id for c in calls] == ["t1", "t2"]
+
+
+def test_two_answers_in_a_row_are_merged_by_r4() -> None:
+    """Two assistant messages (two message ids) one after the other: R4 joins the second into
+    the first, as for any format; the events' uuids, parents and times are where each sits."""
+    ask = event("u1", None, "user", {"role": "user", "content": "Hi."}, timestamp="t1")
+    one = event("a1", "u1", "assistant", {"id": "m1", "role": "assistant", "content": [
+        {"type": "text", "text": "Hello."}]}, timestamp="t2")  # fmt: skip
+    two = event("a2", "a1", "assistant", {"id": "m2", "role": "assistant", "content": [
+        {"type": "text", "text": "How can I help?"}]}, timestamp="t3")  # fmt: skip
+    verdict = clean_row({"events": [ask, one, two]}, FORMAT, DEFAULT)
+    assert verdict.status == "repaired" and verdict.codes == ["consecutive_assistant"]
+    assert verdict.row is not None
+    events = verdict.row["events"]
+    assert [e["uuid"] for e in events] == ["u1", "a1"]
+    blocks = [{"type": "text", "text": "Hello."}, {"type": "text", "text": "How can I help?"}]
+    assert events[1] == {**one, "message": {**one["message"], "content": blocks}}
 
 
 def test_to_openai_from_a_session(tmp_path: Path) -> None:

@@ -105,6 +105,21 @@ def test_events_read_as_the_agent_loop_put_them() -> None:
     assert clean_row(row, FMT, DEFAULT).status == "unchanged"
 
 
+def test_two_messages_of_the_agent_in_a_row_are_merged_by_r4() -> None:
+    """R4 joins the second message into the first, as for any format: the events' own ids,
+    times and text fields are where each sits and what it says, not fields that must agree."""
+    first = {**ANSWER, "timestamp": "t5", "message": "One file: a.py."}
+    second = {"id": 6, "source": "agent", "action": "message", "timestamp": "t6",
+              "message": "Anything else?", "args": {"content": "Anything else?"}}  # fmt: skip
+    verdict = clean_row({"history": [USER, RUN, DONE, first, second]}, FMT, DEFAULT)
+    assert verdict.status == "repaired" and verdict.codes == ["consecutive_assistant"]
+    assert verdict.row is not None
+    events = verdict.row["history"]
+    assert [e["id"] for e in events] == [1, 3, 4, 5]
+    said = "One file: a.py.\n\nAnything else?"
+    assert events[3] == {**first, "message": said, "args": {"content": said}}
+
+
 def test_the_system_actions_tools_are_the_declared_tools() -> None:
     declared = FMT.declared_tools({"history": [SYSTEM, USER]})
     assert declared is not None and declared.names() == ["execute_bash"]

@@ -381,6 +381,67 @@ def test_a_repair_the_columns_cannot_hold_is_unencodable_one_they_can_is_written
     assert (merged.messages_in, merged.messages_out) == (3, 2)
 
 
+@pytest.mark.parametrize(
+    ("name", "rows"),
+    [
+        (
+            "query-response",
+            [
+                {"query": "q2", "response": "r2", "history": [["q1", ""]]},
+                {"query": "q", "response": " ", "history": [["q1", "r1"]]},
+                {"query": "q", "response": "", "history": []},
+                {"query": "q", "response": "", "history": [["q1", "\n"]]},
+                {"query": "q", "response": "r", "history": [["q1", "r1"]]},
+            ],
+        ),
+        (
+            "pairs",
+            [
+                {"system": "s", "conversation": [{"human": "a", "assistant": ""}]},
+                {
+                    "system": "",
+                    "conversation": [
+                        {"human": "a", "assistant": "x"},
+                        {"human": "b", "assistant": ""},
+                    ],
+                },
+                {
+                    "system": "s",
+                    "conversation": [
+                        {"human": "a", "assistant": ""},
+                        {"human": "b", "assistant": "y"},
+                    ],
+                },
+            ],
+        ),
+    ],
+)
+def test_an_empty_turn_the_pairs_cannot_lose_is_rejected_in_arrow_as_per_row(
+    name: str, rows: list[dict[str, Any]]
+) -> None:
+    # Dropping an empty answer (R1) leaves strings of pairs a user turn short: the row is
+    # rejected for what is left (no assistant turn, or unencodable), R1 present, and the fast
+    # path says so itself, in the per-row path's words and stats.
+    import pyarrow as pa
+    from differential import assert_fast_and_slow_agree
+
+    from transcript_clean.pipeline import batch_verdicts
+    from transcript_clean.policy import STRICT
+
+    fmt = get_format(name)
+    table = pa.Table.from_pylist(rows)
+    slow = assert_fast_and_slow_agree(table, DEFAULT, fmt)
+    assert_fast_and_slow_agree(table, STRICT, fmt)
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    rejected = slow.rejects.to_pylist()
+    assert rejected and all("empty_assistant_turn" in r["_reject_codes"] for r in rejected)
+    assert verdicts.handled.all()  # none left to the per-row path
+    assert sorted(
+        sorted([r.code, *r.present]) for r in verdicts.rejects for _ in range(int(r.rows.sum()))
+    ) == sorted(r["_reject_codes"] for r in rejected)
+
+
 @pytest.mark.parametrize("path", [ALPACA, SWIFT_ALPACA, DOLLY, SWIFT_QUERY, PROMPT_COMPLETION])
 def test_to_openai_writes_messages_that_datasets_loads(tmp_path: Path, path: Path) -> None:
     datasets = pytest.importorskip("datasets")

@@ -28,6 +28,7 @@ from transcript_clean.rules import (
 )
 from transcript_clean.rules.empty_assistant_turn import drop_empty_turns
 from transcript_clean.rules.empty_assistant_turn import message as empty_message
+from transcript_clean.rules.unencodable_row import message as unwritten_message
 from transcript_clean.tools import Declared
 
 __all__ = [
@@ -240,7 +241,7 @@ def _clean_row(row: Row, fmt: Format, config: Config, trace: bool, messages_in: 
     try:
         written = writer.encode(decoded, current)
     except Exception as err:  # an encoder bug must cost one row, not the run
-        return unencodable(result, f"the repaired row cannot be written in its format: {err}")
+        return unencodable(result, unwritten_message(str(err)))
     if current == original:
         # Unchanged, but for its calls' arguments, written in the form `--arguments-as` asks.
         if written != row:

@@ -39,7 +39,15 @@ from transcript_clean.fastpath.base import (
 from transcript_clean.fastpath.columnar import ConversationsView
 from transcript_clean.fastpath.declared import tool_checks, tool_counts, with_inner_declarations
 from transcript_clean.formats.base import Format
-from transcript_clean.rules import TRAILING_TOOL_CALL, Rule, get_rule, rules
+from transcript_clean.rules import (
+    EMPTY_ASSISTANT_TURN,
+    NO_ASSISTANT_TURN,
+    TRAILING_TOOL_CALL,
+    UNENCODABLE_ROW,
+    Rule,
+    get_rule,
+    rules,
+)
 from transcript_clean.rules.base import RuleConfig
 from transcript_clean.sources.jsontypes import has_json
 
@@ -128,10 +136,11 @@ def fast_verdicts(
     their declarations); `config`, the run's, for the repairs that read it. None when this
     format or column shape has no fast path."""
     array = whole(column)
-    if has_json(array.type):
+    if has_json(array.type) and not fmt.reads_json_leaves:
         # A `pa.json_()` field holds values of more than one type: no view reads it as the
         # decoder would (an object's arguments would look like text that is not one), so
-        # every row may have any code.
+        # every row may have any code; unless the format's flattener refuses such fields
+        # where it reads, itself.
         return None
     view = arrow_view(fmt, array, schema, side)
     if view is None:
@@ -178,6 +187,21 @@ def fast_verdicts(
             if rows.any():
                 words = [rule.message] * int(rows.sum())
                 verdicts.rejects.append(FastReject(rule.code, rows, rows.astype(np.int64), words))
+    if (
+        isinstance(view, ConversationsView)
+        and EMPTY_ASSISTANT_TURN in repair
+        and EMPTY_ASSISTANT_TURN in may
+        and EMPTY_ASSISTANT_TURN not in view.repairs
+    ):
+        # R1 where the format cannot drop an empty turn in Arrow: a row whose only other code
+        # may be no assistant turn (after R1) is rejected here where the per-row path would
+        # reject it for what the drop leaves (strings of alternating pairs).
+        others = possible - may[EMPTY_ASSISTANT_TURN] - may.get(NO_ASSISTANT_TURN, nothing)
+        verdicts.rejects += view.reject_unwritten(
+            read & may[EMPTY_ASSISTANT_TURN] & (others == 0),
+            reject_no_assistant=NO_ASSISTANT_TURN in reject,
+            reject_unwritten=UNENCODABLE_ROW in reject,
+        )
     rejected = any_of((r.rows for r in verdicts.rejects), view.rows)
     # Empty turns are set aside before any other code is looked for (R1), so a row the view
     # reads qualifies whatever else it may have: the view of the repaired row decides.

@@ -165,12 +165,17 @@ class FastReject:
     occurrences: Counts
     messages: list[str]
     """The rejected rows' messages, in order."""
+    present: Mapping[str, Counts] = field(default_factory=dict)
+    """Codes the rejected rows also have, which did not decide their fate (the per-row path's
+    `present`: R1's empty turns in a row then rejected for what their drop leaves), each with
+    its occurrences per row."""
 
     def slice(self, start: int, stop: int) -> FastReject:
         before = int(self.rows[:start].sum())
         rows = self.rows[start:stop]
         messages = self.messages[before : before + int(rows.sum())]
-        return FastReject(self.code, rows, self.occurrences[start:stop], messages)
+        present = {code: counts[start:stop] for code, counts in self.present.items()}
+        return FastReject(self.code, rows, self.occurrences[start:stop], messages, present)
 
 
 @dataclass(slots=True)
@@ -206,10 +211,12 @@ class Verdicts:
     their lines are then edited, not re-encoded."""
 
     def coded(self) -> list[tuple[str, Mask]]:
-        """Per code, the rows settled here that have it (each row settled here has one)."""
+        """Per code, the rows settled here that have it (each row settled here has one, and
+        a rejected one the codes `present` beside it)."""
         coded = [(TRAILING_TOOL_CALL, self.trailing)] if self.trailing.any() else []
         coded += ((r.code, r.rows) for r in self.repairs)
         coded += ((r.code, r.rows) for r in self.rejects)
+        coded += ((code, r.rows) for r in self.rejects for code in r.present)
         return coded
 
     @property

@@ -50,9 +50,13 @@ from transcript_clean.rules.invalid_tool_arguments import (
     invalid_calls,
     shown_arguments,
 )
+from transcript_clean.rules.no_assistant_turn import CODE as NO_ASSISTANT_TURN
+from transcript_clean.rules.no_assistant_turn import MESSAGE as NO_ASSISTANT_MESSAGE
 from transcript_clean.rules.orphan_tool_result import used_message, used_orphans
 from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
 from transcript_clean.rules.unanswered_tool_call import uncuttable
+from transcript_clean.rules.unencodable_row import CODE as UNENCODABLE_ROW
+from transcript_clean.rules.unencodable_row import message as unwritten_message
 from transcript_clean.rules.unknown_tool import CODE as UNKNOWN_TOOL
 from transcript_clean.transcript import (
     TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER,
@@ -249,6 +253,51 @@ class ConversationsView(ArrowView):
             messages = pa.ListArray.from_arrays(pa.array(offsets), where)
             origins = Origins(messages, self.fmt.merged_field)
         return ArrowRepair(subset, column, occurrences, rejects, origins)
+
+    def reject_unwritten(
+        self, rows: Mask, *, reject_no_assistant: bool, reject_unwritten: bool
+    ) -> list[FastReject]:
+        """The rows of `rows` (rows whose only codes are R1 and perhaps no assistant turn after
+        it) whose empty turns the format cannot drop (`Format.unwritten`: Alpaca's, ms-swift's
+        and TRL's strings hold alternating pairs), rejected as the per-row path rejects them,
+        R1 `present`: where no assistant turn is left, for that (`reject_no_assistant`: the
+        config rejects it); else as `unencodable_row` (`reject_unwritten`: the config rejects
+        it, as any but `clean_batch`'s with `on_row` does), in the encoder's words. A row the
+        format would write is left to the per-row path."""
+        c, walk = self.conversations, self.walk
+        rows = rows & walk.rows_empty
+        if not rows.any():
+            return []
+        empty = count(walk.empty, c.message_row, self.rows)
+        present = {EMPTY_ASSISTANT_TURN: empty}
+        none_left = rows & walk.rows_no_assistant
+        out: list[FastReject] = []
+        if reject_no_assistant and none_left.any():
+            words = [NO_ASSISTANT_MESSAGE] * int(none_left.sum())
+            ones = none_left.astype(np.int64)
+            out.append(FastReject(NO_ASSISTANT_TURN, none_left, ones, words, present))
+        asked = np.flatnonzero(rows & ~walk.rows_no_assistant)
+        if not reject_unwritten or not len(asked):
+            return out
+        # Each asked row's turns as R1 leaves them, the system prompt aside, as the encoder
+        # is handed them.
+        said = ~walk.empty & (c.role != SYSTEM)
+        said &= np.isin(c.message_row, asked)
+        names = np.where(c.role[said] == ASSISTANT, "assistant", "user").tolist()
+        owner = c.message_row[said]
+        cuts = np.searchsorted(owner, asked, side="right").tolist()
+        hit = np.zeros(self.rows, dtype=bool)
+        words = []
+        start = 0
+        for row, stop in zip(asked.tolist(), cuts, strict=True):
+            problem = self.fmt.unwritten(names[start:stop])
+            start = stop
+            if problem is not None:
+                hit[row] = True
+                words.append(unwritten_message(problem))
+        if hit.any():
+            out.append(FastReject(UNENCODABLE_ROW, hit, hit.astype(np.int64), words, present))
+        return out
 
     def _empty_before_results(self) -> Mask:
         """Rows where an empty turn is the message right before one holding results (system

@@ -165,6 +165,13 @@ class Format:
         no flattener."""
         return None
 
+    reads_json_leaves: ClassVar[bool] = False
+    """Whether `flatten` refuses by itself (None) a column holding `pa.json_()` fields where
+    the decoder reads (such a field holds values of several types, which a flattener would not
+    read as the decoder does), so that a column holding them only where the decoder does not
+    look (OpenHands' `args.outputs`, a tool's `parameters`) is flattened still; for any other
+    format, the fast path leaves every column holding one to the per-row path."""
+
     merged_field: ClassVar[str | None] = None
     """The field of a message's item that holds what it says, where R4's merges are written
     (`columnar.edits.write_merged`: the texts joined where it is text, ShareGPT's `value`; the
@@ -194,6 +201,13 @@ class Format:
         if self.merged_field is None:
             return None
         return write_merged(column, edits, self.merged_field)
+
+    def unwritten(self, roles: Sequence[str]) -> str | None:
+        """Why `encode` cannot write a transcript whose turns (the system prompt aside) have
+        these roles (`user`, `assistant`), in its words, or None where it can or cannot tell:
+        what lets the fast path reject, as the per-row path does, a row that R1 would leave
+        unwritable (the string formats that hold alternating pairs)."""
+        return None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(column={self.column!r})"

@@ -54,7 +54,10 @@ def settle(
         stats.add_rejected_rows(len(at), int(lengths[reject.rows].sum()))
         occurrences = int(reject.occurrences[reject.rows].sum())
         stats.add_code(reject.code, "rejected", len(at), occurrences, source, first_row + at[0])
-        codes = [reject.code]
+        for code, counts in reject.present.items():
+            present = int(counts[reject.rows].sum())
+            stats.add_code(code, "present", len(at), present, source, first_row + at[0])
+        codes = sorted([reject.code, *reject.present])
         rejected += (Rejected(i, codes, m) for i, m in zip(at, reject.messages, strict=True))
     if not repaired.any():
         return None, rejected

@@ -88,11 +88,14 @@ def merge_consecutive_assistant(messages: Sequence[Message]) -> list[Message]:
 
 
 # What an assistant message says, which R4 merges, in any format's keys (Gemini's `parts`
-# too); every other key of the source object (OpenAI's `weight`, LLaMA-Factory's
-# `loss_weight`, a `name`) must agree.
+# too), and where an agent trace's event sits (its ids, its parent, its time: two events
+# never share them); every other key of the source object (OpenAI's `weight`,
+# LLaMA-Factory's `loss_weight`, a `name`) must agree.
 _SAID: Final = frozenset(
     {"role", "from", "content", "parts", "value", "tool_calls", "function_call", "id", "type"}
     | {"reasoning_content", "reasoning", "thinking"}
+    | {"message", "args"}  # Claude Code's Anthropic message; OpenHands' text and its arguments
+    | {"uuid", "parentUuid", "timestamp", "requestId", "llm_metrics"}
 )
 
 

@@ -13,6 +13,11 @@ from transcript_clean.rules.base import Rule
 CODE: Final = "unencodable_row"
 
 
+def message(problem: str) -> str:
+    """The words of a repaired row the encoder could not write, for what it said (`problem`)."""
+    return f"the repaired row cannot be written in its format: {problem}"
+
+
 RULE = Rule(
     CODE,
     order=7,

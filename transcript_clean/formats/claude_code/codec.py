@@ -30,7 +30,7 @@ a message made by a repair (R5's result) is a new `user` event with no `uuid`.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transcript_clean.formats.anthropic.codec import (
     _assistant_parts,
@@ -57,6 +57,12 @@ from transcript_clean.model import (
     UserMessage,
     UserPart,
 )
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.columnar.conversations import Conversations
+    from transcript_clean.columnar.edits import Edits
 
 _MESSAGE_EVENTS = ("user", "assistant")
 
@@ -105,6 +111,27 @@ class ClaudeCodeFormat(Format):
             answers = messages[-1].tool_calls  # type: ignore[union-attr]
             last_id = id_
         return Decoded(messages, dict(row), format=self.name)
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        """The `events` column flattened (`claude_code.flatten`): each message event's
+        `message` read by Anthropic's flattener, a streamed answer's events one message."""
+        from transcript_clean.formats.claude_code.flatten import flatten_claude_code
+
+        return flatten_claude_code(column)
+
+    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
+        """Messages dropped (R1, R5's cut) written as `encode` writes them
+        (`claude_code.flatten.write_events`)."""
+        if edits.merges is not None and edits.merges.joined.any():
+            return None  # no `merged_field`: R4's merges are the per-row path's
+        from transcript_clean.formats.claude_code.flatten import write_events
+
+        return write_events(column, edits)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

@@ -51,9 +51,9 @@ from transcript_clean.formats.fields import (
     not_blank,
 )
 from transcript_clean.formats.hermes.values import (
-    ASSISTANT_TAGS,
     TAGS,
     assistant_parts,
+    assistant_tags,
     prompt_tools,
     read_responses,
     read_tools_block,
@@ -334,17 +334,13 @@ def _read_gpt_fast(text: str) -> _Gpt | None:
     decoder's reader then decides)."""
     reasons: list[str] = []
     calls: list[_Call] = []
-    outside: list[str] = []
-    end = 0
-    for match in ASSISTANT_TAGS.finditer(text):
-        outside.append(text[end : match.start()])
-        end = match.end()
-        tag, body = match.group(1), match.group(2)
+    tags, words = assistant_tags(text)
+    for tag, body in tags:
         if tag == "think":
-            reasons.append(body.strip())
+            reasons.append(body)
             continue
         try:
-            obj = orjson.loads(body.strip())
+            obj = orjson.loads(body)
         except orjson.JSONDecodeError:
             return None
         if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
@@ -355,8 +351,6 @@ def _read_gpt_fast(text: str) -> _Gpt | None:
         # orjson refuses NaN, infinities and lone surrogates: what it reads JSON can write.
         raw = orjson.dumps(given).decode()
         calls.append((obj["name"], raw, isinstance(given, dict), True))
-    outside.append(text[end:])
-    words = "".join(outside).strip()
     if "<tool_call>" in words:
         return None
     return reasons, (words if words or not (calls or reasons) else None), calls

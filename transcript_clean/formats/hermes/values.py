@@ -17,9 +17,9 @@ from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text
 from transcript_clean.tools import Declared, read_declarations
 
 __all__ = [
-    "ASSISTANT_TAGS",
     "TAGS",
     "assistant_parts",
+    "assistant_tags",
     "literal",
     "prompt_tools",
     "read_responses",
@@ -38,7 +38,7 @@ TAGS: Final[Mapping[str, str]] = {
 some of its derivatives write."""
 
 ASSISTANT_TAGS = re.compile(r"<(tool_call|think)>(.*?)</\1>", re.DOTALL)
-"""A gpt turn's tags and their bodies, as `assistant_parts` (and the flattener) reads them."""
+"""A gpt turn's tags and their bodies (`assistant_tags`)."""
 _RESPONSE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
 _TOOLS = re.compile(r"<tools>(.*?)</tools>", re.DOTALL)
 # `json.dumps(value, ensure_ascii=False)`, without making an encoder per call.
@@ -78,24 +78,35 @@ def _plain(value: object) -> bool:
     return True
 
 
+def assistant_tags(value: str) -> tuple[list[tuple[str, str]], str]:
+    """A gpt turn's `<think>` and `<tool_call>` tags in order, each `(tag, body)` with its body
+    stripped, and the text outside them, stripped: what `assistant_parts` and the flattener's
+    fast read each make parts of."""
+    tags: list[tuple[str, str]] = []
+    outside: list[str] = []
+    end = 0
+    for match in ASSISTANT_TAGS.finditer(value):
+        outside.append(value[end : match.start()])
+        end = match.end()
+        tags.append((match.group(1), match.group(2).strip()))
+    outside.append(value[end:])
+    return tags, "".join(outside).strip()
+
+
 def assistant_parts(value: str, path: str, i: int, mint: IdMinter) -> tuple[AssistantPart, ...]:
     """The parts of a gpt turn's value (turn `i`, at `path`): its `<think>` blocks, the text
     outside the tags (stripped) and its `<tool_call>`s, ids minted by `mint`; raises
     `DecodeError`. The decoder and the flattener both read a tagged turn with this."""
     reasoning: list[AssistantPart] = []
     calls: list[AssistantPart] = []
-    outside: list[str] = []
-    end = 0
-    for match in ASSISTANT_TAGS.finditer(value):
-        outside.append(value[end : match.start()])
-        end = match.end()
-        tag, body = match.group(1), match.group(2)
+    tags, text = assistant_tags(value)
+    for tag, body in tags:
         if tag == "think":
-            reasoning.append(Reasoning((ReasoningText(body.strip()),)))
+            reasoning.append(Reasoning((ReasoningText(body),)))
             continue
         k = len(calls)
         try:
-            obj = literal(body.strip())
+            obj = literal(body)
         except ValueError:
             raise malformed(path, f"<tool_call> {k}: not a JSON object") from None
         if not isinstance(obj, Mapping):
@@ -105,8 +116,6 @@ def assistant_parts(value: str, path: str, i: int, mint: IdMinter) -> tuple[Assi
             raise malformed(path, f'<tool_call> {k}: missing "name"')
         arguments, raw = parse_arguments(obj.get("arguments"))
         calls.append(ToolCall(mint(f"call_{i}_{k}"), name, arguments, raw))
-    outside.append(value[end:])
-    text = "".join(outside).strip()
     if "<tool_call>" in text:
         raise malformed(path, "a <tool_call> with no </tool_call>")
     # A turn of calls alone has no text; a turn with nothing at all is an empty text (R1's).

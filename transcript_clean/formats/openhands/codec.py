@@ -43,7 +43,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any
 
 from transcript_clean.formats.base import (
     Decoded,
@@ -59,6 +59,7 @@ from transcript_clean.formats.base import (
     required_str,
     without_origins,
 )
+from transcript_clean.formats.openhands.events import PASSED_ACTIONS, PASSED_OBSERVATIONS
 from transcript_clean.model import (
     AssistantMessage,
     Media,
@@ -71,10 +72,10 @@ from transcript_clean.model import (
 )
 from transcript_clean.tools import Declared, read_declarations, read_row_declarations
 
-PASSED_ACTIONS: Final = frozenset(
-    {"change_agent_state", "recall", "condensation", "condensation_request", "null"}
-)
-PASSED_OBSERVATIONS: Final = frozenset({"agent_state_changed", "null", "recall"})
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from transcript_clean.columnar.conversations import Conversations
 
 
 class OpenHandsFormat(Format):
@@ -84,6 +85,7 @@ class OpenHandsFormat(Format):
     default_column = "history"
     joins_text = False
     agent_trace = True
+    reads_json_leaves = True  # (a JSON file's `args.outputs: {}` is one, in every `finish`)
     words = "OpenHands events: actions with tool_call_metadata as calls, observations as results"
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
@@ -115,6 +117,18 @@ class OpenHandsFormat(Format):
                 if isinstance(tools, list) and tools:
                     return tools
         return None
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        """The events column flattened (`openhands.flatten`); the `system` action's tools read
+        as declarations unless `--tools-column` names where they are."""
+        from transcript_clean.formats.openhands.flatten import flatten_openhands
+
+        return flatten_openhands(column, declarations=self.tools_column is None)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:

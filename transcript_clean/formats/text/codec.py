@@ -84,12 +84,21 @@ def turn_texts(messages: Sequence[Message], where: str) -> list[tuple[str, str]]
 
 def _pairs(turns: list[tuple[str, str]], where: str) -> list[tuple[str, str]]:
     """(user, assistant) pairs of turns that alternate, a user turn first."""
-    if len(turns) % 2 or any(
-        role != ("user" if k % 2 == 0 else "assistant") for k, (role, _) in enumerate(turns)
-    ):
-        said = " ".join(role for role, _ in turns) or "no turn"
-        raise ValueError(f"{where} hold pairs of a user and an assistant turn, not: {said}")
+    problem = unpaired([role for role, _ in turns], where)
+    if problem is not None:
+        raise ValueError(problem)
     return [(turns[k][1], turns[k + 1][1]) for k in range(0, len(turns), 2)]
+
+
+def unpaired(roles: Sequence[str], where: str) -> str | None:
+    """Why turns of these roles are not pairs of a user and an assistant turn (`where` names
+    the layout), or None where they are."""
+    if len(roles) % 2 == 0 and all(
+        role == ("user" if k % 2 == 0 else "assistant") for k, role in enumerate(roles)
+    ):
+        return None
+    said = " ".join(roles) or "no turn"
+    return f"{where} hold pairs of a user and an assistant turn, not: {said}"
 
 
 def _text(row: Mapping[str, Any], key: str, *, required: bool = True) -> str | None:
@@ -254,6 +263,9 @@ class _FieldsFormat(_TextFormat):
     def _user_fields(self) -> tuple[str, ...]:
         return (self.column, *self.user_fields[1:])
 
+    def unwritten(self, roles: Sequence[str]) -> str | None:
+        return unpaired(roles, self.where)
+
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         first, *rest = self._user_fields
         texts = [_text(row, first)] + [_text(row, name, required=False) for name in rest]
@@ -390,6 +402,9 @@ class PairsFormat(_TextFormat):
     side_columns = ("system",)
     words = "a list of {human, assistant} pairs"
     where = "human / assistant pairs"
+
+    def unwritten(self, roles: Sequence[str]) -> str | None:
+        return unpaired(roles, self.where)
 
     def flatten(
         self,

@@ -1,0 +1,303 @@
+"""Claude Code's flattener (`formats/claude_code/flatten.py`) held to its decoder: each row read
+as the decoder reads it, unread exactly where the decoder raises, each walk attribute what the
+rule's `find` finds; and clean's output through the fast path the per-row path's."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from differential import (
+    assert_fast_and_slow_agree,
+    assert_settled_in_arrow,
+    assert_verdicts_equal_on_generated_rows,
+)
+from flattened import assert_flattened_as_decoded
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from synthetic import arrow_schema, every_rates, generate_rows
+
+from transcript_clean.fastpath import fast_verdicts
+from transcript_clean.formats import get_format
+from transcript_clean.pipeline import batch_verdicts
+from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.sources import jsontypes, open_source
+from transcript_clean.utf8 import python_rows
+
+CLAUDE = get_format("claude-code")
+DATA = Path(__file__).parent / "data" / "claude_code"
+
+_S = pa.string()
+_BLOCK = pa.struct(
+    [("type", _S), ("text", _S), ("thinking", _S), ("signature", _S), ("id", _S), ("name", _S),
+     ("input", pa.struct([("n", pa.int64())])), ("tool_use_id", _S), ("content", _S),
+     ("is_error", pa.bool_())]
+)  # fmt: skip
+_MESSAGE = pa.struct([("id", _S), ("role", _S), ("content", pa.list_(_BLOCK))])
+_EVENT = pa.struct([("type", _S), ("uuid", _S), ("message", _MESSAGE)])
+SCHEMA = pa.schema([("events", pa.list_(_EVENT))])
+
+_texts = st.sampled_from(["", " ", "\n", "hi", "\u3000", "é!"])
+_ids = st.sampled_from(["a", "b", "c"])
+_text = st.builds(lambda t: {"type": "text", "text": t}, _texts)
+_use = st.builds(lambda i: {"type": "tool_use", "id": i, "name": "f", "input": {"n": 1}}, _ids)
+_thinking = st.builds(
+    lambda t, s: {"type": "thinking", "thinking": t, "signature": s},
+    _texts,
+    st.sampled_from(["sig", None]),
+)
+_result = st.builds(
+    lambda i, t, e: {"type": "tool_result", "tool_use_id": i, "content": t, "is_error": e},
+    _ids,
+    _texts | st.none(),
+    st.sampled_from([None, True, False]),
+)
+_odd = st.sampled_from(
+    [{"type": "image"}, {"type": "text"}, {"type": "tool_use", "id": None, "name": "f"}, None]
+)
+
+
+def _events() -> st.SearchStrategy[list[dict[str, Any]] | None]:
+    block = st.one_of(_text, _text, _use, _use, _thinking, _result, _result, _odd)
+    message = st.fixed_dictionaries(
+        {
+            # a streamed answer's events share an id; the role is the event's type, not this
+            "id": st.sampled_from(["m1", "m1", "m2", None]),
+            "role": st.sampled_from(["user", "assistant", None]),
+            "content": st.lists(block, max_size=3) | st.none(),
+        }
+    )
+    event = st.one_of(
+        *[
+            st.fixed_dictionaries(
+                {
+                    "type": st.sampled_from(["user", "assistant"]),
+                    "uuid": st.uuids().map(str) | _ids | st.none(),
+                    "message": message,
+                }
+            )
+        ]
+        * 6,
+        # passed over: another type, with a message or none; unread: a null event, a message
+        # event whose message is null (or missing: Arrow cannot tell)
+        st.fixed_dictionaries(
+            {"type": st.sampled_from(["system", "summary", None]), "message": message | st.none()}
+        ),
+        st.just(None),
+        st.just({"type": "user", "message": None}),
+    )
+    # Mostly well formed: a call in two streamed events, its result, an empty turn, an answer.
+    exchange = st.just(
+        [
+            {"type": "user", "uuid": "e1", "message": {"content": [
+                {"type": "text", "text": "go"}]}},
+            {"type": "assistant", "uuid": "e2", "message": {"id": "m1", "content": [
+                {"type": "text", "text": "x"}]}},
+            {"type": "assistant", "uuid": "e3", "message": {"id": "m1", "content": [
+                {"type": "tool_use", "id": "a", "name": "f", "input": {"n": 1}}]}},
+            {"type": "system"},
+            {"type": "user", "uuid": "e4", "message": {"content": [
+                {"type": "tool_result", "tool_use_id": "a", "content": "1"}]}},
+            {"type": "assistant", "uuid": "e5", "message": {"id": "m2", "content": [
+                {"type": "text", "text": ""}]}},
+            {"type": "system"},
+            {"type": "user", "uuid": "e6", "message": {"content": [
+                {"type": "text", "text": "?"}]}},
+            {"type": "assistant", "uuid": "e7", "message": {"id": "m3", "content": [
+                {"type": "text", "text": "1"}]}},
+        ]
+    )  # fmt: skip
+    row = st.builds(
+        lambda head, tail: head + tail, exchange | st.just([]), st.lists(event, max_size=6)
+    )
+    return row | st.none()
+
+
+def _table(events: list[list[dict[str, Any]] | None]) -> pa.Table:
+    return pa.Table.from_pylist([{"events": e} for e in events], schema=SCHEMA)
+
+
+def test_claude_code_rows_flatten_as_the_decoder_reads_them() -> None:
+    @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(_events(), min_size=1, max_size=6))
+    def check(events: list[list[dict[str, Any]] | None]) -> None:
+        assert_flattened_as_decoded(CLAUDE, _table(events))
+
+    check()
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        DEFAULT,
+        STRICT,
+        replace(DEFAULT, orphan_result="drop"),
+        replace(DEFAULT, interrupted_call="cut"),
+    ],
+    ids=["default", "strict", "drop orphans", "cut"],
+)
+def test_claude_code_batches_of_any_rows_agree_on_both_paths(config: Config) -> None:
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @given(st.lists(_events(), min_size=1, max_size=6))
+    def check(events: list[list[dict[str, Any]] | None]) -> None:
+        assert_fast_and_slow_agree(_table(events), config, CLAUDE)
+
+    check()
+
+
+def _said(type_: str, text: str, id_: str | None = None, uuid: str | None = None) -> dict[str, Any]:
+    message = {"id": id_, "content": [{"type": "text", "text": text}]}
+    return {"type": type_, "uuid": uuid, "message": message}
+
+
+def _thinks(id_: str, uuid: str | None = None) -> dict[str, Any]:
+    block = {"type": "thinking", "thinking": "hm", "signature": "s"}
+    return {"type": "assistant", "uuid": uuid, "message": {"id": id_, "content": [block]}}
+
+
+def test_streamed_answers_and_other_events_are_written_as_the_encoder_writes_them() -> None:
+    """Two assistant events with one `message.id` are one message (no R4); a third with another
+    id is a message of its own (R4, the per-row path's). R1's drop is written in Arrow as the
+    encoder writes it: a streamed answer as one event holding the blocks of all, an event
+    holding no message after its message event, or last where that is dropped. Where the
+    encoder does more (reasoning after a streamed answer's first event, an event holding no
+    message after one whose uuid is null or shared), the row is the per-row path's."""
+    u, a = "user", "assistant"
+    streamed = [_said(u, "go"), _said(a, "a", "m1"), _said(a, "b", "m1")]
+    empty = [
+        _said(u, "?", uuid="u2"),
+        _said(a, " ", "m8", "a8"),
+        _said(u, "?"),
+        _said(a, "x", "m9"),
+    ]
+    system = {"type": "system", "uuid": "x"}
+    rows = [
+        streamed,
+        [*streamed, _said(a, "c", "m2")],
+        # an empty turn, in a row of one event per message: dropped
+        [_said(u, "go"), *empty],
+        # the same after a streamed answer (an event holding no message between its events)
+        [_said(u, "go"), _said(a, "a", "m0", "a0"), system, _said(a, "b", "m0", "a1"), *empty],
+        # an event holding no message after the empty turn: moved last; one after the
+        # streamed answer's second event too
+        [_said(u, "go"), _said(a, "a", "m0", "a0"), _said(a, "b", "m0", "a1"), system,
+         *empty[:2], system, *empty[2:]],
+        # the streamed answer thinks in its second event: the per-row path's
+        [_said(u, "go"), _said(a, "a", "m0", "a0"), _thinks("m0", "a1"), *empty],
+        # an event holding no message after a message event with no uuid, or a shared one
+        [_said(u, "go"), _said(a, "a", "m0"), system, *empty],
+        [_said(u, "go", uuid="a8"), system, *empty],
+    ]  # fmt: skip
+    table = _table(rows)
+    view = assert_flattened_as_decoded(CLAUDE, table)
+    assert view.message_row[:5].tolist() == [0, 0, 1, 1, 1]  # the streamed answer is one
+    assert view.reencoded is not None
+    assert view.reencoded.tolist() == [False] * 5 + [True] * 3
+    assert_settled_in_arrow(
+        table,
+        CLAUDE,
+        handled=[True, False, True, True, True, False, False, False],
+        repaired=[False, False, True, True, True, False, False, False],
+        lengths=[4, 6, 7],
+        words={},
+    )
+    written = batch_verdicts(table, DEFAULT, format=CLAUDE)
+    assert written is not None and written.repaired_column is not None
+    fourth = written.repaired_column.to_pylist()[2]
+    assert [e["type"] for e in fourth] == [
+        "user",
+        "assistant",
+        "user",
+        "user",
+        "assistant",
+        "system",
+        "system",
+    ]
+    assert [b["text"] for b in fourth[1]["message"]["content"]] == ["a", "b"]
+
+
+def test_claude_code_generated_rows_with_every_code_flatten_as_decoded() -> None:
+    rows = [
+        r for r, _ in generate_rows(400, "claude-code", seed=21, rates=every_rates("claude-code"))
+    ]
+    table = pa.Table.from_pylist(rows, schema=arrow_schema("claude-code"))
+    view = assert_flattened_as_decoded(CLAUDE, table)
+    assert 0 < view.unread.sum() < len(rows) // 5
+    # streamed answers among them, and events holding no message: all written in Arrow
+    assert view.item_message is not None
+    assert view.messages < (view.item_message >= 0).sum()
+    assert (view.item_message < 0).any()
+    assert view.reencoded is not None and not view.reencoded.any()
+
+
+def test_claude_code_clean_rows_are_found_clean_in_arrow() -> None:
+    assert_verdicts_equal_on_generated_rows(CLAUDE, seed=4, kinds=6)
+
+
+@pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
+def test_claude_code_batches_agree_on_both_paths(config: Config) -> None:
+    rows = [
+        r for r, _ in generate_rows(600, "claude-code", seed=8, rates=every_rates("claude-code"))
+    ]
+    assert_fast_and_slow_agree(pa.Table.from_pylist(rows), config, CLAUDE)
+
+
+def _session_rows(name: str) -> list[dict[str, Any]]:
+    source = open_source(str(DATA / name))
+    return [row for part in source.parts() for b in source.read(part) for row in python_rows(b)]
+
+
+@pytest.mark.parametrize("name", ["dag_compact_after_rewind.jsonl", "sidechain_integrated.jsonl"])
+def test_real_sessions_as_a_session_source_reads_them(name: str) -> None:
+    """A session file's rows hold their events as JSON text (`sources/sessions.py`): the fast
+    path leaves them to the per-row path, which parses them; both paths agree."""
+    source = open_source(str(DATA / name))
+    part = source.parts()[0]
+    batch = next(source.read(part))
+    assert jsontypes.is_json(batch.schema.field("events").type)
+    assert CLAUDE.flatten(batch.column("events")) is None
+    table = pa.Table.from_batches([batch])
+    assert batch_verdicts(table, DEFAULT, format=CLAUDE) is None
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, CLAUDE)
+
+
+@pytest.mark.parametrize("name", ["dag_compact_after_rewind.jsonl", "sidechain_integrated.jsonl"])
+def test_real_sessions_typed_as_arrow(name: str) -> None:
+    """The same rows with their events typed as a JSON source types them (`jsontypes`): a
+    field whose values differ in type (a prompt's string content beside a result's blocks) is
+    JSON text, which the flattener does not read; the rows of one type throughout are read as
+    the decoder reads them, and both paths agree."""
+    rows = _session_rows(name)
+    for subset in (rows, *([r] for r in rows)):
+        events = [r["events"] for r in subset]
+        column = jsontypes.to_array(events, jsontypes.infer(events))
+        table = pa.table({"events": column})
+        view = CLAUDE.flatten(column)
+        if view is not None:
+            assert_flattened_as_decoded(CLAUDE, table)
+        for config in (DEFAULT, STRICT):
+            assert_fast_and_slow_agree(table, config, CLAUDE)
+
+
+def test_real_sessions_with_uniform_content_are_read() -> None:
+    """The main thread of claude-code-log's sidechain session, its blocks' `content` (a
+    result's text blocks) and its `toolUseResult` left out where the two disagree in type: each
+    event is read, the verdicts of both paths agree."""
+    (main,) = [r for r in _session_rows("sidechain_integrated.jsonl") if not r["sidechain"]]
+    events = main["events"]
+    for e in events:
+        e.pop("toolUseResult", None)
+        for block in e["message"]["content"]:
+            if isinstance(block.get("content"), list):
+                block["content"] = " ".join(b["text"] for b in block["content"])
+    column = jsontypes.to_array([events], jsontypes.infer([events]))
+    table = pa.table({"events": column})
+    view = assert_flattened_as_decoded(CLAUDE, table)
+    assert not view.unread.any() and view.messages == 3
+    verdicts = fast_verdicts(CLAUDE, column, keep_trailing=True)
+    assert verdicts is not None and verdicts.clean.tolist() == [True]
+    assert_fast_and_slow_agree(table, DEFAULT, CLAUDE)
