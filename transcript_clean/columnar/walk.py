@@ -108,8 +108,25 @@ class ConversationsWalk:
         """Per kept message, the position of the last message before it in its row that is not
         a system message (-1 for none)."""
         role, row = self.kept_role, self.kept_row
+        # The message before, stepped back over system messages: few, and most a row's first,
+        # so a step or two; a long run of them is read with one pass over the whole batch.
+        before = np.arange(-1, len(role) - 1, dtype=np.int64)
+        before[~self.same_row_as_previous] = -1
+        look = np.flatnonzero(before >= 0)
+        look = look[role[before[look]] == SYSTEM]
+        for _ in range(4):
+            if not len(look):
+                return before
+            back = before[look] - 1
+            fits = back >= 0
+            fits[fits] = row[back[fits]] == row[look[fits]]
+            before[look] = np.where(fits, back, -1)
+            look = look[fits]
+            look = look[role[before[look]] == SYSTEM]
+        if not len(look):
+            return before
         positions = np.arange(len(role), dtype=np.int64)
-        last = np.maximum.accumulate(np.where(role != SYSTEM, positions, -1)) if len(role) else role
+        last = np.maximum.accumulate(np.where(role != SYSTEM, positions, -1))
         before = np.full(len(role), -1, dtype=np.int64)
         before[1:] = last[:-1]
         # Not in this row: none.
@@ -160,28 +177,86 @@ class ConversationsWalk:
         return np.where(window >= 0, window * size + results, -1)
 
     @cached_property
+    def _matched(self) -> Counts | None:
+        """Per result, the call whose turn and id it has (-1: none), where no turn makes two
+        calls with one id (None otherwise: then a result's key may name several calls).
+
+        A result is first looked for at its place among its message's results in the calls of
+        its window, where most results stand (the k-th result answering the k-th call); only
+        the others are looked for among all the calls of their window."""
+        if self.duplicate.any():
+            return None
+        c = self.conversations
+        key = self.result_key
+        out = np.full(len(key), -1, dtype=np.int64)
+        has = np.flatnonzero(key >= 0)
+        if not len(has):
+            return out
+        calls_per_message = self.calls_per_message
+        first_call = np.cumsum(calls_per_message) - calls_per_message
+        opener = self.kept[self.window[self.position[c.result_message[has]]]]
+        opened = calls_per_message[opener]
+        place = has - run_starts(c.result_message)[has]
+        at = first_call[opener] + place
+        fits = place < opened
+        fits[fits] = self.call_key[at[fits]] == key[has[fits]]
+        out[has[fits]] = at[fits]
+        rest = ~fits
+        if not rest.any():
+            return out
+        # The others: each against every call of its window.
+        lost, sizes = has[rest], opened[rest]
+        owner = np.repeat(np.arange(len(lost), dtype=np.int64), sizes)
+        ends = np.cumsum(sizes)
+        calls = np.repeat(first_call[opener[rest]] - (ends - sizes), sizes)
+        calls += np.arange(len(owner), dtype=np.int64)
+        hit = self.call_key[calls] == key[lost[owner]]
+        out[lost[owner[hit]]] = calls[hit]
+        return out
+
+    @cached_property
     def orphan(self) -> Mask:
         """Per result: it answers no pending call (R3)."""
-        key = self.result_key
-        answers = np.isin(key, self.call_key) & (key >= 0)
-        out: Mask = ~answers | repeated(key)
+        matched = self._matched
+        if matched is None:
+            key = self.result_key
+            answers = np.isin(key, self.call_key) & (key >= 0)
+            out: Mask = ~answers | repeated(key)
+            return out
+        # A second result for a call, which only a message of several results can hold.
+        again = np.zeros(len(matched), dtype=bool)
+        c = self.conversations
+        several = np.flatnonzero(
+            (matched >= 0) & (np.bincount(c.result_message)[c.result_message] > 1)
+        )
+        again[several] = repeated(matched[several])
+        out = (matched < 0) | again
         return out
 
     @cached_property
     def answered(self) -> Mask:
         """Per call: a result in the message that closes its window answers it."""
-        answered: Mask = np.isin(self.call_key, self.result_key[~self.orphan])
-        return answered
+        matched = self._matched
+        if matched is None:
+            answered: Mask = np.isin(self.call_key, self.result_key[~self.orphan])
+            return answered
+        out = np.zeros(len(self.call_key), dtype=bool)
+        out[matched[~self.orphan]] = True
+        return out
 
     @cached_property
     def answer(self) -> Counts:
         """Per call, the result that answers it, by position among the results (-1: none): the
         first result for its id in the message that closes its window."""
         answering = np.flatnonzero(~self.orphan)
+        out = np.full(len(self.call_key), -1, dtype=np.int64)
+        matched = self._matched
+        if matched is not None:
+            out[matched[answering]] = answering
+            return out
         keys = self.result_key[answering]  # distinct: a repeated one is an orphan
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
-        out = np.full(len(self.call_key), -1, dtype=np.int64)
         if len(keys):
             place = np.minimum(np.searchsorted(keys, self.call_key), len(keys) - 1)
             found = keys[place] == self.call_key
@@ -225,8 +300,12 @@ class ConversationsWalk:
 
     @cached_property
     def duplicate(self) -> Mask:
-        """Per call: an earlier call of its turn has its id."""
-        return repeated(self.call_key)
+        """Per call: an earlier call of its turn has its id (looked for only in the turns that
+        make several calls)."""
+        out = np.zeros(len(self.call_key), dtype=bool)
+        several = np.flatnonzero(self.calls_per_message[self.conversations.call_message] > 1)
+        out[several] = repeated(self.call_key[several])
+        return out
 
     @cached_property
     def trailing_calls(self) -> Counts:
