@@ -244,14 +244,7 @@ class ConversationsView(ArrowView):
         assert column is not None  # whole items dropped, merges into `merged_field`
         origins = None
         if self.fmt.edits_lines and self.fmt.merged_field is not None:
-            sizes, at, rewritten = item_sources(self.column, edits)
-            where = pa.StructArray.from_arrays(
-                [pa.array(at), pa.array(rewritten)], fields=list(ORIGIN)
-            )
-            offsets = np.zeros(len(sizes) + 1, dtype=np.int32)
-            np.cumsum(sizes, out=offsets[1:])
-            messages = pa.ListArray.from_arrays(pa.array(offsets), where)
-            origins = Origins(messages, self.fmt.merged_field)
+            origins = Origins(lambda: _origins(self.column, edits), self.fmt.merged_field)
         return ArrowRepair(subset, column, occurrences, rejects, origins)
 
     def reject_unwritten(
@@ -306,7 +299,10 @@ class ConversationsView(ArrowView):
         said = np.flatnonzero(c.role != SYSTEM)
         before = np.full(c.messages, -1, dtype=np.int64)
         before[said[1:]] = said[:-1]
-        holders = np.unique(c.result_message)
+        # Each message holding results once (`result_message` is sorted).
+        first = np.ones(len(c.result_message), dtype=bool)
+        first[1:] = c.result_message[1:] != c.result_message[:-1]
+        holders = c.result_message[first]
         prior = before[holders]
         found = prior >= 0
         found[found] &= self.walk.empty[prior[found]]
@@ -444,3 +440,12 @@ class ConversationsView(ArrowView):
         if conversations is None:
             return None
         return ConversationsView(conversations, self.fmt, column, self.schema, side)
+
+
+def _origins(column: pa.Array, edits: Edits) -> pa.Array:
+    """Per row the edits write, where each of its items came from (`Origins.messages`)."""
+    sizes, at, rewritten = item_sources(column, edits)
+    where = pa.StructArray.from_arrays([pa.array(at), pa.array(rewritten)], fields=list(ORIGIN))
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), where)
