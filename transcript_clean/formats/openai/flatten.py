@@ -112,12 +112,20 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
     message_row = item_row[starts]
     role_of = _CANONICAL[kind[starts]]
 
+    # Per message, of its items: the first's, and the few tool messages after a first's.
+    runs = np.flatnonzero(continues)
+    into = item_message[runs]
+
     def any_of(values: Mask) -> Mask:
-        out: Mask = np.logical_or.reduceat(values, starts) if n else values
+        out: Mask = values[starts]
+        if len(runs):
+            out[into[values[runs]]] = True
         return out
 
     def sum_of(values: Counts) -> Counts:
-        out: Counts = np.add.reduceat(values, starts) if n else values
+        out: Counts = values[starts]
+        if len(runs):
+            np.add.at(out, into, values[runs])
         return out
 
     # What each message says: the user's and the assistant's text, the assistant's reasoning.
@@ -141,6 +149,14 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         thought_item[look] = holds_text(values.take(indices(look)))
         lengths = lengths + np.where(is_assistant, text_lengths(values), 0)
 
+    in_row: list[Counts] = []
+
+    def place_in_row() -> Counts:
+        """Per item, its place in its row (worked out once, where an id is made up)."""
+        if not in_row:
+            in_row.append(np.arange(n, dtype=np.int64) - run_starts(item_row))
+        return in_row[0]
+
     # Calls: the assistant's; any other message's are the per-row path's.
     n_calls = np.zeros(n, dtype=np.int64)
     call_item = np.zeros(0, dtype=np.int64)
@@ -162,11 +178,11 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         flag |= rows_with(wrong, call_item, n)
         call_id = pc.struct_field(calls, "id")
         minted = ~as_mask(pc.greater(pc.binary_length(call_id), 0), fill=False)  # `id or mint`
-        if minted.any():
-            place_in_row = np.arange(n, dtype=np.int64) - run_starts(item_row)
-            place = np.arange(len(call_item), dtype=np.int64) - run_starts(call_item)
-            made = _made_up("call_", place_in_row[call_item], place)
-            call_id = pc.if_else(pa.array(~minted), call_id, made.cast(call_id.type))
+        if minted.any():  # made up for those calls alone
+            at = np.flatnonzero(minted)
+            place = (np.arange(len(call_item), dtype=np.int64) - run_starts(call_item))[at]
+            made = _made_up("call_", place_in_row()[call_item[at]], place)
+            call_id = replaced(call_id, at, made)
     first_call = np.cumsum(n_calls) - n_calls
 
     # Results: a tool message names its call, or answers the call at its place in the turn
@@ -190,11 +206,18 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         k = tool - run_start
         answers = unnamed & turn & (k < n_calls[np.maximum(before, 0)])
         result_minted = unnamed & ~answers
-        call_at = np.where(answers, first_call[np.maximum(before, 0)] + k, 0)
-        by_place = call_id.take(indices(call_at)) if len(call_id) else pa.nulls(len(tool))
-        made = _made_up("result_", tool - run_starts(item_row)[tool])
-        named = pc.if_else(pa.array(answers), by_place.cast(pa.string()), made)
-        result_call = pc.if_else(pa.array(unnamed), named, result_call.cast(pa.string()))
+        # Only the unnamed ones are looked up or made up.
+        by_place = np.flatnonzero(answers)
+        call_at = first_call[before[by_place]] + k[by_place]
+        made_at = np.flatnonzero(result_minted)
+        made = _made_up("result_", place_in_row()[tool[made_at]])
+        named = pa.concat_arrays(
+            [call_id.take(indices(call_at)).cast(pa.string()), made.cast(pa.string())]
+        )
+        order = np.argsort(np.concatenate([by_place, made_at]), kind="stable")
+        result_call = replaced(
+            result_call.cast(pa.string()), np.flatnonzero(unnamed), named.take(indices(order))
+        )
     if minted.any() or result_minted.any():
         # The row's own ids: its calls', and any message's `tool_call_id` (`_real_ids`).
         named_items = np.zeros(0, dtype=np.int64)
