@@ -107,11 +107,17 @@ class ConversationsWalk:
     def previous_said(self) -> Counts:
         """Per kept message, the position of the last message before it in its row that is not
         a system message (-1 for none)."""
+        return self._said_before(np.arange(len(self.kept), dtype=np.int64))
+
+    def _said_before(self, at: Counts) -> Counts:
+        """`previous_said` of the kept messages at `at`: the message before each, stepped back
+        over system messages (few, and most a row's first, so a step or two); past a long run
+        of them, read with one pass over the whole batch."""
         role, row = self.kept_role, self.kept_row
-        # The message before, stepped back over system messages: few, and most a row's first,
-        # so a step or two; a long run of them is read with one pass over the whole batch.
-        before = np.arange(-1, len(role) - 1, dtype=np.int64)
-        before[~self.same_row_as_previous] = -1
+        before = at - 1
+        fits = before >= 0
+        fits[fits] = row[before[fits]] == row[at[fits]]
+        before[~fits] = -1
         look = np.flatnonzero(before >= 0)
         look = look[role[before[look]] == SYSTEM]
         for _ in range(4):
@@ -119,7 +125,7 @@ class ConversationsWalk:
                 return before
             back = before[look] - 1
             fits = back >= 0
-            fits[fits] = row[back[fits]] == row[look[fits]]
+            fits[fits] = row[back[fits]] == row[at[look[fits]]]
             before[look] = np.where(fits, back, -1)
             look = look[fits]
             look = look[role[before[look]] == SYSTEM]
@@ -127,11 +133,12 @@ class ConversationsWalk:
             return before
         positions = np.arange(len(role), dtype=np.int64)
         last = np.maximum.accumulate(np.where(role != SYSTEM, positions, -1))
-        before = np.full(len(role), -1, dtype=np.int64)
-        before[1:] = last[:-1]
+        before = np.full(len(at), -1, dtype=np.int64)
+        has = at > 0
+        before[has] = last[at[has] - 1]
         # Not in this row: none.
         valid = before >= 0
-        valid[valid] &= row[before[valid]] == row[valid]
+        valid[valid] &= row[before[valid]] == row[at[valid]]
         return np.where(valid, before, -1)
 
     @cached_property
@@ -170,10 +177,20 @@ class ConversationsWalk:
         return key
 
     @cached_property
+    def result_window(self) -> Counts:
+        """Per result, the window it falls in (`window` of its message), worked out for the
+        messages holding results alone."""
+        at = self.position[self.conversations.result_message]
+        role, before = self.kept_role, self._said_before(at)
+        opens = before >= 0
+        opens[opens] = role[before[opens]] == ASSISTANT
+        return np.where(opens & (role[at] == USER), before, -1)
+
+    @cached_property
     def result_key(self) -> Counts:
         """Per result, the window it falls in and its call's id as one number (-1: no window)."""
         _, results, size = self._ids
-        window = self.window[self.position[self.conversations.result_message]]
+        window = self.result_window
         return np.where(window >= 0, window * size + results, -1)
 
     @cached_property
@@ -194,7 +211,7 @@ class ConversationsWalk:
             return out
         calls_per_message = self.calls_per_message
         first_call = np.cumsum(calls_per_message) - calls_per_message
-        opener = self.kept[self.window[self.position[c.result_message[has]]]]
+        opener = self.kept[self.result_window[has]]
         opened = calls_per_message[opener]
         place = has - run_starts(c.result_message)[has]
         at = first_call[opener] + place
@@ -302,9 +319,23 @@ class ConversationsWalk:
     def duplicate(self) -> Mask:
         """Per call: an earlier call of its turn has its id (looked for only in the turns that
         make several calls)."""
-        out = np.zeros(len(self.call_key), dtype=bool)
-        several = np.flatnonzero(self.calls_per_message[self.conversations.call_message] > 1)
-        out[several] = repeated(self.call_key[several])
+        c = self.conversations
+        out = np.zeros(len(c.call_message), dtype=bool)
+        several = np.flatnonzero(self.calls_per_message[c.call_message] > 1)
+        if not len(several):
+            return out
+        key = self.call_key[several]
+        turn = c.call_message[several]
+        most = int(self.calls_per_message.max())
+        if most > 8:
+            out[several] = repeated(key)
+            return out
+        # A turn's calls are consecutive: each compared with the few before it in its turn.
+        hit = np.zeros(len(several), dtype=bool)
+        for back in range(1, most):
+            same = (turn[back:] == turn[:-back]) & (key[back:] == key[:-back])
+            hit[back:] |= same
+        out[several] = hit
         return out
 
     @cached_property

@@ -20,6 +20,7 @@ from transcript_clean.columnar.arrays import (
     first_flagged,
     indices,
     rows_with,
+    run_starts,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, Conversations
 from transcript_clean.columnar.edits import Answers, Edits, item_sources, joins_texts
@@ -121,10 +122,13 @@ class ConversationsView(ArrowView):
         rejected with the per-row path's words (`fastpath.declared`), which name each call by
         its message and its place among the calls of its turn."""
         c = self.conversations
-        calls = np.arange(len(c.call_message), dtype=np.int64)
-        place = calls - np.searchsorted(c.call_message, c.call_message)
-        index = self.walk.message_index[c.call_message]
-        out = declared_rejects(self, rows, (index, place)) + self._reject_undecodable(rows)
+
+        def places() -> tuple[Counts, Counts]:
+            calls = np.arange(len(c.call_message), dtype=np.int64)
+            place = calls - run_starts(c.call_message)
+            return self.walk.message_index[c.call_message], place
+
+        out = declared_rejects(self, rows, places) + self._reject_undecodable(rows)
         if INVALID_TOOL_ARGUMENTS in rows:
             out += self._reject_invalid_arguments(rows[INVALID_TOOL_ARGUMENTS], repairing=False)
         return out
