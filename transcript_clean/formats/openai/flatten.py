@@ -34,7 +34,6 @@ from transcript_clean.columnar.arrays import (
     list_sizes,
     objects,
     rows_with,
-    run_starts,
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
@@ -84,7 +83,7 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
     if not openai_shape(array.type):
         return None
     rows = len(array)
-    items, _, item_row = flattened(array)
+    items, sizes, item_row = flattened(array)
     n = len(items)
     message_type = items.type
     role = pc.struct_field(items, "role")
@@ -149,13 +148,12 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         thought_item[look] = holds_text(values.take(indices(look)))
         lengths = lengths + np.where(is_assistant, text_lengths(values), 0)
 
-    in_row: list[Counts] = []
+    row_start = np.cumsum(sizes) - sizes
 
-    def place_in_row() -> Counts:
-        """Per item, its place in its row (worked out once, where an id is made up)."""
-        if not in_row:
-            in_row.append(np.arange(n, dtype=np.int64) - run_starts(item_row))
-        return in_row[0]
+    def place_in_row(at: Counts) -> Counts:
+        """Of the items at `at`, each one's place in its row (where an id is made up)."""
+        place: Counts = at - row_start[item_row[at]]
+        return place
 
     # Calls: the assistant's; any other message's are the per-row path's.
     n_calls = np.zeros(n, dtype=np.int64)
@@ -178,12 +176,12 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         flag |= rows_with(wrong, call_item, n)
         call_id = pc.struct_field(calls, "id")
         minted = ~as_mask(pc.greater(pc.binary_length(call_id), 0), fill=False)  # `id or mint`
-        if minted.any():  # made up for those calls alone
-            at = np.flatnonzero(minted)
-            place = (np.arange(len(call_item), dtype=np.int64) - run_starts(call_item))[at]
-            made = _made_up("call_", place_in_row()[call_item[at]], place)
-            call_id = replaced(call_id, at, made)
     first_call = np.cumsum(n_calls) - n_calls
+    if len(minted) and minted.any():  # made up for those calls alone
+        at = np.flatnonzero(minted)
+        item = call_item[at]
+        made = _made_up("call_", place_in_row(item), at - first_call[item])
+        call_id = replaced(call_id, at, made)
 
     # Results: a tool message names its call, or answers the call at its place in the turn
     # before (the last message before its run that is not a system one), or none.
@@ -196,12 +194,8 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
     unnamed = as_mask(result_call.is_null())
     result_minted = np.zeros(len(tool), dtype=bool)
     if unnamed.any():
-        positions = np.arange(n, dtype=np.int64)
-        speaker = (kind != _SYSTEM) & (kind != _DEVELOPER)
-        last = np.maximum.accumulate(np.where(speaker, positions, -1))
         run_start = starts[item_message[tool]]
-        before = np.where(run_start > 0, last[np.maximum(run_start - 1, 0)], -1)
-        before[(before >= 0) & (item_row[np.maximum(before, 0)] != item_row[tool])] = -1
+        before = _said_before(run_start, kind, item_row)
         turn = (before >= 0) & is_assistant[np.maximum(before, 0)]
         k = tool - run_start
         answers = unnamed & turn & (k < n_calls[np.maximum(before, 0)])
@@ -210,7 +204,7 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         by_place = np.flatnonzero(answers)
         call_at = first_call[before[by_place]] + k[by_place]
         made_at = np.flatnonzero(result_minted)
-        made = _made_up("result_", place_in_row()[tool[made_at]])
+        made = _made_up("result_", place_in_row(tool[made_at]))
         named = pa.concat_arrays(
             [call_id.take(indices(call_at)).cast(pa.string()), made.cast(pa.string())]
         )
@@ -278,6 +272,35 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         message_origin=lambda positions: items.take(indices(starts[positions])),
         texts=texts,
     )
+
+
+def _said_before(at: Counts, kind: Counts, item_row: Counts) -> Counts:
+    """Of the items at `at`, the last item before each in its row that is not a system or
+    developer message (-1: none): the item before, stepped back over those (a step or two);
+    past a long run of them, read with one pass over every item."""
+    system = (kind == _SYSTEM) | (kind == _DEVELOPER)
+    before = at - 1
+    fits = before >= 0
+    fits[fits] = item_row[before[fits]] == item_row[at[fits]]
+    before[~fits] = -1
+    look = np.flatnonzero(before >= 0)
+    look = look[system[before[look]]]
+    for _ in range(4):
+        if not len(look):
+            return before
+        back = before[look] - 1
+        fits = back >= 0
+        fits[fits] = item_row[back[fits]] == item_row[at[look[fits]]]
+        before[look] = np.where(fits, back, -1)
+        look = look[fits]
+        look = look[system[before[look]]]
+    if not len(look):
+        return before
+    positions = np.arange(len(kind), dtype=np.int64)
+    last = np.maximum.accumulate(np.where(system, -1, positions))
+    out = np.where(at > 0, last[np.maximum(at - 1, 0)], -1)
+    out[(out >= 0) & (item_row[np.maximum(out, 0)] != item_row[at])] = -1
+    return out
 
 
 def _made_up(prefix: str, *numbers: Counts) -> pa.Array:
