@@ -40,8 +40,8 @@ class ArrowView:
     """A format's columnar view of one batch's conversation column: the rows it reads as the
     decoder would, and per code it knows, which of those may have it (its Arrow checks: a row
     not flagged certainly does not). The fast path makes one (`fastpath.arrow_view`, of a
-    format's flattened `Conversations`, or OpenAI's own view), combines it with the rules' own
-    checks, and settles a row only when every enabled rule has cleared it.
+    format's flattened `Conversations`), combines it with the rules' own checks, and settles a
+    row only when every enabled rule has cleared it.
 
     A format that can also repair or reject rows in Arrow says which codes (`repairs`,
     `rejects`) and overrides `repair` and `reject`.

@@ -272,7 +272,7 @@ def _first_conversation(fmt: ShapedFormat, parts: dict[str, _Part]) -> Measurer 
     """What measures the rows settled from the views of their prompt and first candidate,
     where `profile_batch` would measure them part by part (OpenAI parts of one type)."""
     from transcript_clean.fastpath.columnar import ConversationsView
-    from transcript_clean.fastpath.openai import OpenAIView, with_roles
+    from transcript_clean.fastpath.openai import with_roles
 
     parts = {name: parts[name] for name in fmt.shape.first_conversation}
     views: list[Any] = [p.view for p in parts.values()]
@@ -283,7 +283,7 @@ def _first_conversation(fmt: ShapedFormat, parts: dict[str, _Part]) -> Measurer 
     views = [
         with_roles(v.column, roles)[0] if isinstance(v, ConversationsView) else v for v in views
     ]
-    if not all(isinstance(v, OpenAIView | pa.Array) for v in views):
+    if not all(isinstance(v, pa.Array) for v in views):
         return None
     if len({p.source.type for p in parts.values()}) > 1:
         return None
