@@ -96,6 +96,81 @@ def test_the_walk_on_hand_made_rows() -> None:
     assert walk.rows_no_assistant.tolist() == [False, False, False, False, False, True]
 
 
+_walked_rows = st.lists(
+    st.lists(
+        st.tuples(
+            st.sampled_from([SYSTEM, USER, ASSISTANT]),
+            st.lists(st.sampled_from("abc"), max_size=3),
+            st.lists(st.sampled_from("abcd"), max_size=3),
+            st.booleans(),
+        ),
+        max_size=7,
+    ),
+    min_size=1,
+    max_size=4,
+)
+
+
+@given(_walked_rows)
+def test_the_walk_pairs_calls_and_results_as_a_row_by_row_reading_does(
+    rows: list[list[tuple[int, list[str], list[str], bool]]],
+) -> None:
+    """The walk's pairing (by place where results stand in their calls' order, else by id)
+    held to SPEC section 3 read one row at a time: turns with a repeated id, results out of
+    order, repeated and unknown ids, system messages between a turn and its results, and
+    empty turns, which R1 sets aside."""
+    # Calls are the assistant's, results a user message's.
+    rows = [
+        [
+            (role, calls if role == ASSISTANT else [], results if role == USER else [], says)
+            for role, calls, results, says in r
+        ]
+        for r in rows
+    ]
+    view = conversations([[(role, calls, results) for role, calls, results, _ in r] for r in rows])
+    said = [says for r in rows for _, _, _, says in r]
+    view = replace(view, said=np.array(said, dtype=bool))
+    walk = ConversationsWalk(view)
+    previous, orphan, answered, answer, duplicate = [], [], [], [], []
+    call = result = 0
+    for messages in rows:
+        kept = [
+            (role, calls, results)
+            for role, calls, results, says in messages
+            if says or calls or role != ASSISTANT
+        ]
+        turns: dict[int, list[tuple[int, str]]] = {}  # a turn's calls: (call, id)
+        last = -1
+        for k, (role, calls, results) in enumerate(kept):
+            previous.append(-1 if last < 0 else len(previous) - k + last)
+            opener = kept[last] if last >= 0 and role == USER else None
+            window = turns.get(last, []) if opener is not None and opener[0] == ASSISTANT else []
+            seen: set[str] = set()
+            for call_id in results:
+                ids = [i for _, i in window]
+                lone = call_id in ids and call_id not in seen
+                orphan.append(not lone)
+                seen.add(call_id)
+                for c, i in window:
+                    if lone and i == call_id:
+                        answered[c], answer[c] = True, result
+                result += 1
+            turns[k] = []
+            for j, call_id in enumerate(calls):
+                duplicate.append(call_id in calls[:j])
+                turns[k].append((call, call_id))
+                answered.append(False)
+                answer.append(-1)
+                call += 1
+            if role != SYSTEM:
+                last = k
+    assert walk.previous_said.tolist() == previous
+    assert walk.orphan.tolist() == orphan
+    assert walk.answered.tolist() == answered
+    assert walk.answer.tolist() == answer
+    assert walk.duplicate.tolist() == duplicate
+
+
 def test_a_view_whose_columns_do_not_fit_is_refused() -> None:
     view = conversations([[(USER, [], [])]])
     view.role = np.zeros(3, dtype=np.int8)

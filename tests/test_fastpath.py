@@ -30,6 +30,16 @@ from transcript_clean.rules.orphan_tool_result import used_message
 from transcript_clean.transcript import invalid_arguments_feedback
 
 OPENAI = get_format("openai")
+FAST_REPAIRS = frozenset(
+    {
+        "empty_assistant_turn",
+        "invalid_tool_arguments",
+        "orphan_tool_result",
+        "consecutive_assistant",
+        "unanswered_tool_call",
+    }
+)
+"""The codes the fast path repairs in OpenAI rows (R5: by a cut)."""
 
 MESSAGE = pa.struct(
     [
@@ -271,7 +281,6 @@ def test_fast_and_slow_batches_agree_on_any_rows(rows: list[list[dict[str, Any]]
 
 def test_generated_rows_exercise_every_fast_verdict() -> None:
     from transcript_clean.fastpath import fast_verdicts
-    from transcript_clean.fastpath.openai import REPAIRS as FAST_REPAIRS
 
     rows = [row for row, _ in generate_rows(3000, format="openai", seed=5)]
     table = pa.Table.from_pylist(rows)
@@ -488,7 +497,6 @@ def test_near_repairs_reach_every_fast_repair_and_reject() -> None:
     from collections import Counter
 
     from transcript_clean.fastpath import fast_verdicts
-    from transcript_clean.fastpath.openai import REPAIRS as FAST_REPAIRS
 
     reached: Counter[str] = Counter()
     rejected: Counter[str] = Counter()
@@ -579,14 +587,16 @@ def test_an_empty_turn_after_an_assistant_message_is_dropped_in_arrow(config: An
     verdicts = batch_verdicts(table, config, format=OPENAI)
     assert verdicts is not None
     repaired = config.action("empty_assistant_turn") == "repair"
-    # Two assistant messages once the empty turn is gone (R4 after R1), calls an empty turn
-    # keeps from their results, and two in a row with no empty turn: the per-row path's.
-    assert verdicts.repaired.tolist() == [repaired] * 3 + [False] * 4
-    assert not verdicts.handled[3:].any()
+    # Two plain texts once the empty turn is gone are merged after R1 (R4 with R1); one with
+    # reasoning, calls an empty turn keeps from their results, and two in a row with no empty
+    # turn: the per-row path's.
+    assert verdicts.repaired.tolist() == [repaired] * 4 + [False] * 3
+    assert not verdicts.handled[4:].any()
     assert_fast_and_slow_agree(table, config, OPENAI)
     if repaired:
         kept = clean_batch(table, config, format=OPENAI).kept.column("messages").to_pylist()
-        assert [len(m) for m in kept[:3]] == [2, 5, 2]
+        assert [len(m) for m in kept[:4]] == [2, 5, 2, 2]
+        assert kept[3][1]["content"] == "one\n\ntwo"
 
 
 def test_arguments_held_as_a_map_are_not_an_object() -> None:
@@ -692,11 +702,12 @@ UNANSWERED_SHAPES: list[list[dict[str, Any]]] = [
 def test_unanswered_calls_and_no_assistant_turn_by_hand(config: Any) -> None:
     table = pa.Table.from_pylist([{"messages": m} for m in UNANSWERED_SHAPES], schema=NAMED)
     assert_fast_and_slow_agree(table, config, OPENAI)
-    if config is DEFAULT:  # a system message after the calls, or no id: the per-row path's
+    if config is DEFAULT:  # a system message after the calls, or no id: settled in Arrow too
         verdicts = batch_verdicts(table, config, format=OPENAI)
         assert verdicts is not None
         # A turn whose calls share an id (row 5) is duplicate_call_id's: the per-row path's.
-        assert verdicts.handled.tolist() == [False, False, True, False, True, False, True, True]
+        assert verdicts.handled.tolist() == [True, True, True, True, True, False, True, True]
+        assert verdicts.trailing.tolist() == [True] + [False] * 7
 
 
 def test_a_conversation_holding_json_values_goes_per_row_and_is_never_wrongly_settled() -> None:
@@ -785,18 +796,22 @@ def test_fast_and_slow_batches_agree_on_rows_with_any_role(
 def test_an_invalid_call_without_an_id_and_a_real_result_is_rejected_in_arrow() -> None:
     trl = [msg("user"), msg("assistant", None, [call(None), call(None, "[1]")])]
     trl += [msg("tool", "ok"), msg("tool", "a real result"), msg("assistant")]
-    # A real id elsewhere in the row could change the id the decoder makes up: per row.
+    # A real id elsewhere in the row changes the id the decoder makes up only where it is
+    # that id (`call_3_1` there, which steps aside to `call_3_1_`): then per row.
     mixed = [msg("user"), msg("assistant", None, [call("a")]), msg("tool", call_id="a")]
     mixed += trl[1:]
-    table = pa.Table.from_pylist([{"messages": trl}, {"messages": mixed}], schema=SCHEMA)
+    clash = [msg("user"), msg("assistant", None, [call("call_3_1")])]
+    clash += [msg("tool", call_id="call_3_1"), *trl[1:]]
+    rows = [{"messages": trl}, {"messages": mixed}, {"messages": clash}]
+    table = pa.Table.from_pylist(rows, schema=SCHEMA)
     assert_fast_and_slow_agree(table, DEFAULT, OPENAI)
     verdicts = batch_verdicts(table, DEFAULT, format=OPENAI)
     assert verdicts is not None
-    assert verdicts.handled.tolist() == [True, False]
+    assert verdicts.handled.tolist() == [True, True, False]
     (reject,) = verdicts.rejects
     assert reject.code == "invalid_tool_arguments"
     assert "tool call 'call_1_1' to 'f'" in reject.messages[0]
-    assert reject.messages[0] == clean_row({"messages": trl}, OPENAI).reject_message
+    assert reject.messages == [clean_row(row, OPENAI).reject_message for row in rows[:2]]
 
 
 def test_a_subset_renumbers_its_rows_elements_and_places_them_in_their_rows() -> None:

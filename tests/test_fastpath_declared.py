@@ -115,7 +115,7 @@ def test_rows_that_declare_tools_are_settled_in_arrow(fmt: str) -> None:
 @pytest.mark.parametrize("fmt", ["openai", "sharegpt", "anthropic", "rig"])
 def test_calls_to_undeclared_tools_or_breaking_a_schema_are_rejected_in_arrow(fmt: str) -> None:
     """Rows whose only code is a declared-tools one are rejected by the view in the per-row
-    path's words: OpenAI's own view, and the columnar view for a flattened format."""
+    path's words, by the columnar view, for every format."""
     from synthetic import TOOLS_RATES, generate_rows
 
     from transcript_clean.pipeline import batch_verdicts

@@ -536,14 +536,13 @@ def test_a_candidates_empty_turn_after_a_reasoning_turn_is_dropped_in_arrow(conf
             [u("q")], [a("y")], [a(None, tool_calls=[call("c1")]), tool("c1"), thought, a("")]
         ),
         preference([u("q"), thought, a(""), u("r")], [a("x")], [a("y")]),  # in the prompt
-        preference([u("q")], [a("x"), a(" "), a("z")], [a("y")]),  # then R4: per row
+        preference([u("q")], [a("x"), a(" "), a("z")], [a("y")]),  # then R4, with R1
     ]
     table = pa.Table.from_pylist(rows)
     fmt = detect_format(table.column_names, rows)
     verdicts = batch_verdicts(table, config, format=fmt)
     assert verdicts is not None
-    assert verdicts.repaired.tolist() == [config is DEFAULT] * 3 + [False]
-    assert not verdicts.handled[3]
+    assert verdicts.repaired.tolist() == [config is DEFAULT] * 4
     assert_fast_and_slow_agree(table, config, fmt)
 
 

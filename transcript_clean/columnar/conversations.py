@@ -91,6 +91,14 @@ class Conversations:
     assistant message its text turn and the call turns after it); None elsewhere. With it, a
     repair that drops whole messages (R1, R5's cut) drops their items, in Arrow, for any
     format."""
+    call_made_up: Mask | None = None
+    """Per tool call, whether the decoder made its id up (the row holds none): what a writer of a
+    result answering it reads (OpenAI writes such a result with the tool's name, not the id).
+    None: the format writes no results anew (R2's answers are then the per-row path's)."""
+    result_item: Counts | None = None
+    """Per tool result, the item of the conversation column that is the whole of it (an OpenAI
+    tool message), where every result is one; None elsewhere. With it, R3's drop of orphan
+    results is made in Arrow (a message left with no item is gone, as R3 drops it)."""
     pairs_by_position: bool = False
     """Whether the format's results answer calls by their place, not by ids (ShareGPT's): the
     decoder pairs them before R1 drops an empty turn, so dropping one that stands between

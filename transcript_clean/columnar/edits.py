@@ -34,15 +34,19 @@ V = TypeVar("V")
 
 __all__ = [
     "JOINER",
+    "Answers",
     "Edits",
     "Merges",
     "Subset",
     "appended_lists",
     "drop_elements",
     "first_items",
+    "first_items_of",
     "item_origins",
+    "item_sources",
     "joins_texts",
     "merged_texts",
+    "removed_items",
     "replaced",
     "taken",
     "with_values",
@@ -81,10 +85,22 @@ class Merges:
 
 
 @dataclass(slots=True, frozen=True)
+class Answers:
+    """Results written anew in place of those there (R2's answers), each an error result of one
+    text, as `transcript.tool_result_message` makes it: per result, its position among the
+    view's results, the call it answers (by position among the view's calls) and its text."""
+
+    result: Counts
+    call: Counts
+    text: pa.Array
+
+
+@dataclass(slots=True, frozen=True)
 class Edits:
     """What the repairs of some rows of a batch change, over the view of that batch: the rows
-    to write anew, the messages dropped (R1's empty turns, R5's cut) and the messages merged
-    (R4). Messages of other rows are never touched."""
+    to write anew, the messages dropped (R1's empty turns, R5's cut), the messages merged (R4)
+    and the results dropped (R3's orphans, for a flattener with `result_item`). Messages of
+    other rows are never touched."""
 
     conversations: Conversations
     rows: Counts
@@ -92,6 +108,10 @@ class Edits:
     drop: Mask
     """Per message of the view: dropped, with its items."""
     merges: Merges | None = None
+    drop_results: Mask | None = None
+    """Per result of the view: dropped, with its item (`Conversations.result_item`)."""
+    answers: Answers | None = None
+    """Results written anew in their place (a format that writes them: `Format.write`)."""
 
     @property
     def removed(self) -> Mask:
@@ -189,17 +209,48 @@ def written(column: pa.Array, edits: Edits, rewrite: Rewrite | None = None) -> p
     """The rows of `edits` as a list column of `column`'s type: their items, rewritten by the
     format (`rewrite`, where a merge changes an item), without the items of the messages the
     edits remove. For a format whose messages are whole items (`item_message`)."""
-    item_message = edits.conversations.item_message
-    assert item_message is not None
     items, _, parent = flattened(column)
     chosen = Subset.of(edits.rows, parent, len(column))
     values = items.take(indices(chosen.elements))
     if rewrite is not None:
         values = rewrite(values, chosen.elements)
+    return chosen.column(column.type, values, removed_items(edits, len(items)))
+
+
+def removed_items(edits: Edits, items: int) -> Mask:
+    """Per item of the conversation column, whether the edits remove it: an item of a message
+    dropped or joined into another, or a result dropped."""
+    item_message = edits.conversations.item_message
+    assert item_message is not None
     whole = item_message >= 0
-    gone = np.zeros(len(items), dtype=bool)
+    gone = np.zeros(items, dtype=bool)
     gone[whole] = edits.removed[item_message[whole]]
-    return chosen.column(column.type, values, gone)
+    result_item = edits.conversations.result_item
+    if edits.drop_results is not None and result_item is not None:
+        gone[result_item[edits.drop_results]] = True
+    return gone
+
+
+def item_sources(column: pa.Array, edits: Edits) -> tuple[Counts, Counts, Mask]:
+    """Where each item the edits write came from (a format whose line is its items, each
+    written back as it came but for the text a merge sets): per row written, its number of
+    items, and per item its place in the row as it came in (-1: a result answered anew) and
+    whether a merge set its text."""
+    items, _, parent = flattened(column)
+    chosen = Subset.of(edits.rows, parent, len(column))
+    place = chosen.places()
+    rewritten = np.zeros(len(items), dtype=bool)
+    c = edits.conversations
+    if edits.merges is not None and c.item_message is not None:
+        grown = edits.merges.grown
+        rewritten[first_items_of(c.item_message, c.messages, grown)] = True
+    if edits.answers is not None and c.result_item is not None:
+        made = np.zeros(len(items), dtype=bool)
+        made[c.result_item[edits.answers.result]] = True
+        place = np.where(made[chosen.elements], -1, place)
+    kept = ~removed_items(edits, len(items))[chosen.elements]
+    sizes = np.bincount(chosen.parent[kept], minlength=len(chosen.rows)).astype(np.int64)
+    return sizes, place[kept], rewritten[chosen.elements][kept]
 
 
 def first_items(item_message: Counts, messages: int) -> Counts:
@@ -212,6 +263,17 @@ def first_items(item_message: Counts, messages: int) -> Counts:
     new[1:] = item_message[at[1:]] != item_message[at[:-1]]
     out[item_message[at[new]]] = at[new]
     return out
+
+
+def first_items_of(item_message: Counts, messages: int, positions: Counts) -> Counts:
+    """`first_items` of the messages at `positions` only (a few, those a merge grows): found
+    by a search where every item is part of a message (then `item_message` is sorted)."""
+    if len(item_message) and item_message[0] >= 0 and (item_message >= 0).all():
+        out: Counts = np.searchsorted(item_message, positions).astype(np.int64)
+        found = out < len(item_message)
+        found[found] = item_message[out[found]] == positions[found]
+        return np.where(found, out, -1)
+    return first_items(item_message, messages)[positions]
 
 
 def taken(values: pa.Array, at: Counts) -> pa.Array:
@@ -312,7 +374,7 @@ def write_joined(column: pa.Array, edits: Edits, name: str) -> pa.Array:
     c = edits.conversations
     assert c.item_message is not None and c.message_text is not None
     grown, texts = merged_texts(merges, c.message_text)
-    first = first_items(c.item_message, c.messages)[grown]
+    first = first_items_of(c.item_message, c.messages, grown)
 
     def rewrite(items: pa.Array, elements: Counts) -> pa.Array:
         return with_values(items, name, np.searchsorted(elements, first), texts)

@@ -107,14 +107,38 @@ class ConversationsWalk:
     def previous_said(self) -> Counts:
         """Per kept message, the position of the last message before it in its row that is not
         a system message (-1 for none)."""
+        return self._said_before(np.arange(len(self.kept), dtype=np.int64))
+
+    def _said_before(self, at: Counts) -> Counts:
+        """`previous_said` of the kept messages at `at`: the message before each, stepped back
+        over system messages (few, and most a row's first, so a step or two); past a long run
+        of them, read with one pass over the whole batch."""
         role, row = self.kept_role, self.kept_row
+        before = at - 1
+        fits = before >= 0
+        fits[fits] = row[before[fits]] == row[at[fits]]
+        before[~fits] = -1
+        look = np.flatnonzero(before >= 0)
+        look = look[role[before[look]] == SYSTEM]
+        for _ in range(4):
+            if not len(look):
+                return before
+            back = before[look] - 1
+            fits = back >= 0
+            fits[fits] = row[back[fits]] == row[at[look[fits]]]
+            before[look] = np.where(fits, back, -1)
+            look = look[fits]
+            look = look[role[before[look]] == SYSTEM]
+        if not len(look):
+            return before
         positions = np.arange(len(role), dtype=np.int64)
-        last = np.maximum.accumulate(np.where(role != SYSTEM, positions, -1)) if len(role) else role
-        before = np.full(len(role), -1, dtype=np.int64)
-        before[1:] = last[:-1]
+        last = np.maximum.accumulate(np.where(role != SYSTEM, positions, -1))
+        before = np.full(len(at), -1, dtype=np.int64)
+        has = at > 0
+        before[has] = last[at[has] - 1]
         # Not in this row: none.
         valid = before >= 0
-        valid[valid] &= row[before[valid]] == row[valid]
+        valid[valid] &= row[before[valid]] == row[at[valid]]
         return np.where(valid, before, -1)
 
     @cached_property
@@ -134,9 +158,10 @@ class ConversationsWalk:
     def _ids(self) -> tuple[Counts, Counts, int]:
         """The calls' and the results' ids as numbers in one dictionary, and its size."""
         c = self.conversations
-        both = pa.concat_arrays(
-            [c.call_id.cast(pa.large_string()), c.result_call.cast(pa.large_string())]
-        )
+        ids = [c.call_id, c.result_call]
+        if c.call_id.type != c.result_call.type:  # else joined as they are, with no copy
+            ids = [i.cast(pa.large_string()) for i in ids]
+        both = pa.concat_arrays(ids)
         encoded = pc.dictionary_encode(both)
         # A null id is in a row the flattener does not read: any number will do.
         codes = pc.fill_null(encoded.indices, 0).to_numpy(zero_copy_only=False).astype(np.int64)
@@ -152,35 +177,103 @@ class ConversationsWalk:
         return key
 
     @cached_property
+    def result_window(self) -> Counts:
+        """Per result, the window it falls in (`window` of its message), worked out for the
+        messages holding results alone."""
+        at = self.position[self.conversations.result_message]
+        role, before = self.kept_role, self._said_before(at)
+        opens = before >= 0
+        opens[opens] = role[before[opens]] == ASSISTANT
+        return np.where(opens & (role[at] == USER), before, -1)
+
+    @cached_property
     def result_key(self) -> Counts:
         """Per result, the window it falls in and its call's id as one number (-1: no window)."""
         _, results, size = self._ids
-        window = self.window[self.position[self.conversations.result_message]]
+        window = self.result_window
         return np.where(window >= 0, window * size + results, -1)
+
+    @cached_property
+    def _matched(self) -> Counts | None:
+        """Per result, the call whose turn and id it has (-1: none), where no turn makes two
+        calls with one id (None otherwise: then a result's key may name several calls).
+
+        A result is first looked for at its place among its message's results in the calls of
+        its window, where most results stand (the k-th result answering the k-th call); only
+        the others are looked for among all the calls of their window."""
+        if self.duplicate.any():
+            return None
+        c = self.conversations
+        key = self.result_key
+        out = np.full(len(key), -1, dtype=np.int64)
+        has = np.flatnonzero(key >= 0)
+        if not len(has):
+            return out
+        calls_per_message = self.calls_per_message
+        first_call = np.cumsum(calls_per_message) - calls_per_message
+        opener = self.kept[self.result_window[has]]
+        opened = calls_per_message[opener]
+        place = has - run_starts(c.result_message)[has]
+        at = first_call[opener] + place
+        fits = place < opened
+        fits[fits] = self.call_key[at[fits]] == key[has[fits]]
+        out[has[fits]] = at[fits]
+        rest = ~fits
+        if not rest.any():
+            return out
+        # The others: each against every call of its window.
+        lost, sizes = has[rest], opened[rest]
+        owner = np.repeat(np.arange(len(lost), dtype=np.int64), sizes)
+        ends = np.cumsum(sizes)
+        calls = np.repeat(first_call[opener[rest]] - (ends - sizes), sizes)
+        calls += np.arange(len(owner), dtype=np.int64)
+        hit = self.call_key[calls] == key[lost[owner]]
+        out[lost[owner[hit]]] = calls[hit]
+        return out
 
     @cached_property
     def orphan(self) -> Mask:
         """Per result: it answers no pending call (R3)."""
-        key = self.result_key
-        answers = np.isin(key, self.call_key) & (key >= 0)
-        out: Mask = ~answers | repeated(key)
+        matched = self._matched
+        if matched is None:
+            key = self.result_key
+            answers = np.isin(key, self.call_key) & (key >= 0)
+            out: Mask = ~answers | repeated(key)
+            return out
+        # A second result for a call, which only a message of several results can hold.
+        again = np.zeros(len(matched), dtype=bool)
+        c = self.conversations
+        several = np.flatnonzero(
+            (matched >= 0) & (np.bincount(c.result_message)[c.result_message] > 1)
+        )
+        again[several] = repeated(matched[several])
+        out = (matched < 0) | again
         return out
 
     @cached_property
     def answered(self) -> Mask:
         """Per call: a result in the message that closes its window answers it."""
-        answered: Mask = np.isin(self.call_key, self.result_key[~self.orphan])
-        return answered
+        matched = self._matched
+        if matched is None:
+            answered: Mask = np.isin(self.call_key, self.result_key[~self.orphan])
+            return answered
+        out = np.zeros(len(self.call_key), dtype=bool)
+        out[matched[~self.orphan]] = True
+        return out
 
     @cached_property
     def answer(self) -> Counts:
         """Per call, the result that answers it, by position among the results (-1: none): the
         first result for its id in the message that closes its window."""
         answering = np.flatnonzero(~self.orphan)
+        out = np.full(len(self.call_key), -1, dtype=np.int64)
+        matched = self._matched
+        if matched is not None:
+            out[matched[answering]] = answering
+            return out
         keys = self.result_key[answering]  # distinct: a repeated one is an orphan
         order = np.argsort(keys, kind="stable")
         keys = keys[order]
-        out = np.full(len(self.call_key), -1, dtype=np.int64)
         if len(keys):
             place = np.minimum(np.searchsorted(keys, self.call_key), len(keys) - 1)
             found = keys[place] == self.call_key
@@ -224,8 +317,26 @@ class ConversationsWalk:
 
     @cached_property
     def duplicate(self) -> Mask:
-        """Per call: an earlier call of its turn has its id."""
-        return repeated(self.call_key)
+        """Per call: an earlier call of its turn has its id (looked for only in the turns that
+        make several calls)."""
+        c = self.conversations
+        out = np.zeros(len(c.call_message), dtype=bool)
+        several = np.flatnonzero(self.calls_per_message[c.call_message] > 1)
+        if not len(several):
+            return out
+        key = self.call_key[several]
+        turn = c.call_message[several]
+        most = int(self.calls_per_message.max())
+        if most > 8:
+            out[several] = repeated(key)
+            return out
+        # A turn's calls are consecutive: each compared with the few before it in its turn.
+        hit = np.zeros(len(several), dtype=bool)
+        for back in range(1, most):
+            same = (turn[back:] == turn[:-back]) & (key[back:] == key[:-back])
+            hit[back:] |= same
+        out[several] = hit
+        return out
 
     @cached_property
     def trailing_calls(self) -> Counts:

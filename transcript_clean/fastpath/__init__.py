@@ -3,9 +3,7 @@
 A format's flattener (`formats/<name>/flatten.py`) reads a batch's conversation column into the
 columnar view, `Conversations`, which the fast path reads as a `ConversationsView`: the rows it
 reads as the decoder would, and per code, the rows each rule's columnar check (`Rule.columnar`)
-says may have it. (OpenAI's rows are still read by a view of the fast path's own,
-`fastpath/openai.py`, with its own checks, until OpenAI has a flattener.) `fast_verdicts`
-combines them:
+says may have it. `fast_verdicts` combines them:
 
 - a row is **clean** (kept unchanged, no code) only when the view reads it and every enabled
   rule's check has cleared it; a rule with no check for this format clears no row, so a new rule
@@ -41,7 +39,6 @@ from transcript_clean.fastpath.base import (
 from transcript_clean.fastpath.columnar import ConversationsView
 from transcript_clean.fastpath.declared import tool_checks, tool_counts, with_inner_declarations
 from transcript_clean.formats.base import Format
-from transcript_clean.formats.openai import OpenAIFormat
 from transcript_clean.rules import (
     EMPTY_ASSISTANT_TURN,
     NO_ASSISTANT_TURN,
@@ -105,13 +102,9 @@ def arrow_view(
     schema: pa.Schema | None = None,
     side: Mapping[str, pa.Array] | None = None,
 ) -> ArrowView | None:
-    """The fast path's view of a batch's conversation column: OpenAI's own view
-    (`fastpath/openai.py`), else the format's flattened `Conversations` (`side`: the batch's
-    other columns it reads, `side_columns`); None when it has neither for this column."""
-    if isinstance(fmt, OpenAIFormat):
-        from transcript_clean.fastpath.openai import openai_view
-
-        return openai_view(fmt, array, schema)
+    """The fast path's view of a batch's conversation column: the format's flattened
+    `Conversations` (`side`: the batch's other columns it reads, `side_columns`); None when it
+    has no flattener for this column."""
     conversations = fmt.flatten(array, schema, side)
     if conversations is None:
         return None

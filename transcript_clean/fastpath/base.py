@@ -40,8 +40,8 @@ class ArrowView:
     """A format's columnar view of one batch's conversation column: the rows it reads as the
     decoder would, and per code it knows, which of those may have it (its Arrow checks: a row
     not flagged certainly does not). The fast path makes one (`fastpath.arrow_view`, of a
-    format's flattened `Conversations`, or OpenAI's own view), combines it with the rules' own
-    checks, and settles a row only when every enabled rule has cleared it.
+    format's flattened `Conversations`), combines it with the rules' own checks, and settles a
+    row only when every enabled rule has cleared it.
 
     A format that can also repair or reject rows in Arrow says which codes (`repairs`,
     `rejects`) and overrides `repair` and `reject`.
@@ -125,23 +125,36 @@ ORIGIN: Final = pa.struct([pa.field("at", pa.int64()), pa.field("rewritten", pa.
 the message it was made from (-1: made anew), and whether the repair rewrote its text."""
 
 
-@dataclass(slots=True, frozen=True)
 class Origins:
     """Where the messages of repaired rows came from, one list of `ORIGIN` per row, in the
     order of their conversations (`ArrowRepair.column`, `Verdicts.repaired_column`). A JSON
     Lines row's repaired line is then its line with just those edits made
-    (`pipeline.lines.relined`), not the whole row re-encoded by the per-row path."""
+    (`pipeline.lines.relined`), not the whole row re-encoded by the per-row path.
 
-    messages: pa.Array
-    """A list of `ORIGIN` per row."""
-    text: str
-    """The message field a rewrite sets (OpenAI's `content`)."""
+    Worked out when first read (`messages` may be given as a function that makes them): only
+    a batch whose lines are written anew reads them."""
+
+    __slots__ = ("_make", "_messages", "text")
+
+    def __init__(self, messages: pa.Array | Callable[[], pa.Array], text: str) -> None:
+        self._messages = messages if isinstance(messages, pa.Array) else None
+        self._make = None if isinstance(messages, pa.Array) else messages
+        self.text = text
+        """The message field a rewrite sets (OpenAI's `content`)."""
+
+    @property
+    def messages(self) -> pa.Array:
+        """A list of `ORIGIN` per row."""
+        if self._messages is None:
+            assert self._make is not None
+            self._messages, self._make = self._make(), None
+        return self._messages
 
     def filter(self, keep: Mask) -> Origins:
-        return Origins(self.messages.filter(pa.array(keep)), self.text)
+        return Origins(lambda: self.messages.filter(pa.array(keep)), self.text)
 
     def slice(self, start: int, length: int) -> Origins:
-        return Origins(self.messages.slice(start, length), self.text)
+        return Origins(lambda: self.messages.slice(start, length), self.text)
 
 
 @dataclass(slots=True, frozen=True)

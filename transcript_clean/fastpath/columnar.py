@@ -20,14 +20,17 @@ from transcript_clean.columnar.arrays import (
     first_flagged,
     indices,
     rows_with,
+    run_starts,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, Conversations
-from transcript_clean.columnar.edits import Edits, joins_texts
+from transcript_clean.columnar.edits import Answers, Edits, item_sources, joins_texts
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.fastpath.base import (
+    ORIGIN,
     ArrowRepair,
     ArrowView,
     FastReject,
+    Origins,
     decode_rejects,
 )
 from transcript_clean.fastpath.declared import declared_rejects, raw_input_calls
@@ -43,7 +46,11 @@ from transcript_clean.rules import (
     UNKNOWN_ROLE,
 )
 from transcript_clean.rules.consecutive_assistant import merges as consecutive_merges
-from transcript_clean.rules.invalid_tool_arguments import arrow_rejects
+from transcript_clean.rules.invalid_tool_arguments import (
+    arrow_rejects,
+    invalid_calls,
+    shown_arguments,
+)
 from transcript_clean.rules.no_assistant_turn import CODE as NO_ASSISTANT_TURN
 from transcript_clean.rules.no_assistant_turn import MESSAGE as NO_ASSISTANT_MESSAGE
 from transcript_clean.rules.orphan_tool_result import used_message, used_orphans
@@ -52,6 +59,10 @@ from transcript_clean.rules.unanswered_tool_call import uncuttable
 from transcript_clean.rules.unencodable_row import CODE as UNENCODABLE_ROW
 from transcript_clean.rules.unencodable_row import message as unwritten_message
 from transcript_clean.rules.unknown_tool import CODE as UNKNOWN_TOOL
+from transcript_clean.transcript import (
+    TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER,
+    invalid_arguments_feedback,
+)
 
 __all__ = ["ConversationsView"]
 
@@ -60,8 +71,10 @@ class ConversationsView(ArrowView):
     """A batch's `Conversations` as the fast path reads a view: the rows the flattener reads,
     the calls pending at the end and the calls for the declared-tools checks. Its checks are
     the rules' columnar checks (`possible_codes` asks each rule of `walk`); the codes it
-    repairs, R1 and R5, it names among its own; so are R2 and R3, whose rows it only
-    rejects (their repairs are the per-row path's)."""
+    repairs, R1 and R5, it names among its own; so are R3, whose orphans it drops where each
+    result is an item of the column (`Conversations.result_item`) and rejects where a later
+    turn may have used one, and R2, whose rows it only rejects (its answers are the per-row
+    path's)."""
 
     rejects = frozenset(
         {UNKNOWN_TOOL, TOOL_ARGUMENTS_SCHEMA, MALFORMED_ROW, UNKNOWN_ROLE, INVALID_TOOL_ARGUMENTS}
@@ -92,7 +105,7 @@ class ConversationsView(ArrowView):
             repairs |= {EMPTY_ASSISTANT_TURN, UNANSWERED_TOOL_CALL}
             self.checks[EMPTY_ASSISTANT_TURN] = walk.rows_empty
             self.checks[UNANSWERED_TOOL_CALL] = walk.rows_unanswered
-        if c.result_text is not None:  # R3's rejects (its drops are the per-row path's)
+        if c.result_text is not None:  # R3's rejects, and its drops where results are items
             repairs.add(ORPHAN_TOOL_RESULT)
             self.checks[ORPHAN_TOOL_RESULT] = walk.rows_orphan
         field = fmt.merged_field
@@ -109,10 +122,13 @@ class ConversationsView(ArrowView):
         rejected with the per-row path's words (`fastpath.declared`), which name each call by
         its message and its place among the calls of its turn."""
         c = self.conversations
-        calls = np.arange(len(c.call_message), dtype=np.int64)
-        place = calls - np.searchsorted(c.call_message, c.call_message)
-        index = self.walk.message_index[c.call_message]
-        out = declared_rejects(self, rows, (index, place)) + self._reject_undecodable(rows)
+
+        def places() -> tuple[Counts, Counts]:
+            calls = np.arange(len(c.call_message), dtype=np.int64)
+            place = calls - run_starts(c.call_message)
+            return self.walk.message_index[c.call_message], place
+
+        out = declared_rejects(self, rows, places) + self._reject_undecodable(rows)
         if INVALID_TOOL_ARGUMENTS in rows:
             out += self._reject_invalid_arguments(rows[INVALID_TOOL_ARGUMENTS], repairing=False)
         return out
@@ -166,25 +182,37 @@ class ConversationsView(ArrowView):
         `again`); R4's merges (`consecutive_assistant.merges`), in the rows whose only code it
         is and in R1's, after R1 as the per-row path makes them; R5's cut, for rows whose only
         code it is, everything from the first assistant turn with an unanswered call on, or a
-        reject where no assistant turn would be left."""
+        reject where no assistant turn would be left; R3's drops and R2's answers where the
+        format writes them (`_orphans`, `_answers`), else their rejects alone."""
         c, walk = self.conversations, self.walk
         assert set(rows) <= self.repairs
         rows = dict(rows)
         if c.reencoded is not None:  # rows the per-row path writes anew: theirs to repair
-            kept = ~c.reencoded  # (R3's and R2's rows here are only ever rejected)
+            kept = ~c.reencoded  # (R2's rows here are only ever rejected, R3's as `_orphans` says)
             only_rejected = (ORPHAN_TOOL_RESULT, INVALID_TOOL_ARGUMENTS)
             rows = {k: m if k in only_rejected else m & kept for k, m in rows.items()}
         rejects: list[FastReject] = []
+        occurrences: dict[str, Counts] = {}
+        orphaned = np.zeros(self.rows, dtype=bool)
         if ORPHAN_TOOL_RESULT in rows:
-            rejects += self._reject_used_orphans(rows.pop(ORPHAN_TOOL_RESULT))
+            orphaned, rejects = self._orphans(rows.pop(ORPHAN_TOOL_RESULT))
+        answered = np.zeros(self.rows, dtype=bool)
+        answers = None
         if INVALID_TOOL_ARGUMENTS in rows:
-            asked = rows.pop(INVALID_TOOL_ARGUMENTS)
-            rejects += self._reject_invalid_arguments(asked, repairing=True)
-        if not rows:
+            invalid_rows = rows.pop(INVALID_TOOL_ARGUMENTS)
+            rejected = self._reject_invalid_arguments(invalid_rows, repairing=True)
+            rejects += rejected
+            invalid_rows &= ~any_of((r.rows for r in rejected), self.rows)
+            answered, answers = self._answers(invalid_rows)
+            if answered.any():  # R2: the turns with an invalid call answered anew
+                raw, _ = raw_input_calls(self)
+                call_row = c.message_row[c.call_message]
+                invalid = invalid_calls(c, raw)
+                occurrences[INVALID_TOOL_ARGUMENTS] = count(invalid, call_row, self.rows)
+        if not rows and not orphaned.any() and not answered.any():
             return ArrowRepair(np.zeros(0, dtype=np.int64), self.column.slice(0, 0), {}, rejects)
         assert c.item_message is not None
         drop = np.zeros(c.messages, dtype=bool)
-        occurrences: dict[str, Counts] = {}
         asked = np.zeros(self.rows, dtype=bool)
         empty_rows = np.zeros(self.rows, dtype=bool)
         if EMPTY_ASSISTANT_TURN in rows:
@@ -207,10 +235,21 @@ class ConversationsView(ArrowView):
             mergeable = rows[CONSECUTIVE_ASSISTANT] & ~(walk.rows_empty & ~empty_rows)
             merges, merged = consecutive_merges(walk, mergeable, plain_first=self.joins_texts)
             asked |= merged
+        drop_results = None
+        if orphaned.any():  # R3: every orphan of those rows dropped
+            result_row = c.message_row[c.result_message]
+            drop_results = walk.orphan & orphaned[result_row]
+            occurrences[ORPHAN_TOOL_RESULT] = count(walk.orphan, result_row, self.rows)
+            asked |= orphaned
+        asked |= answered
         subset = np.flatnonzero(asked)
-        column = self.fmt.write(self.column, Edits(c, subset, drop, merges))
+        edits = Edits(c, subset, drop, merges, drop_results, answers)
+        column = self.fmt.write(self.column, edits)
         assert column is not None  # whole items dropped, merges into `merged_field`
-        return ArrowRepair(subset, column, occurrences, rejects)
+        origins = None
+        if self.fmt.edits_lines and self.fmt.merged_field is not None:
+            origins = Origins(lambda: _origins(self.column, edits), self.fmt.merged_field)
+        return ArrowRepair(subset, column, occurrences, rejects, origins)
 
     def reject_unwritten(
         self, rows: Mask, *, reject_no_assistant: bool, reject_unwritten: bool
@@ -264,39 +303,51 @@ class ConversationsView(ArrowView):
         said = np.flatnonzero(c.role != SYSTEM)
         before = np.full(c.messages, -1, dtype=np.int64)
         before[said[1:]] = said[:-1]
-        holders = np.unique(c.result_message)
+        # Each message holding results once (`result_message` is sorted).
+        first = np.ones(len(c.result_message), dtype=bool)
+        first[1:] = c.result_message[1:] != c.result_message[:-1]
+        holders = c.result_message[first]
         prior = before[holders]
         found = prior >= 0
         found[found] &= self.walk.empty[prior[found]]
         found[found] &= c.message_row[prior[found]] == c.message_row[holders[found]]
         return rows_with(found, c.message_row[holders], self.rows)
 
-    def _reject_used_orphans(self, rows: Mask) -> list[FastReject]:
-        """R3 of the rows of `rows` (rows with no other code): a row with an orphan result a
-        later turn may have used (`used_orphans`) is rejected in the per-row path's words,
-        which name the first one, where the config rejects such rows. Every other row is left
-        to the per-row path: one whose orphans may all be dropped, one with an orphan that
-        says something other than one text (which the columns do not compare), and every row
-        where the config drops them all or is not known."""
+    def _orphans(self, rows: Mask) -> tuple[Mask, list[FastReject]]:
+        """R3 of the rows of `rows` (rows with no other code): the rows whose orphans are
+        dropped here (every orphan of theirs, for a flattener whose results are whole items,
+        `result_item`), and those rejected in the per-row path's words, which name the first
+        orphan a later turn may have used (`used_orphans`), where the config rejects such
+        rows. A row with such an orphan is dropped where the config drops them; one with an
+        orphan that says something other than one text (which the columns do not compare), or
+        with a used one where the config is not known, is left to the per-row path."""
         c, walk = self.conversations, self.walk
-        if self.config is None or self.config.orphan_result == "drop" or c.result_text is None:
-            return []
+        none = np.zeros(self.rows, dtype=bool)
+        if c.result_text is None:
+            return none, []
+        drops = c.result_item is not None and c.item_message is not None
+        droppable = rows if c.reencoded is None else rows & ~c.reencoded
+        if not drops:
+            droppable = none
+        if self.config is not None and self.config.orphan_result == "drop":
+            return droppable, []
         result_row = c.message_row[c.result_message]
         last_turn = np.full(self.rows, -1, dtype=np.int64)
         turns = np.flatnonzero(c.role == ASSISTANT)
         np.maximum.at(last_turn, c.message_row[turns], turns)
         says = ~c.result_blank
         before = c.result_message < last_turn[result_row]
-        rows = rows & rows_with(walk.orphan & says & before, result_row, self.rows)
-        if not rows.any():
-            return []
+        maybe = walk.orphan & says & before
+        if not (rows & rows_with(maybe, result_row, self.rows)).any():
+            return droppable, []
         text = c.result_text()
         used = used_orphans(result_row, walk.orphan, says, text, before)
-        unsure = walk.orphan & says & before & as_mask(text.is_null())
-        hit = rows & rows_with(used, result_row, self.rows)
-        hit &= ~rows_with(unsure, result_row, self.rows)
-        if not hit.any():
-            return []
+        unsure = rows_with(maybe & as_mask(text.is_null()), result_row, self.rows)
+        using = rows_with(used, result_row, self.rows)
+        dropped = droppable & ~using & ~unsure
+        hit = rows & using & ~unsure
+        if self.config is None or not hit.any():
+            return dropped, []
         first = first_flagged(used, result_row, self.rows)[hit]
         index = walk.message_index[c.result_message[first]]
         ids = c.result_call.take(indices(first)).to_pylist()
@@ -305,7 +356,61 @@ class ConversationsView(ArrowView):
             for i, call_id in zip(index.tolist(), ids, strict=True)
         ]
         occurrences = np.where(hit, count(walk.orphan, result_row, self.rows), 0)
-        return [FastReject(ORPHAN_TOOL_RESULT, hit, occurrences, words)]
+        return dropped, [FastReject(ORPHAN_TOOL_RESULT, hit, occurrences, words)]
+
+    def _answers(self, rows: Mask) -> tuple[Mask, Answers | None]:
+        """R2 of the rows of `rows` (rows with no other code, none rejected for R2): the rows
+        answered here, and their answers, where the format writes results anew
+        (`Conversations.call_made_up`, `result_item`). In such a row every call is answered;
+        each turn with an invalid call gets its results written anew in place of those there,
+        as `answer_invalid_calls` writes them, where they stand in its calls' order and each
+        invalid call's result is R2's own feedback already (any other would be a real result,
+        which R2 never writes over: rejected, or the per-row path's to tell). Every other row
+        is left to the per-row path."""
+        c, walk = self.conversations, self.walk
+        none = np.zeros(self.rows, dtype=bool)
+        if c.call_made_up is None or c.result_item is None or c.result_text is None:
+            return none, None
+        raw, unsure = raw_input_calls(self)
+        rows = rows & ~unsure
+        if c.reencoded is not None:
+            rows &= ~c.reencoded
+        call_row = c.message_row[c.call_message]
+        invalid = invalid_calls(c, raw)
+        turn = rows_with(invalid & rows[call_row], c.call_message, c.messages)
+        calls = np.flatnonzero(turn[c.call_message])
+        if not len(calls):
+            return none, None
+        answer = walk.answer[calls]
+        fine = (answer >= 0) & ~walk.duplicate[calls]
+        # In place: the k-th call's result is the k-th result of the message answering them,
+        # which holds no other.
+        place = calls - np.searchsorted(c.call_message, c.call_message[calls])
+        first = answer - place
+        fine &= first >= 0
+        held = np.bincount(c.result_message, minlength=c.messages)
+        at = np.maximum(first, 0)
+        fine &= c.result_message[at] == c.result_message[np.maximum(answer, 0)]
+        fine &= held[c.result_message[at]] == self.walk.calls_per_message[c.call_message[calls]]
+        bad = invalid[calls]
+        shown = shown_arguments(c.call_arguments.take(indices(calls[bad])))
+        names = c.call_name.take(indices(calls[bad])).to_pylist()
+        given = c.result_text().take(indices(np.maximum(answer[bad], 0))).to_pylist()
+        texts = np.full(len(calls), TOOL_NOT_EXECUTED_DUE_TO_INVALID_PEER, dtype=object)
+        feedback: list[bool] = []
+        feedback_texts: list[str | None] = []
+        for raw_text, name, was in zip(shown, names, given, strict=True):
+            text = None if raw_text is None else invalid_arguments_feedback(str(name), raw_text)
+            feedback.append(text is not None and text == was)
+            feedback_texts.append(text)
+        fine[bad] &= np.array(feedback, dtype=bool)
+        texts[bad] = feedback_texts
+        ok = rows & ~rows_with(~fine, call_row[calls], self.rows)
+        take = ok[call_row[calls]]
+        if not take.any():
+            return none, None
+        text = pa.array(texts[take].tolist(), pa.string())
+        return ok, Answers(answer[take], calls[take], text)
 
     def _cut(self, rows: Mask) -> tuple[Mask, list[FastReject]]:
         """R5's cut of the rows of `rows` (rows with no empty turn: every message is kept), as
@@ -339,3 +444,12 @@ class ConversationsView(ArrowView):
         if conversations is None:
             return None
         return ConversationsView(conversations, self.fmt, column, self.schema, side)
+
+
+def _origins(column: pa.Array, edits: Edits) -> pa.Array:
+    """Per row the edits write, where each of its items came from (`Origins.messages`)."""
+    sizes, at, rewritten = item_sources(column, edits)
+    where = pa.StructArray.from_arrays([pa.array(at), pa.array(rewritten)], fields=list(ORIGIN))
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    return pa.ListArray.from_arrays(pa.array(offsets), where)

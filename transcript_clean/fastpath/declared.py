@@ -14,6 +14,7 @@ answer), and so are rows whose declarations' value cannot be read here.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Final
@@ -199,18 +200,27 @@ class _Found:
 
 
 def declared_rejects(
-    view: ArrowView, rows: dict[str, Mask], places: tuple[npt.NDArray[np.int64], ...]
+    view: ArrowView,
+    rows: dict[str, Mask],
+    places: tuple[npt.NDArray[np.int64], ...] | Callable[[], tuple[npt.NDArray[np.int64], ...]],
 ) -> list[FastReject]:
     """The rows of `rows` (per code, rows whose only possible code it is) rejected for
     `unknown_tool` or `tool_arguments_schema` with the per-row path's words, given each call's
-    canonical message index and place in its turn; a row whose words cannot be told here (a
-    call the schema check only flagged) is left out, for the per-row path."""
+    canonical message index and place in its turn (or what works them out, asked only where a
+    row is rejected); a row whose words cannot be told here (a call the schema check only
+    flagged) is left out, for the per-row path."""
     tool_checks(view)
     found = view.tool_found
     if found is None or view.calls is None:
         return []
     call_row, names, arguments = view.calls
-    index, place = places
+    worked: list[tuple[npt.NDArray[np.int64], ...]] = []
+
+    def where() -> tuple[npt.NDArray[np.int64], ...]:
+        if not worked:
+            worked.append(places() if callable(places) else places)
+        return worked[0]
+
     out = []
     for code, calls in ((UNKNOWN, found.unknown), (SCHEMA, found.schema)):
         wanted = rows.get(code)
@@ -221,6 +231,7 @@ def declared_rejects(
         if not len(ks):
             continue
         mine = calls[ks]
+        index, place = where()
         call_names = names.take(indices(mine)).to_pylist()
         texts = arguments.take(indices(mine)).to_pylist() if code == SCHEMA else None
         words: dict[int, str] = {}  # row -> the message of its first such call

@@ -162,7 +162,7 @@ class Format:
         (`transcript_clean.columnar`): what the decoder would make of each row, for the rules'
         Arrow checks; rows it cannot read so are marked unread. `side` holds the batch's columns
         of `side_columns` that it has. None when this format, or this column's Arrow type, has
-        no flattener (OpenAI, whose view is the fast path's own: `fastpath/openai.py`)."""
+        no flattener."""
         return None
 
     reads_json_leaves: ClassVar[bool] = False
@@ -178,6 +178,12 @@ class Format:
     parts appended where it is a list, rig's `content`); None where `write` writes no merges
     (rows whose repair merges messages take the per-row path)."""
 
+    edits_lines: ClassVar[bool] = False
+    """Whether a JSON Lines row's line is its conversation's items, each written by the encoder
+    as it came in but for the text a merge sets in `merged_field` (OpenAI's messages): then a
+    line repaired in Arrow is its line with the edits made (`pipeline.lines`), not the row
+    re-encoded."""
+
     def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
         """The rows of `edits` (a batch's conversation column, as the flattener read it, and
         what the repairs change over its `Conversations`) written anew in this format's own
@@ -186,6 +192,8 @@ class Format:
         `item_message`, and merges into `merged_field`."""
         if edits.conversations.item_message is None:
             return None
+        if edits.answers is not None and len(edits.answers.result):
+            return None  # results written anew: a format that writes them says so
         from transcript_clean.columnar.edits import write_merged, written
 
         if edits.merges is None or not edits.merges.joined.any():

@@ -271,11 +271,19 @@ class _FirstConversation:
 def _first_conversation(fmt: ShapedFormat, parts: dict[str, _Part]) -> Measurer | None:
     """What measures the rows settled from the views of their prompt and first candidate,
     where `profile_batch` would measure them part by part (OpenAI parts of one type)."""
-    from transcript_clean.fastpath.openai import OpenAIView
+    from transcript_clean.fastpath.columnar import ConversationsView
+    from transcript_clean.fastpath.openai import with_roles
 
     parts = {name: parts[name] for name in fmt.shape.first_conversation}
-    views = [p.view for p in parts.values()]
-    if fmt.inner.name != "openai" or not all(isinstance(v, OpenAIView) for v in views):
+    views: list[Any] = [p.view for p in parts.values()]
+    if fmt.inner.name != "openai":
+        return None
+    # A flattened part is measured from its column (with the roles the names stand for).
+    roles = getattr(fmt.inner, "roles", None) or {}
+    views = [
+        with_roles(v.column, roles)[0] if isinstance(v, ConversationsView) else v for v in views
+    ]
+    if not all(isinstance(v, pa.Array) for v in views):
         return None
     if len({p.source.type for p in parts.values()}) > 1:
         return None

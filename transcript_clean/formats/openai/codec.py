@@ -31,6 +31,7 @@ from __future__ import annotations
 import copy
 import json
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.errors import UNKNOWN_ROLE, FormatError
@@ -71,6 +72,9 @@ from transcript_clean.model import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from transcript_clean.columnar.conversations import Conversations
+    from transcript_clean.columnar.edits import Edits
+
 
 # OpenAI's content-part types for media, and the canonical kinds they read as.
 _MEDIA_KINDS = {"image_url": "image", "input_audio": "audio", "file": "document"}
@@ -100,6 +104,8 @@ class OpenAIFormat(Format):
     default_column = "messages"
     tools_columns = ("tools", "functions")  # `functions`: the legacy declarations
     joins_text = True
+    merged_field = "content"
+    edits_lines = True
     arguments_as: ArgumentsForm | None = None
     """The form every call's `arguments` are written in (`with_arguments`); None: as the row
     held them."""
@@ -148,6 +154,29 @@ class OpenAIFormat(Format):
         if not self.roles:
             return super().__repr__()
         return f"{type(self).__name__}(column={self.column!r}, roles={self.roles!r})"
+
+    def flatten(
+        self,
+        column: pa.Array,
+        schema: pa.Schema | None = None,
+        side: Mapping[str, pa.Array] | None = None,
+    ) -> Conversations | None:
+        from transcript_clean.formats.openai.flatten import flatten_openai
+
+        return flatten_openai(column, self.roles)
+
+    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
+        """`Format.write`, and R2's answers: results written anew in place of their tool
+        messages (`flatten.with_answers`)."""
+        if edits.answers is not None:
+            from transcript_clean.formats.openai.flatten import with_answers
+
+            answered = with_answers(column, edits, self.names.get("tool", "tool"))
+            if answered is None:
+                return None
+            column = answered
+            edits = replace(edits, answers=None)
+        return super().write(column, edits)
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         column = self.column
