@@ -35,11 +35,13 @@ V = TypeVar("V")
 __all__ = [
     "JOINER",
     "Edits",
+    "Inserts",
     "Merges",
     "Subset",
     "appended_lists",
     "drop_elements",
     "first_items",
+    "inserted_lists",
     "item_origins",
     "joins_texts",
     "merged_texts",
@@ -81,10 +83,26 @@ class Merges:
 
 
 @dataclass(slots=True, frozen=True)
+class Inserts:
+    """Results made by a repair (R5's error results): per new result, the call it answers (a
+    position among the view's calls) and the message it goes into, the user message that
+    answers the call's turn, after the results that message opens with (-1: none answers it,
+    and the results of the turn become a new user message right after it). In the order they
+    are written: by message, then by call. Each says `text` and is an error."""
+
+    call: Counts
+    into: Counts
+    text: str
+
+    def __len__(self) -> int:
+        return len(self.call)
+
+
+@dataclass(slots=True, frozen=True)
 class Edits:
     """What the repairs of some rows of a batch change, over the view of that batch: the rows
-    to write anew, the messages dropped (R1's empty turns, R5's cut) and the messages merged
-    (R4). Messages of other rows are never touched."""
+    to write anew, the messages dropped (R1's empty turns, R5's cut), the messages merged (R4)
+    and the results made (R5's error results). Messages of other rows are never touched."""
 
     conversations: Conversations
     rows: Counts
@@ -92,6 +110,12 @@ class Edits:
     drop: Mask
     """Per message of the view: dropped, with its items."""
     merges: Merges | None = None
+    inserts: Inserts | None = None
+
+    @property
+    def inserting(self) -> bool:
+        """Whether the edits make results (which only a format that says so writes)."""
+        return self.inserts is not None and len(self.inserts) > 0
 
     @property
     def removed(self) -> Mask:
@@ -200,6 +224,26 @@ def written(column: pa.Array, edits: Edits, rewrite: Rewrite | None = None) -> p
     gone = np.zeros(len(items), dtype=bool)
     gone[whole] = edits.removed[item_message[whole]]
     return chosen.column(column.type, values, gone)
+
+
+def inserted_lists(lists: pa.Array, values: pa.Array, owner: Counts, before: Counts) -> pa.Array:
+    """`lists` (a list array) with `values` put in: each into the list `owner` gives, before
+    the element `before` gives (its place in that list; the list's size or more: at its end),
+    after the values put there before it in `values`, which hold the lists' element type."""
+    elements, sizes, parent = flattened(lists)
+    place = np.arange(len(elements), dtype=np.int64) - (np.cumsum(sizes) - sizes)[parent]
+    row = np.concatenate([parent, owner])
+    slot = np.concatenate([place, np.minimum(before, sizes[owner])])
+    old = np.concatenate([np.ones(len(parent), dtype=bool), np.zeros(len(owner), dtype=bool)])
+    order = np.lexsort((np.arange(len(row), dtype=np.int64), old, slot, row))
+    counts = sizes + np.bincount(owner, minlength=len(lists))
+    large = pa.types.is_large_list(lists.type)
+    offsets = np.zeros(len(lists) + 1, dtype=np.int64 if large else np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    kind = pa.LargeListArray if large else pa.ListArray
+    mask = lists.is_null() if lists.null_count else None
+    both = pa.concat_arrays([elements, values]).take(indices(order))
+    return kind.from_arrays(pa.array(offsets), both, type=lists.type, mask=mask)
 
 
 def first_items(item_message: Counts, messages: int) -> Counts:

@@ -22,7 +22,7 @@ from transcript_clean.columnar.arrays import (
     rows_with,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, Conversations
-from transcript_clean.columnar.edits import Edits, joins_texts
+from transcript_clean.columnar.edits import Edits, Inserts, joins_texts
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.fastpath.base import (
     ArrowRepair,
@@ -48,7 +48,7 @@ from transcript_clean.rules.no_assistant_turn import CODE as NO_ASSISTANT_TURN
 from transcript_clean.rules.no_assistant_turn import MESSAGE as NO_ASSISTANT_MESSAGE
 from transcript_clean.rules.orphan_tool_result import used_message, used_orphans
 from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
-from transcript_clean.rules.unanswered_tool_call import uncuttable
+from transcript_clean.rules.unanswered_tool_call import error_results, uncuttable
 from transcript_clean.rules.unencodable_row import CODE as UNENCODABLE_ROW
 from transcript_clean.rules.unencodable_row import message as unwritten_message
 from transcript_clean.rules.unknown_tool import CODE as UNKNOWN_TOOL
@@ -194,12 +194,17 @@ class ConversationsView(ArrowView):
             drop |= walk.empty & empty_rows[c.message_row]
             occurrences[EMPTY_ASSISTANT_TURN] = count(walk.empty, c.message_row, self.rows)
             asked |= empty_rows
+        inserts = None
         if UNANSWERED_TOOL_CALL in rows:
-            cut, rejected = self._cut(rows[UNANSWERED_TOOL_CALL])
-            drop |= cut
-            rejects += rejected
             occurrences[UNANSWERED_TOOL_CALL] = walk.unanswered_calls
-            asked |= rows[UNANSWERED_TOOL_CALL] & ~any_of((r.rows for r in rejected), self.rows)
+            if self.config is not None and self.config.interrupted_call == "error_result":
+                inserts, answered = self._error_results(rows[UNANSWERED_TOOL_CALL])
+                asked |= answered
+            else:
+                cut, rejected = self._cut(rows[UNANSWERED_TOOL_CALL])
+                drop |= cut
+                rejects += rejected
+                asked |= rows[UNANSWERED_TOOL_CALL] & ~any_of((r.rows for r in rejected), self.rows)
         merges = None
         if CONSECUTIVE_ASSISTANT in rows:
             occurrences[CONSECUTIVE_ASSISTANT] = count(walk.consecutive, walk.kept_row, self.rows)
@@ -208,8 +213,9 @@ class ConversationsView(ArrowView):
             merges, merged = consecutive_merges(walk, mergeable, plain_first=self.joins_texts)
             asked |= merged
         subset = np.flatnonzero(asked)
-        column = self.fmt.write(self.column, Edits(c, subset, drop, merges))
-        assert column is not None  # whole items dropped, merges into `merged_field`
+        column = self.fmt.write(self.column, Edits(c, subset, drop, merges, inserts))
+        assert column is not None  # whole items dropped, merges into `merged_field`, results
+        # where `result_holders` says
         return ArrowRepair(subset, column, occurrences, rejects)
 
     def reject_unwritten(
@@ -306,6 +312,22 @@ class ConversationsView(ArrowView):
         ]
         occurrences = np.where(hit, count(walk.orphan, result_row, self.rows), 0)
         return [FastReject(ORPHAN_TOOL_RESULT, hit, occurrences, words)]
+
+    def _error_results(self, rows: Mask) -> tuple[Inserts | None, Mask]:
+        """R5's error results for the rows of `rows` (rows with no other code), as
+        `unanswered_tool_call.error_results` decides them, where the format writes each one
+        where it goes (`Format.result_holders`); and the rows they answer. Others are left to
+        the per-row path."""
+        c = self.conversations
+        holders = self.fmt.result_holders(self.column, c) if self.fmt.writes_results else None
+        if holders is None:
+            return None, np.zeros(self.rows, dtype=bool)
+        inserts, answered = error_results(self.walk, rows)
+        # Where each result goes: into the answering message, else after the call's turn.
+        target = np.where(inserts.into >= 0, inserts.into, c.call_message[inserts.call])
+        answered &= ~rows_with(~holders[target], c.message_row[target], self.rows)
+        chosen = answered[c.message_row[target]]
+        return Inserts(inserts.call[chosen], inserts.into[chosen], inserts.text), answered
 
     def _cut(self, rows: Mask) -> tuple[Mask, list[FastReject]]:
         """R5's cut of the rows of `rows` (rows with no empty turn: every message is kept), as

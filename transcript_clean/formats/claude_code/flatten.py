@@ -17,12 +17,15 @@ it by that event's `uuid`). A row where that is not all the encoder does is `ree
 repairs the per-row path's: a streamed answer whose content is text (joined with blank lines),
 or with reasoning after its first event (written over the first event's reasoning blocks); an
 event holding no message after a message event whose `uuid` is null (the encoder puts it first)
-or shared by another message event of the row.
+or shared by another message event of the row. A result made by a repair (R5's error result)
+goes into the `tool_result` blocks of the user event that answers its call, after those it
+opens with, as the encoder writes it (`result_holders` says which events it can go into).
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -33,17 +36,27 @@ from transcript_clean.columnar.arrays import (
     Mask,
     as_mask,
     field_type,
+    first_flagged,
     flattened,
     indices,
     is_text,
     repeated,
     rows_with,
 )
-from transcript_clean.columnar.conversations import ASSISTANT, Conversations
-from transcript_clean.columnar.edits import Edits, Subset, appended_lists
+from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
+from transcript_clean.columnar.edits import (
+    Edits,
+    Subset,
+    appended_lists,
+    first_items,
+    inserted_lists,
+)
+from transcript_clean.formats.anthropic.codec import _result_out
 from transcript_clean.formats.anthropic.flatten import flatten_anthropic
+from transcript_clean.formats.fields import is_list_of_structs
+from transcript_clean.model import Text, ToolResult
 
-__all__ = ["flatten_claude_code", "write_events"]
+__all__ = ["flatten_claude_code", "result_holders", "write_events"]
 
 
 def flatten_claude_code(array: pa.Array) -> Conversations | None:
@@ -214,7 +227,8 @@ def write_events(column: pa.Array, edits: Edits) -> pa.Array:
     """The rows of `edits` written as `ClaudeCodeFormat.encode` writes them (see the module's
     docstring): the events of the messages dropped left out, a streamed answer's events one
     (the first, holding the blocks of all), an event holding no message whose message event is
-    no longer written moved to the end of its row. For rows not `reencoded`."""
+    no longer written moved to the end of its row, a new error result (R5's) among the blocks
+    of the user event that answers its call. For rows not `reencoded`."""
     c = edits.conversations
     item_message = c.item_message
     assert item_message is not None
@@ -241,12 +255,94 @@ def write_events(column: pa.Array, edits: Edits) -> pa.Array:
     owner[said] = np.flatnonzero(said & first)[np.cumsum(first[said]) - 1]
     if (owner != np.arange(len(mine))).any():
         values = _with_content(values, owner)
+    if edits.inserting:
+        values = _with_results(values, mine, edits)
     counts = np.bincount(chosen.parent[order], minlength=len(chosen.rows))
     large = pa.types.is_large_list(column.type)
     offsets = np.zeros(len(chosen.rows) + 1, dtype=np.int64 if large else np.int32)
     np.cumsum(counts, out=offsets[1:])
     kind = pa.LargeListArray if large else pa.ListArray
     return kind.from_arrays(pa.array(offsets), values.take(indices(order)), type=column.type)
+
+
+def _error_block(call_id: Any, text: str) -> dict[str, Any]:
+    """The block the encoder writes for a call's error result (R5's)."""
+    return _result_out(ToolResult(call_id, (Text(text),), None, "error"))
+
+
+def _contents(events: pa.Array) -> pa.Array:
+    return pc.struct_field(pc.struct_field(events, "message"), "content")
+
+
+def _leading_results(content: pa.Array) -> Counts:
+    """Per list of blocks, how many `tool_result` blocks it opens with."""
+    blocks, sizes, parent = flattened(content)
+    kinds = pc.struct_field(blocks, "type")
+    other = ~as_mask(pc.equal(kinds, "tool_result"), fill=False)
+    out: Counts = first_flagged(other, parent, len(content)) - (np.cumsum(sizes) - sizes)
+    return np.minimum(out, sizes)
+
+
+def result_holders(array: pa.Array, c: Conversations) -> Mask | None:
+    """Per message, whether `write_events` writes a new error result into it as the encoder
+    does: a user event whose blocks are text and `tool_result` blocks only (the encoder writes
+    each back as it came). A turn no user event answers (a new event, in a session only after
+    another code) is the per-row path's; so is every row where the blocks' type cannot hold
+    the block the encoder writes (a result's content held as blocks)."""
+    if c.item_message is None or not pa.types.is_list(array.type):
+        return None
+    event_type = array.type.value_type
+    message_type = field_type(event_type, "message") if pa.types.is_struct(event_type) else None
+    if message_type is None or not pa.types.is_struct(message_type):
+        return None
+    content_type = field_type(message_type, "content")
+    if content_type is None or not is_list_of_structs(content_type):
+        return None
+    block_type = content_type.value_type
+    if not is_text(field_type(block_type, "type")):
+        return None
+    try:
+        pa.array([_error_block("id", "text")], type=block_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+        return None
+    events, _, _ = flattened(array)
+    blocks, _, parent = flattened(_contents(events))
+    kinds = pc.struct_field(blocks, "type")
+    plain = as_mask(pc.is_in(kinds, pa.array(["text", "tool_result"])), fill=False)
+    plain_event = ~rows_with(~plain, parent, len(events))
+    first = first_items(c.item_message, c.messages)
+    out: Mask = (c.role == USER) & (first >= 0) & plain_event[np.maximum(first, 0)]
+    return out
+
+
+def _with_results(events: pa.Array, mine: Counts, edits: Edits) -> pa.Array:
+    """Events (those at `mine` among the column's) with the error results of `edits` among the
+    blocks of the user events that answer their calls, after the `tool_result` blocks each
+    opens with (`put_results`)."""
+    c, inserts = edits.conversations, edits.inserts
+    assert inserts is not None and c.item_message is not None
+    first = first_items(c.item_message, c.messages)[inserts.into]
+    owner = np.searchsorted(mine, first)
+    message = pc.struct_field(events, "message")
+    content = pc.struct_field(message, "content")
+    call_ids = c.call_id.take(indices(inserts.call)).to_pylist()
+    blocks = pa.array(
+        [_error_block(call_id, inserts.text) for call_id in call_ids],
+        type=content.type.value_type,
+    )
+    rebuilt = inserted_lists(content, blocks, owner, _leading_results(content)[owner])
+    children = [
+        rebuilt if child.name == "content" else values
+        for child, values in zip(message.type, message.flatten(), strict=True)
+    ]
+    mask = message.is_null() if message.null_count else None
+    message = pa.StructArray.from_arrays(children, fields=list(message.type), mask=mask)
+    children = [
+        message if child.name == "message" else values
+        for child, values in zip(events.type, events.flatten(), strict=True)
+    ]
+    mask = events.is_null() if events.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(events.type), mask=mask)
 
 
 def _with_content(events: pa.Array, owner: Counts) -> pa.Array:
