@@ -319,13 +319,16 @@ class ConversationsView(ArrowView):
         where it goes (`Format.result_holders`); and the rows they answer. Others are left to
         the per-row path."""
         c = self.conversations
-        holders = self.fmt.result_holders(self.column, c) if self.fmt.writes_results else None
-        if holders is None:
-            return None, np.zeros(self.rows, dtype=bool)
+        nothing = np.zeros(self.rows, dtype=bool)
+        if not self.fmt.writes_results:
+            return None, nothing
         inserts, answered = error_results(self.walk, rows)
         # Where each result goes: into the answering message, else after the call's turn.
         target = np.where(inserts.into >= 0, inserts.into, c.call_message[inserts.call])
-        answered &= ~rows_with(~holders[target], c.message_row[target], self.rows)
+        holders = self.fmt.result_holders(self.column, c, target)
+        if holders is None:
+            return None, nothing
+        answered &= ~rows_with(~holders, c.message_row[target], self.rows)
         chosen = answered[c.message_row[target]]
         return Inserts(inserts.call[chosen], inserts.into[chosen], inserts.text), answered
 

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import pyarrow as pa
 
-    from transcript_clean.columnar.arrays import Mask
+    from transcript_clean.columnar.arrays import Counts, Mask
     from transcript_clean.columnar.conversations import Conversations
     from transcript_clean.columnar.edits import Edits
 
@@ -183,9 +183,12 @@ class Format:
     """Whether `write` writes results made by a repair (R5's error result) into the messages
     `result_holders` gives; False: rows whose repair makes one take the per-row path."""
 
-    def result_holders(self, column: pa.Array, conversations: Conversations) -> Mask | None:
-        """Per message of `conversations` (the view of `column`), whether `write` writes a
-        result made by a repair (R5's error result, `columnar.edits.Inserts`) as `encode` does:
+    def result_holders(
+        self, column: pa.Array, conversations: Conversations, messages: Counts
+    ) -> Mask | None:
+        """Of the messages at `messages` (positions in `conversations`, the view of `column`),
+        whether `write` writes a result made by a repair (R5's error result,
+        `columnar.edits.Inserts`) as `encode` does:
         for a user message, into it after the results it opens with; for an assistant message,
         as a new user message right after it. None: it writes none in this column (those rows
         take the per-row path). Read only where `writes_results`."""

@@ -61,7 +61,7 @@ from transcript_clean.model import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from transcript_clean.columnar.arrays import Mask
+    from transcript_clean.columnar.arrays import Counts, Mask
     from transcript_clean.columnar.conversations import Conversations
     from transcript_clean.columnar.edits import Edits
 
@@ -127,10 +127,12 @@ class ClaudeCodeFormat(Format):
 
     writes_results = True
 
-    def result_holders(self, column: pa.Array, conversations: Conversations) -> Mask | None:
+    def result_holders(
+        self, column: pa.Array, conversations: Conversations, messages: Counts
+    ) -> Mask | None:
         from transcript_clean.formats.claude_code.flatten import result_holders
 
-        return result_holders(column, conversations)
+        return result_holders(column, conversations, messages)
 
     def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
         """Messages dropped (R1, R5's cut) and R5's error results written as `encode` writes

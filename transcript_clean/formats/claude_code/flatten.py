@@ -283,12 +283,12 @@ def _leading_results(content: pa.Array) -> Counts:
     return np.minimum(out, sizes)
 
 
-def result_holders(array: pa.Array, c: Conversations) -> Mask | None:
-    """Per message, whether `write_events` writes a new error result into it as the encoder
-    does: a user event whose blocks are text and `tool_result` blocks only (the encoder writes
-    each back as it came). A turn no user event answers (a new event, in a session only after
-    another code) is the per-row path's; so is every row where the blocks' type cannot hold
-    the block the encoder writes (a result's content held as blocks)."""
+def result_holders(array: pa.Array, c: Conversations, messages: Counts) -> Mask | None:
+    """Of the messages at `messages`, whether `write_events` writes a new error result into it
+    as the encoder does: a user event whose blocks are text and `tool_result` blocks only (the
+    encoder writes each back as it came). A turn no user event answers (a new event, in a
+    session only after another code) is the per-row path's; so is every row where the blocks'
+    type cannot hold the block the encoder writes (a result's content held as blocks)."""
     if c.item_message is None or not pa.types.is_list(array.type):
         return None
     event_type = array.type.value_type
@@ -305,13 +305,13 @@ def result_holders(array: pa.Array, c: Conversations) -> Mask | None:
         pa.array([_error_block("id", "text")], type=block_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
         return None
+    first = first_items(c.item_message, c.messages)[messages]
     events, _, _ = flattened(array)
-    blocks, _, parent = flattened(_contents(events))
+    blocks, _, parent = flattened(_contents(events.take(indices(np.maximum(first, 0)))))
     kinds = pc.struct_field(blocks, "type")
     plain = as_mask(pc.is_in(kinds, pa.array(["text", "tool_result"])), fill=False)
-    plain_event = ~rows_with(~plain, parent, len(events))
-    first = first_items(c.item_message, c.messages)
-    out: Mask = (c.role == USER) & (first >= 0) & plain_event[np.maximum(first, 0)]
+    plain_event = ~rows_with(~plain, parent, len(messages))
+    out: Mask = (c.role[messages] == USER) & (first >= 0) & plain_event
     return out
 
 

@@ -21,7 +21,7 @@ or where bookkeeping follows an assistant message that may be dropped as an empt
 
 `write_openhands` writes a repair as the encoder does: the events of the messages dropped left
 out, and a result made by a repair (R5's error result) as the new `error` observation the
-encoder writes (`codec._result_event`), where the encoder puts it (`result_holders`).
+encoder writes (`events.result_event`), where the encoder puts it (`result_holders`).
 """
 
 from __future__ import annotations
@@ -518,28 +518,30 @@ def _error_event(call_id: Any, name: Any, cause: Any, text: str) -> dict[str, An
     return result_event(result, {"id": cause})
 
 
-def result_holders(array: pa.Array, c: Conversations) -> Mask | None:
-    """Per message, whether `write_openhands` writes a new error result where the encoder puts
-    it: for a turn no user message answers, a new observation after its events; into a run of
-    results, one more after them; for a user's message action whose only part is its text, an
-    observation before it (the encoder writes the result, then the message's own event; one
-    with images it writes otherwise). None where the events' type cannot hold the observation
-    the encoder writes (it would not fit the input's schema)."""
+def result_holders(array: pa.Array, c: Conversations, messages: Counts) -> Mask | None:
+    """Of the messages at `messages`, whether `write_openhands` writes a new error result where
+    the encoder puts it: for a turn no user message answers, a new observation after its events;
+    into a run of results, one more after them; for a user's message action whose only part is
+    its text, an observation before it (the encoder writes the result, then the message's own
+    event; one with images it writes otherwise). None where the events' type cannot hold the
+    observation the encoder writes (it would not fit the input's schema)."""
     if c.item_message is None:
         return None
     try:
         pa.array([_error_event("id", "name", 0, "text")], type=array.type.value_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
         return None
+    first = first_items(c.item_message, c.messages)[messages]
     items, _, _ = flattened(array)
-    images = field(field(items, "args"), "image_urls")
-    pictured = np.zeros(len(items), dtype=bool)
+    events = items.take(indices(np.maximum(first, 0)))
+    images = field(field(events, "args"), "image_urls")
+    pictured = np.zeros(len(events), dtype=bool)
     if pa.types.is_list(images.type) or pa.types.is_large_list(images.type):
         pictured = list_sizes(images) > 0
-    first = first_items(c.item_message, c.messages)
-    holds_results = np.bincount(c.result_message, minlength=c.messages) > 0
-    text_only = c.spoken & ~pictured[np.maximum(first, 0)] & (first >= 0)
-    out: Mask = (c.role == ASSISTANT) | holds_results | ((c.role == USER) & text_only)
+    holds_results = np.isin(messages, c.result_message)
+    text_only = c.spoken[messages] & ~pictured & (first >= 0)
+    role = c.role[messages]
+    out: Mask = (role == ASSISTANT) | holds_results | ((role == USER) & text_only)
     return out
 
 
