@@ -2,7 +2,7 @@
 clears rows with its own columnar check (`Rule.columnar`), the same for every format; calls to
 undeclared tools or breaking a schema are rejected in the per-row path's words; and where each
 message is made of whole items of the conversation column, R1's empty turns are dropped and R5's
-cut made in Arrow."""
+cut made in Arrow, and R5's error result written where the format writes it."""
 
 from __future__ import annotations
 
