@@ -23,6 +23,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from transcript_clean.errors import UNKNOWN_ROLE
+from transcript_clean.formats.anthropic.blocks import result_out as _result_out
+from transcript_clean.formats.anthropic.blocks import text_out as _text_out
 from transcript_clean.formats.base import (
     MISSING,
     Decoded,
@@ -283,41 +285,12 @@ def _blocks_out(parts: Sequence[UserPart | AssistantPart], was: Any) -> Iterator
             yield {"type": part.kind, **part.data}
 
 
-def _text_out(part: Text) -> Row:
-    out = dict(part.origin) if part.origin is not None else {"type": "text"}
-    put(out, "text", part.text)
-    return out
-
-
 def _input_out(call: ToolCall) -> Any:
     if call.raw_arguments is None:
         return call.arguments
     if call.origin is None and isinstance(call.arguments, dict):
         return call.arguments  # a fresh call: Anthropic's input is an object
     return call.raw_arguments
-
-
-def _result_out(result: ToolResult) -> Row:
-    parts = result.content
-    if result.origin is None:
-        out: Row = {"type": "tool_result", "tool_use_id": result.call}
-        was: Any = MISSING
-    else:
-        out = dict(result.origin)
-        put(out, "tool_use_id", result.call)
-        was = out.get("content")
-    # A string stays a string and blocks stay blocks; a fresh result's texts are one string.
-    if isinstance(was, list) or not all(isinstance(p, Text) for p in parts):
-        out["content"] = [
-            _text_out(p) if isinstance(p, Text) else {"type": p.kind, **p.data} for p in parts
-        ]
-    elif parts or was not in (None, MISSING):
-        put(out, "content", join_texts(p.text for p in parts if isinstance(p, Text)))
-    if result.status == "error":
-        put(out, "is_error", True)
-    elif out.get("is_error"):
-        out["is_error"] = False
-    return out
 
 
 def _reasoning_out(part: Reasoning, template: Mapping[str, Any] | None) -> Row:

@@ -25,7 +25,6 @@ opens with, as the encoder writes it (`result_holders` says which events it can 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -36,7 +35,6 @@ from transcript_clean.columnar.arrays import (
     Mask,
     as_mask,
     field_type,
-    first_flagged,
     flattened,
     indices,
     is_text,
@@ -44,17 +42,9 @@ from transcript_clean.columnar.arrays import (
     rows_with,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
-from transcript_clean.columnar.edits import (
-    Edits,
-    Subset,
-    appended_lists,
-    first_items,
-    inserted_lists,
-)
-from transcript_clean.formats.anthropic.codec import _result_out
+from transcript_clean.columnar.edits import Edits, Subset, appended_lists, first_items
 from transcript_clean.formats.anthropic.flatten import flatten_anthropic
-from transcript_clean.formats.fields import is_list_of_structs
-from transcript_clean.model import Text, ToolResult
+from transcript_clean.formats.anthropic.results import plain_holders, with_error_results
 
 __all__ = ["flatten_claude_code", "result_holders", "write_events"]
 
@@ -265,78 +255,33 @@ def write_events(column: pa.Array, edits: Edits) -> pa.Array:
     return kind.from_arrays(pa.array(offsets), values.take(indices(order)), type=column.type)
 
 
-def _error_block(call_id: Any, text: str) -> dict[str, Any]:
-    """The block the encoder writes for a call's error result (R5's)."""
-    return _result_out(ToolResult(call_id, (Text(text),), None, "error"))
-
-
-def _contents(events: pa.Array) -> pa.Array:
-    return pc.struct_field(pc.struct_field(events, "message"), "content")
-
-
-def _leading_results(content: pa.Array) -> Counts:
-    """Per list of blocks, how many `tool_result` blocks it opens with."""
-    blocks, sizes, parent = flattened(content)
-    kinds = pc.struct_field(blocks, "type")
-    other = ~as_mask(pc.equal(kinds, "tool_result"), fill=False)
-    out: Counts = first_flagged(other, parent, len(content)) - (np.cumsum(sizes) - sizes)
-    return np.minimum(out, sizes)
-
-
 def result_holders(array: pa.Array, c: Conversations, messages: Counts) -> Mask | None:
     """Of the messages at `messages`, whether `write_events` writes a new error result into it
-    as the encoder does: a user event whose blocks are text and `tool_result` blocks only (the
-    encoder writes each back as it came). A turn no user event answers (a new event, in a
-    session only after another code) is the per-row path's; so is every row where the blocks'
-    type cannot hold the block the encoder writes (a result's content held as blocks)."""
+    as the encoder does: a user event whose blocks are text and `tool_result` blocks only
+    (`anthropic.results.plain_holders`). A turn no user event answers (a new event, in a
+    session only after another code) is the per-row path's."""
     if c.item_message is None or not pa.types.is_list(array.type):
-        return None
-    event_type = array.type.value_type
-    message_type = field_type(event_type, "message") if pa.types.is_struct(event_type) else None
-    if message_type is None or not pa.types.is_struct(message_type):
-        return None
-    content_type = field_type(message_type, "content")
-    if content_type is None or not is_list_of_structs(content_type):
-        return None
-    block_type = content_type.value_type
-    if not is_text(field_type(block_type, "type")):
-        return None
-    try:
-        pa.array([_error_block("id", "text")], type=block_type)
-    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
         return None
     first = first_items(c.item_message, c.messages)[messages]
     events, _, _ = flattened(array)
-    blocks, _, parent = flattened(_contents(events.take(indices(np.maximum(first, 0)))))
-    kinds = pc.struct_field(blocks, "type")
-    plain = as_mask(pc.is_in(kinds, pa.array(["text", "tool_result"])), fill=False)
-    plain_event = ~rows_with(~plain, parent, len(messages))
-    out: Mask = (c.role[messages] == USER) & (first >= 0) & plain_event
+    if not is_text(field_type(events.type, "type")) or field_type(events.type, "message") is None:
+        return None
+    taken = events.take(indices(np.maximum(first, 0)))
+    plain = plain_holders(pc.struct_field(taken, "message"))
+    if plain is None:
+        return None
+    out: Mask = (c.role[messages] == USER) & (first >= 0) & plain
     return out
 
 
 def _with_results(events: pa.Array, mine: Counts, edits: Edits) -> pa.Array:
     """Events (those at `mine` among the column's) with the error results of `edits` among the
-    blocks of the user events that answer their calls, after the `tool_result` blocks each
-    opens with (`put_results`)."""
+    blocks of the user events that answer their calls (`anthropic.results`)."""
     c, inserts = edits.conversations, edits.inserts
     assert inserts is not None and c.item_message is not None
-    first = first_items(c.item_message, c.messages)[inserts.into]
-    owner = np.searchsorted(mine, first)
-    message = pc.struct_field(events, "message")
-    content = pc.struct_field(message, "content")
+    at = np.searchsorted(mine, first_items(c.item_message, c.messages)[inserts.into])
     call_ids = c.call_id.take(indices(inserts.call)).to_pylist()
-    blocks = pa.array(
-        [_error_block(call_id, inserts.text) for call_id in call_ids],
-        type=content.type.value_type,
-    )
-    rebuilt = inserted_lists(content, blocks, owner, _leading_results(content)[owner])
-    children = [
-        rebuilt if child.name == "content" else values
-        for child, values in zip(message.type, message.flatten(), strict=True)
-    ]
-    mask = message.is_null() if message.null_count else None
-    message = pa.StructArray.from_arrays(children, fields=list(message.type), mask=mask)
+    message = with_error_results(pc.struct_field(events, "message"), at, call_ids, inserts.text)
     children = [
         message if child.name == "message" else values
         for child, values in zip(events.type, events.flatten(), strict=True)
