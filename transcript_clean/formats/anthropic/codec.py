@@ -20,6 +20,7 @@ redacted_thinking `{data}` are reasoning; image, document and any other block ar
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from transcript_clean.errors import UNKNOWN_ROLE
@@ -62,7 +63,9 @@ from transcript_clean.model import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from transcript_clean.columnar.arrays import Counts, Mask
     from transcript_clean.columnar.conversations import Conversations
+    from transcript_clean.columnar.edits import Edits
 
 _REASONING_BLOCKS = ("thinking", "redacted_thinking")
 
@@ -75,6 +78,27 @@ class AnthropicFormat(Format):
     side_columns = ("system",)
     joins_text = False
     merged_field = "content"
+    writes_results = True
+
+    def result_holders(
+        self, column: pa.Array, conversations: Conversations, messages: Counts
+    ) -> Mask | None:
+        from transcript_clean.formats.anthropic.results import item_holders
+
+        return item_holders(column, conversations, messages)
+
+    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
+        """Messages dropped and merged as every format whose messages are items writes them
+        (`Format.write`), and R5's error results among the blocks of the user messages that
+        answer their calls (`anthropic.results.write_error_results`)."""
+        if not edits.inserting:
+            return super().write(column, edits)
+        written = super().write(column, replace(edits, inserts=None))
+        if written is None:
+            return None
+        from transcript_clean.formats.anthropic.results import write_error_results
+
+        return write_error_results(column, written, edits)
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         column = self.column
