@@ -213,7 +213,7 @@ class ConversationsView(ArrowView):
             merges, merged = consecutive_merges(walk, mergeable, plain_first=self.joins_texts)
             asked |= merged
         subset = np.flatnonzero(asked)
-        column = self.fmt.write(self.column, Edits(c, subset, drop, merges, inserts))
+        column = self.fmt.write(self.column, Edits(c, subset, drop, merges, inserts=inserts))
         assert column is not None  # whole items dropped, merges into `merged_field`, results
         # where `result_holders` says
         return ArrowRepair(subset, column, occurrences, rejects)
