@@ -1,5 +1,6 @@
 """The columnar helpers held to what they stand for: `holds_text` to the regular expression it
-spares (`NOT_SPACE`), whatever the text, its nulls, its slice and its string type."""
+spares (`NOT_SPACE`), whatever the text, its nulls, its slice and its string type; and
+`inserted_lists` to `list.insert`."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from transcript_clean.columnar.arrays import NOT_SPACE, as_mask, holds_text
+from transcript_clean.columnar.edits import inserted_lists
 
 # Every white-space character `str.isspace()` knows, with look-alikes that are not (a zero-width
 # space, a byte-order mark, the first bytes' other characters: U+00E9, U+1000, U+20AC, U+3042).
@@ -72,3 +74,34 @@ def test_sole_is_the_one_flagged_element_of_a_group_of_one() -> None:
     parent = np.array([0, 1, 1, 2, 4], dtype=np.int64)  # group 3 has no element
     flags = np.array([True, True, True, False, True])
     assert sole(flags, parent, 5).tolist() == [0, -1, -1, -1, 4]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.lists(st.integers(0, 9), max_size=4), min_size=1, max_size=5),
+    st.data(),
+    st.booleans(),
+)
+def test_inserted_lists_puts_each_value_where_list_insert_would(
+    lists: list[list[int]], data: st.DataObject, large: bool
+) -> None:
+    """`inserted_lists` (R5's new results among a row's items or a message's blocks) is
+    `list.insert` of each value in turn, after those already put before the same element."""
+    inserts = data.draw(
+        st.lists(st.tuples(st.integers(0, len(lists) - 1), st.integers(0, 5)), max_size=6)
+    )
+    inserts.sort(key=lambda owner_before: owner_before[0])
+    kind = pa.large_list(pa.int64()) if large else pa.list_(pa.int64())
+    column = pa.array(lists, kind)
+    values = pa.array([100 + k for k in range(len(inserts))], pa.int64())
+    owner = np.array([o for o, _ in inserts], dtype=np.int64)
+    before = np.array([b for _, b in inserts], dtype=np.int64)
+    got = inserted_lists(column, values, owner, before)
+    expected = [list(items) for items in lists]
+    shift = [[0] * (len(items) + 1) for items in lists]  # values put before each element so far
+    for k, (o, b) in enumerate(inserts):
+        b = min(b, len(lists[o]))
+        expected[o].insert(b + sum(shift[o][: b + 1]), 100 + k)
+        shift[o][b] += 1
+    assert got.type == kind
+    assert got.to_pylist() == expected

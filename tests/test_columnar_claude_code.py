@@ -301,3 +301,50 @@ def test_real_sessions_with_uniform_content_are_read() -> None:
     verdicts = fast_verdicts(CLAUDE, column, keep_trailing=True)
     assert verdicts is not None and verdicts.clean.tolist() == [True]
     assert_fast_and_slow_agree(table, DEFAULT, CLAUDE)
+
+
+def _message_event(type_: str, uuid: str, *blocks: dict[str, Any]) -> dict[str, Any]:
+    return {"type": type_, "uuid": uuid, "message": {"id": f"m-{uuid}", "content": list(blocks)}}
+
+
+def test_error_results_are_written_in_arrow_into_the_answering_user_event() -> None:
+    """R5's error result (the default for a session) is written in Arrow as the encoder writes
+    it: a `tool_result` block, `is_error`, in the user event that answers the call's turn, after
+    the results it opens with and before what the user said. A user event holding another kind
+    of block (an image, which the encoder writes anew) leaves its row to the per-row path."""
+    u, a = "user", "assistant"
+    ask = _message_event(u, "u1", {"type": "text", "text": "Look."})
+    calls = _message_event(
+        a, "a1", *({"type": "tool_use", "id": i, "name": "f", "input": {"n": 1}} for i in "xy")
+    )
+    given = {"type": "tool_result", "tool_use_id": "x", "content": "1"}
+    stop = {"type": "text", "text": "[Request interrupted by user for tool use]"}
+    done = _message_event(a, "a2", {"type": "text", "text": "Done."})
+    rows = [
+        [ask, calls, _message_event(u, "u2", given), done],
+        [ask, calls, {"type": "system", "uuid": "s"}, _message_event(u, "u2", stop), done],
+        [ask, calls, _message_event(u, "u2", given, stop), done],
+        [ask, calls, _message_event(u, "u2", {"type": "image"}, stop), done],
+    ]
+    table = _table(rows)
+    assert_flattened_as_decoded(CLAUDE, table)
+    verdicts = batch_verdicts(table, DEFAULT, format=CLAUDE)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True, True, True, False]
+    assert verdicts.repaired.tolist() == [True, True, True, False]
+    assert verdicts.repaired_column is not None
+    answers = [
+        [(b["type"], b["tool_use_id"], b["is_error"]) for b in e["message"]["content"]]
+        for events in verdicts.repaired_column.to_pylist()
+        for e in events
+        if e["uuid"] == "u2"
+    ]
+    error = [("tool_result", "y", True)]
+    both = [("tool_result", "x", True), *error]
+    assert answers == [
+        [("tool_result", "x", None), *error],
+        [*both, ("text", None, None)],
+        [("tool_result", "x", None), *error, ("text", None, None)],
+    ]
+    for config in (DEFAULT, STRICT, replace(DEFAULT, interrupted_call="cut")):
+        assert_fast_and_slow_agree(table, config, CLAUDE)

@@ -6,6 +6,7 @@ path and the per-row path agree on whole batches, drawn, generated and real."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ from transcript_clean.fastpath import fast_verdicts
 from transcript_clean.formats import get_format
 from transcript_clean.pipeline import batch_verdicts
 from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.rules.unanswered_tool_call import INTERRUPTED_TEXT
 
 OPENHANDS = get_format("openhands")
 DATA = Path(__file__).parent / "data" / "openhands"
@@ -315,8 +317,8 @@ def _generated(n: int, seed: int) -> tuple[pa.Table, list[frozenset[str]]]:
 
 
 # Whose repair is the per-row path's: R4's merges (a message's text is in its event's `args`,
-# which no writer joins in Arrow), R5's error result (an agent trace's repair), a repeated id.
-PER_ROW = {"consecutive_assistant", "unanswered_tool_call", "duplicate_call_id"}
+# which no writer joins in Arrow), a repeated id.
+PER_ROW = {"consecutive_assistant", "duplicate_call_id"}
 
 
 @pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
@@ -464,3 +466,75 @@ def test_a_json_field_where_the_decoder_reads_is_not_flattened() -> None:
     )  # fmt: skip
     column = to_array([[said]], pa.list_(event))
     assert OPENHANDS.flatten(column) is None
+
+
+def _calls(first_id: int | None, *call_ids: str) -> list[dict[str, Any]]:
+    """The actions of one model response calling `call_ids` (event ids from `first_id`)."""
+    tool_calls = [
+        {"id": c, "type": "function", "function": {"name": "run", "arguments": "{}"}}
+        for c in call_ids
+    ]
+    message = {"content": "Let me look.", "role": "assistant", "tool_calls": tool_calls}
+    response = {"id": f"r-{call_ids[0]}", "choices": [{"message": message}]}
+    return [
+        {"id": None if first_id is None else first_id + k, "source": "agent", "action": "run",
+         "args": {}, "tool_call_metadata": {"function_name": "run", "tool_call_id": c,
+                                            "model_response": response}}
+        for k, c in enumerate(call_ids)
+    ]  # fmt: skip
+
+
+def _observed(event_id: int, cause: int, call_id: str) -> dict[str, Any]:
+    return {"id": event_id, "source": "agent", "observation": "run", "cause": cause,
+            "content": "ok", "tool_call_metadata": {"function_name": "run",
+                                                    "tool_call_id": call_id}}  # fmt: skip
+
+
+def _said(source: str, text: str, images: list[str] | None = None) -> dict[str, Any]:
+    return {"source": source, "action": "message",
+            "args": {"content": text, "image_urls": images}}  # fmt: skip
+
+
+def test_error_results_are_written_in_arrow_where_the_encoder_puts_them() -> None:
+    """R5's error result (the default for an agent trace) is written in Arrow as the encoder
+    writes it: a new `error` observation naming its call (`cause`: its action's id), after the
+    results that answer its turn and the bookkeeping after them, or before the user's message
+    that answers it. A user's message with images (which the encoder writes otherwise) or with
+    no text leaves its row to the per-row path."""
+    state = {"source": "environment", "observation": "agent_state_changed", "content": ""}
+    user, done = _said("user", "Look."), _said("agent", "Done.")
+    rows = [
+        # one of two parallel calls unanswered: after the other's result and the bookkeeping
+        [user, *_calls(1, "a", "b"), state, _observed(3, 1, "a"), state, done],
+        # the user spoke instead: before the user's message (its action's id as `cause`)
+        [user, *_calls(1, "a"), state, _said("user", "Stop."), done],
+        # an action with no id: no `cause`
+        [user, *_calls(None, "a"), _said("user", "Stop."), done],
+        # the user's message holds an image, or no text: the per-row path's
+        [user, *_calls(1, "a"), _said("user", "Stop.", ["https://x/y.png"]), done],
+        [user, *_calls(1, "a"), _said("user", ""), done],
+    ]
+    table = pa.Table.from_pylist([{"history": r} for r in rows])
+    assert_flattened_as_decoded(OPENHANDS, table)
+    verdicts = batch_verdicts(table, DEFAULT, format=OPENHANDS)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True, True, True, False, False]
+    assert verdicts.repaired.tolist() == [True, True, True, False, False]
+    assert verdicts.repaired_column is not None
+    written = verdicts.repaired_column.to_pylist()
+    kinds = [[e["observation"] or e["action"] for e in events] for events in written]
+    assert kinds == [
+        ["message", "run", "run", "agent_state_changed", "run", "agent_state_changed", "error",
+         "message"],
+        ["message", "run", "agent_state_changed", "error", "message", "message"],
+        ["message", "run", "error", "message", "message"],
+    ]  # fmt: skip
+    new = [e for events in written for e in events if e["observation"] == "error"]
+    assert [(e["cause"], e["tool_call_metadata"]["tool_call_id"]) for e in new] == [
+        (2, "b"),
+        (1, "a"),
+        (None, "a"),
+    ]
+    assert {e["content"] for e in new} == {INTERRUPTED_TEXT}
+    for config in (DEFAULT, STRICT, replace(DEFAULT, interrupted_call="cut")):
+        assert_fast_and_slow_agree(table, config, OPENHANDS)

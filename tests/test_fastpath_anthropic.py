@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
@@ -18,7 +19,9 @@ from synthetic import generate_rows
 
 from transcript_clean.fastpath import clean_mask, fast_verdicts
 from transcript_clean.formats import get_format
+from transcript_clean.pipeline import batch_verdicts
 from transcript_clean.policy import DEFAULT, STRICT, Config
+from transcript_clean.rules.unanswered_tool_call import INTERRUPTED_TEXT
 
 ANTHROPIC = get_format("anthropic")
 BLOCK = pa.struct(
@@ -138,8 +141,11 @@ ROWS = st.lists(
 )
 
 
+ERROR_RESULT = replace(DEFAULT, interrupted_call="error_result")
+
+
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(ROWS, st.sampled_from([DEFAULT, STRICT]))
+@given(ROWS, st.sampled_from([DEFAULT, STRICT, ERROR_RESULT]))
 def test_fast_and_slow_batches_agree_on_any_rows(
     rows: list[tuple[list[dict[str, Any]], str | None]], config: Config
 ) -> None:
@@ -240,3 +246,40 @@ def test_empty_turns_and_unanswered_calls_are_repaired_in_arrow() -> None:
 
 def msg(role: str, content: list[dict[str, Any]] | None) -> dict[str, Any]:
     return {"role": role, "content": content}
+
+
+def test_error_results_are_written_in_arrow_into_the_answering_user_message() -> None:
+    """Where the config answers an unanswered call with R5's error result, it is written in
+    Arrow as the encoder writes it: a `tool_result` block, `is_error`, after the results the
+    answering user message opens with and before its text. A user message holding another
+    kind of block (an image, which the encoder writes anew) leaves its row to the per-row
+    path; so does a config that cuts (in Arrow too, as before)."""
+    u, a = "user", "assistant"
+    calls = msg(a, [text("let me look"), use("x"), use("y")])
+    done = msg(a, [text("done")])
+    rows = [
+        [msg(u, [text("q")]), calls, msg(u, [result("x", None)]), done],
+        [msg(u, [text("q")]), calls, msg(u, [text("stop")]), done],
+        [msg(u, [text("q")]), calls, msg(u, [result("x", None), text("stop")]), done],
+        [msg(u, [text("q")]), calls, msg(u, [{"type": "image"}, text("stop")]), done],
+    ]
+    table = table_of([(r, None) for r in rows])
+    verdicts = batch_verdicts(table, ERROR_RESULT, format=ANTHROPIC)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True, True, True, False]
+    assert verdicts.repaired.tolist() == [True, True, True, False]
+    assert verdicts.repaired_column is not None
+    answers = [
+        [(b["type"], b["tool_use_id"], b["is_error"]) for b in m[2]["content"]]
+        for m in verdicts.repaired_column.to_pylist()
+    ]
+    error = [("tool_result", "y", True)]
+    assert answers == [
+        [("tool_result", "x", None), *error],
+        [("tool_result", "x", True), *error, ("text", None, None)],
+        [("tool_result", "x", None), *error, ("text", None, None)],
+    ]
+    texts = {b["content"] for m in verdicts.repaired_column.to_pylist() for b in m[2]["content"]}
+    assert INTERRUPTED_TEXT in texts
+    for config in (DEFAULT, STRICT, ERROR_RESULT):
+        assert_fast_and_slow_agree(table, config, ANTHROPIC)

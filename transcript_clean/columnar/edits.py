@@ -36,12 +36,14 @@ __all__ = [
     "JOINER",
     "Answers",
     "Edits",
+    "Inserts",
     "Merges",
     "Subset",
     "appended_lists",
     "drop_elements",
     "first_items",
     "first_items_of",
+    "inserted_lists",
     "item_origins",
     "item_sources",
     "joins_texts",
@@ -96,11 +98,27 @@ class Answers:
 
 
 @dataclass(slots=True, frozen=True)
+class Inserts:
+    """Results made by a repair (R5's error results): per new result, the call it answers (a
+    position among the view's calls) and the message it goes into, the user message that
+    answers the call's turn, after the results that message opens with (-1: none answers it,
+    and the results of the turn become a new user message right after it). In the order they
+    are written: by message, then by call. Each says `text` and is an error."""
+
+    call: Counts
+    into: Counts
+    text: str
+
+    def __len__(self) -> int:
+        return len(self.call)
+
+
+@dataclass(slots=True, frozen=True)
 class Edits:
     """What the repairs of some rows of a batch change, over the view of that batch: the rows
     to write anew, the messages dropped (R1's empty turns, R5's cut), the messages merged (R4)
-    and the results dropped (R3's orphans, for a flattener with `result_item`). Messages of
-    other rows are never touched."""
+    and the results dropped (R3's orphans, for a flattener with `result_item`) and made (R5's
+    error results). Messages of other rows are never touched."""
 
     conversations: Conversations
     rows: Counts
@@ -112,6 +130,20 @@ class Edits:
     """Per result of the view: dropped, with its item (`Conversations.result_item`)."""
     answers: Answers | None = None
     """Results written anew in their place (a format that writes them: `Format.write`)."""
+    inserts: Inserts | None = None
+    """Results made (a format that says it writes them: `Format.writes_results`)."""
+
+    @property
+    def inserting(self) -> bool:
+        """Whether the edits make results (which only a format that says so writes)."""
+        return self.inserts is not None and len(self.inserts) > 0
+
+    @property
+    def replacing_results(self) -> bool:
+        """Whether the edits drop results or write them anew (R3's drops, R2's answers: only
+        for a flattener whose results are whole items, `Conversations.result_item`)."""
+        answers = self.answers is not None and len(self.answers.result) > 0
+        return answers or (self.drop_results is not None and bool(self.drop_results.any()))
 
     @property
     def removed(self) -> Mask:
@@ -251,6 +283,26 @@ def item_sources(column: pa.Array, edits: Edits) -> tuple[Counts, Counts, Mask]:
     kept = ~removed_items(edits, len(items))[chosen.elements]
     sizes = np.bincount(chosen.parent[kept], minlength=len(chosen.rows)).astype(np.int64)
     return sizes, place[kept], rewritten[chosen.elements][kept]
+
+
+def inserted_lists(lists: pa.Array, values: pa.Array, owner: Counts, before: Counts) -> pa.Array:
+    """`lists` (a list array) with `values` put in: each into the list `owner` gives, before
+    the element `before` gives (its place in that list; the list's size or more: at its end),
+    after the values put there before it in `values`, which hold the lists' element type."""
+    elements, sizes, parent = flattened(lists)
+    place = np.arange(len(elements), dtype=np.int64) - (np.cumsum(sizes) - sizes)[parent]
+    row = np.concatenate([parent, owner])
+    slot = np.concatenate([place, np.minimum(before, sizes[owner])])
+    old = np.concatenate([np.ones(len(parent), dtype=bool), np.zeros(len(owner), dtype=bool)])
+    order = np.lexsort((np.arange(len(row), dtype=np.int64), old, slot, row))
+    counts = sizes + np.bincount(owner, minlength=len(lists))
+    large = pa.types.is_large_list(lists.type)
+    offsets = np.zeros(len(lists) + 1, dtype=np.int64 if large else np.int32)
+    np.cumsum(counts, out=offsets[1:])
+    kind = pa.LargeListArray if large else pa.ListArray
+    mask = lists.is_null() if lists.null_count else None
+    both = pa.concat_arrays([elements, values]).take(indices(order))
+    return kind.from_arrays(pa.array(offsets), both, type=lists.type, mask=mask)
 
 
 def first_items(item_message: Counts, messages: int) -> Counts:

@@ -2,7 +2,7 @@
 clears rows with its own columnar check (`Rule.columnar`), the same for every format; calls to
 undeclared tools or breaking a schema are rejected in the per-row path's words; and where each
 message is made of whole items of the conversation column, R1's empty turns are dropped and R5's
-cut made in Arrow."""
+cut made in Arrow, and R5's error result written where the format writes it."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from transcript_clean.columnar.arrays import (
     run_starts,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, Conversations
-from transcript_clean.columnar.edits import Answers, Edits, item_sources, joins_texts
+from transcript_clean.columnar.edits import Answers, Edits, Inserts, item_sources, joins_texts
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.fastpath.base import (
     ORIGIN,
@@ -55,7 +55,7 @@ from transcript_clean.rules.no_assistant_turn import CODE as NO_ASSISTANT_TURN
 from transcript_clean.rules.no_assistant_turn import MESSAGE as NO_ASSISTANT_MESSAGE
 from transcript_clean.rules.orphan_tool_result import used_message, used_orphans
 from transcript_clean.rules.tool_arguments_schema import CODE as TOOL_ARGUMENTS_SCHEMA
-from transcript_clean.rules.unanswered_tool_call import uncuttable
+from transcript_clean.rules.unanswered_tool_call import error_results, uncuttable
 from transcript_clean.rules.unencodable_row import CODE as UNENCODABLE_ROW
 from transcript_clean.rules.unencodable_row import message as unwritten_message
 from transcript_clean.rules.unknown_tool import CODE as UNKNOWN_TOOL
@@ -222,12 +222,17 @@ class ConversationsView(ArrowView):
             drop |= walk.empty & empty_rows[c.message_row]
             occurrences[EMPTY_ASSISTANT_TURN] = count(walk.empty, c.message_row, self.rows)
             asked |= empty_rows
+        inserts = None
         if UNANSWERED_TOOL_CALL in rows:
-            cut, rejected = self._cut(rows[UNANSWERED_TOOL_CALL])
-            drop |= cut
-            rejects += rejected
             occurrences[UNANSWERED_TOOL_CALL] = walk.unanswered_calls
-            asked |= rows[UNANSWERED_TOOL_CALL] & ~any_of((r.rows for r in rejected), self.rows)
+            if self.config is not None and self.config.interrupted_call == "error_result":
+                inserts, given = self._error_results(rows[UNANSWERED_TOOL_CALL])
+                asked |= given
+            else:
+                cut, rejected = self._cut(rows[UNANSWERED_TOOL_CALL])
+                drop |= cut
+                rejects += rejected
+                asked |= rows[UNANSWERED_TOOL_CALL] & ~any_of((r.rows for r in rejected), self.rows)
         merges = None
         if CONSECUTIVE_ASSISTANT in rows:
             occurrences[CONSECUTIVE_ASSISTANT] = count(walk.consecutive, walk.kept_row, self.rows)
@@ -243,9 +248,10 @@ class ConversationsView(ArrowView):
             asked |= orphaned
         asked |= answered
         subset = np.flatnonzero(asked)
-        edits = Edits(c, subset, drop, merges, drop_results, answers)
+        edits = Edits(c, subset, drop, merges, drop_results, answers, inserts)
         column = self.fmt.write(self.column, edits)
-        assert column is not None  # whole items dropped, merges into `merged_field`
+        assert column is not None  # whole items dropped, merges into `merged_field`, results
+        # where `result_holders` says
         origins = None
         if self.fmt.edits_lines and self.fmt.merged_field is not None:
             origins = Origins(lambda: _origins(self.column, edits), self.fmt.merged_field)
@@ -411,6 +417,25 @@ class ConversationsView(ArrowView):
             return none, None
         text = pa.array(texts[take].tolist(), pa.string())
         return ok, Answers(answer[take], calls[take], text)
+
+    def _error_results(self, rows: Mask) -> tuple[Inserts | None, Mask]:
+        """R5's error results for the rows of `rows` (rows with no other code), as
+        `unanswered_tool_call.error_results` decides them, where the format writes each one
+        where it goes (`Format.result_holders`); and the rows they answer. Others are left to
+        the per-row path."""
+        c = self.conversations
+        nothing = np.zeros(self.rows, dtype=bool)
+        if not self.fmt.writes_results:
+            return None, nothing
+        inserts, answered = error_results(self.walk, rows)
+        # Where each result goes: into the answering message, else after the call's turn.
+        target = np.where(inserts.into >= 0, inserts.into, c.call_message[inserts.call])
+        holders = self.fmt.result_holders(self.column, c, target)
+        if holders is None:
+            return None, nothing
+        answered &= ~rows_with(~holders, c.message_row[target], self.rows)
+        chosen = answered[c.message_row[target]]
+        return Inserts(inserts.call[chosen], inserts.into[chosen], inserts.text), answered
 
     def _cut(self, rows: Mask) -> tuple[Mask, list[FastReject]]:
         """R5's cut of the rows of `rows` (rows with no empty turn: every message is kept), as

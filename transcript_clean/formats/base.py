@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import pyarrow as pa
 
+    from transcript_clean.columnar.arrays import Counts, Mask
     from transcript_clean.columnar.conversations import Conversations
     from transcript_clean.columnar.edits import Edits
 
@@ -184,13 +185,29 @@ class Format:
     line repaired in Arrow is its line with the edits made (`pipeline.lines`), not the row
     re-encoded."""
 
+    writes_results: ClassVar[bool] = False
+    """Whether `write` writes results made by a repair (R5's error result) into the messages
+    `result_holders` gives; False: rows whose repair makes one take the per-row path."""
+
+    def result_holders(
+        self, column: pa.Array, conversations: Conversations, messages: Counts
+    ) -> Mask | None:
+        """Of the messages at `messages` (positions in `conversations`, the view of `column`),
+        whether `write` writes a result made by a repair (R5's error result,
+        `columnar.edits.Inserts`) as `encode` does:
+        for a user message, into it after the results it opens with; for an assistant message,
+        as a new user message right after it. None: it writes none in this column (those rows
+        take the per-row path). Read only where `writes_results`."""
+        return None
+
     def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
         """The rows of `edits` (a batch's conversation column, as the flattener read it, and
         what the repairs change over its `Conversations`) written anew in this format's own
         layout, as `encode` writes the repaired rows; None where it cannot (those rows then
         take the per-row path): whole items dropped, for a flattener that gives
-        `item_message`, and merges into `merged_field`."""
-        if edits.conversations.item_message is None:
+        `item_message`, and merges into `merged_field`. A format that writes new results
+        (`result_holders`) overrides it."""
+        if edits.conversations.item_message is None or edits.inserting:
             return None
         if edits.answers is not None and len(edits.answers.result):
             return None  # results written anew: a format that writes them says so

@@ -68,7 +68,9 @@ def batch_verdicts(
     # re-encoded by it once the Arrow side has settled it.
     lines = exact_lines and RAW_LINE in table.schema.names
     in_arrow = not lines or reencode
-    repair = [r.code for r in enabled if codes and in_arrow and repairs_in_arrow(config, r.code)]
+    repair = [
+        r.code for r in enabled if codes and in_arrow and repairs_in_arrow(config, r.code, fmt)
+    ]
     verdicts = _verdicts(table, fmt, config, enabled, unread, repair, codes)
     if verdicts is not None and lines and verdicts.repaired.any():
         verdicts.stale_lines = True
@@ -134,8 +136,11 @@ def declaring_columns(table: pa.Table, fmt: Format) -> list[pa.Array]:
     return [whole(table.column(n)) for n in names]
 
 
-def repairs_in_arrow(config: Config, code: str) -> bool:
-    """Whether the config repairs `code` as the fast path can (an unanswered call by a cut)."""
+def repairs_in_arrow(config: Config, code: str, fmt: Format | None = None) -> bool:
+    """Whether the config repairs `code` as the fast path can: an unanswered call by a cut,
+    or by an error result in a format that writes new results (`fmt.result_holders`)."""
     if config.action(code) != "repair":
         return False
-    return code != UNANSWERED_TOOL_CALL or config.interrupted_call == "cut"
+    if code != UNANSWERED_TOOL_CALL or config.interrupted_call == "cut":
+        return True
+    return config.interrupted_call == "error_result" and fmt is not None and fmt.writes_results

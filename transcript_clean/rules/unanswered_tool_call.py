@@ -6,6 +6,10 @@ remains (`[repair] interrupted_call = "cut"`; otherwise the row cannot be repair
 the call with an error result (`"error_result"`). The default, `"auto"`, is settled for the
 rows' format before a rule reads it (`policy.for_format`): the error result for an agent loop's
 record (Claude Code, OpenHands), whose loop answers a call it interrupted so, else the cut.
+
+`error_results` is the error result decided over a batch's columnar view, once for every format
+that flattens: which calls it answers and the message each result goes into; the format writes
+it (`Format.write`), where it says it can (`Format.result_holders`).
 """
 
 from __future__ import annotations
@@ -14,6 +18,10 @@ from collections.abc import Iterator, Sequence
 from operator import attrgetter
 from typing import TYPE_CHECKING, Final
 
+import numpy as np
+
+from transcript_clean.columnar.arrays import Mask
+from transcript_clean.columnar.edits import Inserts
 from transcript_clean.model import AssistantMessage, Message
 from transcript_clean.rules.base import (
     Rule,
@@ -29,6 +37,7 @@ from transcript_clean.transcript import (
 )
 
 if TYPE_CHECKING:
+    from transcript_clean.columnar.walk import ConversationsWalk
     from transcript_clean.rules.base import RuleConfig
 
 CODE: Final = UNANSWERED_TOOL_CALL
@@ -99,6 +108,26 @@ def answer_unanswered_calls(
         results = [tool_result_message(calls[i], INTERRUPTED_TEXT) for i in by_turn[turn]]
         put_results(out, turn, results, replacing=False)
     return out
+
+
+def error_results(walk: ConversationsWalk, rows: Mask) -> tuple[Inserts, Mask]:
+    """`answer_unanswered_calls` over a batch's view, for the rows of `rows` (rows whose calls
+    pending at the very end it leaves alone): per unanswered call, its error result and the
+    user message it goes into (`put_results`: the next message but system ones, where that is
+    a user message; else a new one right after the turn), and the rows it answers. A row where
+    a turn repeats a call id (whose result the per-row path names after the last of them) is
+    left out."""
+    c = walk.conversations
+    rows = rows & ~walk.rows_duplicate_id
+    calls = np.flatnonzero(walk.unanswered & rows[c.message_row[c.call_message]])
+    # Per message, the user message that answers it (its window's), by position in the view.
+    users = np.flatnonzero(walk.window >= 0)
+    answering = np.full(c.messages, -1, dtype=np.int64)
+    answering[walk.kept[walk.window[users]]] = walk.kept[users]
+    inserts = Inserts(calls, answering[c.call_message[calls]], INTERRUPTED_TEXT)
+    answered = np.zeros(walk.rows, dtype=bool)
+    answered[c.message_row[c.call_message[calls]]] = True
+    return inserts, answered
 
 
 def _repair(messages: list[Message], config: RuleConfig) -> list[Message]:

@@ -20,9 +20,12 @@ redacted_thinking `{data}` are reasoning; image, document and any other block ar
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from transcript_clean.errors import UNKNOWN_ROLE
+from transcript_clean.formats.anthropic.blocks import result_out as _result_out
+from transcript_clean.formats.anthropic.blocks import text_out as _text_out
 from transcript_clean.formats.base import (
     MISSING,
     Decoded,
@@ -60,7 +63,9 @@ from transcript_clean.model import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from transcript_clean.columnar.arrays import Counts, Mask
     from transcript_clean.columnar.conversations import Conversations
+    from transcript_clean.columnar.edits import Edits
 
 _REASONING_BLOCKS = ("thinking", "redacted_thinking")
 
@@ -73,6 +78,27 @@ class AnthropicFormat(Format):
     side_columns = ("system",)
     joins_text = False
     merged_field = "content"
+    writes_results = True
+
+    def result_holders(
+        self, column: pa.Array, conversations: Conversations, messages: Counts
+    ) -> Mask | None:
+        from transcript_clean.formats.anthropic.results import item_holders
+
+        return item_holders(column, conversations, messages)
+
+    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
+        """Messages dropped and merged as every format whose messages are items writes them
+        (`Format.write`), and R5's error results among the blocks of the user messages that
+        answer their calls (`anthropic.results.write_error_results`)."""
+        if not edits.inserting:
+            return super().write(column, edits)
+        written = super().write(column, replace(edits, inserts=None))
+        if written is None:
+            return None
+        from transcript_clean.formats.anthropic.results import write_error_results
+
+        return write_error_results(column, written, edits)
 
     def decode(self, row: Mapping[str, Any]) -> Decoded:
         column = self.column
@@ -283,41 +309,12 @@ def _blocks_out(parts: Sequence[UserPart | AssistantPart], was: Any) -> Iterator
             yield {"type": part.kind, **part.data}
 
 
-def _text_out(part: Text) -> Row:
-    out = dict(part.origin) if part.origin is not None else {"type": "text"}
-    put(out, "text", part.text)
-    return out
-
-
 def _input_out(call: ToolCall) -> Any:
     if call.raw_arguments is None:
         return call.arguments
     if call.origin is None and isinstance(call.arguments, dict):
         return call.arguments  # a fresh call: Anthropic's input is an object
     return call.raw_arguments
-
-
-def _result_out(result: ToolResult) -> Row:
-    parts = result.content
-    if result.origin is None:
-        out: Row = {"type": "tool_result", "tool_use_id": result.call}
-        was: Any = MISSING
-    else:
-        out = dict(result.origin)
-        put(out, "tool_use_id", result.call)
-        was = out.get("content")
-    # A string stays a string and blocks stay blocks; a fresh result's texts are one string.
-    if isinstance(was, list) or not all(isinstance(p, Text) for p in parts):
-        out["content"] = [
-            _text_out(p) if isinstance(p, Text) else {"type": p.kind, **p.data} for p in parts
-        ]
-    elif parts or was not in (None, MISSING):
-        put(out, "content", join_texts(p.text for p in parts if isinstance(p, Text)))
-    if result.status == "error":
-        put(out, "is_error", True)
-    elif out.get("is_error"):
-        out["is_error"] = False
-    return out
 
 
 def _reasoning_out(part: Reasoning, template: Mapping[str, Any] | None) -> Row:

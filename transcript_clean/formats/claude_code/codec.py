@@ -61,6 +61,7 @@ from transcript_clean.model import (
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from transcript_clean.columnar.arrays import Counts, Mask
     from transcript_clean.columnar.conversations import Conversations
     from transcript_clean.columnar.edits import Edits
 
@@ -124,11 +125,22 @@ class ClaudeCodeFormat(Format):
 
         return flatten_claude_code(column)
 
+    writes_results = True
+
+    def result_holders(
+        self, column: pa.Array, conversations: Conversations, messages: Counts
+    ) -> Mask | None:
+        from transcript_clean.formats.claude_code.flatten import result_holders
+
+        return result_holders(column, conversations, messages)
+
     def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
-        """Messages dropped (R1, R5's cut) written as `encode` writes them
-        (`claude_code.flatten.write_events`)."""
+        """Messages dropped (R1, R5's cut) and R5's error results written as `encode` writes
+        them (`claude_code.flatten.write_events`)."""
         if edits.merges is not None and edits.merges.joined.any():
             return None  # no `merged_field`: R4's merges are the per-row path's
+        if edits.replacing_results:
+            return None  # its results are no whole items: R3's drops, R2's answers are not its
         from transcript_clean.formats.claude_code.flatten import write_events
 
         return write_events(column, edits)

@@ -17,7 +17,9 @@ it by that event's `uuid`). A row where that is not all the encoder does is `ree
 repairs the per-row path's: a streamed answer whose content is text (joined with blank lines),
 or with reasoning after its first event (written over the first event's reasoning blocks); an
 event holding no message after a message event whose `uuid` is null (the encoder puts it first)
-or shared by another message event of the row.
+or shared by another message event of the row. A result made by a repair (R5's error result)
+goes into the `tool_result` blocks of the user event that answers its call, after those it
+opens with, as the encoder writes it (`result_holders` says which events it can go into).
 """
 
 from __future__ import annotations
@@ -39,11 +41,12 @@ from transcript_clean.columnar.arrays import (
     repeated,
     rows_with,
 )
-from transcript_clean.columnar.conversations import ASSISTANT, Conversations
-from transcript_clean.columnar.edits import Edits, Subset, appended_lists
+from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
+from transcript_clean.columnar.edits import Edits, Subset, appended_lists, first_items
 from transcript_clean.formats.anthropic.flatten import flatten_anthropic
+from transcript_clean.formats.anthropic.results import plain_holders, with_error_results
 
-__all__ = ["flatten_claude_code", "write_events"]
+__all__ = ["flatten_claude_code", "result_holders", "write_events"]
 
 
 def flatten_claude_code(array: pa.Array) -> Conversations | None:
@@ -214,7 +217,8 @@ def write_events(column: pa.Array, edits: Edits) -> pa.Array:
     """The rows of `edits` written as `ClaudeCodeFormat.encode` writes them (see the module's
     docstring): the events of the messages dropped left out, a streamed answer's events one
     (the first, holding the blocks of all), an event holding no message whose message event is
-    no longer written moved to the end of its row. For rows not `reencoded`."""
+    no longer written moved to the end of its row, a new error result (R5's) among the blocks
+    of the user event that answers its call. For rows not `reencoded`."""
     c = edits.conversations
     item_message = c.item_message
     assert item_message is not None
@@ -241,12 +245,49 @@ def write_events(column: pa.Array, edits: Edits) -> pa.Array:
     owner[said] = np.flatnonzero(said & first)[np.cumsum(first[said]) - 1]
     if (owner != np.arange(len(mine))).any():
         values = _with_content(values, owner)
+    if edits.inserting:
+        values = _with_results(values, mine, edits)
     counts = np.bincount(chosen.parent[order], minlength=len(chosen.rows))
     large = pa.types.is_large_list(column.type)
     offsets = np.zeros(len(chosen.rows) + 1, dtype=np.int64 if large else np.int32)
     np.cumsum(counts, out=offsets[1:])
     kind = pa.LargeListArray if large else pa.ListArray
     return kind.from_arrays(pa.array(offsets), values.take(indices(order)), type=column.type)
+
+
+def result_holders(array: pa.Array, c: Conversations, messages: Counts) -> Mask | None:
+    """Of the messages at `messages`, whether `write_events` writes a new error result into it
+    as the encoder does: a user event whose blocks are text and `tool_result` blocks only
+    (`anthropic.results.plain_holders`). A turn no user event answers (a new event, in a
+    session only after another code) is the per-row path's."""
+    if c.item_message is None or not pa.types.is_list(array.type):
+        return None
+    first = first_items(c.item_message, c.messages)[messages]
+    events, _, _ = flattened(array)
+    if not is_text(field_type(events.type, "type")) or field_type(events.type, "message") is None:
+        return None
+    taken = events.take(indices(np.maximum(first, 0)))
+    plain = plain_holders(pc.struct_field(taken, "message"))
+    if plain is None:
+        return None
+    out: Mask = (c.role[messages] == USER) & (first >= 0) & plain
+    return out
+
+
+def _with_results(events: pa.Array, mine: Counts, edits: Edits) -> pa.Array:
+    """Events (those at `mine` among the column's) with the error results of `edits` among the
+    blocks of the user events that answer their calls (`anthropic.results`)."""
+    c, inserts = edits.conversations, edits.inserts
+    assert inserts is not None and c.item_message is not None
+    at = np.searchsorted(mine, first_items(c.item_message, c.messages)[inserts.into])
+    call_ids = c.call_id.take(indices(inserts.call)).to_pylist()
+    message = with_error_results(pc.struct_field(events, "message"), at, call_ids, inserts.text)
+    children = [
+        message if child.name == "message" else values
+        for child, values in zip(events.type, events.flatten(), strict=True)
+    ]
+    mask = events.is_null() if events.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(events.type), mask=mask)
 
 
 def _with_content(events: pa.Array, owner: Counts) -> pa.Array:

@@ -59,7 +59,11 @@ from transcript_clean.formats.base import (
     required_str,
     without_origins,
 )
-from transcript_clean.formats.openhands.events import PASSED_ACTIONS, PASSED_OBSERVATIONS
+from transcript_clean.formats.openhands.events import (
+    PASSED_ACTIONS,
+    PASSED_OBSERVATIONS,
+    result_event,
+)
 from transcript_clean.model import (
     AssistantMessage,
     Media,
@@ -75,7 +79,9 @@ from transcript_clean.tools import Declared, read_declarations, read_row_declara
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from transcript_clean.columnar.arrays import Counts, Mask
     from transcript_clean.columnar.conversations import Conversations
+    from transcript_clean.columnar.edits import Edits
 
 
 class OpenHandsFormat(Format):
@@ -129,6 +135,28 @@ class OpenHandsFormat(Format):
         from transcript_clean.formats.openhands.flatten import flatten_openhands
 
         return flatten_openhands(column, declarations=self.tools_column is None)
+
+    writes_results = True
+
+    def result_holders(
+        self, column: pa.Array, conversations: Conversations, messages: Counts
+    ) -> Mask | None:
+        from transcript_clean.formats.openhands.flatten import result_holders
+
+        return result_holders(column, conversations, messages)
+
+    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
+        """Messages dropped (R1, R5's cut) and R5's error results written as `encode` writes
+        them (`openhands.flatten.write_openhands`)."""
+        if edits.conversations.item_message is None:
+            return None
+        if edits.merges is not None and edits.merges.joined.any():
+            return None  # no `merged_field`: R4's merges are the per-row path's
+        if edits.replacing_results:
+            return None  # its results are no whole items: R3's drops, R2's answers are not its
+        from transcript_clean.formats.openhands.flatten import write_openhands
+
+        return write_openhands(column, edits)
 
     def encode(self, decoded: Decoded, messages: Sequence[Message]) -> Row:
         if decoded.format != self.name:
@@ -355,7 +383,7 @@ def _events_out(messages: Sequence[Message]) -> list[tuple[Row, Any]]:
                 if part.origin is not None and _same_result(part):
                     add(part.origin)
                 else:
-                    out.append((_result_event(part, actions.get(part.call)), part.origin))
+                    out.append((result_event(part, actions.get(part.call)), part.origin))
             elif isinstance(part, Text) and part.origin is not None:
                 add(part.origin)  # the response's text (in its first call's event), a message's
             elif isinstance(part, Text | Media):
@@ -416,22 +444,6 @@ def _same_result(result: ToolResult) -> bool:
     content = _first(origin.get("content"), origin.get("message"))
     status = "error" if origin.get("observation") == "error" else "success"
     return result.content == (Text(content or ""),) and result.status == status
-
-
-def _result_event(result: ToolResult, action: Any) -> Row:
-    out: Row = dict(result.origin) if result.origin is not None else {}
-    out.setdefault("source", "agent")
-    if result.origin is None and isinstance(action, Mapping) and action.get("id") is not None:
-        out["cause"] = action["id"]
-    if result.origin is None or result.status == "error":
-        out["observation"] = "error" if result.status == "error" else "run"
-    out["content"] = join_texts(p.text for p in result.content if isinstance(p, Text))
-    metadata = dict(out.get("tool_call_metadata") or {})
-    metadata["tool_call_id"] = result.call
-    if result.name is not None:
-        metadata.setdefault("function_name", result.name)
-    out["tool_call_metadata"] = metadata
-    return out
 
 
 def _passed_over(events: list[Any]) -> list[bool]:

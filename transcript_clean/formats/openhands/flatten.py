@@ -18,11 +18,15 @@ that names its call by `cause` only is read where that call came before it and n
 of the row has its event id (else unread); a row whose system text is the event's `message`,
 or where bookkeeping follows an assistant message that may be dropped as an empty turn, is
 `reencoded` (its encoder writes such rows otherwise than dropping whole events).
+
+`write_openhands` writes a repair as the encoder does: the events of the messages dropped left
+out, and a result made by a repair (R5's error result) as the new `error` observation the
+encoder writes (`events.result_event`), where the encoder puts it (`result_holders`).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa
@@ -49,11 +53,17 @@ from transcript_clean.columnar.conversations import (
     Conversations,
     Roles,
 )
+from transcript_clean.columnar.edits import Edits, first_items, inserted_lists, written
 from transcript_clean.formats.base import REASONING_KEYS
 from transcript_clean.formats.fields import field, fits, is_list_of_structs, not_blank
-from transcript_clean.formats.openhands.events import PASSED_ACTIONS, PASSED_OBSERVATIONS
+from transcript_clean.formats.openhands.events import (
+    PASSED_ACTIONS,
+    PASSED_OBSERVATIONS,
+    result_event,
+)
+from transcript_clean.model import Text, ToolResult
 
-__all__ = ["flatten_openhands"]
+__all__ = ["flatten_openhands", "result_holders", "write_openhands"]
 
 _SYSTEM_EVENT: Final = 0
 _SAID_EVENT: Final = 1
@@ -496,3 +506,92 @@ def _declarations(items: pa.Array, item_row: Counts, rows: int, args: pa.Array) 
     first = first_flagged(holds, item_row, rows)
     found = first < len(item_row)
     return tools.take(pa.array(np.where(found, first, 0), pa.int64(), mask=~found))
+
+
+# ---------------------------------------------------------------------------------------------
+# write
+
+
+def _error_event(call_id: Any, name: Any, cause: Any, text: str) -> dict[str, Any]:
+    """The event the encoder writes for a call's error result (R5's), after its action."""
+    result = ToolResult(call_id, (Text(text),), name, "error")
+    return result_event(result, {"id": cause})
+
+
+def result_holders(array: pa.Array, c: Conversations, messages: Counts) -> Mask | None:
+    """Of the messages at `messages`, whether `write_openhands` writes a new error result where
+    the encoder puts it: for a turn no user message answers, a new observation after its events;
+    into a run of results, one more after them; for a user's message action whose only part is
+    its text, an observation before it (the encoder writes the result, then the message's own
+    event; one with images it writes otherwise). None where the events' type cannot hold the
+    observation the encoder writes (it would not fit the input's schema)."""
+    if c.item_message is None:
+        return None
+    try:
+        pa.array([_error_event("id", "name", 0, "text")], type=array.type.value_type)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
+        return None
+    first = first_items(c.item_message, c.messages)[messages]
+    items, _, _ = flattened(array)
+    events = items.take(indices(np.maximum(first, 0)))
+    images = field(field(events, "args"), "image_urls")
+    pictured = np.zeros(len(events), dtype=bool)
+    if pa.types.is_list(images.type) or pa.types.is_large_list(images.type):
+        pictured = list_sizes(images) > 0
+    holds_results = np.isin(messages, c.result_message)
+    text_only = c.spoken[messages] & ~pictured & (first >= 0)
+    role = c.role[messages]
+    out: Mask = (role == ASSISTANT) | holds_results | ((role == USER) & text_only)
+    return out
+
+
+def write_openhands(array: pa.Array, edits: Edits) -> pa.Array:
+    """The rows of `edits` written as `OpenHandsFormat.encode` writes them: the events of the
+    messages dropped left out (`written`), and each new error result an `error` observation
+    naming its call (its action's `id` as `cause`), where `result_holders` says the encoder
+    puts it: before the user's message action that answers the turn, else after the events of
+    the results that answer it (or of the turn, where none does) and the bookkeeping after
+    them."""
+    out = written(array, edits)
+    inserts = edits.inserts
+    if inserts is None or not len(inserts):
+        return out
+    c = edits.conversations
+    item_message = c.item_message
+    assert item_message is not None
+    items, sizes, parent = flattened(array)
+    row_start = np.cumsum(sizes) - sizes
+    # The events of messages, in order, those of one message together.
+    held = np.flatnonzero(item_message >= 0)
+    held_message = item_message[held]
+    # Each call's action: the k-th event of its message for its k-th call.
+    turn = c.call_message[inserts.call]
+    place = inserts.call - np.searchsorted(c.call_message, turn)
+    action = held[np.searchsorted(held_message, turn) + place]
+    # Where each observation goes, by position among the column's events.
+    holds_results = np.bincount(c.result_message, minlength=c.messages) > 0
+    into = inserts.into
+    before_said = (into >= 0) & ~holds_results[np.maximum(into, 0)]
+    anchor = np.where(into >= 0, into, turn)
+    after_last = np.searchsorted(held_message, anchor, side="right")  # the next message's
+    row = c.message_row[anchor]
+    row_end = row_start[row] + sizes[row]
+    next_event = held[np.minimum(after_last, len(held) - 1)]
+    follows = (after_last < len(held)) & (parent[next_event] == row)
+    slot = np.where(follows, next_event, row_end)
+    slot = np.where(before_said, first_items(item_message, c.messages)[np.maximum(into, 0)], slot)
+    # ... as a place among the events the row keeps.
+    whole = item_message >= 0
+    gone = np.zeros(len(items), dtype=bool)
+    gone[whole] = edits.removed[item_message[whole]]
+    kept_before = np.concatenate([[0], np.cumsum(~gone)])
+    local = kept_before[slot] - kept_before[row_start[row]]
+    causes = field(items, "id").take(indices(action)).to_pylist()
+    call_ids = c.call_id.take(indices(inserts.call)).to_pylist()
+    names = c.call_name.take(indices(inserts.call)).to_pylist()
+    events = [
+        _error_event(call_id, name, cause, inserts.text)
+        for call_id, name, cause in zip(call_ids, names, causes, strict=True)
+    ]
+    values = pa.array(events, type=array.type.value_type)
+    return inserted_lists(out, values, np.searchsorted(edits.rows, row), local)
