@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import json
 import math
+from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any
 
 import orjson
 
 from transcript_clean.model import is_json
 
-__all__ = ["loads", "strict_loads"]
+__all__ = ["dumps", "loads", "strict_loads"]
 
 
 def loads(text: str) -> Any:
@@ -48,3 +49,20 @@ def _finite_float(text: str) -> float:
     if math.isinf(number):
         raise ValueError(f"{text} is too large for a double")
     return number
+
+
+_ENCODER = json.JSONEncoder(ensure_ascii=False)
+_C_ENCODE = (
+    None
+    if c_make_encoder is None
+    else c_make_encoder(
+        None, _ENCODER.default, encode_basestring, None, ": ", ", ", False, False, True
+    )
+)
+
+
+def dumps(value: object) -> str:
+    """`json.dumps(value, ensure_ascii=False)` for a value that is not a string, made with one
+    encoder for all calls: `JSONEncoder.encode` makes its C encoder anew per call, which costs
+    as much as the writing (no circular check: a value read from text holds no cycle)."""
+    return "".join(_C_ENCODE(value, 0)) if _C_ENCODE is not None else _ENCODER.encode(value)

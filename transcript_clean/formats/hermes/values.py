@@ -5,15 +5,13 @@ hold, a gpt turn's reasoning, text and calls, a tool turn's results and the syst
 from __future__ import annotations
 
 import ast
-import json
 import re
 from collections.abc import Mapping
 from functools import lru_cache
-from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Final
 
 from transcript_clean.formats.base import IdMinter, kind_of, malformed, parse_arguments
-from transcript_clean.jsontext import loads
+from transcript_clean.jsontext import dumps, loads
 from transcript_clean.model import AssistantPart, Reasoning, ReasoningText, Text, ToolCall
 from transcript_clean.tools import Declared, read_declarations
 
@@ -43,23 +41,6 @@ ASSISTANT_TAGS = re.compile(r"<(tool_call|think)>(.*?)</\1>", re.DOTALL)
 """A gpt turn's tags and their bodies (`assistant_tags`)."""
 _RESPONSE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
 _TOOLS = re.compile(r"<tools>(.*?)</tools>", re.DOTALL)
-_ENCODER = json.JSONEncoder(ensure_ascii=False)
-
-
-def _dumps(value: object) -> str:
-    """`json.dumps(value, ensure_ascii=False)` for a value that is not a string, made with one
-    encoder for all calls: `JSONEncoder.encode` makes its C encoder anew per call, which cost
-    as much as the writing (no circular check: a value read from text holds no cycle)."""
-    return "".join(_C_ENCODE(value, 0)) if _C_ENCODE is not None else _ENCODER.encode(value)
-
-
-_C_ENCODE = (
-    None
-    if c_make_encoder is None
-    else c_make_encoder(
-        None, _ENCODER.default, encode_basestring, None, ": ", ", ", False, False, True
-    )
-)
 
 
 def literal(text: str) -> Any:
@@ -162,7 +143,7 @@ def response(body: str, obj: object) -> tuple[str | None, str]:
     (`read_responses`; the flattener's column read too)."""
     if isinstance(obj, Mapping) and isinstance(obj.get("name"), str) and "content" in obj:
         content = obj["content"]
-        return obj["name"], content if isinstance(content, str) else _dumps(content)
+        return obj["name"], content if isinstance(content, str) else dumps(content)
     return None, body
 
 

@@ -4,12 +4,11 @@ The codec and the flattener both read values with these."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from typing import Any
 
 from transcript_clean.formats.base import parse_arguments
-from transcript_clean.jsontext import loads
+from transcript_clean.jsontext import dumps, loads
 
 __all__ = ["calls_of", "parse_call_objects", "read_calls", "split_list"]
 
@@ -46,9 +45,4 @@ def split_list(value: object, count: int) -> list[str] | None:
         return None
     if not isinstance(items, list) or len(items) != count:
         return None
-    return [i if isinstance(i, str) else _encode(i) for i in items]
-
-
-# `json.dumps(i, ensure_ascii=False)`, made once: `dumps` builds an encoder for each call
-# given options, a third of the time of an observation item's text.
-_encode = json.JSONEncoder(ensure_ascii=False).encode
+    return [i if isinstance(i, str) else dumps(i) for i in items]
