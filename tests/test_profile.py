@@ -13,10 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from synthetic import arrow_schema, generate_rows
 
+from transcript_clean.batch_profile import arrow_measures
 from transcript_clean.columnar.arrays import text_lengths
 from transcript_clean.engine.local import with_verdicts
 from transcript_clean.fastpath import arrow_view
-from transcript_clean.fastpath.openai import openai_measures
 from transcript_clean.formats import get_format
 from transcript_clean.pipeline import clean_batch, clean_batch_parts
 from transcript_clean.policy import DEFAULT
@@ -143,7 +143,11 @@ def _arrow_and_python(table: pa.Table) -> tuple[dict[str, Any], dict[str, Any]]:
     read = ~view.unread
     rows = table.filter(pa.array(read)).to_pylist()
     arrow, python, from_view = Profile(), Profile(), Profile()
-    arrow.add(openai_measures(column, read))
+    measure = arrow_measures(fmt)
+    assert measure is not None
+    measures, measured = measure(fmt, table, read)
+    assert (measured == read).all()
+    arrow.add(measures)
     python.add(measure_transcripts([fmt.decode(row).messages for row in rows]))
     measures = view.measures(read)  # what a run measures: from the verdicts' own view
     assert measures is not None
@@ -237,7 +241,9 @@ def test_a_run_measures_settled_rows_with_the_verdicts_as_the_per_row_path_does(
 
 
 @pytest.mark.parametrize("fmt", ["openai", "sharegpt"])
-def test_preference_rows_settled_ahead_are_measured_from_their_parts_views(fmt: str) -> None:
+def test_preference_rows_settled_ahead_are_measured_as_the_per_row_path_reads_them(
+    fmt: str,
+) -> None:
     # Defects planted in prompts and single candidates: some rows are settled (clean, or
     # repaired in a candidate), others take the per-row path; all are profiled as they came in.
     from synthetic import generate_preference_rows, preference_schema
@@ -266,8 +272,9 @@ def test_preference_rows_settled_ahead_are_measured_from_their_parts_views(fmt: 
     assert run.report() == slow.report()
     assert run.rows == 3000
     assert unsettled > 0
-    # OpenAI's parts are measured from the views that settled them; ShareGPT's from the batch.
-    assert measured_ahead == (6 if fmt == "openai" else 0)
+    # A dataset type's rows are measured from the batch, each prompt and first candidate
+    # flattened as one conversation, not from the views that settled the parts.
+    assert measured_ahead == 0
 
 
 def _values(seed: int) -> np.ndarray[Any, np.dtype[np.int64]]:
@@ -372,8 +379,11 @@ def test_text_lengths_are_pythons_len(texts: list[str | None], start: int, wide:
     assert text_lengths(array).tolist() == expected
 
 
-def test_a_prompt_and_candidate_are_measured_part_by_part_as_one_conversation() -> None:
-    from transcript_clean.fastpath.openai import openai_parts_measures
+def test_a_prompt_and_candidate_are_measured_as_one_conversation() -> None:
+    """A dataset type's settled row is measured from the batch as the per-row path reads it,
+    its prompt then its first candidate, flattened as one conversation."""
+    from transcript_clean.batch_profile import profile_batch
+    from transcript_clean.shapes import ShapedFormat, make_shape
 
     user, answer = {"role": "user", "content": "Weather?"}, {"role": "assistant", "content": "18"}
     calls = {"role": "assistant", "content": None, "tool_calls": [CALL_OPENAI]}
@@ -388,14 +398,25 @@ def test_a_prompt_and_candidate_are_measured_part_by_part_as_one_conversation() 
         ([user, answer, user], []),
     ]
     messages = arrow_schema("openai").field("messages").type
-    prompt = pa.array([p for p, _ in pairs], messages)
-    candidate = pa.array([c for _, c in pairs], messages)
+    table = pa.table(
+        {
+            "prompt": pa.array([p for p, _ in pairs], messages),
+            "chosen": pa.array([c for _, c in pairs], messages),
+            "rejected": pa.array([[answer] for _ in pairs], messages),
+        }
+    )
+    fmt = ShapedFormat(get_format("openai"), make_shape("preference", table.column_names))
     rows = np.array([True, True, True, True, False])
-    parts, one = Profile(), Profile()
-    parts.add(openai_parts_measures([prompt, candidate], rows))
-    fmt = get_format("openai")
-    one.add(measure_transcripts([fmt.decode({"messages": p + c}).messages for p, c in pairs[:4]]))
-    assert parts.report() == one.report()
+    parts = profile_batch(table, fmt, rows, {})
+    one = Profile()
+    openai = get_format("openai")
+    one.add(
+        measure_transcripts([openai.decode({"messages": p + c}).messages for p, c in pairs[:4]])
+    )
+    assert parts.report()["rows_measured"] == one.report()["rows_measured"] == 4
+    assert {k: v for k, v in parts.report().items() if k != "rows"} == {
+        k: v for k, v in one.report().items() if k != "rows"
+    }
     assert parts.per_row["messages"].max == 5  # not 6: the two results are one message
     assert parts.system_rows == 1
 

@@ -1,8 +1,8 @@
 """A batch's profile as it came in (`profile_batch`): the rows the fast path settled measured from
-its Arrow side where the format has one (OpenAI's view, or any format's flattened
-`Conversations`), the others from their decoded transcripts. The profile itself, its histograms
-and what a transcript measures, is `profile.py`'s; measuring a batch needs the fast path and the
-dataset types, which sit above it.
+the format's flattened `Conversations` (one profile for every format: `conversation_measures`),
+the others from their decoded transcripts. The profile itself, its histograms and what a
+transcript measures, is `profile.py`'s; measuring a batch needs the fast path and the dataset
+types, which sit above it.
 """
 
 from __future__ import annotations
@@ -32,27 +32,10 @@ ArrowMeasures = Callable[..., tuple[Measures, npt.NDArray[np.bool_]]]
 
 
 def arrow_measures(fmt: Format) -> ArrowMeasures | None:
-    """The format's Arrow side's measures, where it has them: `f(fmt, table, rows, texts=...)`
-    measures rows of `rows` (a mask of rows its view reads as the decoder would) and returns
-    the measures and the rows it measured; the others are decoded. A format that flattens into
-    the columnar view is measured from it (`conversation_measures`)."""
-    format_name = fmt.name
-    if format_name == "openai":
-        from transcript_clean.fastpath.measures import column_array
-        from transcript_clean.fastpath.openai import openai_measures
-
-        def openai(
-            fmt: Format, table: pa.Table, rows: npt.NDArray[np.bool_], *, texts: bool = False
-        ) -> tuple[Measures, npt.NDArray[np.bool_]]:
-            column = column_array(table, fmt.column)
-            roles = getattr(fmt, "roles", None)
-            if roles:  # rows that name roles otherwise: measured with the roles they mean
-                from transcript_clean.fastpath.openai import with_roles
-
-                column = with_roles(column, roles)[0]
-            return openai_measures(column, rows, texts=texts), rows
-
-        return openai
+    """The measures of a format that flattens into the columnar view, from that view
+    (`conversation_measures`): `f(fmt, table, rows, texts=...)` measures the rows of `rows` its
+    flattener reads as the decoder would and returns the measures and the rows it measured;
+    the others are decoded. None for a format with no flattener."""
     from transcript_clean.formats.base import Format as Base
 
     if type(fmt).flatten is not Base.flatten:
@@ -153,23 +136,13 @@ def profile_batch(
     transcripts = [m for m in decoded.values() if m is not None]
     if settled is not None and settled.any():
         # A dataset type's row is profiled as the per-row path reads it, its prompt and first
-        # candidate (`ShapedFormat.decode`): OpenAI's parts measured one by one, the other
-        # formats' put together into one column (`_first_conversation`).
+        # candidate (`ShapedFormat.decode`), put together into one column
+        # (`_first_conversation`).
         measure = arrow_measures(fmt)
         read_as: tuple[Format, pa.Table] | None = (fmt, table)
-        parts = None
         if isinstance(fmt, ShapedFormat):
-            read_as = None
-            if fmt.inner.name == "openai" and not texts:
-                parts = _first_conversation_parts(table, fmt)
-            else:
-                read_as = _first_conversation(table, fmt)
-        if parts is not None:
-            from transcript_clean.fastpath.openai import openai_parts_measures
-
-            profile.add(openai_parts_measures(parts, settled), tokens)
-            settled = np.zeros_like(settled)
-        elif measure is not None and read_as is not None:
+            read_as = _first_conversation(table, fmt)
+        if measure is not None and read_as is not None:
             measures, measured = measure(read_as[0], read_as[1], settled, texts=texts)
             profile.add(measures, tokens)
             settled = settled & ~measured

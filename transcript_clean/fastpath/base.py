@@ -211,8 +211,9 @@ class Verdicts:
     tool_counts: ToolCounts | None = None
     """The rows' declared tools and calls, for the stats (`fastpath.declared`)."""
     view: Measurer | None = None
-    """The view that decided them, or a dataset type's parts' (a batch's verdicts, not a
-    slice's): what measures the rows settled here for the profile."""
+    """The view that decided them (a batch's verdicts, not a slice's): what measures the rows
+    settled here for the profile. None for a dataset type's parts, whose rows are measured as
+    one conversation each from the batch (`batch_profile.profile_batch`)."""
     profile: Profile | None = None
     """The profile of the rows settled here that decode, where it was measured with the
     verdicts (`pipeline.settled_profile`): then the batch's profile adds only the other rows."""

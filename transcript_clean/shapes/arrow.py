@@ -23,9 +23,8 @@ import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import Mask, as_mask, indices, list_sizes, whole
 from transcript_clean.fastpath import FastRepair, Verdicts, fast_verdicts
-from transcript_clean.fastpath.base import Measurer
 from transcript_clean.fastpath.declared import declared_per_row
-from transcript_clean.fastpath.measures import Measures, column_array
+from transcript_clean.fastpath.measures import column_array
 from transcript_clean.formats.base import Format
 from transcript_clean.rules import (
     CONSECUTIVE_ASSISTANT,
@@ -130,8 +129,6 @@ class _Part(NamedTuple):
     repairs: list[FastRepair]
     source: pa.Array
     """The part's column as read (in one chunk)."""
-    view: Measurer | None
-    """The inner format's view of it."""
 
 
 def _part(
@@ -189,7 +186,6 @@ def _part(
         verdicts.repaired_column,
         verdicts.repairs,
         column,
-        verdicts.view,
     )
 
 
@@ -245,49 +241,12 @@ def shaped_verdicts(
         trailing=nothing,
         trailing_calls=np.zeros(rows, dtype=np.int64),
         repaired=repaired,
-        view=_first_conversation(fmt, dict(parts)),
     )
     if repaired.any():
         fixes = {n: (p.source, p.repaired, p.column) for n, p in parts if p.column is not None}
         out.repaired_column = _rewritten(repaired, fixes)
         out.repairs = _combined([r for _, p in parts for r in p.repairs], repaired)
     return out
-
-
-class _FirstConversation:
-    """The views of an OpenAI dataset type's prompt and first candidate, measuring a row for
-    the profile as the per-row path reads it: the one, then the other
-    (`openai_parts_measures`, what `profile.profile_batch` measures from the batch)."""
-
-    def __init__(self, views: list[Any]) -> None:
-        self.views = views
-
-    def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
-        from transcript_clean.fastpath.openai import openai_parts_measures
-
-        return None if texts else openai_parts_measures(self.views, rows)
-
-
-def _first_conversation(fmt: ShapedFormat, parts: dict[str, _Part]) -> Measurer | None:
-    """What measures the rows settled from the views of their prompt and first candidate,
-    where `profile_batch` would measure them part by part (OpenAI parts of one type)."""
-    from transcript_clean.fastpath.columnar import ConversationsView
-    from transcript_clean.fastpath.openai import with_roles
-
-    parts = {name: parts[name] for name in fmt.shape.first_conversation}
-    views: list[Any] = [p.view for p in parts.values()]
-    if fmt.inner.name != "openai":
-        return None
-    # A flattened part is measured from its column (with the roles the names stand for).
-    roles = getattr(fmt.inner, "roles", None) or {}
-    views = [
-        with_roles(v.column, roles)[0] if isinstance(v, ConversationsView) else v for v in views
-    ]
-    if not all(isinstance(v, pa.Array) for v in views):
-        return None
-    if len({p.source.type for p in parts.values()}) > 1:
-        return None
-    return _FirstConversation(views)
 
 
 def _rewritten(repaired: Mask, fixes: dict[str, tuple[pa.Array, Mask, pa.Array]]) -> pa.StructArray:
