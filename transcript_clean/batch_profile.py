@@ -138,10 +138,10 @@ def profile_batch(
         # A dataset type's row is profiled as the per-row path reads it, its prompt and first
         # candidate (`ShapedFormat.decode`), put together into one column
         # (`_first_conversation`).
-        measure = arrow_measures(fmt)
         read_as: tuple[Format, pa.Table] | None = (fmt, table)
         if isinstance(fmt, ShapedFormat):
             read_as = _first_conversation(table, fmt)
+        measure = None if read_as is None else arrow_measures(read_as[0])
         if measure is not None and read_as is not None:
             measures, measured = measure(read_as[0], read_as[1], settled, texts=texts)
             profile.add(measures, tokens)
