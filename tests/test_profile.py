@@ -456,3 +456,33 @@ def test_a_preference_row_with_no_prompt_is_not_measured(fast: bool, typed: str)
     cleaned = clean_batch_parts(table, DEFAULT, format=fmt, fast=fast)
     assert cleaned.stats.rows_rejected == 1
     assert cleaned.stats.profile.report()["rows_measured"] == 4
+
+
+@pytest.mark.parametrize("fmt", ["openai", "sharegpt"])
+def test_a_dataset_types_settled_rows_are_measured_without_decoding(
+    fmt: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Settled rows of a dataset type are measured in Arrow, with the inner format's flattener
+    over each prompt and first candidate put together: no row is decoded for the profile."""
+    from synthetic import generate_preference_rows, preference_schema
+
+    from transcript_clean.batch_profile import profile_batch
+    from transcript_clean.shapes import ShapedFormat
+    from transcript_clean.shapes.detect import detect_format
+
+    rows = [row for row, _ in generate_preference_rows(200, format=fmt, seed=4)]
+    table = pa.Table.from_pylist(rows, preference_schema(fmt))
+    kind = detect_format(table.schema.names, rows[:20])
+    assert isinstance(kind, ShapedFormat)
+    expected = profile_batch(table, kind, np.zeros(len(rows), dtype=bool), {
+        i: kind.decode(row).messages for i, row in enumerate(rows)
+    })  # fmt: skip
+
+    def refuse(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("a settled row was decoded for the profile")
+
+    monkeypatch.setattr(type(kind), "decode", refuse)
+    monkeypatch.setattr(type(kind.inner), "decode", refuse)
+    measured = profile_batch(table, kind, np.ones(len(rows), dtype=bool), {})
+    assert measured.report() == expected.report()
+    assert measured.report()["rows_measured"] == len(rows)
