@@ -42,11 +42,11 @@ from transcript_clean.columnar.arrays import (
     rows_with,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
-from transcript_clean.columnar.edits import Edits, Subset, appended_lists, first_items
+from transcript_clean.columnar.edits import Edits, Merges, Subset, appended_lists, first_items
 from transcript_clean.formats.anthropic.flatten import flatten_anthropic
 from transcript_clean.formats.anthropic.results import plain_holders, with_error_results
 
-__all__ = ["flatten_claude_code", "result_holders", "write_events"]
+__all__ = ["content_blocks", "flatten_claude_code", "result_holders", "unmerged", "write_events"]
 
 
 def flatten_claude_code(array: pa.Array) -> Conversations | None:
@@ -134,6 +134,19 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
         return pieces, new_of[owner]
 
     result_text: Callable[[], pa.Array] | None = read.result_text
+    message_text: Callable[[Counts], pa.Array] | None = None
+    if read.message_text is not None:
+        one_event = np.diff(np.append(starts, len(at))) == 1
+        anthropic_text = read.message_text
+
+        def message_text(positions: Counts) -> pa.Array:
+            # A streamed answer (several events) is never one text here: null.
+            text = anthropic_text(pick[starts[positions]])
+            return pc.if_else(pa.array(one_event[positions]), text, pa.nulls(len(text), text.type))
+
+    def message_origin(positions: Counts) -> pa.Array:
+        return events.take(indices(at[starts[positions]]))  # the decoder's: its first event
+
     return Conversations(
         rows=rows,
         unread=read.unread | rows_with(doubt, event_row, rows),
@@ -156,6 +169,8 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
         result_error=read.result_error,
         item_message=item_message,
         reencoded=reencoded,
+        message_text=message_text,
+        message_origin=message_origin,
         texts=said_texts if texts is not None else None,
     )
 
@@ -243,6 +258,15 @@ def write_events(column: pa.Array, edits: Edits) -> pa.Array:
     values = events.take(indices(mine))
     owner = np.arange(len(mine), dtype=np.int64)  # a streamed answer's blocks: its first event's
     owner[said] = np.flatnonzero(said & first)[np.cumsum(first[said]) - 1]
+    merges = edits.merges
+    if merges is not None and len(merges.grown):
+        # R4: the blocks of a message joined into another go to that one's first event, after
+        # its own (those of a message that repeats it go with its events).
+        adding = merges.adds & merges.joined
+        moves = np.flatnonzero(said)
+        moves = moves[adding[message[moves]]]
+        into_first = first_items(item_message, c.messages)[merges.into[message[moves]]]
+        owner[moves] = np.searchsorted(mine, into_first)
     if (owner != np.arange(len(mine))).any():
         values = _with_content(values, owner)
     if edits.inserting:
@@ -253,6 +277,33 @@ def write_events(column: pa.Array, edits: Edits) -> pa.Array:
     np.cumsum(counts, out=offsets[1:])
     kind = pa.LargeListArray if large else pa.ListArray
     return kind.from_arrays(pa.array(offsets), values.take(indices(order)), type=column.type)
+
+
+def content_blocks(array: pa.Array) -> bool:
+    """Whether the events' `message.content` is a list of blocks (not text) in `array`."""
+    if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+        return False
+    event_type = array.type.value_type
+    message_type = field_type(event_type, "message") if pa.types.is_struct(event_type) else None
+    if message_type is None or not pa.types.is_struct(message_type):
+        return False
+    content = field_type(message_type, "content")
+    return content is not None and (pa.types.is_list(content) or pa.types.is_large_list(content))
+
+
+def unmerged(array: pa.Array, c: Conversations, merges: Merges) -> Mask:
+    """Per row, whether `write_events` does not write its R4 merges as the encoder does: where
+    a message others are joined into is a streamed answer with an event holding no block (its
+    text, which R4 compares, is not read here: see `message_text`)."""
+    out = np.zeros(c.rows, dtype=bool)
+    grown = merges.grown
+    if not len(grown) or c.item_message is None:
+        return out
+    events, _, _ = flattened(array)
+    sizes = np.diff(pc.struct_field(pc.struct_field(events, "message"), "content").offsets)
+    held = np.flatnonzero(np.isin(c.item_message, grown))
+    empty = np.asarray(sizes)[held] == 0
+    return rows_with(empty, c.message_row[c.item_message[held]], c.rows)
 
 
 def result_holders(array: pa.Array, c: Conversations, messages: Counts) -> Mask | None:
