@@ -10,16 +10,17 @@ blocks of a streamed answer. Unread: a null event, or a user or assistant event 
 `message` is null (Arrow cannot tell it from one without the key, which the decoder passes
 over), and whatever Anthropic's flattener leaves unread. It knows no rule.
 
-`write_events` writes a repair as the encoder does: a message read from several events becomes
-its first event, holding the blocks of all; an event holding no message stays after the message
-event before it, and moves to the end where that event is no longer written (the encoder places
-it by that event's `uuid`). A row where that is not all the encoder does is `reencoded`, its
-repairs the per-row path's: a streamed answer whose content is text (joined with blank lines),
-or with reasoning after its first event (written over the first event's reasoning blocks); an
-event holding no message after a message event whose `uuid` is null (the encoder puts it first)
-or shared by another message event of the row. A result made by a repair (R5's error result)
-goes into the `tool_result` blocks of the user event that answers its call, after those it
-opens with, as the encoder writes it (`result_holders` says which events it can go into).
+`write_events` writes a repair as the encoder does: a message read from several events becomes its
+first event, holding the blocks of all, and so does a message others are joined into (R4), holding
+theirs after its own (`unmerged` says where the view cannot tell what R4 does); an event holding no
+message stays after the message event before it, and moves to the end where that event is no longer
+written (the encoder places it by that event's `uuid`). A row where that is not all the encoder does
+is `reencoded`, its repairs the per-row path's: a streamed answer whose content is text (joined with
+blank lines), or with reasoning after its first event (written over the first event's reasoning
+blocks); an event holding no message after a message event whose `uuid` is null (the encoder puts it
+first) or shared by another message event of the row. A result made by a repair (R5's error result)
+goes into the `tool_result` blocks of the user event that answers its call, after those it opens
+with, as the encoder writes it (`result_holders` says which events it can go into).
 """
 
 from __future__ import annotations
@@ -231,8 +232,9 @@ def _uuids(events: pa.Array) -> pa.Array:
 def write_events(column: pa.Array, edits: Edits) -> pa.Array:
     """The rows of `edits` written as `ClaudeCodeFormat.encode` writes them (see the module's
     docstring): the events of the messages dropped left out, a streamed answer's events one
-    (the first, holding the blocks of all), an event holding no message whose message event is
-    no longer written moved to the end of its row, a new error result (R5's) among the blocks
+    (the first, holding the blocks of all), and so a message's with those joined into it (R4),
+    an event holding no message whose message event is no longer written moved to the end of
+    its row, a new error result (R5's) among the blocks
     of the user event that answers its call. For rows not `reencoded`."""
     c = edits.conversations
     item_message = c.item_message

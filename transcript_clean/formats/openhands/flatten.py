@@ -20,8 +20,10 @@ or where bookkeeping follows an assistant message that may be dropped as an empt
 `reencoded` (its encoder writes such rows otherwise than dropping whole events).
 
 `write_openhands` writes a repair as the encoder does: the events of the messages dropped left
-out, and a result made by a repair (R5's error result) as the new `error` observation the
-encoder writes (`events.result_event`), where the encoder puts it (`result_holders`).
+out, a message action others are joined into (R4) holding the joined text in `args.content` and
+`message` (`unmerged` says where the encoder does more), and a result made by a repair (R5's
+error result) as the new `error` observation the encoder writes (`events.result_event`), where
+the encoder puts it (`result_holders`).
 """
 
 from __future__ import annotations
@@ -649,11 +651,12 @@ def _with_child(structs: pa.Array, name: str, child: pa.Array) -> pa.Array:
 
 def write_openhands(array: pa.Array, edits: Edits) -> pa.Array:
     """The rows of `edits` written as `OpenHandsFormat.encode` writes them: the events of the
-    messages dropped left out (`written`), and each new error result an `error` observation
-    naming its call (its action's `id` as `cause`), where `result_holders` says the encoder
-    puts it: before the user's message action that answers the turn, else after the events of
-    the results that answer it (or of the turn, where none does) and the bookkeeping after
-    them."""
+    messages dropped or joined into another left out (`written`), the message actions others are
+    joined into holding the joined text (`_merged`), and each new error result an `error`
+    observation naming its call (its action's `id` as `cause`), where `result_holders` says the
+    encoder puts it: before the user's message action that answers the turn, else after the
+    events of the results that answer it (or of the turn, where none does) and the bookkeeping
+    after them."""
     out = written(array, edits, _merged(edits))
     inserts = edits.inserts
     if inserts is None or not len(inserts):
