@@ -385,3 +385,18 @@ def test_r4s_merges_are_written_in_arrow_into_the_first_event() -> None:
     assert [e["uuid"] for e in first] == ["u1", "a1", "u2", "a3", "x"]
     assert [b["type"] for b in first[1]["message"]["content"]] == ["thinking", "text", "text"]
     assert [b["text"] for b in repeat[1]["message"]["content"]] == ["Hi."]
+
+
+def test_answers_apart_with_one_message_id_are_the_per_row_paths() -> None:
+    """Two answers with one `message.id` and an empty turn between them: R1's drop would make
+    them one streamed answer when the row is read again, where the per-row path merges them
+    (R4) or, their other fields differing, rejects the row. Such a row is `reencoded`."""
+    u, a = "user", "assistant"
+    apart = [_said(u, "go", uuid="u0"), _said(a, "b", "m2", "a1"), _said(a, " ", "m1", "a2"),
+             _said(a, "a", "m2", "a3")]  # fmt: skip
+    rows = [[{**e, "sessionId": "s"} for e in apart], [*apart[:3], {**apart[3], "sessionId": "z"}]]
+    table = pa.Table.from_pylist([{"events": r} for r in rows])
+    view = assert_flattened_as_decoded(CLAUDE, table)
+    assert view.reencoded is not None and view.reencoded.tolist() == [True, True]
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, CLAUDE)

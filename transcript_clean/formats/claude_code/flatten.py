@@ -10,17 +10,19 @@ blocks of a streamed answer. Unread: a null event, or a user or assistant event 
 `message` is null (Arrow cannot tell it from one without the key, which the decoder passes
 over), and whatever Anthropic's flattener leaves unread. It knows no rule.
 
-`write_events` writes a repair as the encoder does: a message read from several events becomes its
-first event, holding the blocks of all, and so does a message others are joined into (R4), holding
-theirs after its own (`unmerged` says where the view cannot tell what R4 does); an event holding no
-message stays after the message event before it, and moves to the end where that event is no longer
-written (the encoder places it by that event's `uuid`). A row where that is not all the encoder does
-is `reencoded`, its repairs the per-row path's: a streamed answer whose content is text (joined with
-blank lines), or with reasoning after its first event (written over the first event's reasoning
-blocks); an event holding no message after a message event whose `uuid` is null (the encoder puts it
-first) or shared by another message event of the row. A result made by a repair (R5's error result)
-goes into the `tool_result` blocks of the user event that answers its call, after those it opens
-with, as the encoder writes it (`result_holders` says which events it can go into).
+`write_events` writes a repair as the encoder does: a message read from several events becomes
+its first event, holding the blocks of all, and so does a message others are joined into (R4),
+holding theirs after its own (`unmerged` says where the view cannot tell what R4 does); an event
+holding no message stays after the message event before it, and moves to the end where that
+event is no longer written (the encoder places it by that event's `uuid`). A row where that is
+not all the encoder does is `reencoded`, its repairs the per-row path's: a streamed answer whose
+content is text (joined with blank lines), or with reasoning after its first event (written over
+the first event's reasoning blocks); an event holding no message after a message event whose
+`uuid` is null (the encoder puts it first) or shared by another message event of the row; two
+answers apart with one `message.id` (a drop between them would make them one when the row is
+read again). A result made by a repair (R5's error result) goes into the `tool_result` blocks of
+the user event that answers its call, after those it opens with, as the encoder writes it
+(`result_holders` says which events it can go into).
 """
 
 from __future__ import annotations
@@ -116,6 +118,14 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
     reencoded = rows_with(later_reasoning, row_of, rows)
     if is_text(field_type(message_type, "content")):
         reencoded |= rows_with(streamed, row_of, rows)
+    # Two answers of a row with one `message.id` but apart: a repair dropping what stands
+    # between them (R1's empty turn) makes them one streamed answer when the row is read again.
+    opening = np.flatnonzero(~streamed & (roles == ASSISTANT))
+    opening = opening[~as_mask(ids.is_null(), fill=True)[opening]]
+    if len(opening) > 1:
+        codes = pc.dictionary_encode(ids.take(indices(opening))).indices
+        key = row_of[opening] * (len(at) + 1) + np.asarray(codes, dtype=np.int64)
+        reencoded |= rows_with(repeated(key), row_of[opening], rows)
     anchor = _anchors(said, event_row)
     follows = ~said & (anchor >= 0)
     if follows.any():
