@@ -160,7 +160,8 @@ def _thinks(id_: str, uuid: str | None = None) -> dict[str, Any]:
 
 def test_streamed_answers_and_other_events_are_written_as_the_encoder_writes_them() -> None:
     """Two assistant events with one `message.id` are one message (no R4); a third with another
-    id is a message of its own (R4, the per-row path's). R1's drop is written in Arrow as the
+    id is a message of its own (R4: its blocks joined into the streamed answer's first event,
+    as the encoder writes it). R1's drop is written in Arrow as the
     encoder writes it: a streamed answer as one event holding the blocks of all, an event
     holding no message after its message event, or last where that is dropped. Where the
     encoder does more (reasoning after a streamed answer's first event, an event holding no
@@ -199,14 +200,16 @@ def test_streamed_answers_and_other_events_are_written_as_the_encoder_writes_the
     assert_settled_in_arrow(
         table,
         CLAUDE,
-        handled=[True, False, True, True, True, False, False, False],
-        repaired=[False, False, True, True, True, False, False, False],
-        lengths=[4, 6, 7],
+        handled=[True, True, True, True, True, False, False, False],
+        repaired=[False, True, True, True, True, False, False, False],
+        lengths=[2, 4, 6, 7],
         words={},
     )
     written = batch_verdicts(table, DEFAULT, format=CLAUDE)
     assert written is not None and written.repaired_column is not None
-    fourth = written.repaired_column.to_pylist()[2]
+    merged, _, _, fourth = written.repaired_column.to_pylist()
+    assert [e["type"] for e in merged] == ["user", "assistant"]  # R4: one event, every block
+    assert [b["text"] for b in merged[1]["message"]["content"]] == ["a", "b", "c"]
     assert [e["type"] for e in fourth] == [
         "user",
         "assistant",
@@ -347,4 +350,53 @@ def test_error_results_are_written_in_arrow_into_the_answering_user_event() -> N
         [("tool_result", "x", None), *error, ("text", None, None)],
     ]
     for config in (DEFAULT, STRICT, replace(DEFAULT, interrupted_call="cut")):
+        assert_fast_and_slow_agree(table, config, CLAUDE)
+
+
+def test_r4s_merges_are_written_in_arrow_into_the_first_event() -> None:
+    """An answer that thinks, then another of plain text: its block joins the first event's
+    blocks, the second event goes and an event holding no message after it moves last, as the
+    encoder writes it; a repeat goes with nothing added. A streamed answer with an event holding
+    no block, others joined into it, is the per-row path's (its one text is not read here)."""
+    u, a = "user", "assistant"
+    thinks = _thinks("m1", "a1")
+    thinks["message"]["content"].append({"type": "text", "text": "Hi."})
+    system = {"type": "system", "uuid": "x"}
+    hollow = {"type": a, "uuid": "a0", "message": {"id": "m0", "content": []}}
+    rows = [
+        [_said(u, "go", uuid="u1"), thinks, _said(a, "More.", "m2", "a2"), system,
+         _said(u, "ok", uuid="u2"), _said(a, "Bye.", "m3", "a3")],
+        [_said(u, "go"), _said(a, "Hi.", "m1"), _said(a, "Hi.", "m2")],
+        [_said(u, "go"), hollow, _said(a, "Hi.", "m0", "a1"), _said(a, "Hi.", "m2", "a2")],
+    ]  # fmt: skip
+    table = _table(rows)
+    assert_flattened_as_decoded(CLAUDE, table)
+    assert_settled_in_arrow(
+        table,
+        CLAUDE,
+        handled=[True, True, False],
+        repaired=[True, True, False],
+        lengths=[5, 2],
+        words={},
+    )
+    written = batch_verdicts(table, DEFAULT, format=CLAUDE)
+    assert written is not None and written.repaired_column is not None
+    first, repeat = written.repaired_column.to_pylist()
+    assert [e["uuid"] for e in first] == ["u1", "a1", "u2", "a3", "x"]
+    assert [b["type"] for b in first[1]["message"]["content"]] == ["thinking", "text", "text"]
+    assert [b["text"] for b in repeat[1]["message"]["content"]] == ["Hi."]
+
+
+def test_answers_apart_with_one_message_id_are_the_per_row_paths() -> None:
+    """Two answers with one `message.id` and an empty turn between them: R1's drop would make
+    them one streamed answer when the row is read again, where the per-row path merges them
+    (R4) or, their other fields differing, rejects the row. Such a row is `reencoded`."""
+    u, a = "user", "assistant"
+    apart = [_said(u, "go", uuid="u0"), _said(a, "b", "m2", "a1"), _said(a, " ", "m1", "a2"),
+             _said(a, "a", "m2", "a3")]  # fmt: skip
+    rows = [[{**e, "sessionId": "s"} for e in apart], [*apart[:3], {**apart[3], "sessionId": "z"}]]
+    table = pa.Table.from_pylist([{"events": r} for r in rows])
+    view = assert_flattened_as_decoded(CLAUDE, table)
+    assert view.reencoded is not None and view.reencoded.tolist() == [True, True]
+    for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, CLAUDE)

@@ -316,9 +316,8 @@ def _generated(n: int, seed: int) -> tuple[pa.Table, list[frozenset[str]]]:
     return table, [codes for _, codes in made]
 
 
-# Whose repair is the per-row path's: R4's merges (a message's text is in its event's `args`,
-# which no writer joins in Arrow), a repeated id.
-PER_ROW = {"consecutive_assistant", "duplicate_call_id"}
+# Whose repair is the per-row path's: a repeated id (R4's merges are written in Arrow).
+PER_ROW = {"duplicate_call_id"}
 
 
 @pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
@@ -537,4 +536,47 @@ def test_error_results_are_written_in_arrow_where_the_encoder_puts_them() -> Non
     ]
     assert {e["content"] for e in new} == {INTERRUPTED_TEXT}
     for config in (DEFAULT, STRICT, replace(DEFAULT, interrupted_call="cut")):
+        assert_fast_and_slow_agree(table, config, OPENHANDS)
+
+
+def test_r4s_merges_are_written_in_arrow_as_the_encoder_writes_them() -> None:
+    """Two message actions of the agent in a row: the second's event goes and the first holds
+    the joined text in `args.content` and `message`, its empty `image_urls` null, as the
+    encoder writes it. Left to the per-row path: a first message with an image (more than one
+    text), bookkeeping after the joined event with a message after it (the encoder writes it
+    last), a first event with no `args` (the encoder writes one anew)."""
+    user = {"id": 0, "source": "user", "action": "message", "message": "Hi",
+            "args": {"content": "Hi", "image_urls": None}}  # fmt: skip
+
+    def said(id_: int, text: str, images: list[str] | None = None) -> dict[str, Any]:
+        args = {"content": text, "image_urls": images}
+        return {"id": id_, "source": "agent", "action": "message", "message": text, "args": args}
+
+    state = {"id": 9, "source": "environment", "observation": "agent_state_changed",
+             "content": ""}  # fmt: skip
+    first, second = said(1, "Hello."), said(2, "Anything else?")
+    rows = [
+        [user, first, second],
+        [user, said(1, "Hello.", []), second, state],  # bookkeeping last: stays last
+        [user, first, state, second],  # bookkeeping between: stays after the first
+        [user, first, said(2, "Hello."), said(3, "More.")],  # a repeat goes, adds nothing
+        [user, said(1, "Look.", ["a.png"]), second],  # an image: per row
+        [user, first, second, state, user, said(4, "Bye.")],  # bookkeeping moved last
+        [user, {**first, "args": None}, second],  # no args: per row
+    ]
+    table = pa.Table.from_pylist([{"history": r} for r in rows])
+    view = assert_flattened_as_decoded(OPENHANDS, table)
+    assert view.message_text is not None
+    verdicts = batch_verdicts(table, DEFAULT, format=OPENHANDS)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True, True, True, True, False, False, False]
+    assert verdicts.repaired.tolist() == [True, True, True, True, False, False, False]
+    assert verdicts.repaired_column is not None
+    written = verdicts.repaired_column.to_pylist()
+    joined = "Hello.\n\nAnything else?"
+    assert written[0][1]["message"] == joined and written[0][1]["args"]["content"] == joined
+    assert written[1][1]["args"]["image_urls"] is None  # `[]`: the encoder writes none
+    assert [e["id"] for e in written[2]] == [0, 1, 9]
+    assert written[3][1]["message"] == "Hello.\n\nMore."
+    for config in (DEFAULT, STRICT):
         assert_fast_and_slow_agree(table, config, OPENHANDS)

@@ -23,7 +23,7 @@ from transcript_clean.columnar.arrays import (
     run_starts,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, Conversations
-from transcript_clean.columnar.edits import Answers, Edits, Inserts, item_sources, joins_texts
+from transcript_clean.columnar.edits import Answers, Edits, Inserts, item_sources
 from transcript_clean.columnar.walk import ConversationsWalk
 from transcript_clean.fastpath.base import (
     ORIGIN,
@@ -108,10 +108,10 @@ class ConversationsView(ArrowView):
         if c.result_text is not None:  # R3's rejects, and its drops where results are items
             repairs.add(ORPHAN_TOOL_RESULT)
             self.checks[ORPHAN_TOOL_RESULT] = walk.rows_orphan
-        field = fmt.merged_field
-        self.joins_texts = field is not None and joins_texts(column, field)
+        joins = fmt.merges_join_texts(column)
+        self.joins_texts = bool(joins)
         """A message grows by its text (ShareGPT's `value`): only one that is one text can."""
-        if c.item_message is not None and c.message_text is not None and field is not None:
+        if c.item_message is not None and c.message_text is not None and joins is not None:
             repairs.add(CONSECUTIVE_ASSISTANT)  # R4's merges, which the format writes
             self.checks[CONSECUTIVE_ASSISTANT] = walk.rows_consecutive
             self.with_empty = frozenset({CONSECUTIVE_ASSISTANT})
@@ -239,6 +239,10 @@ class ConversationsView(ArrowView):
             # Merged only where the empty turns R1 sets aside are dropped here too.
             mergeable = rows[CONSECUTIVE_ASSISTANT] & ~(walk.rows_empty & ~empty_rows)
             merges, merged = consecutive_merges(walk, mergeable, plain_first=self.joins_texts)
+            refused = self.fmt.unmerged(self.column, c, merges) if merged.any() else None
+            if refused is not None and (refused & merged).any():  # the per-row path's
+                mergeable &= ~refused
+                merges, merged = consecutive_merges(walk, mergeable, plain_first=self.joins_texts)
             asked |= merged
         drop_results = None
         if orphaned.any():  # R3: every orphan of those rows dropped
@@ -250,8 +254,8 @@ class ConversationsView(ArrowView):
         subset = np.flatnonzero(asked)
         edits = Edits(c, subset, drop, merges, drop_results, answers, inserts)
         column = self.fmt.write(self.column, edits)
-        assert column is not None  # whole items dropped, merges into `merged_field`, results
-        # where `result_holders` says
+        assert column is not None  # whole items dropped, merges where `merges_join_texts`
+        # and `unmerged` say, results where `result_holders` says
         origins = None
         if self.fmt.edits_lines and self.fmt.merged_field is not None:
             origins = Origins(lambda: _origins(self.column, edits), self.fmt.merged_field)

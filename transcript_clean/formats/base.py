@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
     from transcript_clean.columnar.arrays import Counts, Mask
     from transcript_clean.columnar.conversations import Conversations
-    from transcript_clean.columnar.edits import Edits
+    from transcript_clean.columnar.edits import Edits, Merges
 
 Row = dict[str, Any]
 """One dataset row as Python values: column name -> value (what `pyarrow` `to_pylist` gives)."""
@@ -178,6 +178,26 @@ class Format:
     (`columnar.edits.write_merged`: the texts joined where it is text, ShareGPT's `value`; the
     parts appended where it is a list, rig's `content`); None where `write` writes no merges
     (rows whose repair merges messages take the per-row path)."""
+
+    def merges_join_texts(self, column: pa.Array) -> bool | None:
+        """How `write` writes R4's merges (`Edits.merges`) in `column`: by joining texts (True:
+        only a message that is one text grows, `consecutive_assistant.merges` with
+        `plain_first`), by appending parts (False), or not at all (None: rows whose repair
+        merges messages take the per-row path). From `merged_field`, unless a format writes
+        merges in a layout of its own (an agent trace's events)."""
+        if self.merged_field is None:
+            return None
+        from transcript_clean.columnar.edits import joins_texts
+
+        return joins_texts(column, self.merged_field)
+
+    def unmerged(
+        self, column: pa.Array, conversations: Conversations, merges: Merges
+    ) -> Mask | None:
+        """Per row of `column`, whether `write` cannot write the merges `merges` makes there as
+        `encode` does (a row where the encoder moves other events too): those rows' merges are
+        left to the per-row path. None: it writes them all."""
+        return None
 
     edits_lines: ClassVar[bool] = False
     """Whether a JSON Lines row's line is its conversation's items, each written by the encoder

@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
     from transcript_clean.columnar.arrays import Counts, Mask
     from transcript_clean.columnar.conversations import Conversations
-    from transcript_clean.columnar.edits import Edits
+    from transcript_clean.columnar.edits import Edits, Merges
 
 _MESSAGE_EVENTS = ("user", "assistant")
 
@@ -134,11 +134,24 @@ class ClaudeCodeFormat(Format):
 
         return result_holders(column, conversations, messages)
 
+    def merges_join_texts(self, column: pa.Array) -> bool | None:
+        """R4's merges append blocks: the joined message's blocks go to the first event of the
+        message it is joined into. Where `message.content` is text (joined with blank lines,
+        as the encoder writes it) they are the per-row path's."""
+        from transcript_clean.formats.claude_code.flatten import content_blocks
+
+        return False if content_blocks(column) else None
+
+    def unmerged(
+        self, column: pa.Array, conversations: Conversations, merges: Merges
+    ) -> Mask | None:
+        from transcript_clean.formats.claude_code.flatten import unmerged
+
+        return unmerged(column, conversations, merges)
+
     def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
-        """Messages dropped (R1, R5's cut) and R5's error results written as `encode` writes
-        them (`claude_code.flatten.write_events`)."""
-        if edits.merges is not None and edits.merges.joined.any():
-            return None  # no `merged_field`: R4's merges are the per-row path's
+        """Messages dropped (R1, R5's cut), merged (R4) and R5's error results written as
+        `encode` writes them (`claude_code.flatten.write_events`)."""
         if edits.replacing_results:
             return None  # its results are no whole items: R3's drops, R2's answers are not its
         from transcript_clean.formats.claude_code.flatten import write_events

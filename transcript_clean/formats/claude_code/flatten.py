@@ -11,15 +11,18 @@ blocks of a streamed answer. Unread: a null event, or a user or assistant event 
 over), and whatever Anthropic's flattener leaves unread. It knows no rule.
 
 `write_events` writes a repair as the encoder does: a message read from several events becomes
-its first event, holding the blocks of all; an event holding no message stays after the message
-event before it, and moves to the end where that event is no longer written (the encoder places
-it by that event's `uuid`). A row where that is not all the encoder does is `reencoded`, its
-repairs the per-row path's: a streamed answer whose content is text (joined with blank lines),
-or with reasoning after its first event (written over the first event's reasoning blocks); an
-event holding no message after a message event whose `uuid` is null (the encoder puts it first)
-or shared by another message event of the row. A result made by a repair (R5's error result)
-goes into the `tool_result` blocks of the user event that answers its call, after those it
-opens with, as the encoder writes it (`result_holders` says which events it can go into).
+its first event, holding the blocks of all, and so does a message others are joined into (R4),
+holding theirs after its own (`unmerged` says where the view cannot tell what R4 does); an event
+holding no message stays after the message event before it, and moves to the end where that
+event is no longer written (the encoder places it by that event's `uuid`). A row where that is
+not all the encoder does is `reencoded`, its repairs the per-row path's: a streamed answer whose
+content is text (joined with blank lines), or with reasoning after its first event (written over
+the first event's reasoning blocks); an event holding no message after a message event whose
+`uuid` is null (the encoder puts it first) or shared by another message event of the row; two
+answers apart with one `message.id` (a drop between them would make them one when the row is
+read again). A result made by a repair (R5's error result) goes into the `tool_result` blocks of
+the user event that answers its call, after those it opens with, as the encoder writes it
+(`result_holders` says which events it can go into).
 """
 
 from __future__ import annotations
@@ -42,11 +45,11 @@ from transcript_clean.columnar.arrays import (
     rows_with,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
-from transcript_clean.columnar.edits import Edits, Subset, appended_lists, first_items
+from transcript_clean.columnar.edits import Edits, Merges, Subset, appended_lists, first_items
 from transcript_clean.formats.anthropic.flatten import flatten_anthropic
 from transcript_clean.formats.anthropic.results import plain_holders, with_error_results
 
-__all__ = ["flatten_claude_code", "result_holders", "write_events"]
+__all__ = ["content_blocks", "flatten_claude_code", "result_holders", "unmerged", "write_events"]
 
 
 def flatten_claude_code(array: pa.Array) -> Conversations | None:
@@ -115,6 +118,14 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
     reencoded = rows_with(later_reasoning, row_of, rows)
     if is_text(field_type(message_type, "content")):
         reencoded |= rows_with(streamed, row_of, rows)
+    # Two answers of a row with one `message.id` but apart: a repair dropping what stands
+    # between them (R1's empty turn) makes them one streamed answer when the row is read again.
+    opening = np.flatnonzero(~streamed & (roles == ASSISTANT))
+    opening = opening[~as_mask(ids.is_null(), fill=True)[opening]]
+    if len(opening) > 1:
+        codes = pc.dictionary_encode(ids.take(indices(opening))).indices
+        key = row_of[opening] * (len(at) + 1) + np.asarray(codes, dtype=np.int64)
+        reencoded |= rows_with(repeated(key), row_of[opening], rows)
     anchor = _anchors(said, event_row)
     follows = ~said & (anchor >= 0)
     if follows.any():
@@ -134,6 +145,19 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
         return pieces, new_of[owner]
 
     result_text: Callable[[], pa.Array] | None = read.result_text
+    message_text: Callable[[Counts], pa.Array] | None = None
+    if read.message_text is not None:
+        one_event = np.diff(np.append(starts, len(at))) == 1
+        anthropic_text = read.message_text
+
+        def message_text(positions: Counts) -> pa.Array:
+            # A streamed answer (several events) is never one text here: null.
+            text = anthropic_text(pick[starts[positions]])
+            return pc.if_else(pa.array(one_event[positions]), text, pa.nulls(len(text), text.type))
+
+    def message_origin(positions: Counts) -> pa.Array:
+        return events.take(indices(at[starts[positions]]))  # the decoder's: its first event
+
     return Conversations(
         rows=rows,
         unread=read.unread | rows_with(doubt, event_row, rows),
@@ -156,6 +180,8 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
         result_error=read.result_error,
         item_message=item_message,
         reencoded=reencoded,
+        message_text=message_text,
+        message_origin=message_origin,
         texts=said_texts if texts is not None else None,
     )
 
@@ -216,8 +242,9 @@ def _uuids(events: pa.Array) -> pa.Array:
 def write_events(column: pa.Array, edits: Edits) -> pa.Array:
     """The rows of `edits` written as `ClaudeCodeFormat.encode` writes them (see the module's
     docstring): the events of the messages dropped left out, a streamed answer's events one
-    (the first, holding the blocks of all), an event holding no message whose message event is
-    no longer written moved to the end of its row, a new error result (R5's) among the blocks
+    (the first, holding the blocks of all), and so a message's with those joined into it (R4),
+    an event holding no message whose message event is no longer written moved to the end of
+    its row, a new error result (R5's) among the blocks
     of the user event that answers its call. For rows not `reencoded`."""
     c = edits.conversations
     item_message = c.item_message
@@ -243,6 +270,15 @@ def write_events(column: pa.Array, edits: Edits) -> pa.Array:
     values = events.take(indices(mine))
     owner = np.arange(len(mine), dtype=np.int64)  # a streamed answer's blocks: its first event's
     owner[said] = np.flatnonzero(said & first)[np.cumsum(first[said]) - 1]
+    merges = edits.merges
+    if merges is not None and len(merges.grown):
+        # R4: the blocks of a message joined into another go to that one's first event, after
+        # its own (those of a message that repeats it go with its events).
+        adding = merges.adds & merges.joined
+        moves = np.flatnonzero(said)
+        moves = moves[adding[message[moves]]]
+        into_first = first_items(item_message, c.messages)[merges.into[message[moves]]]
+        owner[moves] = np.searchsorted(mine, into_first)
     if (owner != np.arange(len(mine))).any():
         values = _with_content(values, owner)
     if edits.inserting:
@@ -253,6 +289,33 @@ def write_events(column: pa.Array, edits: Edits) -> pa.Array:
     np.cumsum(counts, out=offsets[1:])
     kind = pa.LargeListArray if large else pa.ListArray
     return kind.from_arrays(pa.array(offsets), values.take(indices(order)), type=column.type)
+
+
+def content_blocks(array: pa.Array) -> bool:
+    """Whether the events' `message.content` is a list of blocks (not text) in `array`."""
+    if not (pa.types.is_list(array.type) or pa.types.is_large_list(array.type)):
+        return False
+    event_type = array.type.value_type
+    message_type = field_type(event_type, "message") if pa.types.is_struct(event_type) else None
+    if message_type is None or not pa.types.is_struct(message_type):
+        return False
+    content = field_type(message_type, "content")
+    return content is not None and (pa.types.is_list(content) or pa.types.is_large_list(content))
+
+
+def unmerged(array: pa.Array, c: Conversations, merges: Merges) -> Mask:
+    """Per row, whether `write_events` does not write its R4 merges as the encoder does: where
+    a message others are joined into is a streamed answer with an event holding no block (its
+    text, which R4 compares, is not read here: see `message_text`)."""
+    out = np.zeros(c.rows, dtype=bool)
+    grown = merges.grown
+    if not len(grown) or c.item_message is None:
+        return out
+    events, _, _ = flattened(array)
+    sizes = np.diff(pc.struct_field(pc.struct_field(events, "message"), "content").offsets)
+    held = np.flatnonzero(np.isin(c.item_message, grown))
+    empty = np.asarray(sizes)[held] == 0
+    return rows_with(empty, c.message_row[c.item_message[held]], c.rows)
 
 
 def result_holders(array: pa.Array, c: Conversations, messages: Counts) -> Mask | None:

@@ -81,7 +81,7 @@ if TYPE_CHECKING:
 
     from transcript_clean.columnar.arrays import Counts, Mask
     from transcript_clean.columnar.conversations import Conversations
-    from transcript_clean.columnar.edits import Edits
+    from transcript_clean.columnar.edits import Edits, Merges
 
 
 class OpenHandsFormat(Format):
@@ -145,13 +145,25 @@ class OpenHandsFormat(Format):
 
         return result_holders(column, conversations, messages)
 
+    def merges_join_texts(self, column: pa.Array) -> bool | None:
+        """R4's merges join texts: the message action others are joined into holds the joined
+        text in `args.content` and `message` (`openhands.flatten.merges_written`)."""
+        from transcript_clean.formats.openhands.flatten import merges_written
+
+        return True if merges_written(column) else None
+
+    def unmerged(
+        self, column: pa.Array, conversations: Conversations, merges: Merges
+    ) -> Mask | None:
+        from transcript_clean.formats.openhands.flatten import unmerged
+
+        return unmerged(column, conversations, merges)
+
     def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
         """Messages dropped (R1, R5's cut) and R5's error results written as `encode` writes
         them (`openhands.flatten.write_openhands`)."""
         if edits.conversations.item_message is None:
             return None
-        if edits.merges is not None and edits.merges.joined.any():
-            return None  # no `merged_field`: R4's merges are the per-row path's
         if edits.replacing_results:
             return None  # its results are no whole items: R3's drops, R2's answers are not its
         from transcript_clean.formats.openhands.flatten import write_openhands

@@ -20,8 +20,10 @@ or where bookkeeping follows an assistant message that may be dropped as an empt
 `reencoded` (its encoder writes such rows otherwise than dropping whole events).
 
 `write_openhands` writes a repair as the encoder does: the events of the messages dropped left
-out, and a result made by a repair (R5's error result) as the new `error` observation the
-encoder writes (`events.result_event`), where the encoder puts it (`result_holders`).
+out, a message action others are joined into (R4) holding the joined text in `args.content` and
+`message` (`unmerged` says where the encoder does more), and a result made by a repair (R5's
+error result) as the new `error` observation the encoder writes (`events.result_event`), where
+the encoder puts it (`result_holders`).
 """
 
 from __future__ import annotations
@@ -53,7 +55,18 @@ from transcript_clean.columnar.conversations import (
     Conversations,
     Roles,
 )
-from transcript_clean.columnar.edits import Edits, first_items, inserted_lists, written
+from transcript_clean.columnar.edits import (
+    Edits,
+    Merges,
+    Rewrite,
+    first_items,
+    first_items_of,
+    inserted_lists,
+    merged_texts,
+    taken,
+    with_values,
+    written,
+)
 from transcript_clean.formats.base import REASONING_KEYS
 from transcript_clean.formats.fields import field, fits, is_list_of_structs, not_blank
 from transcript_clean.formats.openhands.events import (
@@ -63,7 +76,13 @@ from transcript_clean.formats.openhands.events import (
 )
 from transcript_clean.model import Text, ToolResult
 
-__all__ = ["flatten_openhands", "result_holders", "write_openhands"]
+__all__ = [
+    "flatten_openhands",
+    "merges_written",
+    "result_holders",
+    "unmerged",
+    "write_openhands",
+]
 
 _SYSTEM_EVENT: Final = 0
 _SAID_EVENT: Final = 1
@@ -305,7 +324,7 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
 
     # System and message actions: their text, and a message's images.
     spoke = at[(kind[at] == _SYSTEM_EVENT) | (kind[at] == _SAID_EVENT)]
-    add(said_text.take(indices(spoke)), item_message[spoke])
+    spoke_lengths = add(said_text.take(indices(spoke)), item_message[spoke])
     said[item_message[spoke[image_count[spoke] > 0]]] = True
 
     # Calls: the text and reasoning of the response that opens their message.
@@ -353,6 +372,14 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
             np.concatenate([o[h] for o, h in zip(owners, held, strict=True)]).astype(np.int64),
         )
 
+    # A message's one text: a system or message action's non-empty text, with no images (its
+    # decoded parts are that text alone); calls and results say more, or other things.
+    one_text = np.full(m, -1, dtype=np.int64)
+    plain = spoke[(image_count[spoke] == 0) & (spoke_lengths > 0)]
+    one_text[item_message[plain]] = plain
+    own_event = np.full(m, -1, dtype=np.int64)  # the decoder's origin: a message action's
+    own_event[item_message[spoke]] = spoke
+
     return Conversations(
         rows=rows,
         unread=unread,
@@ -379,6 +406,8 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
             item_message,
         ),
         declarations=_declarations(items, item_row, rows, args) if declarations else None,
+        message_text=lambda positions: taken(said_text, one_text[positions]),
+        message_origin=lambda positions: taken(items, own_event[positions]),
         texts=texts,
     )  # fmt: skip
 
@@ -545,14 +574,90 @@ def result_holders(array: pa.Array, c: Conversations, messages: Counts) -> Mask 
     return out
 
 
+def merges_written(array: pa.Array) -> bool:
+    """Whether `write_openhands` writes R4's merges in `array` as the encoder writes a merged
+    message action: its `args.content` (text) and its `message` (absent or text) set to the
+    joined text, its `args.image_urls` (absent, or a list) null."""
+    if not is_list_of_structs(array.type):
+        return False
+    event = array.type.value_type
+    args = field_type(event, "args")
+    if args is None or not pa.types.is_struct(args) or not is_text(field_type(args, "content")):
+        return False
+    message, images = field_type(event, "message"), field_type(args, "image_urls")
+    return (message is None or is_text(message)) and (
+        images is None or pa.types.is_null(images) or pa.types.is_list(images)
+        or pa.types.is_large_list(images)
+    )  # fmt: skip
+
+
+def unmerged(array: pa.Array, c: Conversations, merges: Merges) -> Mask:
+    """Per row, whether `write_openhands` does not write its R4 merges as the encoder does:
+    where the event a message is joined into has no `args` (the encoder writes one anew), or
+    where bookkeeping follows a joined message's event and a message's event follows it (the
+    encoder writes such bookkeeping last, after the event it followed is gone)."""
+    out = np.zeros(c.rows, dtype=bool)
+    item_message = c.item_message
+    if item_message is None or not len(merges.grown):
+        return out
+    items, _, item_row = flattened(array)
+    first = first_items_of(item_message, c.messages, merges.grown)
+    out |= rows_with(_null(field(items, "args"))[first], c.message_row[merges.grown], c.rows)
+    held = item_message >= 0
+    positions = np.arange(len(items), dtype=np.int64)
+    joined = np.append(merges.joined, False)[np.where(held, item_message, -1)]
+    anchor = np.maximum.accumulate(np.where(held, positions, -1)) if len(items) else positions
+    anchored = ~held & (anchor >= np.searchsorted(item_row, item_row))
+    anchored[anchored] = joined[anchor[anchored]]
+    last_written = np.full(c.rows, -1, dtype=np.int64)
+    stays = held & ~joined
+    np.maximum.at(last_written, item_row[stays], positions[stays])
+    out |= rows_with(anchored & (positions < last_written[item_row]), item_row, c.rows)
+    return out
+
+
+def _merged(edits: Edits) -> Rewrite | None:
+    """The rewrite of the events that R4's merges grow, as `_message_event` writes them."""
+    merges, c = edits.merges, edits.conversations
+    if merges is None or not len(merges.grown):
+        return None
+    assert c.item_message is not None and c.message_text is not None
+    grown, texts = merged_texts(merges, c.message_text)
+    first = first_items_of(c.item_message, c.messages, grown)
+
+    def rewrite(events: pa.Array, elements: Counts) -> pa.Array:
+        at = np.searchsorted(elements, first)
+        args = with_values(field(events, "args"), "content", at, texts)
+        images = field_type(args.type, "image_urls")
+        if images is not None and not pa.types.is_null(images):
+            args = with_values(args, "image_urls", at, pa.nulls(len(at), images))
+        events = _with_child(events, "args", args)
+        if field_type(events.type, "message") is not None:
+            events = with_values(events, "message", at, texts)
+        return events
+
+    return rewrite
+
+
+def _with_child(structs: pa.Array, name: str, child: pa.Array) -> pa.Array:
+    """A struct array with its field `name` replaced by `child`."""
+    children = [
+        child if child_field.name == name else values
+        for child_field, values in zip(structs.type, structs.flatten(), strict=True)
+    ]
+    mask = structs.is_null() if structs.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(structs.type), mask=mask)
+
+
 def write_openhands(array: pa.Array, edits: Edits) -> pa.Array:
     """The rows of `edits` written as `OpenHandsFormat.encode` writes them: the events of the
-    messages dropped left out (`written`), and each new error result an `error` observation
-    naming its call (its action's `id` as `cause`), where `result_holders` says the encoder
-    puts it: before the user's message action that answers the turn, else after the events of
-    the results that answer it (or of the turn, where none does) and the bookkeeping after
-    them."""
-    out = written(array, edits)
+    messages dropped or joined into another left out (`written`), the message actions others are
+    joined into holding the joined text (`_merged`), and each new error result an `error`
+    observation naming its call (its action's `id` as `cause`), where `result_holders` says the
+    encoder puts it: before the user's message action that answers the turn, else after the
+    events of the results that answer it (or of the turn, where none does) and the bookkeeping
+    after them."""
+    out = written(array, edits, _merged(edits))
     inserts = edits.inserts
     if inserts is None or not len(inserts):
         return out
