@@ -204,7 +204,8 @@ def _read(
     if whole:
         kind = type(content)
         keep_null = pa.array(as_mask(content.is_null()) & said)
-        content = kind.from_arrays(content.offsets, content.values, content.type, mask=keep_null)
+        # Offsets anew: Arrow takes no null mask beside offsets sliced from a larger array.
+        content = kind.from_arrays(pa.array(offsets), content.values, content.type, mask=keep_null)
         role = pc.if_else(pa.array(is_assistant & said), "assistant", "user")
         counts = np.bincount(event_row, minlength=rows)
         pick = at
