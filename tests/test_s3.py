@@ -348,7 +348,7 @@ def test_a_resumed_run_in_a_bucket_times_every_block_not_the_pause(
 
     def slow_then_killed(rows: int) -> None:
         if rows and not seen[0]:
-            time.sleep(3.0)  # in the first block: time worked before the kill
+            time.sleep(5.0)  # in the first block: time worked before the kill
         seen[0] += rows
         if seen[0] >= 150:
             raise KeyboardInterrupt  # after two blocks of 50 rows are done
@@ -364,9 +364,10 @@ def test_a_resumed_run_in_a_bucket_times_every_block_not_the_pause(
     result = clean(f"{bucket}/in/", f"{bucket}/out", resume=True, **given)  # type: ignore[arg-type]
     resumed = time.perf_counter() - started
     seconds = result.summary["seconds"]
-    # the first part is counted (its 3 s, less the store's times being whole seconds and what
-    # the resumed call spends after its summary), the pause is not (else 3 s more)
-    assert 1.0 <= seconds - resumed <= first + 1.0, (seconds, resumed, first)
+    # the first part is counted (its 5 s, less the store's times being whole seconds and what
+    # the resumed call spends after its summary, which on a loaded machine took 2.4 s), the
+    # pause is not (else 3 s more)
+    assert 2.0 <= seconds - resumed <= first + 1.0, (seconds, resumed, first)
     stored = json.loads(store.read_text("summary.json"))
     assert stored["seconds"] == seconds
     assert not any(name.startswith(TEMPORARY) for name in store.files())
