@@ -21,7 +21,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -38,7 +37,6 @@ from transcript_clean.columnar.arrays import (
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.edits import item_origins, taken
-from transcript_clean.formats.base import DecodeError
 from transcript_clean.formats.fields import (
     end_to_end,
     field,
@@ -46,9 +44,9 @@ from transcript_clean.formats.fields import (
     is_list_of_structs,
     not_blank,
 )
-from transcript_clean.formats.llamafactory.values import MEDIA_KINDS, read_call
+from transcript_clean.formats.llamafactory.calls import read_calls
+from transcript_clean.formats.llamafactory.values import MEDIA_KINDS
 from transcript_clean.formats.sharegpt.values import split_list
-from transcript_clean.model import is_json
 
 __all__ = ["flatten_llamafactory"]
 
@@ -97,24 +95,11 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     flag_item |= (item_kind == SYSTEM) & ~is_text_item
     flag_item |= (item_kind != ASSISTANT) & (is_reasoning | is_call)
 
-    # Calls, parsed from their values, in order.
+    # Calls, read from their values, in order.
     call_items = np.flatnonzero(is_call & ~flag_item & (item_kind == ASSISTANT))
-    names: list[str] = []
-    arguments: list[str | None] = []
-    objects: list[bool] = []
-    kept_calls: list[int] = []
-    for at, text in zip(
-        call_items.tolist(), value.take(indices(call_items)).to_pylist(), strict=True
-    ):
-        found = _call(text)
-        if found is None:
-            flag_item[at] = True
-            continue
-        names.append(found[0])
-        arguments.append(found[1])
-        objects.append(found[2])
-        kept_calls.append(at)
-    calls = np.array(kept_calls, dtype=np.int64)
+    found = read_calls(value.take(indices(call_items)))
+    flag_item[call_items[~found.read]] = True
+    calls = call_items[found.read]
     flag |= rows_with(flag_item, item_msg, n)
     unread = as_mask(array.is_null()) | rows_with(flag, msg_row, rows)
 
@@ -288,9 +273,9 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         chars=per_message_chars,
         call_message=call_message.astype(np.int64),
         call_id=call_ids,
-        call_name=pa.array(names, pa.string()),
-        call_arguments=pa.array(arguments, pa.string()),
-        call_object=np.array(objects, dtype=bool),
+        call_name=found.name,
+        call_arguments=found.arguments,
+        call_object=found.object,
         result_message=msg_message[result_at].astype(np.int64),
         result_call=result_ids,
         result_blank=np.asarray(result_blank, dtype=bool),
@@ -302,50 +287,6 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         message_origin=item_origins(msgs, msg_message, m),
         texts=texts,
     )
-
-
-def _call(text: str) -> tuple[str, str | None, bool] | None:
-    """A `tool_call` value as the decoder reads it: the tool's name, its arguments as JSON text
-    (None where JSON cannot write them), and whether they are a JSON object; None where the
-    decoder would call the item malformed."""
-    # The common value, strict JSON of an object with a text name and object arguments, is
-    # read with one orjson pass (it was parsed twice); any other goes through `_read_call`.
-    try:
-        data = _loads(text)
-    except orjson.JSONDecodeError:
-        return _read_call(text)
-    if type(data) is dict:
-        name, arguments = data.get("name"), data.get("arguments")
-        if type(name) is str and type(arguments) is dict:
-            try:
-                return name, _dumps(arguments).decode(), True
-            except (TypeError, orjson.JSONEncodeError):
-                pass
-    return _read_call(text)
-
-
-_loads = orjson.loads
-_dumps = orjson.dumps
-
-
-def _read_call(text: str) -> tuple[str, str | None, bool] | None:
-    """`_call` of any value, read through the decoder's own helper."""
-    try:
-        name, arguments, raw = read_call(text, "")
-    except DecodeError:
-        return None
-    try:
-        orjson.loads(text)
-        strict = True  # orjson reads strict JSON only: no NaN, no lone surrogate
-    except orjson.JSONDecodeError:
-        strict = False
-    is_object = isinstance(arguments, dict) and (raw is not None or strict or is_json(arguments))
-    if raw is None:
-        try:
-            raw = orjson.dumps(arguments).decode()
-        except (TypeError, orjson.JSONEncodeError):
-            raw = None
-    return name, raw, is_object
 
 
 def _system_texts(value: pa.Array, item_msg: Counts, sys_items: Mask, sys_msgs: Counts) -> Any:
