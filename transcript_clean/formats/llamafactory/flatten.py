@@ -164,25 +164,22 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
             if packed is not None:
                 split_texts[k] = packed
 
-    result_msg: list[int] = []  # per result, its message item
-    result_call_number: list[int] = []  # the call it answers, by number; -1 for none
-    result_split: list[str | None] = []  # its text, for a split message's results
-    for k, at in enumerate(tools.tolist()):
-        if k in split_texts:
-            base = int(first_call[window[k]])
-            for j, text in enumerate(split_texts[k]):
-                result_msg.append(at)
-                result_call_number.append(base + j)
-                result_split.append(text)
-            continue
-        p = int(place[k])
-        answered = p < answers[k]
-        result_msg.append(at)
-        result_call_number.append(int(first_call[window[k]]) + p if answered else -1)
-        result_split.append(None)
-    result_at = np.array(result_msg, dtype=np.int64)
-    numbers = np.array(result_call_number, dtype=np.int64)
-    is_split = np.array([t is not None for t in result_split], dtype=bool)
+    # Per result: one per tool message, or one per piece of a split one.
+    per_tool = np.ones(len(tools), dtype=np.int64)
+    split_tool = np.zeros(len(tools), dtype=bool)
+    split_pieces: list[str] = []  # the split messages' texts, in order
+    for k, texts_of in split_texts.items():
+        per_tool[k], split_tool[k] = len(texts_of), True
+        split_pieces += texts_of
+    owner = np.repeat(np.arange(len(tools), dtype=np.int64), per_tool)  # its tool message
+    result_at = tools[owner]
+    is_split = split_tool[owner]
+    piece = np.arange(len(owner), dtype=np.int64) - (np.cumsum(per_tool) - per_tool)[owner]
+    first_answered = first_call[np.maximum(window, 0)][owner] if m else owner
+    p = place[owner]
+    numbers = np.where(
+        is_split, first_answered + piece, np.where(p < answers[owner], first_answered + p, -1)
+    )
     orphans = end_to_end("result_", result_at - row_start[msg_row[result_at]])
     result_ids = orphans
     answered_mask = numbers >= 0
@@ -196,9 +193,10 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     item_said = (is_text_item & says) | is_media
     message_item_said = rows_with(item_said, item_msg, n)
     own_blank = ~message_item_said  # a tool message's result: no part but blank text
-    split_blank = np.array([not (t or "").strip() for t in result_split], dtype=bool)
-    result_blank = np.where(is_split, split_blank, own_blank[result_at] if len(result_at) else [])
-    split_chars = np.array([len(t or "") for t in result_split], dtype=np.int64)
+    result_blank = own_blank[result_at]
+    result_blank[is_split] = [not t.strip() for t in split_pieces]
+    split_chars = np.zeros(len(result_at), dtype=np.int64)
+    split_chars[is_split] = [len(t) for t in split_pieces]
 
     texts_counted = (is_text_item | is_reasoning) & ~no_value
     item_chars = np.where(texts_counted, chars, 0)
@@ -220,11 +218,12 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     assistant_items = item_kind == ASSISTANT
     # A tool message's texts are its results': not what the user message says.
     own = item_kind != _TOOL_ROLE
-    said = rows_with(item_said & own, msg_message[item_msg], m)
+    item_message = msg_message[item_msg]  # each content item's canonical message
+    said = rows_with(item_said & own, item_message, m)
     said[is_system[starts]] = said_texts[starts][is_system[starts]] > 0
-    thought = rows_with(is_reasoning & says, msg_message[item_msg], m)
-    reasoned = rows_with(is_reasoning & assistant_items, msg_message[item_msg], m)
-    spoken = rows_with(is_text_item & own & (chars > 0), msg_message[item_msg], m)
+    thought = rows_with(is_reasoning & says, item_message, m)
+    reasoned = rows_with(is_reasoning & assistant_items, item_message, m)
+    spoken = rows_with(is_text_item & own & (chars > 0), item_message, m)
 
     def result_text() -> pa.Array:
         """Per result, its one text: a split message's piece, or its tool message's one text
@@ -234,7 +233,7 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         own = value.cast(pa.large_string()).take(pa.array(at, pa.int64(), mask=~one))
         if not is_split.any():
             return own
-        pieces = pa.array([t for t in result_split if t is not None], pa.large_string())
+        pieces = pa.array(split_pieces, pa.large_string())
         place = np.arange(len(result_at), dtype=np.int64)
         place[is_split] = len(result_at) + np.arange(int(is_split.sum()), dtype=np.int64)
         return pa.concat_arrays([own, pieces]).take(indices(place))
@@ -252,7 +251,7 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         pieces = [
             sys_text,
             value.take(indices(other)).cast(pa.large_string()),
-            pa.array([t for t in result_split if t is not None], pa.large_string()),
+            pa.array(split_pieces, pa.large_string()),
         ]
         owners = [
             msg_message[sys_msgs],
@@ -278,7 +277,7 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         call_object=found.object,
         result_message=msg_message[result_at].astype(np.int64),
         result_call=result_ids,
-        result_blank=np.asarray(result_blank, dtype=bool),
+        result_blank=result_blank,
         result_error=np.zeros(len(result_at), dtype=bool),  # a tool message is no error
         item_message=msg_message.astype(np.int64),
         pairs_by_position=True,
