@@ -10,8 +10,9 @@ with a name. Messages are as the decoder makes them: each system, user or assist
 one, a run of tool messages one user message of results, the k-th answering the k-th call of
 the message before it (system messages aside), and one tool message whose one text is a JSON
 list of one item per call answering them all. The format has no ids: calls and results get the
-ids the decoder mints (`call_{message}_{item}`, `result_{message}`). Call values are parsed in
-Python, as are the few tool messages that may hold such a list. A result's text, which R3's
+ids the decoder mints (`call_{message}_{item}`, `result_{message}`). Call values are read over
+the whole column where they are in the common layout, else one by one (`calls.py`); the few
+tool messages that may hold such a list are parsed in Python. A result's text, which R3's
 rejects compare (`result_text`), is its tool message's one text item, or its piece of such a
 list. It knows no rule.
 """
@@ -70,24 +71,20 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         return None
 
     rows = len(array)
-    msgs, _, msg_row = flattened(array)
+    msgs, msgs_per_row, msg_row = flattened(array)
     n = len(msgs)
-    role = field(msgs, "role")
-    kind = np.full(n, -1, dtype=np.int64)
-    for k, name in enumerate(("system", "user", "assistant", "tool")):
-        kind[as_mask(pc.equal(role, name))] = k
+    kind = _lookup(field(msgs, "role"), ("system", "user", "assistant", "tool"))
     is_system, is_tool = kind == SYSTEM, kind == _TOOL_ROLE
     content = field(msgs, "content")
     flag = (kind < 0) | as_mask(msgs.is_null()) | as_mask(content.is_null())
 
-    items, _, item_msg = flattened(content)
+    items, items_per_msg, item_msg = flattened(content)
     type_ = field(items, "type")
     value = field(items, "value")
     no_value = as_mask(value.is_null())
-    is_text_item = as_mask(pc.equal(type_, "text"))
-    is_reasoning = as_mask(pc.equal(type_, "reasoning"))
-    is_call = as_mask(pc.equal(type_, "tool_call"))
-    is_media = ~as_mask(pc.is_in(type_, pa.array(_OWN_TYPES)), fill=True)
+    type_kind = _lookup(type_, _OWN_TYPES)
+    is_text_item, is_reasoning, is_call = type_kind == 0, type_kind == 1, type_kind == 2
+    is_media = (type_kind < 0) & ~as_mask(type_.is_null())
     item_kind = kind[item_msg]
     flag_item = as_mask(items.is_null()) | as_mask(type_.is_null())
     flag_item |= (is_text_item | is_reasoning | is_call) & no_value
@@ -135,8 +132,8 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
 
     # Call ids as the decoder mints them: `call_{i}_{k}`, i the message item's place in its
     # row, k the item's place in its message.
-    row_start = np.searchsorted(msg_row, np.arange(rows))
-    item_start = np.searchsorted(item_msg, np.arange(n))
+    row_start = np.cumsum(msgs_per_row) - msgs_per_row  # each row's first message item
+    item_start = np.cumsum(items_per_msg) - items_per_msg  # each message item's first item
     call_at = call_message_item - row_start[msg_row[call_message_item]]
     call_k = calls - item_start[call_message_item]
     call_ids = end_to_end("call_", call_at, "_", call_k)
@@ -286,6 +283,12 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         message_origin=item_origins(msgs, msg_message, m),
         texts=texts,
     )
+
+
+def _lookup(texts: pa.Array, names: tuple[str, ...]) -> Counts:
+    """Per text, its place in `names`; -1 for a null text or any other."""
+    found = pc.index_in(texts, value_set=pa.array(names, texts.type))
+    return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _system_texts(value: pa.Array, item_msg: Counts, sys_items: Mask, sys_msgs: Counts) -> Any:
