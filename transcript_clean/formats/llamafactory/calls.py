@@ -10,16 +10,18 @@ arguments that orjson reads as the same value; the text is the source's
 every reader of it parses it. Any other value is read one by one by `_call`.
 
 The expression is JSON's own grammar for such values, narrowed to what orjson reads: no `\\u`
-escape of a surrogate (orjson refuses a lone one, and a pair is rare), integers of at most 20
+escape of a surrogate (orjson refuses a lone one; a value with a pair is `_call`'s), integers of at most 20
 digits and exponents of at most 2 (no number orjson reads as infinite). Nested arguments are
 left to `_call`: a regular expression cannot match brackets, and a JSON array of all the values
-parsed once is not exact (docs/performance.md, Hermes). Checking the brackets in Arrow and
-parsing the joined arguments once was tried: on the generated rows its checks cost more than
-the 1 µs a value costs `_call`.
+parsed once is not exact by itself (docs/performance.md, Hermes: a value that is no JSON can
+pair with the next). Counting each value's brackets outside its strings in Arrow, then parsing
+the joined arguments once, was tried: on the generated rows those checks cost more than the
+1 µs a value costs `_call`.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Final
 
 import numpy as np
@@ -44,19 +46,17 @@ _COMMON: Final = rf'^\{{"name": "[^"\\\x00-\x1f]*", "arguments": {_FLAT}\}}$'
 _NAME_ENDS: Final = '", "arguments": '
 
 
+@dataclass(slots=True, frozen=True)
 class Calls:
     """The `tool_call` values read: per value, whether it was read (`_call` gives None for the
     others: the decoder calls such an item malformed), and of those read, in order, the name,
     the arguments' JSON text (null where JSON cannot write them) and whether they are an
     object."""
 
-    __slots__ = ("arguments", "name", "object", "read")
-
-    def __init__(self, read: Mask, name: pa.Array, arguments: pa.Array, object: Mask) -> None:
-        self.read = read
-        self.name = name
-        self.arguments = arguments
-        self.object = object
+    read: Mask
+    name: pa.Array
+    arguments: pa.Array
+    object: Mask
 
 
 def read_calls(texts: pa.Array) -> Calls:
