@@ -10,13 +10,13 @@ arguments that orjson reads as the same value; the text is the source's
 every reader of it parses it. Any other value is read one by one by `_call`.
 
 The expression is JSON's own grammar for such values, narrowed to what orjson reads: no `\\u`
-escape of a surrogate (orjson refuses a lone one; a value with a pair is `_call`'s), integers of at most 20
-digits and exponents of at most 2 (no number orjson reads as infinite). Nested arguments are
-left to `_call`: a regular expression cannot match brackets, and a JSON array of all the values
-parsed once is not exact by itself (docs/performance.md, Hermes: a value that is no JSON can
-pair with the next). Counting each value's brackets outside its strings in Arrow, then parsing
-the joined arguments once, was tried: on the generated rows those checks cost more than the
-1 µs a value costs `_call`.
+escape of a surrogate (orjson refuses a lone one; a value with a pair is `_call`'s), integers
+of at most 20 digits and exponents of at most 2 (no number orjson reads as infinite). Nested
+arguments are left to `_call`: a regular expression cannot match brackets, and a JSON array of
+all the values parsed once is not exact by itself (docs/performance.md, Hermes: a value that is
+no JSON can pair with the next). Counting each value's brackets outside its strings in Arrow,
+then parsing the joined arguments once, was tried: on the generated rows those checks cost more
+than the 1 µs a value costs `_call`.
 """
 
 from __future__ import annotations
