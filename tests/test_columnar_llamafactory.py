@@ -5,10 +5,12 @@ what the rule's `find` finds; and the fast path's verdicts the per-row path's.""
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pyarrow as pa
 import pytest
 from differential import (
@@ -24,6 +26,7 @@ from synthetic import every_rates, generate_rows
 
 from transcript_clean.fastpath import fast_verdicts
 from transcript_clean.formats import get_format
+from transcript_clean.formats.llamafactory import calls
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.rules.orphan_tool_result import used_message
 from transcript_clean.rules.unanswered_tool_call import uncuttable
@@ -288,6 +291,72 @@ _call_texts = st.one_of(
 @settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(_call_texts)
 def test_tool_call_values_are_read_as_the_decoders_helper_reads_them(text: str) -> None:
-    from transcript_clean.formats.llamafactory import flatten
+    assert calls._call(text) == calls._read_call(text)
 
-    assert flatten._call(text) == flatten._read_call(text)
+
+# Values as the column-wide read sees them: the common layout with flat arguments of any leaves
+# (NaN, infinities, numbers past 64 bits, escapes, lone surrogates), nested arguments, and the
+# common layout with any text where the arguments stand (JSON's characters, shuffled).
+_keys = st.one_of(st.sampled_from(["city", "n", ""]), st.text(max_size=3))
+_edges = st.sampled_from([math.nan, math.inf, -math.inf, 1e100, 1e-100, 2**64, 2**70, 10**400])
+_flat = st.dictionaries(
+    _keys, st.one_of(_leaves, _edges, st.text(max_size=3), st.integers(-9, 9)), max_size=3
+)
+_layout = st.builds(
+    lambda name, arguments, ascii: json.dumps(
+        {"name": name, "arguments": arguments}, ensure_ascii=ascii
+    ),
+    st.one_of(*[st.sampled_from(["f", "get_weather", 'a"b', "\\", "é"])] * 3, st.text(max_size=3)),
+    st.one_of(_flat, _flat, _flat, _values),
+    st.booleans(),
+)
+_scrambled = st.builds(
+    lambda body: '{"name": "f", "arguments": {' + body + "}}",
+    st.text(alphabet='{}[]":,. \\\n\tu0123456789abdefDElnrstu+-', max_size=24),
+)
+_column_values = st.lists(st.one_of(_layout, _layout, _scrambled, _call_texts), max_size=8)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_column_values)
+def test_tool_call_values_read_over_the_column_are_read_as_call_reads_each(
+    values: list[str],
+) -> None:
+    read = calls.read_calls(pa.array(values, pa.string()))
+    each = [calls._call(text) for text in values]
+    assert read.read.tolist() == [found is not None for found in each]
+    found = [f for f in each if f is not None]
+    assert read.name.to_pylist() == [f[0] for f in found]
+    assert read.object.tolist() == [f[2] for f in found]
+    for text, truth in zip(read.arguments.to_pylist(), found, strict=True):
+        if truth[2] and truth[1] is not None:  # an object: maybe the source's text, read
+            assert text is not None  # by orjson as `_call`'s is
+            assert orjson.loads(text) == orjson.loads(truth[1])
+        else:
+            assert text == truth[1]
+
+
+@pytest.mark.parametrize(
+    ("text", "fast"),
+    [
+        ('{"name": "f", "arguments": {"city": "Paris", "n": -1.5e-07, "ok": true}}', True),
+        ('{"name": "f", "arguments": {}}', True),
+        ('{"name": "f", "arguments": {"s": "\\u00e9\\n"}}', True),
+        ('{"name": "f", "arguments": {"n": [1]}}', False),  # nested: `_call`'s
+        ('{"name": "f", "arguments": {"n": NaN}}', False),  # no JSON orjson reads
+        ('{"name": "f", "arguments": {"n": 1e999}}', False),  # infinite to orjson
+        ('{"name": "f", "arguments": {"s": "\\ud800"}}', False),  # a lone surrogate
+        ('{"name": "f", "arguments": {"a": 1,}}', False),
+        ('{"name": "f", "arguments": {}, "name": "g"}', False),
+        ('{"name": "a\\"b", "arguments": {}}', False),  # an escape in the name
+        ('{"name":"f","arguments":{}}', False),  # another layout
+    ],
+)
+def test_the_common_layout_is_told_in_arrow(text: str, fast: bool) -> None:
+    found, names, arguments = calls.common_calls(pa.array([text]))
+    assert found.tolist() == [fast]
+    if fast:
+        truth = calls._call(text)
+        assert truth is not None and truth[2]
+        assert names.to_pylist() == [truth[0]]
+        assert orjson.loads(arguments[0].as_py()) == orjson.loads(str(truth[1]))

@@ -339,8 +339,8 @@ def item_origins(
     """Of the messages at the positions given, the item each starts with (null for one with
     none): its `origin`, for a format whose decoder keeps a message's first item as its origin
     (`Conversations.message_origin`)."""
-    first = first_items(item_message, messages)
-    return lambda positions: taken(items, first[positions])
+    # Asked only for the few messages a merge grows: found for those alone, not for every one.
+    return lambda positions: taken(items, first_items_of(item_message, messages, positions))
 
 
 def merged_texts(merges: Merges, text: Callable[[Counts], pa.Array]) -> tuple[Counts, pa.Array]:

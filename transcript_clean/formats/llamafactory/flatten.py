@@ -10,8 +10,9 @@ with a name. Messages are as the decoder makes them: each system, user or assist
 one, a run of tool messages one user message of results, the k-th answering the k-th call of
 the message before it (system messages aside), and one tool message whose one text is a JSON
 list of one item per call answering them all. The format has no ids: calls and results get the
-ids the decoder mints (`call_{message}_{item}`, `result_{message}`). Call values are parsed in
-Python, as are the few tool messages that may hold such a list. A result's text, which R3's
+ids the decoder mints (`call_{message}_{item}`, `result_{message}`). Call values are read over
+the whole column where they are in the common layout, else one by one (`calls.py`); the few
+tool messages that may hold such a list are parsed in Python. A result's text, which R3's
 rejects compare (`result_text`), is its tool message's one text item, or its piece of such a
 list. It knows no rule.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 from typing import Any, Final
 
 import numpy as np
-import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -38,7 +38,6 @@ from transcript_clean.columnar.arrays import (
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.edits import item_origins, taken
-from transcript_clean.formats.base import DecodeError
 from transcript_clean.formats.fields import (
     end_to_end,
     field,
@@ -46,9 +45,9 @@ from transcript_clean.formats.fields import (
     is_list_of_structs,
     not_blank,
 )
-from transcript_clean.formats.llamafactory.values import MEDIA_KINDS, read_call
+from transcript_clean.formats.llamafactory.calls import read_calls
+from transcript_clean.formats.llamafactory.values import MEDIA_KINDS
 from transcript_clean.formats.sharegpt.values import split_list
-from transcript_clean.model import is_json
 
 __all__ = ["flatten_llamafactory"]
 
@@ -72,24 +71,20 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         return None
 
     rows = len(array)
-    msgs, _, msg_row = flattened(array)
+    msgs, msgs_per_row, msg_row = flattened(array)
     n = len(msgs)
-    role = field(msgs, "role")
-    kind = np.full(n, -1, dtype=np.int64)
-    for k, name in enumerate(("system", "user", "assistant", "tool")):
-        kind[as_mask(pc.equal(role, name))] = k
+    kind = _lookup(field(msgs, "role"), ("system", "user", "assistant", "tool"))
     is_system, is_tool = kind == SYSTEM, kind == _TOOL_ROLE
     content = field(msgs, "content")
     flag = (kind < 0) | as_mask(msgs.is_null()) | as_mask(content.is_null())
 
-    items, _, item_msg = flattened(content)
+    items, items_per_msg, item_msg = flattened(content)
     type_ = field(items, "type")
     value = field(items, "value")
     no_value = as_mask(value.is_null())
-    is_text_item = as_mask(pc.equal(type_, "text"))
-    is_reasoning = as_mask(pc.equal(type_, "reasoning"))
-    is_call = as_mask(pc.equal(type_, "tool_call"))
-    is_media = ~as_mask(pc.is_in(type_, pa.array(_OWN_TYPES)), fill=True)
+    type_kind = _lookup(type_, _OWN_TYPES)
+    is_text_item, is_reasoning, is_call = type_kind == 0, type_kind == 1, type_kind == 2
+    is_media = (type_kind < 0) & ~as_mask(type_.is_null())
     item_kind = kind[item_msg]
     flag_item = as_mask(items.is_null()) | as_mask(type_.is_null())
     flag_item |= (is_text_item | is_reasoning | is_call) & no_value
@@ -97,24 +92,11 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     flag_item |= (item_kind == SYSTEM) & ~is_text_item
     flag_item |= (item_kind != ASSISTANT) & (is_reasoning | is_call)
 
-    # Calls, parsed from their values, in order.
+    # Calls, read from their values, in order.
     call_items = np.flatnonzero(is_call & ~flag_item & (item_kind == ASSISTANT))
-    names: list[str] = []
-    arguments: list[str | None] = []
-    objects: list[bool] = []
-    kept_calls: list[int] = []
-    for at, text in zip(
-        call_items.tolist(), value.take(indices(call_items)).to_pylist(), strict=True
-    ):
-        found = _call(text)
-        if found is None:
-            flag_item[at] = True
-            continue
-        names.append(found[0])
-        arguments.append(found[1])
-        objects.append(found[2])
-        kept_calls.append(at)
-    calls = np.array(kept_calls, dtype=np.int64)
+    found = read_calls(value.take(indices(call_items)))
+    flag_item[call_items[~found.read]] = True
+    calls = call_items[found.read]
     flag |= rows_with(flag_item, item_msg, n)
     unread = as_mask(array.is_null()) | rows_with(flag, msg_row, rows)
 
@@ -150,8 +132,8 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
 
     # Call ids as the decoder mints them: `call_{i}_{k}`, i the message item's place in its
     # row, k the item's place in its message.
-    row_start = np.searchsorted(msg_row, np.arange(rows))
-    item_start = np.searchsorted(item_msg, np.arange(n))
+    row_start = np.cumsum(msgs_per_row) - msgs_per_row  # each row's first message item
+    item_start = np.cumsum(items_per_msg) - items_per_msg  # each message item's first item
     call_at = call_message_item - row_start[msg_row[call_message_item]]
     call_k = calls - item_start[call_message_item]
     call_ids = end_to_end("call_", call_at, "_", call_k)
@@ -179,25 +161,22 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
             if packed is not None:
                 split_texts[k] = packed
 
-    result_msg: list[int] = []  # per result, its message item
-    result_call_number: list[int] = []  # the call it answers, by number; -1 for none
-    result_split: list[str | None] = []  # its text, for a split message's results
-    for k, at in enumerate(tools.tolist()):
-        if k in split_texts:
-            base = int(first_call[window[k]])
-            for j, text in enumerate(split_texts[k]):
-                result_msg.append(at)
-                result_call_number.append(base + j)
-                result_split.append(text)
-            continue
-        p = int(place[k])
-        answered = p < answers[k]
-        result_msg.append(at)
-        result_call_number.append(int(first_call[window[k]]) + p if answered else -1)
-        result_split.append(None)
-    result_at = np.array(result_msg, dtype=np.int64)
-    numbers = np.array(result_call_number, dtype=np.int64)
-    is_split = np.array([t is not None for t in result_split], dtype=bool)
+    # Per result: one per tool message, or one per piece of a split one.
+    per_tool = np.ones(len(tools), dtype=np.int64)
+    split_tool = np.zeros(len(tools), dtype=bool)
+    split_pieces: list[str] = []  # the split messages' texts, in order
+    for k, texts_of in split_texts.items():
+        per_tool[k], split_tool[k] = len(texts_of), True
+        split_pieces += texts_of
+    owner = np.repeat(np.arange(len(tools), dtype=np.int64), per_tool)  # its tool message
+    result_at = tools[owner]
+    is_split = split_tool[owner]
+    piece = np.arange(len(owner), dtype=np.int64) - (np.cumsum(per_tool) - per_tool)[owner]
+    first_answered = first_call[np.maximum(window, 0)][owner] if m else owner
+    p = place[owner]
+    numbers = np.where(
+        is_split, first_answered + piece, np.where(p < answers[owner], first_answered + p, -1)
+    )
     orphans = end_to_end("result_", result_at - row_start[msg_row[result_at]])
     result_ids = orphans
     answered_mask = numbers >= 0
@@ -211,9 +190,10 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     item_said = (is_text_item & says) | is_media
     message_item_said = rows_with(item_said, item_msg, n)
     own_blank = ~message_item_said  # a tool message's result: no part but blank text
-    split_blank = np.array([not (t or "").strip() for t in result_split], dtype=bool)
-    result_blank = np.where(is_split, split_blank, own_blank[result_at] if len(result_at) else [])
-    split_chars = np.array([len(t or "") for t in result_split], dtype=np.int64)
+    result_blank = own_blank[result_at]
+    result_blank[is_split] = [not t.strip() for t in split_pieces]
+    split_chars = np.zeros(len(result_at), dtype=np.int64)
+    split_chars[is_split] = [len(t) for t in split_pieces]
 
     texts_counted = (is_text_item | is_reasoning) & ~no_value
     item_chars = np.where(texts_counted, chars, 0)
@@ -235,11 +215,12 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     assistant_items = item_kind == ASSISTANT
     # A tool message's texts are its results': not what the user message says.
     own = item_kind != _TOOL_ROLE
-    said = rows_with(item_said & own, msg_message[item_msg], m)
+    item_message = msg_message[item_msg]  # each content item's canonical message
+    said = rows_with(item_said & own, item_message, m)
     said[is_system[starts]] = said_texts[starts][is_system[starts]] > 0
-    thought = rows_with(is_reasoning & says, msg_message[item_msg], m)
-    reasoned = rows_with(is_reasoning & assistant_items, msg_message[item_msg], m)
-    spoken = rows_with(is_text_item & own & (chars > 0), msg_message[item_msg], m)
+    thought = rows_with(is_reasoning & says, item_message, m)
+    reasoned = rows_with(is_reasoning & assistant_items, item_message, m)
+    spoken = rows_with(is_text_item & own & (chars > 0), item_message, m)
 
     def result_text() -> pa.Array:
         """Per result, its one text: a split message's piece, or its tool message's one text
@@ -249,7 +230,7 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         own = value.cast(pa.large_string()).take(pa.array(at, pa.int64(), mask=~one))
         if not is_split.any():
             return own
-        pieces = pa.array([t for t in result_split if t is not None], pa.large_string())
+        pieces = pa.array(split_pieces, pa.large_string())
         place = np.arange(len(result_at), dtype=np.int64)
         place[is_split] = len(result_at) + np.arange(int(is_split.sum()), dtype=np.int64)
         return pa.concat_arrays([own, pieces]).take(indices(place))
@@ -267,7 +248,7 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         pieces = [
             sys_text,
             value.take(indices(other)).cast(pa.large_string()),
-            pa.array([t for t in result_split if t is not None], pa.large_string()),
+            pa.array(split_pieces, pa.large_string()),
         ]
         owners = [
             msg_message[sys_msgs],
@@ -288,12 +269,12 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         chars=per_message_chars,
         call_message=call_message.astype(np.int64),
         call_id=call_ids,
-        call_name=pa.array(names, pa.string()),
-        call_arguments=pa.array(arguments, pa.string()),
-        call_object=np.array(objects, dtype=bool),
+        call_name=found.name,
+        call_arguments=found.arguments,
+        call_object=found.object,
         result_message=msg_message[result_at].astype(np.int64),
         result_call=result_ids,
-        result_blank=np.asarray(result_blank, dtype=bool),
+        result_blank=result_blank,
         result_error=np.zeros(len(result_at), dtype=bool),  # a tool message is no error
         item_message=msg_message.astype(np.int64),
         pairs_by_position=True,
@@ -304,48 +285,10 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     )
 
 
-def _call(text: str) -> tuple[str, str | None, bool] | None:
-    """A `tool_call` value as the decoder reads it: the tool's name, its arguments as JSON text
-    (None where JSON cannot write them), and whether they are a JSON object; None where the
-    decoder would call the item malformed."""
-    # The common value, strict JSON of an object with a text name and object arguments, is
-    # read with one orjson pass (it was parsed twice); any other goes through `_read_call`.
-    try:
-        data = _loads(text)
-    except orjson.JSONDecodeError:
-        return _read_call(text)
-    if type(data) is dict:
-        name, arguments = data.get("name"), data.get("arguments")
-        if type(name) is str and type(arguments) is dict:
-            try:
-                return name, _dumps(arguments).decode(), True
-            except (TypeError, orjson.JSONEncodeError):
-                pass
-    return _read_call(text)
-
-
-_loads = orjson.loads
-_dumps = orjson.dumps
-
-
-def _read_call(text: str) -> tuple[str, str | None, bool] | None:
-    """`_call` of any value, read through the decoder's own helper."""
-    try:
-        name, arguments, raw = read_call(text, "")
-    except DecodeError:
-        return None
-    try:
-        orjson.loads(text)
-        strict = True  # orjson reads strict JSON only: no NaN, no lone surrogate
-    except orjson.JSONDecodeError:
-        strict = False
-    is_object = isinstance(arguments, dict) and (raw is not None or strict or is_json(arguments))
-    if raw is None:
-        try:
-            raw = orjson.dumps(arguments).decode()
-        except (TypeError, orjson.JSONEncodeError):
-            raw = None
-    return name, raw, is_object
+def _lookup(texts: pa.Array, names: tuple[str, ...]) -> Counts:
+    """Per text, its place in `names`; -1 for a null text or any other."""
+    found = pc.index_in(texts, value_set=pa.array(names, texts.type))
+    return np.asarray(found.fill_null(-1).to_numpy(zero_copy_only=False), dtype=np.int64)
 
 
 def _system_texts(value: pa.Array, item_msg: Counts, sys_items: Mask, sys_msgs: Counts) -> Any:
