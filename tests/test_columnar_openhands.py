@@ -262,37 +262,31 @@ def test_the_real_trajectories_are_read_and_settled_in_arrow() -> None:
         assert_fast_and_slow_agree(table, config, OPENHANDS)
 
 
+def _traced(name: str) -> dict[str, Any]:
+    """A trajectory whose `system` action declares `execute_bash` and whose agent calls the tool
+    `name` (with a `command`), gets its result and answers."""
+    tool = {"type": "function", "function": {"name": "execute_bash", "parameters": {
+        "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]
+    }}}  # fmt: skip
+    system = {"source": "agent", "action": "system", "args": {"content": "Hi.", "tools": [tool]}}
+    message = {"content": None, "tool_calls": [
+        {"id": "t1", "function": {"name": name, "arguments": '{"command": "ls"}'}}
+    ]}  # fmt: skip
+    metadata = {"function_name": name, "tool_call_id": "t1",
+                "model_response": {"id": "r", "choices": [{"message": message}]}}  # fmt: skip
+    return {"history": [
+        system,
+        {"source": "user", "action": "message", "args": {"content": "List the files."}},
+        {"id": 3, "source": "agent", "action": "run", "tool_call_metadata": metadata},
+        {"source": "agent", "observation": "run", "cause": 3, "content": "a.py"},
+        {"source": "agent", "action": "message", "args": {"content": "One file."}},
+    ]}  # fmt: skip
+
+
 def test_the_system_actions_tools_are_checked_in_arrow() -> None:
     """A trajectory's tools are its `system` action's `args.tools`: a call to another tool is
     rejected in Arrow, in the per-row path's words."""
-    tool = {
-        "type": "function",
-        "function": {
-            "name": "execute_bash",
-            "parameters": {
-                "type": "object",
-                "properties": {"command": {"type": "string"}},
-                "required": ["command"],
-            },
-        },
-    }
-    system = {"source": "agent", "action": "system", "args": {"content": "Hi.", "tools": [tool]}}
-
-    def row(name: str) -> dict[str, Any]:
-        message = {"content": None, "tool_calls": [
-            {"id": "t1", "function": {"name": name, "arguments": '{"command": "ls"}'}}
-        ]}  # fmt: skip
-        metadata = {"function_name": name, "tool_call_id": "t1",
-                    "model_response": {"id": "r", "choices": [{"message": message}]}}  # fmt: skip
-        return {"history": [
-            system,
-            {"source": "user", "action": "message", "args": {"content": "List the files."}},
-            {"id": 3, "source": "agent", "action": "run", "tool_call_metadata": metadata},
-            {"source": "agent", "observation": "run", "cause": 3, "content": "a.py"},
-            {"source": "agent", "action": "message", "args": {"content": "One file."}},
-        ]}  # fmt: skip
-
-    table = pa.Table.from_pylist([row("execute_bash"), row("rm_rf")])
+    table = pa.Table.from_pylist([_traced("execute_bash"), _traced("rm_rf")])
     view = assert_flattened_as_decoded(OPENHANDS, table)
     assert view.declarations is not None and view.declarations.null_count == 0
     verdicts = batch_verdicts(table, DEFAULT, format=OPENHANDS)
@@ -406,24 +400,8 @@ def test_trajectories_read_from_json_lines_are_flattened_around_their_json_field
     from transcript_clean.sources import open_source
     from transcript_clean.sources.jsontypes import has_json
 
-    tool = {"type": "function", "function": {"name": "execute_bash", "parameters": {
-        "type": "object", "properties": {"command": {"type": "string"}}, "required": ["command"]
-    }}}  # fmt: skip
-    system = {"source": "agent", "action": "system", "args": {"content": "Hi.", "tools": [tool]}}
-
     def traced(name: str) -> dict[str, Any]:
-        message = {"content": None, "tool_calls": [
-            {"id": "t1", "function": {"name": name, "arguments": '{"command": "ls"}'}}
-        ]}  # fmt: skip
-        metadata = {"function_name": name, "tool_call_id": "t1",
-                    "model_response": {"id": "r", "choices": [{"message": message}]}}  # fmt: skip
-        return {"instance_id": name, "history": [
-            system,
-            {"source": "user", "action": "message", "args": {"content": "List the files."}},
-            {"id": 3, "source": "agent", "action": "run", "tool_call_metadata": metadata},
-            {"source": "agent", "observation": "run", "cause": 3, "content": "a.py"},
-            {"source": "agent", "action": "message", "args": {"content": "One file."}},
-        ]}  # fmt: skip
+        return {"instance_id": name, **_traced(name)}
 
     empty = {"source": "agent", "action": "message", "args": {"content": ""}}
     events = traced("execute_bash")["history"]

@@ -151,6 +151,47 @@ def indices(positions: npt.NDArray[np.int64]) -> pa.Array:
     return pa.array(positions, type=pa.int64())
 
 
+def lists_of(
+    type_: pa.DataType, sizes: Counts, values: pa.Array, mask: pa.Array | None = None
+) -> pa.Array:
+    """A list column of `type_` (a list or large list) whose rows hold `sizes` elements each,
+    taken in order from `values`; `mask`: its null rows."""
+    large = pa.types.is_large_list(type_)
+    offsets = np.zeros(len(sizes) + 1, dtype=np.int64 if large else np.int32)
+    np.cumsum(sizes, out=offsets[1:])
+    kind = pa.LargeListArray if large else pa.ListArray
+    return kind.from_arrays(pa.array(offsets), values, type=type_, mask=mask)
+
+
+def previous_unflagged(at: Counts, flagged: Mask, group: Counts) -> Counts:
+    """Of the elements at `at`, the last element before each in its group (`group`: each
+    element's) that `flagged` does not flag, -1 for none: the element before, stepped back
+    over flagged ones (few, a step or two: system messages); past a long run of them, read
+    with one pass over every element."""
+    before = at - 1
+    fits = before >= 0
+    fits[fits] = group[before[fits]] == group[at[fits]]
+    before[~fits] = -1
+    look = np.flatnonzero(before >= 0)
+    look = look[flagged[before[look]]]
+    for _ in range(4):
+        if not len(look):
+            return before
+        back = before[look] - 1
+        fits = back >= 0
+        fits[fits] = group[back[fits]] == group[at[look[fits]]]
+        before[look] = np.where(fits, back, -1)
+        look = look[fits]
+        look = look[flagged[before[look]]]
+    if not len(look):
+        return before
+    positions = np.arange(len(flagged), dtype=np.int64)
+    last = np.maximum.accumulate(np.where(flagged, -1, positions))
+    out: Counts = np.where(at > 0, last[np.maximum(at - 1, 0)], -1)
+    out[(out >= 0) & (group[np.maximum(out, 0)] != group[at])] = -1
+    return out
+
+
 def flattened(array: pa.Array) -> tuple[pa.Array, Counts, Counts]:
     """A list column's items, each row's number of them, and each item's row."""
     sizes = list_sizes(array)

@@ -26,6 +26,7 @@ from transcript_clean.columnar.arrays import (
     flattened,
     indices,
     is_text,
+    lists_of,
     run_starts,
 )
 from transcript_clean.columnar.conversations import Conversations
@@ -139,13 +140,6 @@ class Edits:
         return self.inserts is not None and len(self.inserts) > 0
 
     @property
-    def replacing_results(self) -> bool:
-        """Whether the edits drop results or write them anew (R3's drops, R2's answers: only
-        for a flattener whose results are whole items, `Conversations.result_item`)."""
-        answers = self.answers is not None and len(self.answers.result) > 0
-        return answers or (self.drop_results is not None and bool(self.drop_results.any()))
-
-    @property
     def removed(self) -> Mask:
         """Per message: its items are not written (dropped, or joined into another)."""
         if self.merges is None:
@@ -205,11 +199,7 @@ def drop_elements(
     one's row; no row is null), without those flagged in `drop`."""
     keep = ~drop
     counts = np.bincount(parent[keep], minlength=rows)
-    large = pa.types.is_large_list(type_)
-    offsets = np.zeros(rows + 1, dtype=np.int64 if large else np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    kind = pa.LargeListArray if large else pa.ListArray
-    return kind.from_arrays(pa.array(offsets), values.filter(pa.array(keep)), type=type_)
+    return lists_of(type_, counts, values.filter(pa.array(keep)))
 
 
 def replaced(array: pa.Array, positions: Counts, new: pa.Array) -> pa.Array:
@@ -296,13 +286,9 @@ def inserted_lists(lists: pa.Array, values: pa.Array, owner: Counts, before: Cou
     old = np.concatenate([np.ones(len(parent), dtype=bool), np.zeros(len(owner), dtype=bool)])
     order = np.lexsort((np.arange(len(row), dtype=np.int64), old, slot, row))
     counts = sizes + np.bincount(owner, minlength=len(lists))
-    large = pa.types.is_large_list(lists.type)
-    offsets = np.zeros(len(lists) + 1, dtype=np.int64 if large else np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    kind = pa.LargeListArray if large else pa.ListArray
     mask = lists.is_null() if lists.null_count else None
     both = pa.concat_arrays([elements, values]).take(indices(order))
-    return kind.from_arrays(pa.array(offsets), both, type=lists.type, mask=mask)
+    return lists_of(lists.type, counts, both, mask)
 
 
 def first_items(item_message: Counts, messages: int) -> Counts:
@@ -385,14 +371,8 @@ def appended_lists(items: pa.Array, name: str, owner: Counts) -> pa.Array:
     moved_to = owner[element_item]
     order = np.argsort(moved_to, kind="stable")
     counts = np.bincount(moved_to, minlength=len(items))
-    large = pa.types.is_large_list(lists.type)
-    offsets = np.zeros(len(items) + 1, dtype=np.int64 if large else np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    kind = pa.LargeListArray if large else pa.ListArray
     mask = lists.is_null() if lists.null_count else None
-    rebuilt = kind.from_arrays(
-        pa.array(offsets), elements.take(indices(order)), type=lists.type, mask=mask
-    )
+    rebuilt = lists_of(lists.type, counts, elements.take(indices(order)), mask)
     children = [
         rebuilt if child_field.name == name else child
         for child_field, child in zip(items.type, items.flatten(), strict=True)

@@ -22,7 +22,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import Counts, Mask, count, repeated, rows_with, run_starts
+from transcript_clean.columnar.arrays import (
+    Counts,
+    Mask,
+    count,
+    previous_unflagged,
+    repeated,
+    rows_with,
+    run_starts,
+)
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 
 __all__ = ["ConversationsWalk"]
@@ -110,36 +118,8 @@ class ConversationsWalk:
         return self._said_before(np.arange(len(self.kept), dtype=np.int64))
 
     def _said_before(self, at: Counts) -> Counts:
-        """`previous_said` of the kept messages at `at`: the message before each, stepped back
-        over system messages (few, and most a row's first, so a step or two); past a long run
-        of them, read with one pass over the whole batch."""
-        role, row = self.kept_role, self.kept_row
-        before = at - 1
-        fits = before >= 0
-        fits[fits] = row[before[fits]] == row[at[fits]]
-        before[~fits] = -1
-        look = np.flatnonzero(before >= 0)
-        look = look[role[before[look]] == SYSTEM]
-        for _ in range(4):
-            if not len(look):
-                return before
-            back = before[look] - 1
-            fits = back >= 0
-            fits[fits] = row[back[fits]] == row[at[look[fits]]]
-            before[look] = np.where(fits, back, -1)
-            look = look[fits]
-            look = look[role[before[look]] == SYSTEM]
-        if not len(look):
-            return before
-        positions = np.arange(len(role), dtype=np.int64)
-        last = np.maximum.accumulate(np.where(role != SYSTEM, positions, -1))
-        before = np.full(len(at), -1, dtype=np.int64)
-        has = at > 0
-        before[has] = last[at[has] - 1]
-        # Not in this row: none.
-        valid = before >= 0
-        valid[valid] &= row[before[valid]] == row[at[valid]]
-        return np.where(valid, before, -1)
+        """`previous_said` of the kept messages at `at`."""
+        return previous_unflagged(at, self.kept_role == SYSTEM, self.kept_row)
 
     @cached_property
     def window(self) -> Counts:

@@ -22,6 +22,7 @@ from transcript_clean.columnar.arrays import (
     flattened,
     indices,
     is_text,
+    lists_of,
     rows_with,
 )
 from transcript_clean.columnar.conversations import USER
@@ -129,9 +130,5 @@ def write_error_results(column: pa.Array, written: pa.Array, edits: Edits) -> pa
     call_ids = c.call_id.take(indices(inserts.call)).to_pylist()
     values, sizes, _ = flattened(written)
     values = with_error_results(values, at, call_ids, inserts.text)
-    large = pa.types.is_large_list(written.type)
-    offsets = np.zeros(len(written) + 1, dtype=np.int64 if large else np.int32)
-    np.cumsum(sizes, out=offsets[1:])
-    kind = pa.LargeListArray if large else pa.ListArray
     mask = written.is_null() if written.null_count else None
-    return kind.from_arrays(pa.array(offsets), values, type=written.type, mask=mask)
+    return lists_of(written.type, sizes, values, mask)

@@ -152,8 +152,6 @@ class ClaudeCodeFormat(Format):
     def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
         """Messages dropped (R1, R5's cut), merged (R4) and R5's error results written as
         `encode` writes them (`claude_code.flatten.write_events`)."""
-        if edits.replacing_results:
-            return None  # its results are no whole items: R3's drops, R2's answers are not its
         from transcript_clean.formats.claude_code.flatten import write_events
 
         return write_events(column, edits)

@@ -41,6 +41,7 @@ from transcript_clean.columnar.arrays import (
     flattened,
     indices,
     is_text,
+    lists_of,
     repeated,
     rows_with,
 )
@@ -285,11 +286,7 @@ def write_events(column: pa.Array, edits: Edits) -> pa.Array:
     if edits.inserting:
         values = _with_results(values, mine, edits)
     counts = np.bincount(chosen.parent[order], minlength=len(chosen.rows))
-    large = pa.types.is_large_list(column.type)
-    offsets = np.zeros(len(chosen.rows) + 1, dtype=np.int64 if large else np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    kind = pa.LargeListArray if large else pa.ListArray
-    return kind.from_arrays(pa.array(offsets), values.take(indices(order)), type=column.type)
+    return lists_of(column.type, counts, values.take(indices(order)))
 
 
 def content_blocks(array: pa.Array) -> bool:

@@ -32,7 +32,9 @@ from transcript_clean.columnar.arrays import (
     indices,
     is_text,
     list_sizes,
+    lists_of,
     objects,
+    previous_unflagged,
     rows_with,
     text_lengths,
 )
@@ -195,7 +197,8 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
     result_minted = np.zeros(len(tool), dtype=bool)
     if unnamed.any():
         run_start = starts[item_message[tool]]
-        before = _said_before(run_start, kind, item_row)
+        system = (kind == _SYSTEM) | (kind == _DEVELOPER)
+        before = previous_unflagged(run_start, system, item_row)
         turn = (before >= 0) & is_assistant[np.maximum(before, 0)]
         k = tool - run_start
         answers = unnamed & turn & (k < n_calls[np.maximum(before, 0)])
@@ -274,35 +277,6 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
     )
 
 
-def _said_before(at: Counts, kind: Counts, item_row: Counts) -> Counts:
-    """Of the items at `at`, the last item before each in its row that is not a system or
-    developer message (-1: none): the item before, stepped back over those (a step or two);
-    past a long run of them, read with one pass over every item."""
-    system = (kind == _SYSTEM) | (kind == _DEVELOPER)
-    before = at - 1
-    fits = before >= 0
-    fits[fits] = item_row[before[fits]] == item_row[at[fits]]
-    before[~fits] = -1
-    look = np.flatnonzero(before >= 0)
-    look = look[system[before[look]]]
-    for _ in range(4):
-        if not len(look):
-            return before
-        back = before[look] - 1
-        fits = back >= 0
-        fits[fits] = item_row[back[fits]] == item_row[at[look[fits]]]
-        before[look] = np.where(fits, back, -1)
-        look = look[fits]
-        look = look[system[before[look]]]
-    if not len(look):
-        return before
-    positions = np.arange(len(kind), dtype=np.int64)
-    last = np.maximum.accumulate(np.where(system, -1, positions))
-    out = np.where(at > 0, last[np.maximum(at - 1, 0)], -1)
-    out[(out >= 0) & (item_row[np.maximum(out, 0)] != item_row[at])] = -1
-    return out
-
-
 def _made_up(prefix: str, *numbers: Counts) -> pa.Array:
     """Ids made up as the decoder makes them: `prefix` and the numbers joined by `_`."""
     parts: list[pa.Array | str] = [pa.array(numbers[0]).cast(pa.string())]
@@ -365,9 +339,5 @@ def with_answers(column: pa.Array, edits: Edits, role: str) -> pa.Array | None:
         children.append(replaced(child, at, new))
     mask = items.is_null() if items.null_count else None
     values = pa.StructArray.from_arrays(children, fields=list(message_type), mask=mask)
-    large = pa.types.is_large_list(column.type)
-    offsets = np.zeros(len(column) + 1, dtype=np.int64 if large else np.int32)
-    np.cumsum(sizes, out=offsets[1:])
-    kind = pa.LargeListArray if large else pa.ListArray
     nulls = column.is_null() if column.null_count else None
-    return kind.from_arrays(pa.array(offsets), values, type=column.type, mask=nulls)
+    return lists_of(column.type, sizes, values, nulls)

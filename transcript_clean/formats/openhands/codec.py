@@ -164,8 +164,6 @@ class OpenHandsFormat(Format):
         them (`openhands.flatten.write_openhands`)."""
         if edits.conversations.item_message is None:
             return None
-        if edits.replacing_results:
-            return None  # its results are no whole items: R3's drops, R2's answers are not its
         from transcript_clean.formats.openhands.flatten import write_openhands
 
         return write_openhands(column, edits)
