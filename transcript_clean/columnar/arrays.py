@@ -163,6 +163,16 @@ def lists_of(
     return kind.from_arrays(pa.array(offsets), values, type=type_, mask=mask)
 
 
+def with_child(structs: pa.Array, name: str, child: pa.Array) -> pa.Array:
+    """A struct array with its field `name` replaced by `child` (of the same length)."""
+    children = [
+        child if child_field.name == name else values
+        for child_field, values in zip(structs.type, structs.flatten(), strict=True)
+    ]
+    mask = structs.is_null() if structs.null_count else None
+    return pa.StructArray.from_arrays(children, fields=list(structs.type), mask=mask)
+
+
 def previous_unflagged(at: Counts, flagged: Mask, group: Counts) -> Counts:
     """Of the elements at `at`, the last element before each in its group (`group`: each
     element's) that `flagged` does not flag, -1 for none: the element before, stepped back

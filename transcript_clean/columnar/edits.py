@@ -28,6 +28,7 @@ from transcript_clean.columnar.arrays import (
     is_text,
     lists_of,
     run_starts,
+    with_child,
 )
 from transcript_clean.columnar.conversations import Conversations
 
@@ -214,12 +215,7 @@ def with_values(structs: pa.Array, name: str, positions: Counts, values: pa.Arra
     """A struct array with its field `name` set to `values` at `positions` (ascending)."""
     if not len(positions):
         return structs
-    children = [
-        replaced(child, positions, values) if child_field.name == name else child
-        for child_field, child in zip(structs.type, structs.flatten(), strict=True)
-    ]
-    mask = structs.is_null() if structs.null_count else None
-    return pa.StructArray.from_arrays(children, fields=list(structs.type), mask=mask)
+    return with_child(structs, name, replaced(pc.struct_field(structs, name), positions, values))
 
 
 Rewrite = Callable[[pa.Array, Counts], pa.Array]
@@ -373,12 +369,7 @@ def appended_lists(items: pa.Array, name: str, owner: Counts) -> pa.Array:
     counts = np.bincount(moved_to, minlength=len(items))
     mask = lists.is_null() if lists.null_count else None
     rebuilt = lists_of(lists.type, counts, elements.take(indices(order)), mask)
-    children = [
-        rebuilt if child_field.name == name else child
-        for child_field, child in zip(items.type, items.flatten(), strict=True)
-    ]
-    structs_mask = items.is_null() if items.null_count else None
-    return pa.StructArray.from_arrays(children, fields=list(items.type), mask=structs_mask)
+    return with_child(items, name, rebuilt)
 
 
 def joins_texts(column: pa.Array, name: str) -> bool:

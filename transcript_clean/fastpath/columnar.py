@@ -19,6 +19,7 @@ from transcript_clean.columnar.arrays import (
     count,
     first_flagged,
     indices,
+    lists_of,
     rows_with,
     run_starts,
 )
@@ -479,6 +480,4 @@ def _origins(column: pa.Array, edits: Edits) -> pa.Array:
     """Per row the edits write, where each of its items came from (`Origins.messages`)."""
     sizes, at, rewritten = item_sources(column, edits)
     where = pa.StructArray.from_arrays([pa.array(at), pa.array(rewritten)], fields=list(ORIGIN))
-    offsets = np.zeros(len(sizes) + 1, dtype=np.int32)
-    np.cumsum(sizes, out=offsets[1:])
-    return pa.ListArray.from_arrays(pa.array(offsets), where)
+    return lists_of(pa.list_(where.type), sizes, where)

@@ -24,6 +24,7 @@ from transcript_clean.columnar.arrays import (
     is_text,
     lists_of,
     rows_with,
+    with_child,
 )
 from transcript_clean.columnar.conversations import USER
 from transcript_clean.columnar.edits import Subset, first_items, inserted_lists
@@ -89,12 +90,7 @@ def with_error_results(messages: pa.Array, at: Counts, call_ids: list[Any], text
     content = pc.struct_field(messages, "content")
     blocks = pa.array([error_block(c, text) for c in call_ids], type=content.type.value_type)
     rebuilt = inserted_lists(content, blocks, at, _leading_results(content)[at])
-    children = [
-        rebuilt if child.name == "content" else values
-        for child, values in zip(messages.type, messages.flatten(), strict=True)
-    ]
-    mask = messages.is_null() if messages.null_count else None
-    return pa.StructArray.from_arrays(children, fields=list(messages.type), mask=mask)
+    return with_child(messages, "content", rebuilt)
 
 
 def item_holders(column: pa.Array, c: Conversations, messages: Counts) -> Mask | None:

@@ -44,6 +44,7 @@ from transcript_clean.columnar.arrays import (
     lists_of,
     repeated,
     rows_with,
+    with_child,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
 from transcript_clean.columnar.edits import Edits, Merges, Subset, appended_lists, first_items
@@ -343,21 +344,10 @@ def _with_results(events: pa.Array, mine: Counts, edits: Edits) -> pa.Array:
     at = np.searchsorted(mine, first_items(c.item_message, c.messages)[inserts.into])
     call_ids = c.call_id.take(indices(inserts.call)).to_pylist()
     message = with_error_results(pc.struct_field(events, "message"), at, call_ids, inserts.text)
-    children = [
-        message if child.name == "message" else values
-        for child, values in zip(events.type, events.flatten(), strict=True)
-    ]
-    mask = events.is_null() if events.null_count else None
-    return pa.StructArray.from_arrays(children, fields=list(events.type), mask=mask)
+    return with_child(events, "message", message)
 
 
 def _with_content(events: pa.Array, owner: Counts) -> pa.Array:
     """Events whose `message.content` blocks go to the event `owner` gives (after its own)."""
     message = pc.struct_field(events, "message")
-    rebuilt = appended_lists(message, "content", owner)
-    children = [
-        rebuilt if child.name == "message" else values
-        for child, values in zip(events.type, events.flatten(), strict=True)
-    ]
-    mask = events.is_null() if events.null_count else None
-    return pa.StructArray.from_arrays(children, fields=list(events.type), mask=mask)
+    return with_child(events, "message", appended_lists(message, "content", owner))

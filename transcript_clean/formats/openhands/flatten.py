@@ -47,6 +47,7 @@ from transcript_clean.columnar.arrays import (
     objects,
     rows_with,
     text_lengths,
+    with_child,
 )
 from transcript_clean.columnar.conversations import (
     ASSISTANT,
@@ -631,22 +632,12 @@ def _merged(edits: Edits) -> Rewrite | None:
         images = field_type(args.type, "image_urls")
         if images is not None and not pa.types.is_null(images):
             args = with_values(args, "image_urls", at, pa.nulls(len(at), images))
-        events = _with_child(events, "args", args)
+        events = with_child(events, "args", args)
         if field_type(events.type, "message") is not None:
             events = with_values(events, "message", at, texts)
         return events
 
     return rewrite
-
-
-def _with_child(structs: pa.Array, name: str, child: pa.Array) -> pa.Array:
-    """A struct array with its field `name` replaced by `child`."""
-    children = [
-        child if child_field.name == name else values
-        for child_field, values in zip(structs.type, structs.flatten(), strict=True)
-    ]
-    mask = structs.is_null() if structs.null_count else None
-    return pa.StructArray.from_arrays(children, fields=list(structs.type), mask=mask)
 
 
 def write_openhands(array: pa.Array, edits: Edits) -> pa.Array:
