@@ -143,9 +143,9 @@ def _arrow_and_python(table: pa.Table) -> tuple[dict[str, Any], dict[str, Any]]:
     read = ~view.unread
     rows = table.filter(pa.array(read)).to_pylist()
     arrow, python, from_view = Profile(), Profile(), Profile()
-    measure = arrow_measures(fmt)
-    assert measure is not None
-    measures, measured = measure(fmt, table, read)
+    found = arrow_measures(fmt, table, read)
+    assert found is not None
+    measures, measured = found
     assert (measured == read).all()
     arrow.add(measures)
     python.add(measure_transcripts([fmt.decode(row).messages for row in rows]))
@@ -347,9 +347,9 @@ def test_rows_are_measured_in_arrow_as_the_decoder_reads_them(fmt: str) -> None:
     form = get_format(fmt)
     side = {n: table.column(n).combine_chunks() for n in form.side_columns}
     view = arrow_view(form, table.column(form.column).combine_chunks(), table.schema, side)
-    measure = arrow_measures(form)
-    assert view is not None and measure is not None
-    measures, measured = measure(form, table, ~view.unread)
+    found = arrow_measures(form, table, ~view.unread) if view is not None else None
+    assert view is not None and found is not None
+    measures, measured = found
     assert measured.sum() > 300 and measured[-len(TURNS[fmt]) :].any()
     arrow, python = Profile(), Profile()
     arrow.add(measures)

@@ -7,7 +7,7 @@ types, which sit above it.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import partial
 from typing import TYPE_CHECKING, Any
 
@@ -25,29 +25,20 @@ from transcript_clean.sources import jsontypes
 if TYPE_CHECKING:
     from transcript_clean.formats.base import Format
 
-__all__ = ["ArrowMeasures", "arrow_measures", "profile_batch"]
+__all__ = ["arrow_measures", "profile_batch"]
 
 
-ArrowMeasures = Callable[..., tuple[Measures, npt.NDArray[np.bool_]]]
-
-
-def arrow_measures(fmt: Format) -> ArrowMeasures | None:
-    """The measures of a format that flattens into the columnar view, from that view
-    (`conversation_measures`): `f(fmt, table, rows, texts=...)` measures the rows of `rows` its
-    flattener reads as the decoder would and returns the measures and the rows it measured;
-    the others are decoded. None for a format with no flattener."""
+def arrow_measures(
+    fmt: Format, table: pa.Table, rows: npt.NDArray[np.bool_], *, texts: bool = False
+) -> tuple[Measures, npt.NDArray[np.bool_]] | None:
+    """The measures of the rows of `rows` that `fmt`'s flattener reads as the decoder would,
+    from its columnar view (`conversation_measures`), and the rows it measured; the others are
+    decoded. None for a format with no flattener."""
+    from transcript_clean.fastpath.measures import column_array, conversation_measures
     from transcript_clean.formats.base import Format as Base
 
-    if type(fmt).flatten is not Base.flatten:
-        return _flattened_measures
-    return None
-
-
-def _flattened_measures(
-    fmt: Format, table: pa.Table, rows: npt.NDArray[np.bool_], *, texts: bool = False
-) -> tuple[Measures, npt.NDArray[np.bool_]]:
-    """The measures of the rows of `rows` that `fmt`'s flattener reads."""
-    from transcript_clean.fastpath.measures import column_array, conversation_measures
+    if type(fmt).flatten is Base.flatten:
+        return None
 
     side = {n: column_array(table, n) for n in fmt.side_columns if n in table.column_names}
     conversations = fmt.flatten(column_array(table, fmt.column), table.schema, side)
@@ -141,9 +132,9 @@ def profile_batch(
         read_as: tuple[Format, pa.Table] | None = (fmt, table)
         if isinstance(fmt, ShapedFormat):
             read_as = _first_conversation(table, fmt)
-        measure = None if read_as is None else arrow_measures(read_as[0])
-        if measure is not None and read_as is not None:
-            measures, measured = measure(read_as[0], read_as[1], settled, texts=texts)
+        found = None if read_as is None else arrow_measures(*read_as, settled, texts=texts)
+        if found is not None:
+            measures, measured = found
             profile.add(measures, tokens)
             settled = settled & ~measured
         rows = table.filter(pa.array(settled)).to_pylist() if settled.any() else []
