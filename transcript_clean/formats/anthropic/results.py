@@ -1,6 +1,6 @@
 """R5's error results written in Arrow into messages of Anthropic's shape (a `content` list of
 blocks): Anthropic's `messages` (`item_holders`, `write_error_results`) and the `message` of
-Claude Code's events (`plain_holders`, `with_error_results`). The encoder puts a
+Claude Code's events (`item_holders` of their `message`, `with_error_results`). The encoder puts a
 call's error result in the user message that answers its turn, after the `tool_result` blocks
 it opens with (`rules.base.put_results`), and writes that message's other blocks back as they
 came where they are text and `tool_result` blocks."""
@@ -39,7 +39,6 @@ if TYPE_CHECKING:
 __all__ = [
     "error_block",
     "item_holders",
-    "plain_holders",
     "with_error_results",
     "write_error_results",
 ]
@@ -93,17 +92,22 @@ def with_error_results(messages: pa.Array, at: Counts, call_ids: list[Any], text
     return with_child(messages, "content", rebuilt)
 
 
-def item_holders(column: pa.Array, c: Conversations, messages: Counts) -> Mask | None:
+def item_holders(
+    column: pa.Array, c: Conversations, messages: Counts, field: str | None = None
+) -> Mask | None:
     """Of the messages at `messages` of a column whose every message is one of its items
-    (Anthropic's `messages`), whether `write_error_results` writes a new error result into it
-    as the encoder does: a user message whose blocks `plain_holders` clears. A turn no user
-    message answers (a new message: in Anthropic's rows, only after another code) is the
-    per-row path's."""
+    (Anthropic's `messages`; with `field`, the item's field that holds it: a Claude Code
+    event's `message`), whether a new error result is written into it as the encoder does: a
+    user message whose blocks `plain_holders` clears. A turn no user message answers (a new
+    message: in these rows, only after another code) is the per-row path's."""
     if c.item_message is None or not is_list_of_structs(column.type):
+        return None
+    if field is not None and field_type(column.type.value_type, field) is None:
         return None
     first = first_items(c.item_message, c.messages)[messages]
     items, _, _ = flattened(column)
-    plain = plain_holders(items.take(indices(np.maximum(first, 0))))
+    held = items.take(indices(np.maximum(first, 0)))
+    plain = plain_holders(held if field is None else pc.struct_field(held, field))
     if plain is None:
         return None
     out: Mask = (c.role[messages] == USER) & (first >= 0) & plain

@@ -46,10 +46,10 @@ from transcript_clean.columnar.arrays import (
     rows_with,
     with_child,
 )
-from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations
+from transcript_clean.columnar.conversations import ASSISTANT, Conversations
 from transcript_clean.columnar.edits import Edits, Merges, Subset, appended_lists, first_items
 from transcript_clean.formats.anthropic.flatten import flatten_anthropic
-from transcript_clean.formats.anthropic.results import plain_holders, with_error_results
+from transcript_clean.formats.anthropic.results import item_holders, with_error_results
 
 __all__ = ["content_blocks", "flatten_claude_code", "result_holders", "unmerged", "write_events"]
 
@@ -320,20 +320,13 @@ def unmerged(array: pa.Array, c: Conversations, merges: Merges) -> Mask:
 def result_holders(array: pa.Array, c: Conversations, messages: Counts) -> Mask | None:
     """Of the messages at `messages`, whether `write_events` writes a new error result into it
     as the encoder does: a user event whose blocks are text and `tool_result` blocks only
-    (`anthropic.results.plain_holders`). A turn no user event answers (a new event, in a
-    session only after another code) is the per-row path's."""
-    if c.item_message is None or not pa.types.is_list(array.type):
+    (`anthropic.results.item_holders` of the events' `message`). A turn no user event answers
+    (a new event, in a session only after another code) is the per-row path's."""
+    if not pa.types.is_list(array.type) or not pa.types.is_struct(array.type.value_type):
         return None
-    first = first_items(c.item_message, c.messages)[messages]
-    events, _, _ = flattened(array)
-    if not is_text(field_type(events.type, "type")) or field_type(events.type, "message") is None:
+    if not is_text(field_type(array.type.value_type, "type")):
         return None
-    taken = events.take(indices(np.maximum(first, 0)))
-    plain = plain_holders(pc.struct_field(taken, "message"))
-    if plain is None:
-        return None
-    out: Mask = (c.role[messages] == USER) & (first >= 0) & plain
-    return out
+    return item_holders(array, c, messages, "message")
 
 
 def _with_results(events: pa.Array, mine: Counts, edits: Edits) -> pa.Array:
