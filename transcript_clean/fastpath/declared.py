@@ -307,8 +307,7 @@ def _broken_objects(
     out = np.zeros(len(structs), dtype=bool)
     told = np.zeros(len(structs), dtype=bool)
     plain = ~as_mask(structs.is_null()) & finite(structs)  # no object, NaN: the values' way
-    keys = [schemas[p] for p in range(len(schemas))]
-    codes = pc.dictionary_encode(pa.array(keys, pa.string()))
+    codes = pc.dictionary_encode(pa.array(schemas, pa.string()))
     schema_code = codes.indices.to_numpy(zero_copy_only=False)[pairs]
     for code, key in enumerate(codes.dictionary.to_pylist()):
         simple = None if key is None else simple_schema(key)
