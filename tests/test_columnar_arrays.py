@@ -1,6 +1,6 @@
 """The columnar helpers held to what they stand for: `holds_text` to the regular expression it
 spares (`NOT_SPACE`), whatever the text, its nulls, its slice and its string type; and
-`inserted_lists` to `list.insert`."""
+`inserted_lists` to `list.insert`; `joined_lists` to `+`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transcript_clean.columnar.arrays import NOT_SPACE, as_mask, holds_text
+from transcript_clean.columnar.arrays import NOT_SPACE, as_mask, holds_text, joined_lists
 from transcript_clean.columnar.edits import inserted_lists
 
 # Every white-space character `str.isspace()` knows, with look-alikes that are not (a zero-width
@@ -105,3 +105,41 @@ def test_inserted_lists_puts_each_value_where_list_insert_would(
         shift[o][b] += 1
     assert got.type == kind
     assert got.to_pylist() == expected
+
+
+_LISTS = st.lists(st.one_of(st.none(), st.lists(st.integers(0, 9), max_size=3)), max_size=6)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_LISTS, _LISTS, st.integers(0, 2), st.integers(0, 2))
+def test_joined_lists_is_each_rows_items_then_the_others(
+    first: list[list[int] | None], second: list[list[int] | None], cut: int, cut2: int
+) -> None:
+    rows = min(len(first) - cut, len(second) - cut2)
+    if rows < 0:
+        return
+    a = pa.array(first, pa.list_(pa.int64())).slice(cut, rows)
+    b = pa.array(second, pa.large_list(pa.int64())).slice(cut2, rows)
+    joined = joined_lists(a, b)
+    assert joined is not None
+    expected = [
+        (x or []) + (y or []) for x, y in zip(first[cut:], second[cut2:], strict=False)
+    ][:rows]
+    assert joined.to_pylist() == expected
+    assert joined.type == a.type
+
+
+def test_joined_lists_reads_two_struct_types_as_one_with_the_fields_of_both() -> None:
+    a = pa.array([[{"role": "user", "content": "q"}]])
+    b = pa.array([[{"role": "assistant", "content": "x", "weight": 1.0}]])
+    joined = joined_lists(a, b)
+    assert joined is not None
+    assert joined.to_pylist() == [
+        [
+            {"role": "user", "content": "q", "weight": None},
+            {"role": "assistant", "content": "x", "weight": 1.0},
+        ]
+    ]
+    # Types that do not unify: none.
+    c = pa.array([[{"role": "assistant", "content": [{"type": "text"}]}]])
+    assert joined_lists(a, c) is None

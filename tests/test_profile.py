@@ -358,15 +358,6 @@ def test_rows_are_measured_in_arrow_as_the_decoder_reads_them(fmt: str) -> None:
     assert arrow.report() == python.report()
 
 
-def test_concat_lists_puts_each_rows_items_after_the_others() -> None:
-    from transcript_clean.batch_profile import _concat_lists
-
-    a = pa.array([[1, 2], None, [], [3], [9]], pa.list_(pa.int64())).slice(0, 4)
-    b = pa.array([[0], [4, 5], None, [6, 7], [8]], pa.list_(pa.int64())).slice(0, 4)
-    assert _concat_lists(a, b).to_pylist() == [[1, 2, 0], [4, 5], [], [3, 6, 7]]
-    assert _concat_lists(a, b).type == a.type
-
-
 @settings(max_examples=200, deadline=None)
 @given(
     st.lists(st.one_of(st.none(), st.text(max_size=8), st.text(alphabet="ab \\n", max_size=8))),

@@ -4,6 +4,7 @@ preference, unpaired (KTO), OpenAI preference and LLaMA-Factory ranking rows."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from differential import assert_fast_and_slow_agree
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from synthetic import generate_preference_rows, preference_schema
 
 from transcript_clean.cli import main
@@ -424,16 +427,17 @@ def test_the_fast_path_settles_only_rows_clean_as_a_whole(config: Any) -> None:
     rows = [
         preference([u("q")], [a("x")], [a("y")]),  # clean
         preference([u("q"), a("p")], [a("x")], [u("r"), a("y")]),  # assistant meets assistant
-        preference(pending, [tool("c1"), a("x")], [tool("c1"), a("y")]),  # answered after
+        preference(pending, [tool("c1"), a("x")], [tool("c1"), a("y")]),  # answered after: clean
         preference([u("q")], [a("x")], [a("y", weight=1)]),  # another field: clean
         preference([u("q"), a("")], [a("x")], [a("y")]),  # empty turn in the prompt
         preference([u("q")], [a("x")], [a("y"), a("y")]),  # consecutive in a candidate
+        preference(pending, [tool("c1"), a("x")], [a("y")]),  # one leaves the call unanswered
     ]
     table = pa.Table.from_pylist(rows)
     fmt = detect_format(table.column_names, rows)
     verdicts = batch_verdicts(table, config, format=fmt)
     assert verdicts is not None
-    assert verdicts.clean.tolist() == [True, False, False, True, False, False]
+    assert verdicts.clean.tolist() == [True, False, True, True, False, False, False]
     assert [clean_row(r, fmt, config).status for r in table.to_pylist()][:4:3] == [
         "unchanged",
         "unchanged",
@@ -510,13 +514,13 @@ def test_a_candidates_empty_turn_or_merge_is_repaired_in_arrow_as_per_row() -> N
         preference([u("q")], [a("x")], [a("y"), a("z")]),  # two in a row in rejected
         preference([u("q")], [a(""), a("x")], [a("y"), a("")]),  # both, in both
         preference([u("q"), a("p")], [a(" "), a("x")], [u("r"), a("y")]),  # meets the prompt
-        preference([u("q"), a("p")], [a(" ")], [u("r"), a("y")]),  # nothing left
+        preference([u("q"), a("p")], [a(" ")], [u("r"), a("y")]),  # nothing left, as per-row
     ]
     table = pa.Table.from_pylist(rows)
     fmt = detect_format(table.column_names, rows)
     verdicts = batch_verdicts(table, DEFAULT, format=fmt)
     assert verdicts is not None
-    assert verdicts.repaired.tolist() == [True, True, True, False, False]
+    assert verdicts.repaired.tolist() == [True, True, True, False, True]
     assert verdicts.repaired_column is not None
     assert verdicts.repaired_column.to_pylist()[2] == {"chosen": [a("x")], "rejected": [a("y")]}
     assert_fast_and_slow_agree(table, DEFAULT, fmt)
@@ -727,3 +731,88 @@ def test_a_type_whose_parts_hold_no_messages_names_its_columns_not_ours(tmp_path
     assert result.exit_code == 2, result.output
     assert "columns: the `prompt` + `completion`" in result.output
     assert "__" not in result.output
+
+
+# ---------------------------------------------------------------------------------------------
+# the fast path over drawn rows: the parts read as the per-row path reads them, whatever they hold
+
+_MESSAGES = st.sampled_from(
+    [
+        u("q"),
+        u(""),
+        a("x"),
+        a(" "),
+        a(""),
+        a("y", reasoning_content="r"),
+        a(None, tool_calls=[call("c1")]),
+        a(None, tool_calls=[call("c1"), call("c2")]),
+        a(None, tool_calls=[call("c2", '{"x": ')]),
+        tool("c1"),
+        tool("c2"),
+        tool("c9"),
+        {"role": "system", "content": "s"},
+    ]
+)
+_PARTS = st.lists(_MESSAGES, max_size=4)
+_PROMPTS = st.one_of(
+    st.just([u("q")]),
+    st.just([u("q"), a(None, tool_calls=[call("c1")])]),
+    _PARTS.map(lambda part: [u("q"), *part]),
+)
+_CANDIDATES = st.one_of(
+    st.sampled_from([[a("x")], [tool("c1"), a("x")], [a("x"), a(" ")], [a("x"), a("y")]]),
+    _PARTS,
+)
+
+
+@pytest.mark.parametrize("name", ["default", "strict", "error_result", "cut"])
+def test_drawn_preference_rows_agree_on_both_paths(name: str) -> None:
+    """Prompts that end on calls, candidates that answer them or not, that meet the prompt
+    with an assistant message, empty turns on either side, a missing candidate: the fast path
+    settles what it can read as the per-row path reads it, and both agree."""
+    config = STRICT if name == "strict" else DEFAULT
+    if name in ("error_result", "cut"):
+        config = replace(DEFAULT, interrupted_call=name)
+    settled = [0, 0, 0]  # clean, repaired, left per-row
+
+    @settings(max_examples=30, deadline=None, derandomize=True, database=None)
+    @given(
+        st.lists(
+            st.tuples(_PROMPTS, _CANDIDATES, st.one_of(_CANDIDATES, _CANDIDATES, st.none())),
+            min_size=1,
+            max_size=6,
+        )
+    )
+    def agree(drawn: list[tuple[list[Any], list[Any], list[Any] | None]]) -> None:
+        table = pa.Table.from_pylist([preference(p, c, r) for p, c, r in drawn])
+        fmt = ShapedFormat(get_format("openai"), make_shape("preference", table.column_names))
+        assert_fast_and_slow_agree(table, config, fmt)
+        verdicts = batch_verdicts(table, config, format=fmt)
+        if verdicts is None:  # a part null in every row: a column Arrow gives no type
+            settled[2] += table.num_rows
+            return
+        settled[0] += int(verdicts.clean.sum())
+        settled[1] += int(verdicts.repaired.sum())
+        settled[2] += int((~verdicts.handled).sum())
+
+    agree()
+    # The cases reach all three verdicts (else they would test one path).
+    assert settled[0] > 0 and settled[2] > 0
+    assert settled[1] > 0 or config is STRICT
+
+
+def test_candidates_of_another_type_than_the_prompt_are_read_after_it_in_arrow() -> None:
+    """A prompt's messages and a candidate's need not share a type (one has fields the other
+    lacks): read as one, the row is settled in Arrow and written back in the column's type."""
+    prompt = pa.array([[u("q")], [u("q"), a(None, tool_calls=[call("c1")])]])
+    chosen = pa.array([[a("x", weight=1.0), a(" ")], [tool("c1"), a("x", weight=0.0)]])
+    rejected = pa.array([[a("y")], [tool("c1"), a("y")]])
+    table = pa.table({"prompt": prompt, "chosen": chosen, "rejected": rejected})
+    fmt = ShapedFormat(get_format("openai"), make_shape("preference", table.column_names))
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    assert verdicts.repaired.tolist() == [True, False] and verdicts.clean.tolist() == [False, True]
+    assert verdicts.repaired_column is not None
+    assert verdicts.repaired_column.type.field("chosen").type == chosen.type
+    assert_fast_and_slow_agree(table, DEFAULT, fmt)
+    assert_fast_and_slow_agree(table, STRICT, fmt)

@@ -14,9 +14,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
-import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import list_sizes
+from transcript_clean.columnar.arrays import joined_lists
 from transcript_clean.fastpath.measures import Measures
 from transcript_clean.model import Message
 from transcript_clean.profile import Profile, measure_transcripts
@@ -51,49 +50,22 @@ def arrow_measures(
 def _first_conversation(table: pa.Table, fmt: Any) -> tuple[Format, pa.Table] | None:
     """A dataset type's batch as its inner format reads one conversation: the prompt followed
     by the first candidate (`ShapedFormat.decode`), put together in Arrow in the inner format's
-    column. None where the parts are not lists of one type (then each row is decoded)."""
-    parts = _first_conversation_parts(table, fmt)
-    if parts is None:
+    column. None where a part is no list of messages, or holds a `pa.json_()` field (then each
+    row is decoded: in Arrow, such a field is its JSON text, which the decoder reads as
+    values)."""
+    from transcript_clean.shapes.arrow import part_column
+
+    parts = [part_column(table, path) for path in fmt.shape.first_conversation]
+    if any(p is None or jsontypes.has_json(p.type) for p in parts):
+        return None
+    joined = parts[0] if len(parts) == 1 else joined_lists(parts[0], parts[1])
+    if joined is None:
         return None
     inner = fmt.inner
-    joined = parts[0] if len(parts) == 1 else _concat_lists(parts[0], parts[1])
     at = table.schema.get_field_index(inner.column)
     if at >= 0:
         return inner, table.set_column(at, inner.column, joined)
     return inner, table.append_column(inner.column, joined)
-
-
-def _first_conversation_parts(table: pa.Table, fmt: Any) -> list[pa.Array] | None:
-    """A dataset type's prompt and first candidate columns, as lists of one type; None where
-    they are not, or hold a `pa.json_()` field (then each row is decoded: in Arrow, such a
-    field is its JSON text, which the decoder reads as values)."""
-    from transcript_clean.shapes.arrow import part_column
-
-    found = [part_column(table, path) for path in fmt.shape.first_conversation]
-    parts = [p for p in found if p is not None]
-    if len(parts) < len(found) or any(p.type != parts[0].type for p in parts):
-        return None
-    if any(jsontypes.has_json(p.type) for p in parts):
-        return None
-    return parts
-
-
-def _concat_lists(a: pa.Array, b: pa.Array) -> pa.Array:
-    """Row by row, the items of list array `a` followed by those of `b` (of the same type)."""
-    first, second = list_sizes(a), list_sizes(b)
-    total = first + second
-    offsets = np.zeros(len(a) + 1, dtype=np.int64)
-    np.cumsum(total, out=offsets[1:])
-    flat_a, flat_b = pc.list_flatten(a), pc.list_flatten(b)
-    start_a = np.cumsum(first) - first
-    start_b = np.cumsum(second) - second + len(flat_a)
-    row = np.repeat(np.arange(len(a)), total)
-    place = np.arange(int(offsets[-1])) - offsets[:-1][row]
-    index = np.where(place < first[row], start_a[row] + place, start_b[row] + place - first[row])
-    values = pa.concat_arrays([flat_a, flat_b]).take(pa.array(index))
-    return pa.LargeListArray.from_arrays(pa.array(offsets), values).cast(
-        pa.list_(a.type.value_field)
-    )
 
 
 def _decoded(fmt: Format, row: Mapping[str, Any]) -> Sequence[Message] | None:

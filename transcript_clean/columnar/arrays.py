@@ -163,6 +163,39 @@ def lists_of(
     return kind.from_arrays(pa.array(offsets), values, type=type_, mask=mask)
 
 
+def joined_lists(first: pa.Array, second: pa.Array) -> pa.Array | None:
+    """Row by row, the items of list array `first` followed by those of `second`, as one list
+    column (a null row holds no items); items of two struct types are read as one type with
+    the fields of both (a field one of them lacks is null in its items). None where the two
+    types of items do not unify."""
+    kind, other = first.type.value_type, second.type.value_type
+    if pa.types.is_null(kind):  # (no items in any row: a type of none)
+        kind = other
+    elif not pa.types.is_null(other) and other != kind:
+        if not (pa.types.is_struct(kind) and pa.types.is_struct(other)):
+            return None
+        try:
+            schemas = [pa.schema(list(kind)), pa.schema(list(other))]
+            kind = pa.struct(list(pa.unify_schemas(schemas, promote_options="permissive")))
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            return None
+    type_ = pa.list_(pa.field(first.type.value_field.name, kind))
+    try:
+        a, b = pc.list_flatten(first).cast(kind), pc.list_flatten(second).cast(kind)
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+        return None
+    sizes_a, sizes_b = list_sizes(first), list_sizes(second)
+    total = sizes_a + sizes_b
+    row = np.repeat(np.arange(len(first), dtype=np.int64), total)
+    place = np.arange(int(total.sum()), dtype=np.int64) - (np.cumsum(total) - total)[row]
+    start_a = np.cumsum(sizes_a) - sizes_a
+    start_b = np.cumsum(sizes_b) - sizes_b + len(a)
+    index = np.where(
+        place < sizes_a[row], start_a[row] + place, start_b[row] + place - sizes_a[row]
+    )
+    return lists_of(type_, total, pa.concat_arrays([a, b]).take(indices(index)))
+
+
 def with_child(structs: pa.Array, name: str, child: pa.Array) -> pa.Array:
     """A struct array with its field `name` replaced by `child` (of the same length)."""
     children = [

@@ -394,6 +394,8 @@ class ConversationsView(ArrowView):
             return none, None
         answer = walk.answer[calls]
         fine = (answer >= 0) & ~walk.duplicate[calls]
+        if not fine.any():  # (no result to write over: a batch may hold none at all)
+            return none, None
         # In place: the k-th call's result is the k-th result of the message answering them,
         # which holds no other.
         place = calls - np.searchsorted(c.call_message, c.call_message[calls])

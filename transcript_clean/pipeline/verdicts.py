@@ -21,7 +21,7 @@ from transcript_clean.pipeline.stored import (
 from transcript_clean.policy import DEFAULT, Config, for_format
 from transcript_clean.rules import TRAILING_TOOL_CALL, UNANSWERED_TOOL_CALL, Rule, rules
 from transcript_clean.shapes import ShapedFormat
-from transcript_clean.shapes.arrow import ARROW_REPAIRS, shape_declarations, shaped_verdicts
+from transcript_clean.shapes.arrow import shape_declarations, shaped_verdicts
 from transcript_clean.sources import RAW_LINE
 from transcript_clean.utf8 import invalid_text
 
@@ -88,7 +88,7 @@ def _verdicts(
 ) -> Verdicts | None:
     """`batch_verdicts` once it knows which codes the Arrow side may repair."""
     if isinstance(fmt, ShapedFormat):
-        return _shaped_verdicts(table, fmt, enabled, unread, repair)
+        return _shaped_verdicts(table, fmt, config, unread, repair)
     if stored_as_json(table.schema, fmt):
         return None
     column = whole(table.column(fmt.column))
@@ -112,12 +112,12 @@ def _verdicts(
 def _shaped_verdicts(
     table: pa.Table,
     fmt: ShapedFormat,
-    enabled: list[Rule],
+    config: Config,
     unread: list[int],
     repair: list[str],
 ) -> Verdicts | None:
-    """`batch_verdicts` for a dataset type: the rows clean for every candidate, and those with
-    a candidate repaired in Arrow (`shapes.arrow`), for the codes of `repair` it can."""
+    """`batch_verdicts` for a dataset type: the rows clean for every candidate, and those
+    whose parts are repaired in Arrow (`shapes.arrow`), for the codes of `repair`."""
     if any(holds_json_text(table.schema, c) for c in fmt.shape.columns):
         return None
     tools = declaring_columns(table, fmt.inner)
@@ -126,8 +126,7 @@ def _shaped_verdicts(
         if nested is None:
             return None  # declarations the fast path cannot read: every row goes per-row
         tools += nested
-    fixes = [c for c in ARROW_REPAIRS if c in repair]
-    return shaped_verdicts(table, fmt, enabled, unread, fixes, tools)
+    return shaped_verdicts(table, fmt, config, unread, repair, tools)
 
 
 def declaring_columns(table: pa.Table, fmt: Format) -> list[pa.Array]:

@@ -1,41 +1,47 @@
-"""The fast path for dataset types: rows clean for every candidate settled in Arrow.
+"""The fast path for dataset types: a row's parts read as the conversations the per-row path
+cleans (`shapes.clean`), by the one fast path of its inner format.
 
-The inner format's view reads the prompt column and each candidate column as they are (no
-Python objects, no copy of the messages). A row is clean as a whole when its prompt holds no
-code but having no assistant turn, each candidate alone holds none, and no candidate starts with
-an assistant message where the prompt ends with one. The walk of SPEC section 3 then finds
-nothing in prompt + candidate either: after such a prompt no call is pending, so a candidate is
-walked as it is alone, and the only state left, an assistant message just before, is the edge
-compared. So, too, a candidate with an empty turn or two assistant messages in a row is repaired
-in Arrow alone as it would be after the prompt (`ARROW_REPAIRS`). A prompt whose calls the
-candidates answer, and every other row with a code, take the per-row path (`shapes.clean`).
+The per-row path cleans the prompt alone with the prompt's config (`prompt_config`: what a
+prompt has by design, `PROMPT_CODES`, is forgotten), then each candidate as prompt + candidate
+after the repaired prompt, with the run's config; a candidate's repair that changes the prompt
+makes the row a reject. Here the same conversations are put together in Arrow (the prompt's
+list and each candidate's, row by row) and handed to `fast_verdicts`, which knows every rule:
+this module knows none. A row is clean when the prompt alone and every prompt + candidate are;
+it is repaired here when each is clean or repaired in Arrow, each candidate's repaired
+conversation starts with the prompt exactly as it was, and every repaired part is a column
+the row holds at the top level (a list of messages, or one message where one is left). Every
+other row takes the per-row path.
 """
 
 from __future__ import annotations
 
 from collections.abc import Collection, Sequence
-from typing import Any, Final, NamedTuple
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import Mask, as_mask, indices, list_sizes, whole
+from transcript_clean.columnar.arrays import (
+    Mask,
+    flattened,
+    indices,
+    joined_lists,
+    list_sizes,
+    lists_of,
+    whole,
+)
+from transcript_clean.columnar.edits import replaced
 from transcript_clean.fastpath import FastRepair, Verdicts, fast_verdicts
 from transcript_clean.fastpath.declared import declared_per_row
 from transcript_clean.fastpath.measures import column_array
-from transcript_clean.formats.base import Format
-from transcript_clean.rules import (
-    CONSECUTIVE_ASSISTANT,
-    EMPTY_ASSISTANT_TURN,
-    NO_ASSISTANT_TURN,
-    TRAILING_TOOL_CALL,
-    Rule,
-)
+from transcript_clean.policy import Config
+from transcript_clean.rules import Rule, rules
 from transcript_clean.shapes import ShapedFormat
+from transcript_clean.shapes.clean import PROMPT_CODES, prompt_config
 
-__all__ = ["ARROW_REPAIRS", "message_counts", "shaped_verdicts", "with_parts"]
+__all__ = ["message_counts", "shaped_verdicts", "with_parts"]
 
 
 def shape_declarations(table: pa.Table, prompt: str) -> list[pa.Array] | None:
@@ -66,6 +72,8 @@ def part_column(table: pa.Table, path: str) -> pa.Array | None:
         column = pc.struct_field(column, step)
     if pa.types.is_list(column.type) or pa.types.is_large_list(column.type):
         return column
+    if pa.types.is_null(column.type):  # null in every row: lists of no type
+        return pa.nulls(len(column), pa.list_(pa.null()))
     if pa.types.is_struct(column.type):
         offsets = pa.array(np.arange(len(column) + 1, dtype=np.int32))
         mask = column.is_null() if column.null_count else None
@@ -83,170 +91,208 @@ def message_counts(table: pa.Table, fmt: ShapedFormat) -> npt.NDArray[np.int64]:
     return total
 
 
-def _assistant_at_edges(fmt: Format, column: pa.Array) -> tuple[Mask, Mask] | None:
-    """Per row, whether its first and its last message is the assistant's (a ShareGPT
-    `function_call` turn is); None for messages without a role or tag."""
-    values = column.flatten()
-    if not pa.types.is_struct(values.type):
-        return None
-    if values.type.get_field_index("role") >= 0:
-        assistant: Mask = as_mask(pc.equal(pc.struct_field(values, "role"), "assistant"))
-    elif values.type.get_field_index("from") >= 0:
-        tags = getattr(fmt, "tags", {})
-        said = [t for t, role in tags.items() if role in ("assistant", "function_call")]
-        assistant = as_mask(pc.is_in(pc.struct_field(values, "from"), pa.array(said, pa.string())))
-    else:
-        return None
-    lengths = list_sizes(column)
-    starts = np.cumsum(lengths) - lengths
-    some = lengths > 0
-    first = np.zeros(len(lengths), dtype=bool)
-    last = np.zeros(len(lengths), dtype=bool)
-    first[some] = assistant[starts[some]]
-    last[some] = assistant[(starts + lengths - 1)[some]]
-    return first, last
+class _Read:
+    """What the fast path made of one conversation of each row (the prompt alone, or prompt +
+    a candidate): the rows clean, and those repaired in Arrow with their conversations."""
+
+    __slots__ = ("clean", "column", "repaired", "repairs")
+
+    def __init__(self, verdicts: Verdicts, written: Mask) -> None:
+        self.clean: Mask = verdicts.clean & written
+        self.repaired: Mask = verdicts.repaired & written
+        column = verdicts.repaired_column
+        if column is not None and not written[verdicts.repaired].all():
+            column = column.filter(pa.array(written[verdicts.repaired]))
+        self.column: pa.Array | None = column
+        """The conversations of the rows `repaired`, in order."""
+        self.repairs: list[FastRepair] = verdicts.repairs
 
 
-ARROW_REPAIRS: Final = (EMPTY_ASSISTANT_TURN, CONSECUTIVE_ASSISTANT)
-"""The repairs a candidate gets in Arrow: they act on the candidate alone as they would after
-the prompt (which ends with no call pending and, by the edge compared, does not meet it with
-an assistant message). Other codes take the per-row path."""
-
-
-class _Part(NamedTuple):
-    """What the fast path makes of one part (the prompt or a candidate) of a batch's rows."""
-
-    ok: Mask
-    """Holds no code (but those a prompt may have)."""
-    fixed: Mask
-    """Holds no code once repaired in Arrow."""
-    first: Mask
-    """Starts with an assistant message, as written (repaired, where it is)."""
-    last: Mask
-    repaired: Mask
-    """The rows `column` holds, in order."""
-    column: pa.Array | None
-    repairs: list[FastRepair]
-    source: pa.Array
-    """The part's column as read (in one chunk)."""
-
-
-def _part(
-    table: pa.Table,
+def _read(
     fmt: ShapedFormat,
-    name: str,
+    column: pa.Array,
+    table: pa.Table,
+    config: Config,
     enabled: Sequence[Rule],
     repair: Collection[str],
-    schema: pa.Schema | None,
-    tools: Sequence[pa.Array] = (),
-    declared: tuple[npt.NDArray[np.int64], list[Any]] | None = None,
-) -> _Part | None:
-    """The part at `name` read by the inner format's view: which rows hold no code, and, for
-    the codes of `repair` among `ARROW_REPAIRS` in a top-level list column, which hold none once
-    repaired in Arrow. None when the column or format has no view."""
-    column = part_column(table, name)
-    if column is None:
-        return None
-    top = "." not in name and table.column(name).type == column.type
-    codes = [c for c in ARROW_REPAIRS if c in repair] if top else []
-    # The prompt is read with the batch's other columns (its `system`); a candidate alone.
-    side = {}
-    if schema is not None:
-        side = {n: whole(table.column(n)) for n in fmt.inner.side_columns if n in schema.names}
+    tools: Sequence[pa.Array],
+    declared: tuple[npt.NDArray[np.int64], list[Any]] | None,
+) -> _Read | None:
+    """One conversation of each row (`column`, in the inner format's layout) read by the fast
+    path, beside the batch's other columns as the per-row path reads them; a row whose part
+    is null is neither clean nor repaired (the decoder says what is wrong with it)."""
+    inner = fmt.inner
+    side = {n: whole(table.column(n)) for n in inner.side_columns if n in table.schema.names}
     verdicts = fast_verdicts(
-        fmt.inner,
+        inner,
         column,
-        repair=codes,
+        repair=repair,
+        schema=table.schema,
         enabled=enabled,
-        schema=schema,
         tools=tools,
         declared=declared,
         side=side,
+        config=config,
     )
-    if verdicts is None:  # a `pa.json_()` field among them, say: Arrow cannot flatten all
-        return None
-    edges = _assistant_at_edges(fmt.inner, column)
-    if edges is None:
-        return None
-    first, last = edges
-    written = ~_null(column)
-    fixed = verdicts.repaired & written
-    if fixed.any():
-        assert verdicts.repaired_column is not None
-        now = _assistant_at_edges(fmt.inner, verdicts.repaired_column)
-        assert now is not None  # the repaired column has the part's type
-        first, last = first.copy(), last.copy()
-        first[verdicts.repaired], last[verdicts.repaired] = now
-    return _Part(
-        verdicts.clean & written,
-        fixed,
-        first,
-        last,
-        verdicts.repaired,
-        verdicts.repaired_column,
-        verdicts.repairs,
-        column,
-    )
+    return None if verdicts is None else _Read(verdicts, ~_null(column))
 
 
 def shaped_verdicts(
     table: pa.Table,
     fmt: ShapedFormat,
-    enabled: Sequence[Rule],
+    config: Config,
     unread: Sequence[int] = (),
     repair: Collection[str] = (),
     tools: Sequence[pa.Array] = (),
 ) -> Verdicts | None:
-    """The rows clean as a whole (module doc), and, for the codes of `repair` among
-    `ARROW_REPAIRS`, rows clean but for those codes in a prompt or candidates held as lists,
-    repaired there (`repaired_column`: a struct of those columns written anew); `unread`: rows
-    never settled here. None when a column's type or the format has no view."""
+    """The rows clean as a whole, and those repaired in Arrow for the codes of `repair` (module
+    doc): `repaired_column` is a struct of the part columns they rewrite; `unread`, rows never
+    settled here. None when a part's column or the inner format has no fast path."""
     shape = fmt.shape
     rows = table.num_rows
-    clean = np.ones(rows, dtype=bool)
-    settled = np.ones(rows, dtype=bool)  # clean, or clean once repaired here
-    prompt_last = np.zeros(rows, dtype=bool)  # the prompt ends on an assistant message
-    parts: list[tuple[str, _Part]] = []
     # Every part of a row has the row's declarations: read once for all of them.
     declared = declared_per_row(tuple(tools), rows) if tools else None
-    if shape.prompt is not None:
-        # A prompt needs no assistant turn; calls pending at its end are its normal end only
-        # when nothing follows (the candidates answering them take the per-row path).
-        allowed = {NO_ASSISTANT_TURN} | ({TRAILING_TOOL_CALL} if not shape.candidates else set())
-        rules = [r for r in enabled if r.code not in allowed]
-        fix = repair if shape.candidates else ()
-        part = _part(table, fmt, shape.prompt, rules, fix, table.schema, tools, declared)
-        if part is None:
-            return None
-        clean &= part.ok
-        settled &= part.ok | part.fixed
-        prompt_last = part.last
-        parts.append((shape.prompt, part))
-    for name in shape.candidates:
-        # Alone (no `system` column before it: that would hide an assistant message at the
-        # prompt's end from the one starting the candidate, which the edges compare here).
-        part = _part(table, fmt, name, enabled, repair, None, tools, declared)
-        if part is None:
-            return None
-        meets = prompt_last & part.first
-        clean &= part.ok & ~meets
-        settled &= (part.ok | part.fixed) & ~meets
-        parts.append((name, part))
-    clean[list(unread)] = False
+    settled = np.ones(rows, dtype=bool)
     settled[list(unread)] = False
+    clean = settled.copy()
+    fixes: dict[str, tuple[pa.Array, Mask, pa.Array]] = {}
+    repairs: list[FastRepair] = []
+    prompt: pa.Array | None = None
+    if shape.prompt is not None:
+        prompt = part_column(table, shape.prompt)
+        if prompt is None:
+            return None
+        settled &= ~_null(prompt)  # (joined to a candidate, it would read as no prompt)
+        alone = prompt_config(config)
+        enabled = [r for r in rules() if r.enabled(alone) and r.code not in PROMPT_CODES]
+        listed = _held_as(table, shape.prompt, prompt) == "list"
+        read = _read(fmt, prompt, table, alone, enabled, repair if listed else (), tools, declared)
+        if read is None:
+            return None
+        clean &= read.clean
+        settled &= read.clean | read.repaired
+        if read.column is not None and read.repaired.any():
+            fixes[shape.prompt] = (prompt, read.repaired, read.column)
+            repairs += read.repairs
+            # Each candidate is read after the prompt as repaired, as on the per-row path.
+            prompt = replaced(prompt, np.flatnonzero(read.repaired), read.column)
+    enabled = [r for r in rules() if r.enabled(config)]
+    for name in shape.candidates:
+        candidate = part_column(table, name)
+        if candidate is None:
+            return None
+        conversation = candidate if prompt is None else joined_lists(prompt, candidate)
+        if conversation is None:
+            return None
+        held = _held_as(table, name, candidate)
+        mine = repair if held is not None else ()
+        read = _read(fmt, conversation, table, config, enabled, mine, tools, declared)
+        if read is None:
+            return None
+        written = ~_null(candidate)
+        clean &= read.clean & written
+        fixed = np.zeros(rows, dtype=bool)
+        if held is not None and read.column is not None and read.repaired.any():
+            skip = np.zeros(rows, dtype=np.int64) if prompt is None else list_sizes(prompt)
+            at = np.flatnonzero(read.repaired & written)
+            kept, values = _candidates(prompt, read, at, skip, whole(table.column(name)).type)
+            fixed[at[kept]] = True
+            if fixed.any():
+                fixes[name] = (whole(table.column(name)), fixed, values)
+                repairs += read.repairs
+        settled &= (read.clean & written) | fixed
     repaired = settled & ~clean
-    nothing = np.zeros(rows, dtype=bool)
     out = Verdicts(
         clean=clean,
-        trailing=nothing,
+        trailing=np.zeros(rows, dtype=bool),
         trailing_calls=np.zeros(rows, dtype=np.int64),
         repaired=repaired,
     )
     if repaired.any():
-        fixes = {n: (p.source, p.repaired, p.column) for n, p in parts if p.column is not None}
         out.repaired_column = _rewritten(repaired, fixes)
-        out.repairs = _combined([r for _, p in parts for r in p.repairs], repaired)
+        out.repairs = _combined(repairs, repaired)
     return out
+
+
+def _held_as(table: pa.Table, path: str, column: pa.Array) -> str | None:
+    """How a part repaired in Arrow is written back: "list" for a top-level column of lists
+    of messages, "one" for one of single messages; None where it is not (nested in another
+    column's structs, JSON text)."""
+    if "." in path:
+        return None
+    kind = table.schema.field(path).type
+    if kind == column.type:
+        return "list"
+    return "one" if pa.types.is_struct(kind) else None
+
+
+def _candidates(
+    prompt: pa.Array | None,
+    read: _Read,
+    at: npt.NDArray[np.int64],
+    skip: npt.NDArray[np.int64],
+    kind: pa.DataType,
+) -> tuple[Mask, pa.Array]:
+    """Of the rows `at` (some of those whose prompt + candidate was repaired in Arrow), those
+    whose repair leaves the prompt as it was and the candidate what its column (of type
+    `kind`) can hold: `kept`, per row of `at`; and those rows' candidates as repaired, in that
+    type."""
+    assert read.column is not None
+    rank = np.cumsum(read.repaired) - 1  # each repaired row's place in `read.column`
+    column = read.column.take(indices(rank[at]))
+    skip = skip[at]
+    sizes = list_sizes(column)
+    kept = sizes >= skip
+    if prompt is not None:
+        kept &= _starts_with(column, prompt.take(indices(at)), skip)
+    one = pa.types.is_struct(kind)
+    items = _items_from(column, skip)
+    try:
+        values = items.cast(kind if one else kind.value_type)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+        values = None
+    # A cast that loses a value (a field the candidate's column has no place for) leaves the
+    # rows to the per-row path, which says why.
+    if values is None or not values.cast(items.type).equals(items):
+        return np.zeros(len(at), dtype=bool), pa.array([], kind)
+    left = np.maximum(sizes - skip, 0)
+    if one:
+        kept &= left == 1
+        starts = np.cumsum(left) - left
+        return kept, values.take(indices(starts[kept]))
+    tails = lists_of(pa.list_(values.type), left, values)
+    return kept, tails.filter(pa.array(kept)).cast(kind)
+
+
+def _items_from(column: pa.Array, skip: npt.NDArray[np.int64]) -> pa.Array:
+    """The items of list array `column`, each row's from its item `skip[row]` on."""
+    items, sizes, parent = flattened(column)
+    place = np.arange(len(items), dtype=np.int64) - (np.cumsum(sizes) - sizes)[parent]
+    out: pa.Array = items.take(indices(np.flatnonzero(place >= skip[parent])))
+    return out
+
+
+def _starts_with(column: pa.Array, prompt: pa.Array, skip: npt.NDArray[np.int64]) -> Mask:
+    """Per row, whether list `column`'s first `skip[row]` items are the items of `prompt`'s row
+    (of as many items), exactly."""
+    items, sizes, parent = flattened(column)
+    place = np.arange(len(items), dtype=np.int64) - (np.cumsum(sizes) - sizes)[parent]
+    heads = items.take(indices(np.flatnonzero(place < skip[parent])))
+    given = pc.list_flatten(prompt).cast(items.type)
+    if heads.equals(given):
+        return np.ones(len(column), dtype=bool)
+    # A repair reached into the prompt somewhere: find where, a row at a time (they are few).
+    starts, begins = np.cumsum(sizes) - sizes, np.cumsum(skip) - skip
+    return np.array(
+        [
+            sizes[row] >= skip[row]
+            and items.slice(int(starts[row]), int(skip[row])).equals(
+                given.slice(int(begins[row]), int(skip[row]))
+            )
+            for row in range(len(column))
+        ],
+        dtype=bool,
+    )
 
 
 def _rewritten(repaired: Mask, fixes: dict[str, tuple[pa.Array, Mask, pa.Array]]) -> pa.StructArray:

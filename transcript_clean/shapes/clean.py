@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from transcript_clean.formats.base import MISSING, DecodeError, Row, join_texts
 from transcript_clean.formats.text.hh import parse_hh, render_hh
@@ -40,10 +40,17 @@ class Shaped(Protocol):
     inner: Format
 
 
-__all__ = ["clean_shaped_row", "conversation_row", "part_messages", "prompt_config"]
+__all__ = [
+    "PROMPT_CODES",
+    "clean_shaped_row",
+    "conversation_row",
+    "part_messages",
+    "prompt_config",
+]
 
-# What a prompt is allowed by design: no assistant turn, calls pending at its end.
-_PROMPT_CODES = (NO_ASSISTANT_TURN, TRAILING_TOOL_CALL)
+PROMPT_CODES: Final = (NO_ASSISTANT_TURN, TRAILING_TOOL_CALL)
+"""What a prompt has by design: no assistant turn, calls pending at its end (the candidates
+answer them). Kept and forgotten in a prompt alone, on both paths."""
 
 _ACTION_RANK = {"rejected": 3, "repaired": 2, "dropped": 1, "kept": 0, "present": 0}
 
@@ -53,7 +60,7 @@ def prompt_config(config: Config) -> Config:
     is not rendered with a chat template: it is rendered with each candidate after it."""
     return replace(
         config,
-        actions={**config.actions, **dict.fromkeys(_PROMPT_CODES, "keep")},
+        actions={**config.actions, **dict.fromkeys(PROMPT_CODES, "keep")},
         chat_template=None,
     )
 
@@ -200,7 +207,7 @@ def clean_shaped_row(row: Row, fmt: Shaped, config: Config, *, trace: bool = Fal
         result = clean_row(
             conversation_row(row, fmt, None), inner, prompt_config(config), trace=trace
         )
-        _forget(result, _PROMPT_CODES)
+        _forget(result, PROMPT_CODES)
         parts.append((shape.prompt, result))
         if result.status == "rejected":
             return _combined(parts, fmt, messages_in, out, trace)
