@@ -122,9 +122,9 @@ def test_joined_lists_is_each_rows_items_then_the_others(
     b = pa.array(second, pa.large_list(pa.int64())).slice(cut2, rows)
     joined = joined_lists(a, b)
     assert joined is not None
-    expected = [
-        (x or []) + (y or []) for x, y in zip(first[cut:], second[cut2:], strict=False)
-    ][:rows]
+    expected = [(x or []) + (y or []) for x, y in zip(first[cut:], second[cut2:], strict=False)][
+        :rows
+    ]
     assert joined.to_pylist() == expected
     assert joined.type == a.type
 
