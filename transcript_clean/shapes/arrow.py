@@ -39,7 +39,7 @@ from transcript_clean.fastpath.measures import column_array
 from transcript_clean.policy import Config
 from transcript_clean.rules import Rule, rules
 from transcript_clean.shapes import ShapedFormat
-from transcript_clean.shapes.clean import PROMPT_CODES, prompt_config
+from transcript_clean.shapes.shape import PROMPT_CODES, prompt_config
 
 __all__ = ["message_counts", "shaped_verdicts", "with_parts"]
 

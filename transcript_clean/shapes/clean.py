@@ -18,14 +18,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from transcript_clean.formats.base import MISSING, DecodeError, Row, join_texts
 from transcript_clean.formats.text.hh import parse_hh, render_hh
 from transcript_clean.policy import Config
 from transcript_clean.rows import RowResult, Violation, clean_row, mark_rejected, rejected_row
-from transcript_clean.rules import MALFORMED_ROW, NO_ASSISTANT_TURN, TRAILING_TOOL_CALL
+from transcript_clean.rules import MALFORMED_ROW
+from transcript_clean.shapes.shape import PROMPT_CODES, prompt_config
 
 if TYPE_CHECKING:
     from transcript_clean.formats.base import Format
@@ -40,29 +40,9 @@ class Shaped(Protocol):
     inner: Format
 
 
-__all__ = [
-    "PROMPT_CODES",
-    "clean_shaped_row",
-    "conversation_row",
-    "part_messages",
-    "prompt_config",
-]
-
-PROMPT_CODES: Final = (NO_ASSISTANT_TURN, TRAILING_TOOL_CALL)
-"""What a prompt has by design: no assistant turn, calls pending at its end (the candidates
-answer them). Kept and forgotten in a prompt alone, on both paths."""
+__all__ = ["clean_shaped_row", "conversation_row", "part_messages"]
 
 _ACTION_RANK = {"rejected": 3, "repaired": 2, "dropped": 1, "kept": 0, "present": 0}
-
-
-def prompt_config(config: Config) -> Config:
-    """`config` for a prompt alone: what a prompt is allowed by design is kept, uncounted. It
-    is not rendered with a chat template: it is rendered with each candidate after it."""
-    return replace(
-        config,
-        actions={**config.actions, **dict.fromkeys(PROMPT_CODES, "keep")},
-        chat_template=None,
-    )
 
 
 def get_path(row: Mapping[str, Any], path: str) -> Any:

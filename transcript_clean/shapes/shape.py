@@ -6,12 +6,14 @@ dataset's columns. `ShapedFormat` (the package's) reads rows of a shape in a con
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from transcript_clean.errors import FormatError, option_name
+from transcript_clean.policy import Config
+from transcript_clean.rules import NO_ASSISTANT_TURN, TRAILING_TOOL_CALL
 
-__all__ = ["KINDS", "Kind", "Shape", "make_shape"]
+__all__ = ["KINDS", "PROMPT_CODES", "Kind", "Shape", "make_shape", "prompt_config"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,3 +134,18 @@ def make_shape(
     if shape.prompt is None and not shape.candidates:
         raise FormatError(f"{KINDS[kind].words} need a prompt column or candidates")
     return shape
+
+
+PROMPT_CODES: Final = (NO_ASSISTANT_TURN, TRAILING_TOOL_CALL)
+"""What a prompt has by design: no assistant turn, calls pending at its end (the candidates
+answer them). Kept and forgotten in a prompt alone, on both paths."""
+
+
+def prompt_config(config: Config) -> Config:
+    """`config` for a prompt alone: what a prompt is allowed by design is kept, uncounted. It
+    is not rendered with a chat template: it is rendered with each candidate after it."""
+    return replace(
+        config,
+        actions={**config.actions, **dict.fromkeys(PROMPT_CODES, "keep")},
+        chat_template=None,
+    )
