@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from differential import assert_fast_and_slow_agree, assert_verdicts_equal_on_generated_rows
@@ -136,3 +137,73 @@ def test_generated_rows_agree_on_both_paths_and_clean_ones_stay_arrow(config: An
 
 def test_the_fast_path_finds_clean_what_the_per_row_path_keeps_unchanged() -> None:
     assert_verdicts_equal_on_generated_rows(get_format("hh"), seed=6, kinds=4)
+
+
+# Transcripts built turn by turn, to reach R1 and R4: empty and blank assistant turns, runs of
+# assistant turns (repeated ones too), texts holding what looks like a marker, white space
+# before the first marker and after each.
+SAID = st.sampled_from(
+    ["", " ", "  ", "\n", " \t", "x", "Hello there.", "é ü", "Human: hi", "\nHuman: hi",
+     "Assistant: no", "\nAssistant:", "a\n", "a\n\n", "\u00a0", "ok\r"]
+)  # fmt: skip
+TURN = st.tuples(
+    st.sampled_from(["Human", "Assistant", "Assistant"]), st.sampled_from(["", " "]), SAID
+)
+
+
+def _transcript(lead: str, turns: list[tuple[str, str, str]]) -> str:
+    """`lead`, then each turn's marker (after a blank line, but for the first), white space and
+    text."""
+    return lead + "".join(
+        ("\n\n" if k else "") + f"{name}:{space}{said}"
+        for k, (name, space, said) in enumerate(turns)
+    )
+
+
+transcripts = st.builds(
+    _transcript,
+    st.sampled_from(["", "\n\n", " ", "\t\n\n", "\r\n"]),
+    st.lists(TURN, min_size=1, max_size=7),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(transcripts, min_size=1, max_size=12))
+def test_rows_repaired_in_arrow_are_the_per_row_paths(values: list[str]) -> None:
+    fmt = get_format("hh")
+    table = hh_table(list(values))
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    if verdicts.repaired.any():
+        assert verdicts.repaired_column is not None
+        written = verdicts.repaired_column.to_pylist()
+        rows = [values[k] for k in np.flatnonzero(verdicts.repaired)]
+        for value, text in zip(rows, written, strict=True):
+            result = clean_row({"text": value}, fmt, DEFAULT)
+            assert result.status == "repaired" and result.row is not None
+            assert text == result.row["text"], value
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, fmt)
+
+
+def test_empty_turns_and_runs_of_answers_are_repaired_in_arrow() -> None:
+    fmt = get_format("hh")
+    values = [
+        "\n\nHuman: a\n\nAssistant:  \n\nHuman: b\n\nAssistant: c",  # R1
+        " \t\n\nAssistant: \n\nHuman: b\n\nAssistant: c",  # R1, the first turn: the lead stays
+        "\n\nHuman: a\n\nAssistant: x\n\nAssistant:y",  # R4
+        "Human: a\n\nAssistant: x\n\nAssistant: x\n\nAssistant:\n\nAssistant: z",  # R1 + R4
+        "\n\nHuman: a\n\nAssistant: ok",
+    ]
+    verdicts = batch_verdicts(hh_table(values), DEFAULT, format=fmt)
+    assert verdicts is not None and verdicts.handled.all()
+    assert verdicts.repaired.tolist() == [True, True, True, True, False]
+    assert verdicts.repaired_column is not None
+    assert verdicts.repaired_column.to_pylist() == [
+        "\n\nHuman: a\n\nHuman: b\n\nAssistant: c",
+        " \t\n\nHuman: b\n\nAssistant: c",
+        "\n\nHuman: a\n\nAssistant: x\n\ny",
+        "Human: a\n\nAssistant: x\n\nz",
+    ]
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(hh_table(values), config, fmt)

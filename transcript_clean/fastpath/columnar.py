@@ -102,7 +102,9 @@ class ConversationsView(ArrowView):
         # R2's rejects (its answers, new results written in the format, are the per-row path's)
         repairs: set[str] = {INVALID_TOOL_ARGUMENTS}
         self.checks = {INVALID_TOOL_ARGUMENTS: walk.rows_invalid_arguments}
-        if c.item_message is not None:
+        # Whole messages dropped and merged in the format's layout: its items, or its text.
+        whole = c.item_message is not None or fmt.renders_messages
+        if whole:
             repairs |= {EMPTY_ASSISTANT_TURN, UNANSWERED_TOOL_CALL}
             self.checks[EMPTY_ASSISTANT_TURN] = walk.rows_empty
             self.checks[UNANSWERED_TOOL_CALL] = walk.rows_unanswered
@@ -112,7 +114,7 @@ class ConversationsView(ArrowView):
         joins = fmt.merges_join_texts(column)
         self.joins_texts = bool(joins)
         """A message grows by its text (ShareGPT's `value`): only one that is one text can."""
-        if c.item_message is not None and c.message_text is not None and joins is not None:
+        if whole and c.message_text is not None and joins is not None:
             repairs.add(CONSECUTIVE_ASSISTANT)  # R4's merges, which the format writes
             self.checks[CONSECUTIVE_ASSISTANT] = walk.rows_consecutive
             self.with_empty = frozenset({CONSECUTIVE_ASSISTANT})
@@ -212,7 +214,7 @@ class ConversationsView(ArrowView):
                 occurrences[INVALID_TOOL_ARGUMENTS] = count(invalid, call_row, self.rows)
         if not rows and not orphaned.any() and not answered.any():
             return ArrowRepair(np.zeros(0, dtype=np.int64), self.column.slice(0, 0), {}, rejects)
-        assert c.item_message is not None
+        assert c.item_message is not None or self.fmt.renders_messages
         drop = np.zeros(c.messages, dtype=bool)
         asked = np.zeros(self.rows, dtype=bool)
         empty_rows = np.zeros(self.rows, dtype=bool)

@@ -199,6 +199,12 @@ class Format:
         left to the per-row path. None: it writes them all."""
         return None
 
+    renders_messages: ClassVar[bool] = False
+    """Whether `write` writes a repaired row anew from its kept messages, whatever its layout
+    (hh's transcripts, one text rendered as the encoder renders it): messages dropped (R1, R5's
+    cut) and merged (R4) are then written in Arrow as for a flattener that gives
+    `item_message`."""
+
     edits_lines: ClassVar[bool] = False
     """Whether a JSON Lines row's line is its conversation's items, each written by the encoder
     as it came in but for the text a merge sets in `merged_field` (OpenAI's messages): then a

@@ -69,9 +69,12 @@ def settle(
         rows = with_parts(rows, fixed)
         written = int(message_counts(rows, fmt).sum())
     else:
-        written = int(pc.sum(pc.list_value_length(fixed)).as_py() or 0)
         at = table.schema.get_field_index(column)
         rows = rows.set_column(at, table.schema.field(at), fixed)
+        if pa.types.is_list(fixed.type) or pa.types.is_large_list(fixed.type):
+            written = int(pc.sum(pc.list_value_length(fixed)).as_py() or 0)
+        else:  # one text (hh's transcripts): counted as the per-row path counts what it wrote
+            written = int(fmt.message_counts(rows).sum())
     if lines is not None:
         at = table.schema.get_field_index(RAW_LINE)
         rows = rows.set_column(at, table.schema.field(at), pa.array(lines, rows.schema[at].type))

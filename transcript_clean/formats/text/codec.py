@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from transcript_clean.columnar.conversations import Conversations
+    from transcript_clean.columnar.edits import Edits
 
 __all__ = [
     "AlpacaFormat",
@@ -134,6 +135,7 @@ class HHFormat(_TextFormat):
     words = "one text of Human: / Assistant: turns"
     markers: ClassVar[str] = "Human: / Assistant:"
     fresh_lead: ClassVar[str] = "\n\n"
+    renders_messages = True
 
     @staticmethod
     def parse(text: str) -> list[tuple[str, str]]:
@@ -152,6 +154,17 @@ class HHFormat(_TextFormat):
         from transcript_clean.formats.text.hh_flatten import flatten_hh
 
         return flatten_hh(column)
+
+    def merges_join_texts(self, column: pa.Array) -> bool | None:
+        return True  # a turn is one text: R4 joins the texts
+
+    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
+        """The repaired rows rendered anew from the turns they keep (`hh_flatten.write_hh`)."""
+        if edits.inserting or (edits.answers is not None and len(edits.answers.result)):
+            return None  # (a transcript has no calls: never asked)
+        from transcript_clean.formats.text.hh_flatten import write_hh
+
+        return write_hh(column, edits)
 
     def message_counts(self, table: pa.Table) -> npt.NDArray[np.int64]:
         """The turns of each row as the flattener splits them, the rows it leaves unread
@@ -206,6 +219,7 @@ class GuanacoFormat(HHFormat):
     words = "one text of ### Human: / ### Assistant: turns"
     markers = "### Human: / ### Assistant:"
     fresh_lead = ""
+    renders_messages = False
 
     @staticmethod
     def parse(text: str) -> list[tuple[str, str]]:
@@ -221,6 +235,12 @@ class GuanacoFormat(HHFormat):
         schema: pa.Schema | None = None,
         side: Mapping[str, pa.Array] | None = None,
     ) -> Conversations | None:
+        return None
+
+    def merges_join_texts(self, column: pa.Array) -> bool | None:
+        return None
+
+    def write(self, column: pa.Array, edits: Edits) -> pa.Array | None:
         return None
 
     def message_counts(self, table: pa.Table) -> npt.NDArray[np.int64]:

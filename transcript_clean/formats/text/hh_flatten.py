@@ -28,9 +28,10 @@ from transcript_clean.columnar.arrays import (
     text_lengths,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, USER, Conversations, Roles, of_texts
+from transcript_clean.columnar.edits import Edits, merged_texts
 from transcript_clean.formats.fields import not_blank
 
-__all__ = ["flatten_hh", "hh_turn_counts"]
+__all__ = ["flatten_hh", "hh_turn_counts", "write_hh"]
 
 _LEAD: Final = " \t\n\r\f\v"
 """The white space a read row may start with (all of it white space to Python's `\\s`)."""
@@ -104,7 +105,9 @@ def _texts(column: pa.Array, start: Counts, end: Counts) -> pa.Array:
 
 
 def flatten_hh(column: pa.Array) -> Conversations | None:
-    """The transcripts of `column` as `Conversations`; None where the column is not text."""
+    """The transcripts of `column` as `Conversations`; None where the column is not text.
+    Every message is one text (`message_text` gives it, for R4) with no fields beside it (an
+    empty `message_origin`: the decoder keeps none)."""
     if not is_text(column.type):
         return None
     read, row, start, end, role = _markers(column)
@@ -115,7 +118,13 @@ def flatten_hh(column: pa.Array) -> Conversations | None:
     def texts_and_owners() -> tuple[pa.Array, Counts]:
         return texts, np.arange(total, dtype=np.int64)
 
-    return of_texts(
+    def message_text(positions: Counts) -> pa.Array:
+        return texts.take(indices(positions))
+
+    def message_origin(positions: Counts) -> pa.Array:
+        return pa.array([{}] * len(positions), pa.struct([]))
+
+    view = of_texts(
         rows=len(column),
         unread=~read,
         message_row=row,
@@ -124,3 +133,63 @@ def flatten_hh(column: pa.Array) -> Conversations | None:
         chars=chars,
         texts=texts_and_owners,
     )
+    view.message_text = message_text
+    view.message_origin = message_origin
+    return view
+
+
+# What opens a turn as `render_hh` writes it: a blank line (or, for the first, the row's own
+# white space before its first marker), the marker, and a space where the turn says anything.
+_OPENINGS: Final = ("\n\n", "Human:", "Human: ", "Assistant:", "Assistant: ")
+
+
+def write_hh(column: pa.Array, edits: Edits) -> pa.Array:
+    """The rows of `edits` written anew as the encoder writes a repaired transcript
+    (`render_hh` of the turns kept, the row's white space before the first): each kept turn
+    its opening and its text, a turn others are joined into (R4) the texts joined
+    (`merged_texts`). Only the texts come from the column, as the flattener read them."""
+    c = edits.conversations
+    assert c.message_text is not None
+    chosen = np.zeros(c.rows, dtype=bool)
+    chosen[edits.rows] = True
+    kept = np.flatnonzero(chosen[c.message_row] & ~edits.removed)
+    texts = c.message_text(kept).cast(pa.large_string())
+    if edits.merges is not None and len(edits.merges.grown):
+        grown, joined = merged_texts(edits.merges, c.message_text)
+        at = np.searchsorted(kept, grown)
+        index = np.arange(len(kept), dtype=np.int64)
+        index[at] = len(kept) + np.arange(len(grown), dtype=np.int64)
+        texts = pa.concat_arrays([texts, joined.cast(pa.large_string())]).take(indices(index))
+    # each row's white space before its first marker, what `str.lstrip` takes off
+    rows = column.take(indices(edits.rows))
+    trimmed = pc.binary_length(pc.ascii_ltrim(rows, characters=_LEAD))
+    lengths = pc.binary_length(rows).to_numpy()
+    leads = _prefixes(rows, (lengths - trimmed.to_numpy()).astype(np.int64))
+    owner = np.searchsorted(edits.rows, c.message_row[kept])
+    first = np.ones(len(kept), dtype=bool)
+    first[1:] = owner[1:] != owner[:-1]
+    says = pc.binary_length(texts).to_numpy(zero_copy_only=False) > 0
+    marker = np.where(c.role[kept] == USER, 1, 3) + says
+    opening = np.where(first, len(_OPENINGS) + owner, 0)
+    base = len(_OPENINGS) + len(edits.rows)
+    pieces = np.empty(3 * len(kept), dtype=np.int64)
+    pieces[0::3], pieces[1::3], pieces[2::3] = opening, marker, base + np.arange(len(kept))
+    every = pa.concat_arrays([pa.array(_OPENINGS, pa.large_string()), leads, texts])
+    counts = 3 * np.bincount(owner, minlength=len(edits.rows))
+    offsets = np.zeros(len(edits.rows) + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    lists = pa.LargeListArray.from_arrays(pa.array(offsets), every.take(indices(pieces)))
+    written = pc.binary_join(lists, pa.scalar("", pa.large_string()))
+    return written.cast(column.type)
+
+
+def _prefixes(texts: pa.Array, lengths: Counts) -> pa.Array:
+    """Each text's first `lengths` bytes (ASCII white space: as many characters)."""
+    if not len(texts):
+        return pa.array([], pa.large_string())
+    offsets, data = text_bytes(texts)
+    offsets = offsets - offsets[0]
+    cuts = np.empty(2 * len(texts), dtype=np.int64)
+    cuts[0::2], cuts[1::2] = offsets[:-1], offsets[:-1] + lengths
+    pieces = pa.LargeStringArray.from_buffers(len(cuts) - 1, pa.py_buffer(cuts), pa.py_buffer(data))
+    return pieces.take(indices(np.arange(0, len(cuts), 2, dtype=np.int64)))
