@@ -123,6 +123,17 @@ def test_fast_and_per_row_paths_agree_on_any_text(values: list[str | None]) -> N
         assert_fast_and_slow_agree(hh_table(values), config, get_format("hh"))
 
 
+@settings(max_examples=100, deadline=None)
+@given(st.lists(texts, min_size=1, max_size=30))
+def test_the_settled_rows_messages_are_counted_from_the_view(values: list[str | None]) -> None:
+    fmt = get_format("hh")
+    table = hh_table(values)
+    verdicts = batch_verdicts(table, STRICT, format=fmt)
+    assert verdicts is not None and verdicts.messages is not None
+    settled = verdicts.handled
+    assert verdicts.messages[settled].tolist() == fmt.message_counts(table)[settled].tolist()
+
+
 @pytest.mark.parametrize("config", [DEFAULT, STRICT], ids=["default", "strict"])
 def test_generated_rows_agree_on_both_paths_and_clean_ones_stay_arrow(config: Any) -> None:
     fmt = get_format("hh")

@@ -173,6 +173,8 @@ def fast_verdicts(
         tool_counts=tool_counts(view),
         view=view,
     )
+    if isinstance(view, ConversationsView):
+        verdicts.messages = fmt.settled_message_counts(view.conversations)
     # A code found while decoding is a row's only code: the decoder stops there.
     to_reject = {
         r.code: may[r.code] if r.stage == "decode" else only(r.code)

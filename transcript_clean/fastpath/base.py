@@ -223,6 +223,10 @@ class Verdicts:
     repaired_origins: Origins | None = None
     """Where the repaired rows' messages came from, where the view says (`ArrowRepair.origins`):
     their lines are then edited, not re-encoded."""
+    messages: Counts | None = None
+    """Per row, its messages as `Format.message_counts` counts them, for the rows settled here,
+    where the format reads them from the view (`Format.settled_message_counts`): what `settle`
+    counts, without reading the batch again."""
 
     def coded(self) -> list[tuple[str, Mask]]:
         """Per code, the rows settled here that have it (each row settled here has one, and
@@ -276,6 +280,7 @@ class Verdicts:
             counts,
             stale_lines=self.stale_lines,
             repaired_origins=origins,
+            messages=None if self.messages is None else self.messages[start:stop],
         )
 
 

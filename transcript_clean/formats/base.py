@@ -133,6 +133,13 @@ class Format:
         counts: npt.NDArray[np.int64] = pc.fill_null(pc.list_value_length(column), 0).to_numpy()
         return counts
 
+    def settled_message_counts(self, conversations: Conversations) -> Counts | None:
+        """Per row of the batch `conversations` was flattened from, its messages as
+        `message_counts` counts them, for the rows the fast path settles, read from the view
+        (a format whose messages are what its flattener splits, not its column's items): so
+        the batch is not read again to count them. None: `message_counts` counts them."""
+        return None
+
     def declared_tools(self, row: Mapping[str, Any]) -> Declared | None:
         """The tools the row declares (`transcript_clean.tools`); None when it declares none."""
         return read_row_declarations(row, self.declaring_columns)

@@ -33,6 +33,8 @@ def settle(
     column = fmt.column
     if isinstance(fmt, ShapedFormat):
         lengths = message_counts(table, fmt)
+    elif verdicts.messages is not None:  # counted from the view that settled them
+        lengths = verdicts.messages
     else:
         lengths = fmt.message_counts(table)
     clean, trailing, repaired = verdicts.clean, verdicts.trailing, verdicts.repaired

@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     import numpy.typing as npt
     import pyarrow as pa
 
+    from transcript_clean.columnar.arrays import Counts
     from transcript_clean.columnar.conversations import Conversations
     from transcript_clean.columnar.edits import Edits
 
@@ -125,6 +126,16 @@ class _TextFormat(Format):
             return len(self.decode(row).messages)
         except DecodeError:
             return 0
+
+    def settled_message_counts(self, conversations: Conversations) -> Counts | None:
+        """The messages the flattener splits each row into: the decoder's, for a row it reads;
+        none for a row it does not, which the fast path settles only by rejecting it while
+        decoding (0 messages, as `message_count` counts it)."""
+        import numpy as np
+
+        c = conversations
+        counts: Counts = np.bincount(c.message_row, minlength=c.rows).astype(np.int64)
+        return counts
 
 
 class HHFormat(_TextFormat):
