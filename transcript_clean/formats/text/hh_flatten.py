@@ -15,8 +15,10 @@ from __future__ import annotations
 from typing import Final
 
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.lib.stride_tricks import sliding_window_view
 
 from transcript_clean.columnar.arrays import (
     Counts,
@@ -35,43 +37,70 @@ __all__ = ["flatten_hh", "hh_turn_counts", "write_hh"]
 
 _LEAD: Final = " \t\n\r\f\v"
 """The white space a read row may start with (all of it white space to Python's `\\s`)."""
-_START: Final = r"^[ \t\n\r\f\v]*(?:Human|Assistant):"
-_NAMES: Final = {b"Human:": USER, b"Assistant:": ASSISTANT}
+_HUMAN: Final = int.from_bytes(b"Human:", "little")
+_ASSISTANT: Final = int.from_bytes(b"Assistan", "little"), int.from_bytes(b"t:", "little")
+
+
+def _words(data: npt.NDArray[np.uint8], at: Counts) -> tuple[Counts, Counts]:
+    """The 16 bytes at each of the positions `at` of `data` (zeros past its end), as two
+    little-endian 64-bit words: a marker told by two comparisons, not one per byte."""
+    windows = np.empty((len(at), 16), dtype=np.uint8)
+    inside = at + 16 <= len(data)
+    windows[inside] = sliding_window_view(data, 16)[at[inside]] if len(data) >= 16 else 0
+    if not inside.all():  # the last few positions: from the end's bytes, padded
+        tail = np.zeros(32, dtype=np.uint8)
+        last = data[-16:]
+        tail[16 - len(last) : 16] = last
+        windows[~inside] = sliding_window_view(tail, 16)[at[~inside] - (len(data) - 16)]
+    words = windows.view(np.uint64)
+    return words[:, 0].astype(np.int64), words[:, 1].astype(np.int64)
+
+
+def _names(data: npt.NDArray[np.uint8], at: Counts) -> Roles:
+    """Per position of `at`, the role whose marker starts there (`Human:`, `Assistant:`), or
+    -1 for none."""
+    one, two = _words(data, at)
+    human = (one & 0xFFFF_FFFF_FFFF) == _HUMAN
+    assistant = (one == _ASSISTANT[0]) & ((two & 0xFFFF) == _ASSISTANT[1])
+    out: Roles = np.where(human, USER, np.where(assistant, ASSISTANT, -1)).astype(np.int8)
+    return out
 
 
 def _markers(column: pa.Array) -> tuple[Mask, Counts, Counts, Counts, Roles]:
     """Per row, whether it is read; per turn of the rows read (in order), its row, where its
     text starts and ends in the column's bytes (from the first value's), and its role."""
-    read = as_mask(pc.match_substring_regex(column, _START), fill=False)
     offsets, data = text_bytes(column)
     offsets = offsets - offsets[0]
     ends = offsets[1:]
-    at = np.flatnonzero(read)
+    # The first marker: right after the white space a row starts with, whole within the row.
     trimmed = pc.fill_null(pc.binary_length(pc.ascii_ltrim(column, characters=_LEAD)), 0)
-    first = ends - trimmed.to_numpy().astype(np.int64)  # the first marker's name, if read
+    first = ends - trimmed.to_numpy().astype(np.int64)
+    first_role = _names(data, first)
+    read = (first_role >= 0) & (first + np.where(first_role == USER, 6, 10) <= ends)
+    read &= ~as_mask(column.is_null())
+    at = np.flatnonzero(read)
     # every `\n\n` + name, the name's place; in a row read, after its first marker's
     lines = np.flatnonzero(data == ord("\n"))
     blank = lines[:-1][np.diff(lines) == 1] + 2
     blank = blank[blank < len(data)]
-    window = data[np.minimum(blank[:, None] + np.arange(10), len(data) - 1)]
-    names, roles = [], []
-    for name, kind in _NAMES.items():
-        found = blank[(window[:, : len(name)] == np.frombuffer(name, np.uint8)).all(axis=1)]
-        names.append(found)
-        roles.append(np.full(len(found), kind, dtype=np.int8))
-    name_at = np.concatenate(names)
-    role = np.concatenate(roles)
+    blank = blank[(data[blank] == ord("H")) | (data[blank] == ord("A"))]
+    role = _names(data, blank)
+    name_at = blank[role >= 0]
+    role = role[role >= 0]
     row = np.searchsorted(ends, name_at, side="right")
-    length = np.where(role == USER, 6, 10)
-    keep = read[row] & (name_at > first[row]) & (name_at + length <= ends[row])
-    # the first marker of each row read
-    opens = data[np.minimum(first[at], max(len(data) - 1, 0))]
-    first_role = np.where(opens == ord("H"), USER, ASSISTANT).astype(np.int8)
-    row = np.concatenate([at, row[keep]])
-    name_at = np.concatenate([first[at], name_at[keep]])
-    role = np.concatenate([first_role, role[keep]])
-    order = np.argsort(name_at, kind="stable")
-    row, name_at, role = row[order], name_at[order], role[order]
+    keep = (
+        read[row] & (name_at > first[row]) & (name_at + np.where(role == USER, 6, 10) <= ends[row])
+    )
+    row, name_at, role = row[keep], name_at[keep], role[keep]
+    # Each row's first marker, then the others of its row: both in the column's order.
+    place = np.arange(len(at), dtype=np.int64) + np.searchsorted(row, at, side="left")
+    total = len(at) + len(row)
+    is_first = np.zeros(total, dtype=bool)
+    is_first[place] = True
+    rows, names, roles = (np.empty(total, dtype=np.int64) for _ in range(3))
+    rows[place], names[place], roles[place] = at, first[at], first_role[at]
+    rows[~is_first], names[~is_first], roles[~is_first] = row, name_at, role
+    row, name_at, role = rows, names, roles.astype(np.int8)
     start = name_at + np.where(role == USER, 6, 10)
     space = start < ends[row]
     space[space] = data[start[space]] == ord(" ")
