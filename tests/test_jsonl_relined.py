@@ -224,3 +224,38 @@ def test_a_line_that_does_not_read_as_the_arrow_side_read_it_is_left_to_the_per_
     assert edited('{"messages": ["hi"]}', "messages", [0], 0, {}, "content") is None
     parts = '{"messages": [{"role": "user", "content": [{"type": "text", "text": "hi"}]}]}'
     assert edited(parts, "messages", [0], 0, {}, "content") is None
+
+
+def test_hh_lines_are_set_to_the_repaired_text_as_the_per_row_path_writes_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # hh's encoder sets the transcript's text alone (`Format.edits_line_value`): a repaired
+    # line is its line with that value set, keys in their order, extra keys and values as they
+    # came; the per-row path re-encoding the same rows writes the same bytes.
+    rates = {"empty_assistant_turn": 0.15, "consecutive_assistant": 0.15}
+    rows = [row for row, _ in generate_rows(600, "hh", seed=12, rates=rates)]
+    extra = [{"id": k, "note": "é\u2028", "score": 1.5, **row} for k, row in enumerate(rows)]
+    path = tmp_path / "hh.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in extra))
+    source = open_source(str(path))
+    table = pa.Table.from_batches(list(source.read(source.parts()[0])))
+    verdicts = batch_verdicts(table, format="hh", reencode=True)
+    assert verdicts is not None and verdicts.stale_lines and verdicts.repaired.sum() > 100
+    fmt = get_format("hh")
+    reencoded: list[int] = []
+    real = pipeline_lines.clean_stored_row
+
+    def counting(row: Any, *args: Any, **kwargs: Any) -> Any:
+        reencoded.append(1)
+        return real(row, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline_lines, "clean_stored_row", counting)
+    edited = pipeline_lines.relined(table, fmt, DEFAULT, False, verdicts)
+    assert reencoded == []
+    monkeypatch.setattr(type(fmt), "edits_line_value", False)
+    slow = pipeline_lines.relined(table, fmt, DEFAULT, False, verdicts)
+    assert len(reencoded) == len(slow[1]) > 100
+    assert edited[1] == slow[1] and edited[2] == slow[2] == []
+    monkeypatch.setattr(type(fmt), "edits_line_value", True)
+    cleaned = clean_batch_parts(table, format="hh", source="s", verdicts=verdicts)
+    _same(cleaned, clean_batch_parts(table, format="hh", source="s", fast=False))

@@ -218,6 +218,11 @@ class Format:
     line repaired in Arrow is its line with the edits made (`pipeline.lines`), not the row
     re-encoded."""
 
+    edits_line_value: ClassVar[bool] = False
+    """Whether a JSON Lines row's repaired line is its line with the conversation column's value
+    set to the one `write` wrote, the rest as it came (the encoder writes nothing else: hh's one
+    text): then a line repaired in Arrow is edited so (`pipeline.lines`), not re-encoded."""
+
     writes_results: ClassVar[bool] = False
     """Whether `write` writes results made by a repair (R5's error result) into the messages
     `result_holders` gives; False: rows whose repair makes one take the per-row path."""

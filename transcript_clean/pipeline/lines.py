@@ -40,7 +40,7 @@ def relined(
     fixes = [(f.code, f.action, f.rows[positions]) for f in verdicts.repairs]
     lines: list[str | None] = [None] * len(positions)
     origins = verdicts.repaired_origins
-    if origins is not None and verdicts.repaired_column is not None:
+    if (origins is not None or fmt.edits_line_value) and verdicts.repaired_column is not None:
         # Edited only where this config repairs the row's codes as the verdicts did (verdicts
         # worked out for another config are the per-row path's to check).
         fits = np.ones(len(positions), dtype=bool)
@@ -48,7 +48,10 @@ def relined(
             if not repairs_in_arrow(config, code):
                 fits &= ~mask
         raws = table.column(RAW_LINE).take(pa.array(positions)).to_pylist()
-        lines = _edited(raws, fits, origins, verdicts.repaired_column, fmt.column)
+        if origins is None:  # the conversation column's value set, the rest as it came
+            lines = _valued(raws, fits, verdicts.repaired_column, fmt.column)
+        else:
+            lines = _edited(raws, fits, origins, verdicts.repaired_column, fmt.column)
     slow = [k for k, line in enumerate(lines) if line is None]
     agree = np.ones(len(positions), dtype=bool)
     if slow:
@@ -103,6 +106,22 @@ def _edited(
         else None
         for k, raw in enumerate(raws)
     ]
+
+
+def _valued(raws: list[str], fits: Mask, column: pa.Array, name: str) -> list[str | None]:
+    """Each repaired row's line with its `name` set to the repaired value, in its place: what
+    the per-row path writes where its encoder sets that text alone (`Format.edits_line_value`).
+    None where the line does not hold a text there, or `fits` says the row is not the Arrow
+    side's."""
+    out: list[str | None] = []
+    for raw, ok, value in zip(raws, fits.tolist(), column.to_pylist(), strict=True):
+        row = jsontypes.loads(raw) if ok else None
+        if type(row) is not dict or type(row.get(name)) is not str:
+            out.append(None)
+            continue
+        row[name] = value
+        out.append(jsontypes.dumps(row))
+    return out
 
 
 def _edited_line(

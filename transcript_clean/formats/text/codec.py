@@ -147,6 +147,7 @@ class HHFormat(_TextFormat):
     markers: ClassVar[str] = "Human: / Assistant:"
     fresh_lead: ClassVar[str] = "\n\n"
     renders_messages = True
+    edits_line_value = True
 
     @staticmethod
     def parse(text: str) -> list[tuple[str, str]]:
@@ -231,6 +232,7 @@ class GuanacoFormat(HHFormat):
     markers = "### Human: / ### Assistant:"
     fresh_lead = ""
     renders_messages = False
+    edits_line_value = False
 
     @staticmethod
     def parse(text: str) -> list[tuple[str, str]]:
