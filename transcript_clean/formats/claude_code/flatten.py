@@ -44,6 +44,7 @@ from transcript_clean.columnar.arrays import (
     lists_of,
     repeated,
     rows_with,
+    run_starts,
     with_child,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, Conversations
@@ -134,11 +135,13 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
         uuid = _uuids(events)
         unplaced = as_mask(uuid.is_null(), fill=True)[anchor[follows]]
         reencoded |= rows_with(unplaced, event_row[follows], rows)
-        keyed = said & ~as_mask(uuid.is_null(), fill=True)
+        # A uuid shared by two message events matters only in a row with such events: the
+        # others' uuids are not compared (most rows have none).
+        following = rows_with(follows, event_row, rows)
+        keyed = said & following[event_row] & ~as_mask(uuid.is_null(), fill=True)
         codes = pc.dictionary_encode(uuid.filter(pa.array(keyed))).indices
         key = event_row[keyed] * (len(at) + 1) + np.asarray(codes, dtype=np.int64)
-        shared = rows_with(repeated(key), event_row[keyed], rows)
-        reencoded |= shared & rows_with(follows, event_row, rows)
+        reencoded |= rows_with(repeated(key), event_row[keyed], rows)
     texts = read.texts
 
     def said_texts() -> tuple[pa.Array, Counts]:
@@ -229,7 +232,7 @@ def _anchors(said: Mask, event_row: Counts) -> Counts:
     none)."""
     positions = np.arange(len(said), dtype=np.int64)
     last = np.maximum.accumulate(np.where(said, positions, -1)) if len(said) else positions
-    starts = np.searchsorted(event_row, event_row)
+    starts = run_starts(event_row)
     out: Counts = np.where(last >= starts, last, -1)
     return out
 

@@ -46,6 +46,7 @@ from transcript_clean.columnar.arrays import (
     list_sizes,
     objects,
     rows_with,
+    run_starts,
     text_lengths,
     with_child,
 )
@@ -232,8 +233,14 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
     is_said = plain & _equal(action, "message")
     passed = plain & as_mask(pc.is_in(action, pa.array(sorted(PASSED_ACTIONS))), fill=False)
     flag |= plain & ~(is_system | is_said | passed)
-    said_text = _coalesce(field(args, "content"), field(items, "message"))
-    flag |= is_system & _null(said_text)
+    # What a system or message action says: `args.content`, else the event's `message` (put
+    # together for those events alone, not for every event).
+    args_content, message_field = field(args, "content"), field(items, "message")
+    flag |= is_system & _null(args_content) & _null(message_field)
+
+    def said_text(at: Counts) -> pa.Array:
+        """What the events at `at` say (null at -1)."""
+        return _coalesce(taken(args_content, at), taken(message_field, at))
 
     # Calls: the id and name of the metadata, the arguments of the response's call of that id.
     # (Only leaves are taken: a take of the responses' structs copies every nested list.)
@@ -325,7 +332,7 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
 
     # System and message actions: their text, and a message's images.
     spoke = at[(kind[at] == _SYSTEM_EVENT) | (kind[at] == _SAID_EVENT)]
-    spoke_lengths = add(said_text.take(indices(spoke)), item_message[spoke])
+    spoke_lengths = add(said_text(spoke), item_message[spoke])
     said[item_message[spoke[image_count[spoke] > 0]]] = True
 
     # Calls: the text and reasoning of the response that opens their message.
@@ -407,7 +414,7 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
             item_message,
         ),
         declarations=_declarations(items, item_row, rows, args) if declarations else None,
-        message_text=lambda positions: taken(said_text, one_text[positions]),
+        message_text=lambda positions: said_text(one_text[positions]),
         message_origin=lambda positions: taken(items, own_event[positions]),
         texts=texts,
     )  # fmt: skip
@@ -608,7 +615,7 @@ def unmerged(array: pa.Array, c: Conversations, merges: Merges) -> Mask:
     positions = np.arange(len(items), dtype=np.int64)
     joined = np.append(merges.joined, False)[np.where(held, item_message, -1)]
     anchor = np.maximum.accumulate(np.where(held, positions, -1)) if len(items) else positions
-    anchored = ~held & (anchor >= np.searchsorted(item_row, item_row))
+    anchored = ~held & (anchor >= run_starts(item_row))
     anchored[anchored] = joined[anchor[anchored]]
     last_written = np.full(c.rows, -1, dtype=np.int64)
     stays = held & ~joined
