@@ -575,7 +575,7 @@ def result_holders(array: pa.Array, c: Conversations, messages: Counts) -> Mask 
     pictured = np.zeros(len(events), dtype=bool)
     if pa.types.is_list(images.type) or pa.types.is_large_list(images.type):
         pictured = list_sizes(images) > 0
-    holds_results = np.isin(messages, c.result_message)
+    holds_results = (np.bincount(c.result_message, minlength=c.messages) > 0)[messages]
     text_only = c.spoken[messages] & ~pictured & (first >= 0)
     role = c.role[messages]
     out: Mask = (role == ASSISTANT) | holds_results | ((role == USER) & text_only)
@@ -618,8 +618,10 @@ def unmerged(array: pa.Array, c: Conversations, merges: Merges) -> Mask:
     anchored = ~held & (anchor >= run_starts(item_row))
     anchored[anchored] = joined[anchor[anchored]]
     last_written = np.full(c.rows, -1, dtype=np.int64)
-    stays = held & ~joined
-    np.maximum.at(last_written, item_row[stays], positions[stays])
+    stays = np.flatnonzero(held & ~joined)  # ascending: each row's last is where its run ends
+    ends = np.ones(len(stays), dtype=bool)
+    ends[:-1] = item_row[stays[1:]] != item_row[stays[:-1]]
+    last_written[item_row[stays[ends]]] = stays[ends]
     out |= rows_with(anchored & (positions < last_written[item_row]), item_row, c.rows)
     return out
 
