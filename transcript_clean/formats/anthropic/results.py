@@ -27,7 +27,7 @@ from transcript_clean.columnar.arrays import (
     with_child,
 )
 from transcript_clean.columnar.conversations import USER
-from transcript_clean.columnar.edits import Subset, first_items, inserted_lists
+from transcript_clean.columnar.edits import Subset, inserted_lists
 from transcript_clean.formats.anthropic.blocks import result_out
 from transcript_clean.formats.fields import is_list_of_structs
 from transcript_clean.model import Text, ToolResult
@@ -104,7 +104,7 @@ def item_holders(
         return None
     if field is not None and field_type(column.type.value_type, field) is None:
         return None
-    first = first_items(c.item_message, c.messages)[messages]
+    first = c.first_items()[messages]
     items, _, _ = flattened(column)
     held = items.take(indices(np.maximum(first, 0)))
     plain = plain_holders(held if field is None else pc.struct_field(held, field))
@@ -126,7 +126,7 @@ def write_error_results(column: pa.Array, written: pa.Array, edits: Edits) -> pa
     gone = np.zeros(len(items), dtype=bool)
     gone[whole] = edits.removed[c.item_message[whole]]
     kept = chosen.elements[~gone[chosen.elements]]  # the items `written` holds, in order
-    at = np.searchsorted(kept, first_items(c.item_message, c.messages)[inserts.into])
+    at = np.searchsorted(kept, c.first_items()[inserts.into])
     call_ids = c.call_id.take(indices(inserts.call)).to_pylist()
     values, sizes, _ = flattened(written)
     values = with_error_results(values, at, call_ids, inserts.text)

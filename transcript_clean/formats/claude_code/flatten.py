@@ -48,7 +48,7 @@ from transcript_clean.columnar.arrays import (
     with_child,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, Conversations
-from transcript_clean.columnar.edits import Edits, Merges, Subset, appended_lists, first_items
+from transcript_clean.columnar.edits import Edits, Merges, Subset, appended_lists
 from transcript_clean.formats.anthropic.flatten import flatten_anthropic
 from transcript_clean.formats.anthropic.results import item_holders, with_error_results
 
@@ -283,7 +283,7 @@ def write_events(column: pa.Array, edits: Edits) -> pa.Array:
         adding = merges.adds & merges.joined
         moves = np.flatnonzero(said)
         moves = moves[adding[message[moves]]]
-        into_first = first_items(item_message, c.messages)[merges.into[message[moves]]]
+        into_first = c.first_items()[merges.into[message[moves]]]
         owner[moves] = np.searchsorted(mine, into_first)
     if (owner != np.arange(len(mine))).any():
         values = _with_content(values, owner)
@@ -337,7 +337,7 @@ def _with_results(events: pa.Array, mine: Counts, edits: Edits) -> pa.Array:
     blocks of the user events that answer their calls (`anthropic.results`)."""
     c, inserts = edits.conversations, edits.inserts
     assert inserts is not None and c.item_message is not None
-    at = np.searchsorted(mine, first_items(c.item_message, c.messages)[inserts.into])
+    at = np.searchsorted(mine, c.first_items()[inserts.into])
     call_ids = c.call_id.take(indices(inserts.call)).to_pylist()
     message = with_error_results(pc.struct_field(events, "message"), at, call_ids, inserts.text)
     return with_child(events, "message", message)
