@@ -231,14 +231,8 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
     is_said = plain & _equal(action, "message")
     passed = plain & as_mask(pc.is_in(action, pa.array(sorted(PASSED_ACTIONS))), fill=False)
     flag |= plain & ~(is_system | is_said | passed)
-    # What a system or message action says: `args.content`, else the event's `message` (put
-    # together for those events alone, not for every event).
-    args_content, message_field = field(args, "content"), field(items, "message")
-    flag |= is_system & _null(args_content) & _null(message_field)
-
-    def said_text(at: Counts) -> pa.Array:
-        """What the events at `at` say (null at -1)."""
-        return _coalesce(taken(args_content, at), taken(message_field, at))
+    said_text = _coalesce(field(args, "content"), field(items, "message"))
+    flag |= is_system & _null(said_text)
 
     # Calls: the id and name of the metadata, the arguments of the response's call of that id.
     # (Only leaves are taken: a take of the responses' structs copies every nested list.)
@@ -330,7 +324,7 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
 
     # System and message actions: their text, and a message's images.
     spoke = at[(kind[at] == _SYSTEM_EVENT) | (kind[at] == _SAID_EVENT)]
-    spoke_lengths = add(said_text(spoke), item_message[spoke])
+    spoke_lengths = add(said_text.take(indices(spoke)), item_message[spoke])
     said[item_message[spoke[image_count[spoke] > 0]]] = True
 
     # Calls: the text and reasoning of the response that opens their message.
@@ -412,7 +406,7 @@ def flatten_openhands(array: pa.Array, *, declarations: bool) -> Conversations |
             item_message,
         ),
         declarations=_declarations(items, item_row, rows, args) if declarations else None,
-        message_text=lambda positions: said_text(one_text[positions]),
+        message_text=lambda positions: taken(said_text, one_text[positions]),
         message_origin=lambda positions: taken(items, own_event[positions]),
         texts=texts,
     )  # fmt: skip
