@@ -87,9 +87,21 @@ def with_error_results(messages: pa.Array, at: Counts, call_ids: list[Any], text
     the message `at` gives (ascending), after the `tool_result` blocks it opens with and those
     put there before it, as the encoder writes them."""
     content = pc.struct_field(messages, "content")
-    blocks = pa.array([error_block(c, text) for c in call_ids], type=content.type.value_type)
-    rebuilt = inserted_lists(content, blocks, at, _leading_results(content)[at])
+    blocks = _error_blocks(content.type.value_type, call_ids, text)
+    leading = _leading_results(content.take(indices(at)))  # of the messages receiving one only
+    rebuilt = inserted_lists(content, blocks, at, leading)
     return with_child(messages, "content", rebuilt)
+
+
+def _error_blocks(block_type: pa.DataType, call_ids: list[Any], text: str) -> pa.Array:
+    """`error_block` of each call of `call_ids`, as blocks of `block_type`: one block made, and
+    its `tool_use_id` (the one field the call changes) set per call."""
+    one = pa.array([error_block("", text)], type=block_type)
+    blocks = one.take(pa.array(np.zeros(len(call_ids), dtype=np.int64)))
+    id_type = field_type(block_type, "tool_use_id")
+    if id_type is None:  # a type without the field drops it, as it drops it from each block
+        return blocks
+    return with_child(blocks, "tool_use_id", pa.array(call_ids, pa.string()).cast(id_type))
 
 
 def item_holders(
