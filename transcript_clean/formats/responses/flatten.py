@@ -33,6 +33,7 @@ from transcript_clean.columnar.arrays import (
     objects,
     rows_with,
     text_lengths,
+    with_nulls,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.formats.fields import field, fits, is_list_of_structs, not_blank, present
@@ -288,8 +289,12 @@ def _content(
     is_text_part = as_mask(pc.is_in(kind, pa.array(["input_text", "output_text", "text"])))
     is_refusal = as_mask(pc.equal(kind, "refusal"), fill=False)
     textual = is_text_part | is_refusal
-    said_text = pc.if_else(pa.array(is_refusal), field(parts, "refusal"), field(parts, "text"))
-    said_text = pc.if_else(pa.array(textual), said_text, pa.nulls(len(parts), said_text.type))
+    text, refusal = field(parts, "text"), field(parts, "refusal")
+    if is_refusal.any() or refusal.type != text.type:
+        said_text = pc.if_else(pa.array(is_refusal), refusal, text)
+    else:  # the texts as they are (what `if_else` would copy)
+        said_text = text
+    said_text = with_nulls(said_text, textual)
     bad = as_mask(parts.is_null()) | as_mask(kind.is_null())
     bad |= textual & as_mask(said_text.is_null())
     flag[at] |= rows_with(bad, part_item, len(at))
