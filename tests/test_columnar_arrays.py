@@ -11,7 +11,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from transcript_clean.columnar.arrays import NOT_SPACE, as_mask, holds_text, joined_lists
+from transcript_clean.columnar.arrays import (
+    NOT_SPACE,
+    as_mask,
+    holds_text,
+    joined_lists,
+    text_lengths,
+    with_nulls,
+)
 from transcript_clean.columnar.edits import inserted_lists
 
 # Every white-space character `str.isspace()` knows, with look-alikes that are not (a zero-width
@@ -28,6 +35,26 @@ _TEXTS = st.one_of(
 
 def _regex(text: pa.Array) -> np.ndarray:
     return as_mask(pc.match_substring_regex(text, NOT_SPACE), fill=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(_TEXTS, st.booleans()), max_size=20), st.integers(0, 11), st.booleans())
+def test_with_nulls_is_if_else_without_a_copy(
+    drawn: list[tuple[str | None, bool]], cut: int, large: bool
+) -> None:
+    """A text array given nulls by a new bitmap over its own buffers holds what `if_else` gives
+    (a slice too: the bitmap is read from the slice's offset), and its lengths and blank tests,
+    which read the buffers, agree."""
+    texts = [t for t, _ in drawn]
+    text = pa.array(texts, pa.large_string() if large else pa.string()).slice(cut)
+    keep = np.array([k for _, k in drawn][cut:], dtype=bool)
+    wanted = pc.if_else(pa.array(keep, pa.bool_()), text, pa.nulls(len(text), text.type))
+    got = with_nulls(text, keep)
+    got.validate(full=True)
+    assert got.to_pylist() == wanted.to_pylist()
+    assert got.null_count == wanted.null_count
+    assert text_lengths(got).tolist() == text_lengths(wanted).tolist()
+    assert holds_text(got).tolist() == holds_text(wanted).tolist()
 
 
 @settings(max_examples=400, deadline=None)

@@ -141,6 +141,25 @@ def holds_text(text: pa.Array) -> Mask:
     return out
 
 
+def with_nulls(text: pa.Array, keep: Mask) -> pa.Array:
+    """`text` (a string array) null where `keep` is False: the values `pc.if_else(keep, text,
+    null)` gives, with the texts' bytes not copied (only a new validity bitmap)."""
+    if not is_text(text.type):
+        return pc.if_else(pa.array(keep), text, pa.nulls(len(text), text.type))
+    valid = keep & as_mask(text.is_valid()) if text.null_count else keep
+    # The bitmap is read from the array's offset on, as its other buffers are.
+    padded = np.concatenate([np.zeros(text.offset, dtype=bool), valid])
+    bits = np.packbits(padded, bitorder="little")
+    buffers = text.buffers()
+    return pa.Array.from_buffers(
+        text.type,
+        len(text),
+        [pa.py_buffer(bits), buffers[1], buffers[2]],
+        null_count=len(text) - int(valid.sum()),
+        offset=text.offset,
+    )
+
+
 def list_sizes(array: pa.Array) -> Counts:
     """Each row's items of a list array (0 for a null row)."""
     sizes: Counts = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)

@@ -14,7 +14,7 @@ each sorted by row and, within a row, in the order of the decoded transcript.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final
 
 import numpy as np
@@ -23,7 +23,16 @@ import pyarrow as pa
 
 from transcript_clean.columnar.arrays import Counts, Mask
 
-__all__ = ["ASSISTANT", "ROLES", "SYSTEM", "USER", "Conversations", "Roles", "of_texts"]
+__all__ = [
+    "ASSISTANT",
+    "ROLES",
+    "SYSTEM",
+    "USER",
+    "Conversations",
+    "Roles",
+    "first_items",
+    "of_texts",
+]
 
 Roles = npt.NDArray[np.int8]
 
@@ -137,6 +146,15 @@ class Conversations:
     texts: Callable[[], tuple[pa.Array, Counts]] | None = None
     """Where tokens are counted: the texts of `chars`, one piece each, and each piece's message
     (made when asked for: a copy of every text)."""
+    _first_items: Counts | None = field(default=None, init=False, repr=False, compare=False)
+
+    def first_items(self) -> Counts:
+        """Per message, its first item among the column's items (-1: none), for a flattener
+        with `item_message`: worked out once, though the repairs and the writer each ask."""
+        if self._first_items is None:
+            assert self.item_message is not None
+            self._first_items = first_items(self.item_message, self.messages)
+        return self._first_items
 
     @property
     def messages(self) -> int:
@@ -185,6 +203,18 @@ class Conversations:
                 raise ValueError(f"Conversations.{name} points past its {bound} items")
             if len(values) > 1 and (np.diff(values) < 0).any():
                 raise ValueError(f"Conversations.{name} is not sorted")
+
+
+def first_items(item_message: Counts, messages: int) -> Counts:
+    """Per message, its first item among the column's items (-1: it has none, as a system
+    prompt read from a column of its own)."""
+    out = np.full(messages, -1, dtype=np.int64)
+    at = np.flatnonzero(item_message >= 0)
+    # The items of a message are consecutive, so its first is the first whose message it is.
+    new = np.ones(len(at), dtype=bool)
+    new[1:] = item_message[at[1:]] != item_message[at[:-1]]
+    out[item_message[at[new]]] = at[new]
+    return out
 
 
 def of_texts(

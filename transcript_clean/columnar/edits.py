@@ -30,7 +30,7 @@ from transcript_clean.columnar.arrays import (
     run_starts,
     with_child,
 )
-from transcript_clean.columnar.conversations import Conversations
+from transcript_clean.columnar.conversations import Conversations, first_items
 
 V = TypeVar("V")
 
@@ -287,18 +287,6 @@ def inserted_lists(lists: pa.Array, values: pa.Array, owner: Counts, before: Cou
     return lists_of(lists.type, counts, both, mask)
 
 
-def first_items(item_message: Counts, messages: int) -> Counts:
-    """Per message, its first item among the column's items (-1: it has none, as a system
-    prompt read from a column of its own)."""
-    out = np.full(messages, -1, dtype=np.int64)
-    at = np.flatnonzero(item_message >= 0)
-    # The items of a message are consecutive, so its first is the first whose message it is.
-    new = np.ones(len(at), dtype=bool)
-    new[1:] = item_message[at[1:]] != item_message[at[:-1]]
-    out[item_message[at[new]]] = at[new]
-    return out
-
-
 def first_items_of(item_message: Counts, messages: int, positions: Counts) -> Counts:
     """`first_items` of the messages at `positions` only (a few, those a merge grows): found
     by a search where every item is part of a message (then `item_message` is sorted)."""
@@ -414,7 +402,7 @@ def write_appended(column: pa.Array, edits: Edits, name: str) -> pa.Array:
         return written(column, edits)
     c = edits.conversations
     assert c.item_message is not None
-    first = first_items(c.item_message, c.messages)
+    first = c.first_items()
     # Per item of a message whose parts are appended to another's: that message's first item.
     adding = merges.adds & merges.joined
     whole = c.item_message >= 0

@@ -155,16 +155,23 @@ class _Facts:
         self.result_blank = np.zeros(0, dtype=bool)
         self.result_text: pa.Array = pa.array([], pa.string())
         self.result_error = np.zeros(0, dtype=bool)
-        self.pieces: list[tuple[pa.Array, Counts]] = []
+        self.pieces: list[tuple[pa.Array, Mask, Counts]] = []
+        """Where the texts counted in `chars` are: per source of them, its texts, which of
+        them count, and each one's item (taken only if `texts` is asked for)."""
         self.text: Callable[[Counts], pa.Array] = lambda at: pa.nulls(len(at), pa.string())
         """Of the items at the positions given (-1: null), each one's text where its content
         is one text (a string, or one text block), null elsewhere
         (`Conversations.message_text`)."""
 
     def texts(self) -> tuple[pa.Array, Counts]:
-        """The texts counted in `chars`, one piece each, and each one's item."""
-        arrays = [a.cast(pa.large_string()) for a, _ in self.pieces]
-        owners = [o for _, o in self.pieces]
+        """The texts counted in `chars`, one piece each, and each one's item: a copy of every
+        text, made only where tokens are counted."""
+        held = [np.flatnonzero(counted & ~as_mask(a.is_null())) for a, counted, _ in self.pieces]
+        arrays = [
+            a.take(indices(at)).cast(pa.large_string())
+            for (a, _, _), at in zip(self.pieces, held, strict=True)
+        ]
+        owners = [o[at] for (_, _, o), at in zip(self.pieces, held, strict=True)]
         if not arrays:
             return pa.array([], pa.large_string()), np.zeros(0, dtype=np.int64)
         return pa.concat_arrays(arrays), np.concatenate(owners)
@@ -176,8 +183,7 @@ def _text_content(content: pa.Array, n: int) -> _Facts:
     facts.said = holds_text(content)
     facts.chars = text_lengths(content)
     facts.spoken = facts.chars > 0
-    valid = np.flatnonzero(~as_mask(content.is_null()))
-    facts.pieces = [(content.take(indices(valid)), valid)]
+    facts.pieces = [(content, np.ones(n, dtype=bool), np.arange(n, dtype=np.int64))]
     facts.text = lambda at: taken(content, at)
     return facts
 
@@ -251,9 +257,8 @@ def _blocks(content: pa.Array, is_assistant: Mask, n: int) -> _Facts:
     only = np.full(n + 1, -1, dtype=np.int64)  # the last: for position -1
     only[owner[single]] = np.flatnonzero(single)
     facts.text = lambda at: taken(text, only[at])
-    for flags, values in ((text_block, text), (thinking, thought_text), (result, said_back)):
-        at = np.flatnonzero(flags & ~as_mask(values.is_null()))
-        facts.pieces.append((values.take(indices(at)), owner[at]))
+    facts.pieces = [(text, text_block, owner), (thought_text, thinking, owner)]
+    facts.pieces.append((said_back, result, owner))
     return facts
 
 

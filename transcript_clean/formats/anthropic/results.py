@@ -27,7 +27,7 @@ from transcript_clean.columnar.arrays import (
     with_child,
 )
 from transcript_clean.columnar.conversations import USER
-from transcript_clean.columnar.edits import Subset, first_items, inserted_lists
+from transcript_clean.columnar.edits import Subset, inserted_lists
 from transcript_clean.formats.anthropic.blocks import result_out
 from transcript_clean.formats.fields import is_list_of_structs
 from transcript_clean.model import Text, ToolResult
@@ -87,9 +87,21 @@ def with_error_results(messages: pa.Array, at: Counts, call_ids: list[Any], text
     the message `at` gives (ascending), after the `tool_result` blocks it opens with and those
     put there before it, as the encoder writes them."""
     content = pc.struct_field(messages, "content")
-    blocks = pa.array([error_block(c, text) for c in call_ids], type=content.type.value_type)
-    rebuilt = inserted_lists(content, blocks, at, _leading_results(content)[at])
+    blocks = _error_blocks(content.type.value_type, call_ids, text)
+    leading = _leading_results(content.take(indices(at)))  # of the messages receiving one only
+    rebuilt = inserted_lists(content, blocks, at, leading)
     return with_child(messages, "content", rebuilt)
+
+
+def _error_blocks(block_type: pa.DataType, call_ids: list[Any], text: str) -> pa.Array:
+    """`error_block` of each call of `call_ids`, as blocks of `block_type`: one block made, and
+    its `tool_use_id` (the one field the call changes) set per call."""
+    one = pa.array([error_block("", text)], type=block_type)
+    blocks = one.take(pa.array(np.zeros(len(call_ids), dtype=np.int64)))
+    id_type = field_type(block_type, "tool_use_id")
+    if id_type is None:  # a type without the field drops it, as it drops it from each block
+        return blocks
+    return with_child(blocks, "tool_use_id", pa.array(call_ids, pa.string()).cast(id_type))
 
 
 def item_holders(
@@ -104,7 +116,7 @@ def item_holders(
         return None
     if field is not None and field_type(column.type.value_type, field) is None:
         return None
-    first = first_items(c.item_message, c.messages)[messages]
+    first = c.first_items()[messages]
     items, _, _ = flattened(column)
     held = items.take(indices(np.maximum(first, 0)))
     plain = plain_holders(held if field is None else pc.struct_field(held, field))
@@ -126,7 +138,7 @@ def write_error_results(column: pa.Array, written: pa.Array, edits: Edits) -> pa
     gone = np.zeros(len(items), dtype=bool)
     gone[whole] = edits.removed[c.item_message[whole]]
     kept = chosen.elements[~gone[chosen.elements]]  # the items `written` holds, in order
-    at = np.searchsorted(kept, first_items(c.item_message, c.messages)[inserts.into])
+    at = np.searchsorted(kept, c.first_items()[inserts.into])
     call_ids = c.call_id.take(indices(inserts.call)).to_pylist()
     values, sizes, _ = flattened(written)
     values = with_error_results(values, at, call_ids, inserts.text)

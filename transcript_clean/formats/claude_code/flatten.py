@@ -44,10 +44,11 @@ from transcript_clean.columnar.arrays import (
     lists_of,
     repeated,
     rows_with,
+    run_starts,
     with_child,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, Conversations
-from transcript_clean.columnar.edits import Edits, Merges, Subset, appended_lists, first_items
+from transcript_clean.columnar.edits import Edits, Merges, Subset, appended_lists
 from transcript_clean.formats.anthropic.flatten import flatten_anthropic
 from transcript_clean.formats.anthropic.results import item_holders, with_error_results
 
@@ -134,11 +135,13 @@ def flatten_claude_code(array: pa.Array) -> Conversations | None:
         uuid = _uuids(events)
         unplaced = as_mask(uuid.is_null(), fill=True)[anchor[follows]]
         reencoded |= rows_with(unplaced, event_row[follows], rows)
-        keyed = said & ~as_mask(uuid.is_null(), fill=True)
+        # A uuid shared by two message events matters only in a row with such events: the
+        # others' uuids are not compared (most rows have none).
+        following = rows_with(follows, event_row, rows)
+        keyed = said & following[event_row] & ~as_mask(uuid.is_null(), fill=True)
         codes = pc.dictionary_encode(uuid.filter(pa.array(keyed))).indices
         key = event_row[keyed] * (len(at) + 1) + np.asarray(codes, dtype=np.int64)
-        shared = rows_with(repeated(key), event_row[keyed], rows)
-        reencoded |= shared & rows_with(follows, event_row, rows)
+        reencoded |= rows_with(repeated(key), event_row[keyed], rows)
     texts = read.texts
 
     def said_texts() -> tuple[pa.Array, Counts]:
@@ -229,7 +232,7 @@ def _anchors(said: Mask, event_row: Counts) -> Counts:
     none)."""
     positions = np.arange(len(said), dtype=np.int64)
     last = np.maximum.accumulate(np.where(said, positions, -1)) if len(said) else positions
-    starts = np.searchsorted(event_row, event_row)
+    starts = run_starts(event_row)
     out: Counts = np.where(last >= starts, last, -1)
     return out
 
@@ -280,7 +283,7 @@ def write_events(column: pa.Array, edits: Edits) -> pa.Array:
         adding = merges.adds & merges.joined
         moves = np.flatnonzero(said)
         moves = moves[adding[message[moves]]]
-        into_first = first_items(item_message, c.messages)[merges.into[message[moves]]]
+        into_first = c.first_items()[merges.into[message[moves]]]
         owner[moves] = np.searchsorted(mine, into_first)
     if (owner != np.arange(len(mine))).any():
         values = _with_content(values, owner)
@@ -334,7 +337,7 @@ def _with_results(events: pa.Array, mine: Counts, edits: Edits) -> pa.Array:
     blocks of the user events that answer their calls (`anthropic.results`)."""
     c, inserts = edits.conversations, edits.inserts
     assert inserts is not None and c.item_message is not None
-    at = np.searchsorted(mine, first_items(c.item_message, c.messages)[inserts.into])
+    at = np.searchsorted(mine, c.first_items()[inserts.into])
     call_ids = c.call_id.take(indices(inserts.call)).to_pylist()
     message = with_error_results(pc.struct_field(events, "message"), at, call_ids, inserts.text)
     return with_child(events, "message", message)

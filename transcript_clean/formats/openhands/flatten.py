@@ -46,6 +46,7 @@ from transcript_clean.columnar.arrays import (
     list_sizes,
     objects,
     rows_with,
+    run_starts,
     text_lengths,
     with_child,
 )
@@ -60,8 +61,6 @@ from transcript_clean.columnar.edits import (
     Edits,
     Merges,
     Rewrite,
-    first_items,
-    first_items_of,
     inserted_lists,
     merged_texts,
     taken,
@@ -561,14 +560,14 @@ def result_holders(array: pa.Array, c: Conversations, messages: Counts) -> Mask 
         pa.array([_error_event("id", "name", 0, "text")], type=array.type.value_type)
     except (pa.ArrowInvalid, pa.ArrowTypeError, TypeError, ValueError):
         return None
-    first = first_items(c.item_message, c.messages)[messages]
+    first = c.first_items()[messages]
     items, _, _ = flattened(array)
     events = items.take(indices(np.maximum(first, 0)))
     images = field(field(events, "args"), "image_urls")
     pictured = np.zeros(len(events), dtype=bool)
     if pa.types.is_list(images.type) or pa.types.is_large_list(images.type):
         pictured = list_sizes(images) > 0
-    holds_results = np.isin(messages, c.result_message)
+    holds_results = (np.bincount(c.result_message, minlength=c.messages) > 0)[messages]
     text_only = c.spoken[messages] & ~pictured & (first >= 0)
     role = c.role[messages]
     out: Mask = (role == ASSISTANT) | holds_results | ((role == USER) & text_only)
@@ -602,17 +601,19 @@ def unmerged(array: pa.Array, c: Conversations, merges: Merges) -> Mask:
     if item_message is None or not len(merges.grown):
         return out
     items, _, item_row = flattened(array)
-    first = first_items_of(item_message, c.messages, merges.grown)
+    first = c.first_items()[merges.grown]
     out |= rows_with(_null(field(items, "args"))[first], c.message_row[merges.grown], c.rows)
     held = item_message >= 0
     positions = np.arange(len(items), dtype=np.int64)
     joined = np.append(merges.joined, False)[np.where(held, item_message, -1)]
     anchor = np.maximum.accumulate(np.where(held, positions, -1)) if len(items) else positions
-    anchored = ~held & (anchor >= np.searchsorted(item_row, item_row))
+    anchored = ~held & (anchor >= run_starts(item_row))
     anchored[anchored] = joined[anchor[anchored]]
     last_written = np.full(c.rows, -1, dtype=np.int64)
-    stays = held & ~joined
-    np.maximum.at(last_written, item_row[stays], positions[stays])
+    stays = np.flatnonzero(held & ~joined)  # ascending: each row's last is where its run ends
+    ends = np.ones(len(stays), dtype=bool)
+    ends[:-1] = item_row[stays[1:]] != item_row[stays[:-1]]
+    last_written[item_row[stays[ends]]] = stays[ends]
     out |= rows_with(anchored & (positions < last_written[item_row]), item_row, c.rows)
     return out
 
@@ -624,7 +625,7 @@ def _merged(edits: Edits) -> Rewrite | None:
         return None
     assert c.item_message is not None and c.message_text is not None
     grown, texts = merged_texts(merges, c.message_text)
-    first = first_items_of(c.item_message, c.messages, grown)
+    first = c.first_items()[grown]
 
     def rewrite(events: pa.Array, elements: Counts) -> pa.Array:
         at = np.searchsorted(elements, first)
@@ -675,7 +676,7 @@ def write_openhands(array: pa.Array, edits: Edits) -> pa.Array:
     next_event = held[np.minimum(after_last, len(held) - 1)]
     follows = (after_last < len(held)) & (parent[next_event] == row)
     slot = np.where(follows, next_event, row_end)
-    slot = np.where(before_said, first_items(item_message, c.messages)[np.maximum(into, 0)], slot)
+    slot = np.where(before_said, c.first_items()[np.maximum(into, 0)], slot)
     # ... as a place among the events the row keeps.
     whole = item_message >= 0
     gone = np.zeros(len(items), dtype=bool)

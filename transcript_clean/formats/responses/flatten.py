@@ -33,6 +33,7 @@ from transcript_clean.columnar.arrays import (
     objects,
     rows_with,
     text_lengths,
+    with_nulls,
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.formats.fields import field, fits, is_list_of_structs, not_blank, present
@@ -135,8 +136,8 @@ def flatten_responses(
     # Message content: one text, or parts of text (input_text, output_text, text, refusal),
     # else media.
     content = field(items, "content")
-    said_item, spoken_item, chars_item, joins_apart, media_item, texts_, text_item = _content(
-        content, is_message, flag
+    said_item, spoken_item, chars_item, joins_apart, media_item, item_texts, text_own, text_item = (
+        _content(content, is_message, flag)
     )
 
     # Calls: an id and a name; arguments as the item holds them (`parse_arguments`).
@@ -158,7 +159,7 @@ def flatten_responses(
     # Reasoning: its summary and content pieces' texts, its encrypted content.
     thought_item = np.zeros(n, dtype=bool)
     thought_chars = np.zeros(n, dtype=np.int64)
-    thought_texts: list[pa.Array] = []
+    thought_texts: list[tuple[pa.Array, Counts]] = []  # taken only where tokens are counted
     thought_owner: list[Counts] = []
     for key in ("summary", "content"):
         at = np.flatnonzero(is_reasoning)
@@ -176,7 +177,7 @@ def flatten_responses(
             piece_item, weights=text_lengths(text), minlength=len(at)
         ).astype(np.int64)
         held = np.flatnonzero(~as_mask(text.is_null()))
-        thought_texts.append(text.take(indices(held)).cast(pa.large_string()))
+        thought_texts.append((text, held))
         thought_owner.append(at[piece_item[held]])
     thought_item |= is_reasoning & present(items, "encrypted_content")
 
@@ -213,15 +214,15 @@ def flatten_responses(
     said = rows_with(item_said, item_message, m_items)
     spoken = rows_with(spoken_item, item_message, m_items)
     chars = np.bincount(item_message, weights=item_chars, minlength=m_items).astype(np.int64)
-    system_said = not_blank(instructions.take(indices(system_rows)))
+    system_said = not_blank(instructions)[system_rows]
     none = np.zeros(len(system_rows), dtype=bool)
 
     def texts() -> tuple[pa.Array, Counts]:
         said_outputs = np.flatnonzero(~as_mask(output.is_null()))
         pieces = [
             instructions.take(indices(system_rows)).cast(pa.large_string()),
-            texts_,
-            *thought_texts,
+            item_texts.take(indices(text_own)).cast(pa.large_string()),
+            *(t.take(indices(held)).cast(pa.large_string()) for t, held in thought_texts),
             output.take(indices(said_outputs)).cast(pa.large_string()),
         ]
         owners = [
@@ -259,11 +260,12 @@ def flatten_responses(
 
 def _content(
     content: pa.Array, is_message: Mask, flag: Mask
-) -> tuple[Mask, Mask, Counts, Mask, Mask, pa.Array, Counts]:
+) -> tuple[Mask, Mask, Counts, Mask, Mask, pa.Array, Counts, Counts]:
     """Per item, from a message's content: whether it says something (a text not blank,
     media), whether a text of it is not empty, its texts' characters, whether `join_texts` of
-    its texts is other than their concatenation, and whether a part is media; and its texts,
-    each with its item. Flags parts the decoder cannot read."""
+    its texts is other than their concatenation, and whether a part is media; and its texts:
+    an array holding them, their positions in it and each one's item (taken from it only where
+    tokens are counted). Flags parts the decoder cannot read."""
     n = len(content)
     if is_text(content.type) or pa.types.is_null(content.type):
         text = content if is_text(content.type) else pa.nulls(n, pa.string())
@@ -277,7 +279,8 @@ def _content(
             chars,
             np.zeros(n, dtype=bool),
             np.zeros(n, dtype=bool),
-            text.take(indices(own)).cast(pa.large_string()),
+            text,
+            own,
             own,
         )
     at = np.flatnonzero(is_message)
@@ -286,8 +289,12 @@ def _content(
     is_text_part = as_mask(pc.is_in(kind, pa.array(["input_text", "output_text", "text"])))
     is_refusal = as_mask(pc.equal(kind, "refusal"), fill=False)
     textual = is_text_part | is_refusal
-    said_text = pc.if_else(pa.array(is_refusal), field(parts, "refusal"), field(parts, "text"))
-    said_text = pc.if_else(pa.array(textual), said_text, pa.nulls(len(parts), said_text.type))
+    text, refusal = field(parts, "text"), field(parts, "refusal")
+    if is_refusal.any() or refusal.type != text.type:
+        said_text = pc.if_else(pa.array(is_refusal), refusal, text)
+    else:  # the texts as they are (what `if_else` would copy)
+        said_text = text
+    said_text = with_nulls(said_text, textual)
     bad = as_mask(parts.is_null()) | as_mask(kind.is_null())
     bad |= textual & as_mask(said_text.is_null())
     flag[at] |= rows_with(bad, part_item, len(at))
@@ -313,6 +320,7 @@ def _content(
         chars,
         joins_apart,
         per_item_of(media),
-        said_text.take(indices(own)).cast(pa.large_string()),
+        said_text,
+        own,
         at[part_item[own]],
     )
