@@ -127,8 +127,16 @@ def test_huge_integers_in_json_lines_are_judged_as_small_ones_and_kept(
         out = tmp_path / output_format
         clean(source, out, format=fmt, output_format=output_format)
         written = _written(out / "data", output_format) + _written(out / "rejects", output_format)
-        assert not _FLOAT.search(written)
-        assert numbers <= set(re.findall(r"-?[0-9]{19,}", written))
+        assert_kept(numbers, written)
+
+
+def assert_kept(numbers: set[str], written: str) -> None:
+    """The output `written` holds huge integers of the input (`numbers`) and no other, nor
+    any float: repairs drop a few (R5's cut), none is changed."""
+    assert not _FLOAT.search(written)
+    found = set(re.findall(r"-?[0-9]{19,}", written)) - {ID}
+    assert found <= numbers
+    assert len(found) > 0.9 * len(numbers)
 
 
 def _written(folder: Path, output_format: str) -> str:
@@ -165,8 +173,7 @@ def test_huge_integers_in_a_claude_code_session_keep_their_digits(tmp_path: Path
         out = tmp_path / output_format
         clean(source, out, output_format=output_format)
         written = _written(out / "data", output_format) + _written(out / "rejects", output_format)
-        assert not _FLOAT.search(written)
-        assert numbers <= set(re.findall(r"-?[0-9]{19,}", written))
+        assert_kept(numbers, written)
 
 
 # ---------------------------------------------------------------------------------------------

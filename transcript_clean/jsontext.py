@@ -1,37 +1,63 @@
 """JSON text read as a provider reads it: `strict_loads` refuses what RFC 8259 and the APIs do
 not take (NaN, infinities, numbers too large for a double, lone surrogates). Below the formats
-and the columnar view, which both read arguments with it."""
+and the columnar view, which both read arguments with it.
+
+orjson reads an integer outside [-2**63, 2**64) as a float, where `json.loads` keeps it exact
+(`18446744073709551616`, a 20-digit id written as a number). Every such integer has at least 19
+digits, so text with a run of 19 digits (`LONG_DIGITS`) is read by the standard library: an id
+in a string costs the slower parse, never a wrong value. `orjson_loads` is orjson for the
+readers that go to a slower reader of their own where it fails; over a whole column, Arrow finds
+the same runs (`pc.match_substring_regex(texts, LONG_DIGITS)`)."""
 
 from __future__ import annotations
 
 import json
 import math
+import re
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
 from transcript_clean.model import is_json
 
-__all__ = ["dumps", "loads", "strict_loads"]
+__all__ = ["LONG_DIGITS", "dumps", "loads", "long_digits", "orjson_loads", "strict_loads"]
+
+LONG_DIGITS: Final = "[0-9]{19}"
+"""A run of digits as long as the shortest integer orjson reads as a float (-2**63 - 1): text
+without one, orjson reads as `json.loads` does."""
+long_digits: Final = re.compile(LONG_DIGITS).search
+"""Where `text` holds a run of `LONG_DIGITS` (None where it does not): about as long as orjson
+takes to parse a short text, so read per text only where there is no column to ask Arrow."""
+_LONG_BYTES: Final = re.compile(LONG_DIGITS.encode()).search
+
+
+def orjson_loads(text: str | bytes | memoryview) -> Any:
+    """`orjson.loads(text)`, which raises `orjson.JSONDecodeError` for text holding a run of
+    `LONG_DIGITS` too: what orjson reads, it then reads as `json.loads` does."""
+    long = long_digits(text) if isinstance(text, str) else _LONG_BYTES(text)
+    if long is not None:
+        raise orjson.JSONDecodeError("a long run of digits: not read by orjson", "", 0)
+    return orjson.loads(text)
 
 
 def loads(text: str) -> Any:
-    """`json.loads(text)`, faster: orjson parses what it can (strict JSON, the common case) and
-    the standard library the rest (NaN, huge integers, lone surrogates), so the result and the
-    errors are `json.loads`'s."""
+    """`json.loads(text)`, faster: orjson parses what it reads exactly (strict JSON without a
+    long run of digits, the common case) and the standard library the rest (NaN, huge integers,
+    lone surrogates), so the result and the errors are `json.loads`'s."""
     try:
-        return orjson.loads(text)
+        return orjson_loads(text)
     except orjson.JSONDecodeError:
         return json.loads(text)
 
 
-def strict_loads(text: str) -> Any:
+def strict_loads(text: str | bytes) -> Any:
     """`loads`, but only for JSON as RFC 8259 and the providers' APIs read it: `NaN`,
     `Infinity`, a number too large for a double (`1e999`) and a lone surrogate escape
-    (`"\\ud800"`) raise `ValueError`, where `json.loads` accepts them."""
+    (`"\\ud800"`) raise `ValueError`, where `json.loads` accepts them; an integer of any size
+    is read exactly, as `json.loads` reads it."""
     try:
-        return orjson.loads(text)  # strict already: it refuses all of these
+        return orjson_loads(text)  # strict already: it refuses all of these
     except orjson.JSONDecodeError:
         pass
     value = json.loads(text, parse_constant=_not_json, parse_float=_finite_float)

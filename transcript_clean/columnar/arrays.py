@@ -12,7 +12,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.jsontext import strict_loads
+from transcript_clean.jsontext import LONG_DIGITS, strict_loads
 
 Mask = npt.NDArray[np.bool_]
 Counts = npt.NDArray[np.int64]
@@ -69,6 +69,12 @@ def as_mask(array: pa.Array | pa.ChunkedArray, fill: bool = False) -> Mask:
     if array.null_count:
         array = pc.fill_null(array, fill)
     return np.asarray(array.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def long_digits(texts: pa.Array) -> Mask:
+    """Per text (null: False), whether it holds a run of `jsontext.LONG_DIGITS`, which may be an
+    integer orjson reads as a float: such JSON text is for the standard library to read."""
+    return as_mask(pc.match_substring_regex(texts, LONG_DIGITS))
 
 
 def rows_with(flags: Mask, parent: npt.NDArray[np.int64], rows: int) -> Mask:

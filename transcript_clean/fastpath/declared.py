@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 from transcript_clean.columnar.arrays import Mask, as_mask, finite, indices, is_text
 from transcript_clean.fastpath.base import ArrowView, FastReject, ToolCounts
 from transcript_clean.fastpath.struct_schemas import simple_schema, struct_fails
-from transcript_clean.jsontext import strict_loads
+from transcript_clean.jsontext import orjson_loads, strict_loads
 from transcript_clean.rules.base import raw_input_names
 from transcript_clean.rules.tool_arguments_schema import message as schema_message
 from transcript_clean.rules.unknown_tool import message as unknown_message
@@ -270,7 +270,7 @@ def _error(schema_key: str | None, text: Any) -> str | None:
     if schema_key is None or not isinstance(text, str):
         return None
     try:
-        value = orjson.loads(text)
+        value = orjson_loads(text)
     except orjson.JSONDecodeError:
         return None
     return arguments_error(schema_key, value) if isinstance(value, dict) else None
@@ -430,18 +430,18 @@ answers of short texts, a few tens of MB at worst, not a long trace's file conte
 def breaks(schema_key: str, text: str) -> bool:
     """Whether a call's arguments `text` may break the schema whose canonical JSON is
     `schema_key`: they are a JSON object that fails it, or text only the standard library
-    reads. Arguments that are no JSON object are R2's (not flagged: a row whose only code is
-    R2's is settled in Arrow). `_broken` keeps the answers for short texts across batches, as
-    the per-row path keeps its own (`tools.arguments_error`): a tool's calls repeat their
-    arguments from batch to batch."""
+    reads as `json.loads` does (a huge integer: `jsontext.orjson_loads`). Arguments that are
+    no JSON object are R2's (not flagged: a row whose only code is R2's is settled in Arrow).
+    `_broken` keeps the answers for short texts across batches, as the per-row path keeps its
+    own (`tools.arguments_error`): a tool's calls repeat their arguments from batch to batch."""
     try:
-        value = orjson.loads(text)
+        value = orjson_loads(text)
     except orjson.JSONDecodeError:
         try:
             strict_loads(text)
         except (ValueError, RecursionError):
             return False  # no JSON object: `invalid_tool_arguments`' alone, as `find` has it
-        return True  # JSON only the standard library reads: the per-row path's
+        return True  # JSON only the standard library reads (exactly): the per-row path's
     if type(value) is not dict:
         return False
     try:
