@@ -4,16 +4,15 @@ and the columnar view, which both read arguments with it.
 
 orjson reads an integer outside [-2**63, 2**64) as a float, where `json.loads` keeps it exact
 (`18446744073709551616`, a 20-digit id written as a number). Every such integer has at least 19
-digits, so text with a run of 19 digits (`LONG_DIGITS`) is read by the standard library: an id
-in a string costs the slower parse, never a wrong value. `orjson_loads` is orjson for the
-readers that go to a slower reader of their own where it fails; over a whole column, Arrow finds
-the same runs (`pc.match_substring_regex(texts, LONG_DIGITS)`)."""
+digits, so text with a run of 19 digits (`LONG_DIGITS`, `has_long_digits`) is read by the
+standard library: an id in a string costs the slower parse, never a wrong value. `orjson_loads`
+is orjson for the readers that go to a slower reader of their own where it fails; over a whole
+column, Arrow finds the same runs (`columnar.arrays.long_digits`), with no Python per text."""
 
 from __future__ import annotations
 
 import json
 import math
-import re
 from json.encoder import c_make_encoder, encode_basestring  # type: ignore[attr-defined]
 from typing import Any, Final
 
@@ -21,22 +20,31 @@ import orjson
 
 from transcript_clean.model import is_json
 
-__all__ = ["LONG_DIGITS", "dumps", "loads", "long_digits", "orjson_loads", "strict_loads"]
+__all__ = ["LONG_DIGITS", "dumps", "has_long_digits", "loads", "orjson_loads", "strict_loads"]
 
 LONG_DIGITS: Final = "[0-9]{19}"
 """A run of digits as long as the shortest integer orjson reads as a float (-2**63 - 1): text
 without one, orjson reads as `json.loads` does."""
-long_digits: Final = re.compile(LONG_DIGITS).search
-"""Where `text` holds a run of `LONG_DIGITS` (None where it does not): about as long as orjson
-takes to parse a short text, so read per text only where there is no column to ask Arrow."""
-_LONG_BYTES: Final = re.compile(LONG_DIGITS.encode()).search
+_RUN: Final = b"0" * 19
+_DIGITS: Final = bytes(0x30 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))
+"""Every digit as `0`, every other byte as `.`: a run of `LONG_DIGITS` becomes `_RUN`."""
+
+
+def has_long_digits(text: str | bytes | memoryview) -> bool:
+    """Whether `text` holds a run of `LONG_DIGITS`. Per text, where there is no column to ask
+    Arrow: its bytes mapped by one `translate` and searched, about 1 ns a byte (Python's `re`
+    took 30 times as long)."""
+    if isinstance(text, str):
+        data = text.encode("utf-8", "surrogatepass")
+    else:
+        data = text if isinstance(text, bytes) else bytes(text)
+    return _RUN in data.translate(_DIGITS)
 
 
 def orjson_loads(text: str | bytes | memoryview) -> Any:
     """`orjson.loads(text)`, which raises `orjson.JSONDecodeError` for text holding a run of
     `LONG_DIGITS` too: what orjson reads, it then reads as `json.loads` does."""
-    long = long_digits(text) if isinstance(text, str) else _LONG_BYTES(text)
-    if long is not None:
+    if has_long_digits(text):
         raise orjson.JSONDecodeError("a long run of digits: not read by orjson", "", 0)
     return orjson.loads(text)
 

@@ -345,10 +345,9 @@ def _writable(text: str) -> bool:
 def _read_gpt(text: str) -> _Gpt | None:
     """A tagged gpt turn's reasoning texts, its text (None for no text part) and its calls
     (`_call`), as `assistant_parts` reads it; None where the decoder cannot read it. The common
-    layout, every `<tool_call>` body strict JSON (and no long run of digits, which orjson may
-    read otherwise), is read here without the model's parts; any other is left to
-    `assistant_parts` (the truth)."""
-    fast = _read_gpt_fast(text) if jsontext.long_digits(text) is None else None
+    layout, every `<tool_call>` body strict JSON, is read here without the model's parts; any
+    other is left to `assistant_parts` (the truth)."""
+    fast = _read_gpt_fast(text)
     return fast if fast is not None else _read_gpt_parts(text)
 
 
@@ -373,8 +372,11 @@ def _read_gpt_parts(text: str) -> _Gpt | None:
 
 def _read_gpt_fast(text: str) -> _Gpt | None:
     """`_read_gpt` for a turn whose `<tool_call>` bodies are strict JSON objects with a name
-    (what orjson reads, `literal` reads alike); None for anything else (not an answer: the
-    decoder's reader then decides)."""
+    (what orjson reads, `literal` reads alike) and no long run of digits (an integer orjson may
+    read as a float); None for anything else (not an answer: the decoder's reader then
+    decides)."""
+    if jsontext.has_long_digits(text):
+        return None
     reasons: list[str] = []
     calls: list[_Call] = []
     tags, words = assistant_tags(text)
