@@ -11,6 +11,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
@@ -19,8 +20,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 from synthetic import every_rates, generate_rows
 
+from transcript_clean.columnar.arrays import digit_run, long_digits
 from transcript_clean.formats import get_format
-from transcript_clean.jsontext import loads, strict_loads
+from transcript_clean.jsontext import has_long_digits, loads, strict_loads
 from transcript_clean.pipeline import CleanedBatch, clean_batch
 from transcript_clean.policy import DEFAULT, STRICT
 from transcript_clean.run import clean
@@ -216,3 +218,22 @@ def test_every_reader_reads_what_json_loads_reads(value: Any, indent: int | None
         assert same(read(text), expected), read
     assert same(jsontypes.loads(text.encode()), expected)
     assert same(jsontypes.loads(memoryview(text.encode())), expected)
+
+
+_DIGITS_AND_MORE = st.text(alphabet="0123456789 a\u00e9\u0663", max_size=90)
+
+
+@given(st.lists(_DIGITS_AND_MORE | st.none(), max_size=6))
+def test_long_runs_of_digits_are_found_as_a_regular_expression_finds_them(
+    texts: list[str | None],
+) -> None:
+    """Over a column (sliced: its bytes start past its buffer's), per text and in bytes."""
+    expected = [t is not None and re.search("[0-9]{19}", t) is not None for t in texts]
+    column = pa.array(["1" * 40, *texts], pa.large_string()).slice(1)
+    assert long_digits(column).tolist() == expected
+    assert long_digits(pa.array(texts, pa.string())).tolist() == expected
+    for text, long in zip(texts, expected, strict=True):
+        if text is not None:
+            assert has_long_digits(text) is long
+            assert has_long_digits(memoryview(text.encode())) is long
+            assert digit_run(np.frombuffer(text.encode(), dtype=np.uint8)) is long
