@@ -7,7 +7,7 @@ orjson reads an integer outside [-2**63, 2**64) as a float, where `json.loads` k
 digits, so text with a run of 19 digits (`LONG_DIGITS`, `has_long_digits`) is read by the
 standard library: an id in a string costs the slower parse, never a wrong value. `orjson_loads`
 is orjson for the readers that go to a slower reader of their own where it fails; over a whole
-column, Arrow finds the same runs (`columnar.arrays.long_digits`), with no Python per text."""
+column, `columnar.arrays.long_digits` finds the same runs with no Python per text."""
 
 from __future__ import annotations
 
@@ -31,9 +31,9 @@ _DIGITS: Final = bytes(0x30 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))
 
 
 def has_long_digits(text: str | bytes | memoryview) -> bool:
-    """Whether `text` holds a run of `LONG_DIGITS`. Per text, where there is no column to ask
-    Arrow: its bytes mapped by one `translate` and searched, about 1 ns a byte (Python's `re`
-    took 30 times as long)."""
+    """Whether `text` holds a run of `LONG_DIGITS`. Per text, where there is no column to look
+    at once (`columnar.arrays.long_digits`): its bytes mapped by one `translate` and searched,
+    about 1 ns a byte and 0.35 us a short text (Python's `re` took 30 times as long)."""
     if isinstance(text, str):
         data = text.encode("utf-8", "surrogatepass")
     else:
