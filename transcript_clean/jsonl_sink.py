@@ -27,6 +27,8 @@ import pyarrow.compute as pc
 
 from transcript_clean.atomic import AtomicFile, temp_path
 from transcript_clean.errors import OutputError
+from transcript_clean.jsontext import orjson_loads, strict_loads
+from transcript_clean.sources import jsontypes
 from transcript_clean.sources.base import (
     LINE_ERROR,
     RAW_LINE,
@@ -178,8 +180,8 @@ def reject_lines(table: pa.Table) -> bytes:
 def _with_fields(raw: str, extra: dict[str, Any]) -> bytes:
     """The object on line `raw` with `extra`'s fields appended, the line's own bytes kept."""
     try:
-        row = orjson.loads(raw)
-    except orjson.JSONDecodeError:
+        row = strict_loads(raw)  # orjson's reading, but a huge integer exactly
+    except (ValueError, RecursionError):
         row = None
     if not isinstance(row, dict):  # cannot happen for a line read as a row; kept whole then
         return orjson.dumps({RAW_LINE: raw, **extra})
@@ -190,7 +192,7 @@ def _with_fields(raw: str, extra: dict[str, Any]) -> bytes:
 
         renames = previous_names(list(row)) | hidden_renames(list(row))
         row = {renames.get(name, name): value for name, value in row.items()}
-        return orjson.dumps({**row, **extra}, default=_default, option=_DUMPS)
+        return jsontypes.dumps({**row, **extra}).encode()
     body = raw.rstrip(" \t\r\n")  # JSON's whitespace: a line's end is its object's `}`
     head = body[:-1].rstrip(" \t\r\n")
     return head.encode() + (b"," if row else b"") + orjson.dumps(extra)[1:]
@@ -266,13 +268,20 @@ def _same(value: Any) -> Any:
 
 
 def _json_value(text: str | None) -> Any:
-    """JSON text as its value; text that is not JSON stays text (a reject may hold such)."""
+    """JSON text as its value; text that is not JSON stays text (a reject may hold such). A
+    value holding an integer orjson cannot write (past 64 bits) is its compact text, read and
+    written by the standard library, exactly (`jsontext.orjson_loads`)."""
     if text is None:
         return None
     try:
-        return orjson.loads(text)
+        return orjson_loads(text)
     except orjson.JSONDecodeError:
+        pass
+    try:
+        value = strict_loads(text)
+    except (ValueError, RecursionError):
         return text
+    return orjson.Fragment(jsontypes.dumps(value))
 
 
 def _default(value: Any) -> Any:

@@ -31,6 +31,8 @@ from typing import Any, Final
 
 import orjson
 
+from transcript_clean.jsontext import loads
+
 __all__ = [
     "RAW_INPUT_NAMES",
     "Declared",
@@ -233,13 +235,8 @@ def _arguments_error(schema_key: str, arguments_key: str) -> str | None:
 
 
 def json_loads(text: str) -> Any:
-    """`orjson.loads`, and the standard library for what orjson cannot read."""
-    try:
-        return orjson.loads(text)
-    except orjson.JSONDecodeError:  # what orjson cannot read (a huge integer)
-        import json
-
-        return json.loads(text)
+    """`json.loads(text)`, faster (`jsontext.loads`: a huge integer read exactly)."""
+    return loads(text)
 
 
 def calls_per_tool(names: Iterable[str]) -> dict[str, int]:

@@ -25,10 +25,10 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import Mask, as_mask, finite, indices, is_text
+from transcript_clean.columnar.arrays import Mask, as_mask, finite, indices, is_text, long_digits
 from transcript_clean.fastpath.base import ArrowView, FastReject, ToolCounts
 from transcript_clean.fastpath.struct_schemas import simple_schema, struct_fails
-from transcript_clean.jsontext import strict_loads
+from transcript_clean.jsontext import orjson_loads, strict_loads
 from transcript_clean.rules.base import raw_input_names
 from transcript_clean.rules.tool_arguments_schema import message as schema_message
 from transcript_clean.rules.unknown_tool import message as unknown_message
@@ -174,9 +174,11 @@ def _checks(view: ArrowView) -> dict[str, Mask]:
             args = pc.dictionary_encode(texts)
             arg_codes = args.indices.to_numpy(zero_copy_only=False).astype(np.int64)
             arg_texts = args.dictionary.to_pylist()
+            long = long_digits(args.dictionary).tolist()
             keys = pair_of[at] * (len(arg_texts) + 1) + arg_codes
             unique, back = np.unique(keys, return_inverse=True)
-            call_schema[at] = _broken(unique, len(arg_texts) + 1, schema_of, arg_texts)[back]
+            broken = _broken(unique, len(arg_texts) + 1, schema_of, arg_texts, long)
+            call_schema[at] = broken[back]
     out[UNKNOWN][call_row[checked[call_unknown]]] = True
     out[SCHEMA][call_row[checked[call_schema]]] = True
     schema_keys = [schema_of[p] for p in pair_of[call_schema].tolist()]
@@ -270,24 +272,33 @@ def _error(schema_key: str | None, text: Any) -> str | None:
     if schema_key is None or not isinstance(text, str):
         return None
     try:
-        value = orjson.loads(text)
+        value = orjson_loads(text)
     except orjson.JSONDecodeError:
         return None
     return arguments_error(schema_key, value) if isinstance(value, dict) else None
 
 
 def _broken(
-    keys: npt.NDArray[np.int64], width: int, schemas: list[str | None], texts: list[Any]
+    keys: npt.NDArray[np.int64],
+    width: int,
+    schemas: list[str | None],
+    texts: list[Any],
+    long: list[bool],
 ) -> Mask:
     """For each distinct (schema, arguments) pair (`key // width` the schema's place in
     `schemas`, `key % width` the arguments' in `texts`), whether the arguments may break the
-    schema (`breaks`)."""
+    schema (`breaks`); arguments holding a long run of digits (`long`, per text: an integer
+    orjson may read as a float) may, and are left to the per-row path, which reads them
+    exactly."""
     out = np.zeros(len(keys), dtype=bool)
     schema_at, text_at = np.divmod(keys, width)
     broken = []
     for u, (s, t) in enumerate(zip(schema_at.tolist(), text_at.tolist(), strict=True)):
         text = texts[t]
         if text is None:
+            continue
+        if long[t]:
+            broken.append(u)
             continue
         schema = schemas[s]
         assert schema is not None
@@ -430,10 +441,11 @@ answers of short texts, a few tens of MB at worst, not a long trace's file conte
 def breaks(schema_key: str, text: str) -> bool:
     """Whether a call's arguments `text` may break the schema whose canonical JSON is
     `schema_key`: they are a JSON object that fails it, or text only the standard library
-    reads. Arguments that are no JSON object are R2's (not flagged: a row whose only code is
-    R2's is settled in Arrow). `_broken` keeps the answers for short texts across batches, as
-    the per-row path keeps its own (`tools.arguments_error`): a tool's calls repeat their
-    arguments from batch to batch."""
+    reads. `text` holds no long run of digits (`_broken` leaves those out: orjson may read an
+    integer there as a float). Arguments that are no JSON object are R2's (not flagged: a row
+    whose only code is R2's is settled in Arrow). `_broken` keeps the answers for short texts
+    across batches, as the per-row path keeps its own (`tools.arguments_error`): a tool's calls
+    repeat their arguments from batch to batch."""
     try:
         value = orjson.loads(text)
     except orjson.JSONDecodeError:

@@ -613,7 +613,8 @@ def _arrow_read(
     threads: bool = True,
 ) -> pa.Table | None:
     """The rows by Arrow's JSON reader (in C++), None when it cannot read them all (a line is
-    not a JSON object, a type varies; `exact`: a field is not in `schema`). `threads`: on
+    not a JSON object, a type varies; `exact`: a field is not in `schema`) or not exactly (an
+    integer outside int64, which it reads as a double). `threads`: on
     Arrow's threads (`index_lines` reads blocks side by side instead)."""
     begin, end = int(starts[0]), int(ends[-1]) + 1
     longest = int((ends - starts).max()) + 2
@@ -633,9 +634,26 @@ def _arrow_read(
         )
     except pa.ArrowException:
         return None
-    if table.num_rows != len(starts):
+    if table.num_rows != len(starts) or any(_past_int64(c) for c in table.columns):
         return None
     return table if schema is None else table.select(schema.names)
+
+
+def _past_int64(values: pa.Array | pa.ChunkedArray) -> bool:
+    """Whether a double of `values` (at any depth) is as large as an integer outside int64:
+    Arrow's reader reads such an integer as a double, where the lines read one by one keep it
+    exact (`jsontypes.type_of` gives it `json_`)."""
+    if isinstance(values, pa.ChunkedArray):
+        return any(_past_int64(chunk) for chunk in values.chunks)
+    type_ = values.type
+    if pa.types.is_floating(type_):
+        largest = pc.max(pc.abs(values)).as_py()
+        return largest is not None and largest >= 2**63
+    if pa.types.is_struct(type_):
+        return any(_past_int64(child) for child in values.flatten())
+    if pa.types.is_list(type_) or pa.types.is_large_list(type_):
+        return _past_int64(values.flatten())
+    return False
 
 
 def _line_values(

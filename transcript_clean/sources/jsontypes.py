@@ -23,6 +23,8 @@ from typing import Any, Final
 import orjson
 import pyarrow as pa
 
+from transcript_clean.jsontext import orjson_loads
+
 JSON: Final = pa.json_()
 
 FREE_FORM: Final = frozenset({"parameters", "input_schema"})
@@ -267,9 +269,10 @@ def decoded(value: Any, type_: pa.DataType, path: str = "") -> Any:
 
 def loads(text: str | bytes | memoryview) -> Any:
     """A JSON value: orjson, or the standard library where a string holds a lone surrogate
-    (orjson refuses one; Python keeps it, and `to_array` then marks the row not UTF-8)."""
+    (orjson refuses one; Python keeps it, and `to_array` then marks the row not UTF-8) or the
+    text a long run of digits (`jsontext.orjson_loads`: an integer orjson reads as a float)."""
     try:
-        return orjson.loads(text)
+        return orjson_loads(text)
     except orjson.JSONDecodeError:
         return json.loads(bytes(text) if isinstance(text, memoryview) else text)
 

@@ -33,6 +33,7 @@ import orjson
 import pyarrow as pa
 
 from transcript_clean.errors import SourceError
+from transcript_clean.jsontext import strict_loads
 from transcript_clean.sources import jsontypes
 from transcript_clean.sources.base import (
     DEFAULT_BATCH_BYTES,
@@ -94,8 +95,8 @@ def _lines(path: Path, limit: int | None = None) -> Iterator[tuple[int, Any]]:
     streamed."""
     for number, raw in _raw_lines(path, limit):
         try:
-            value = orjson.loads(raw)
-        except orjson.JSONDecodeError:
+            value = strict_loads(raw)  # orjson's reading, but a huge integer exactly
+        except (ValueError, RecursionError):
             value = None
         yield number, value
 
@@ -151,7 +152,7 @@ def _plan(path: Path) -> SessionPlan:
     order: list[str] = []
     sha = hashlib.sha256()
     for number, event in _lines(path):
-        sha.update(orjson.dumps([number, event]))
+        sha.update(jsontypes.dumps([number, event]).encode())
         if not isinstance(event, dict) or not isinstance(event.get("uuid"), str):
             continue
         uuid = event["uuid"]

@@ -11,7 +11,9 @@ can only pair the tags as the split does:
   a strict JSON object with a name and arguments that are no JSON text;
 - a tool turn: `<tool_response>` blocks, each holding one `</tool_response>` (text outside
   them is dropped, as the decoder drops it), or none and a value that is one body; each body
-  either not `{...}` or strict JSON.
+  either not `{...}` or strict JSON;
+- no body holds a run of 19 digits (`jsontext.LONG_DIGITS`): an integer orjson may read as a
+  float.
 
 Any other turn is read one at a time with the decoder's own readers (`values.py`), the truth;
 property tests hold the two equal on drawn values. The bodies are parsed one by one: a JSON
@@ -28,12 +30,14 @@ import orjson
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from transcript_clean import jsontext
 from transcript_clean.columnar.arrays import (
     Counts,
     Mask,
     as_mask,
     indices,
     list_sizes,
+    long_digits,
     rows_with,
 )
 from transcript_clean.formats.base import DecodeError, IdMinter
@@ -156,11 +160,13 @@ def read_gpt(value: pa.Array, at: Counts) -> GptTurns:
     ).take(indices(order))
     head_turn = head_turn[order]
 
-    # The calls: one strict JSON object each, with only white space after it.
+    # The calls: one strict JSON object each, with only white space after it, and no long run
+    # of digits (an integer orjson may read as a float: the decoder's reader reads it exactly).
     bodies, gaps, odd = _halves(calls, "</tool_call>")
     bad |= rows_with(odd | ~_blank(gaps), call_of, len(fast))
-    read = [_json_call(body) for body in stripped(bodies).to_pylist()]
-    failed = np.array([c is None for c in read], dtype=bool)
+    bodies = stripped(bodies)
+    read = [_json_call(body) for body in bodies.to_pylist()]
+    failed = np.array([c is None for c in read], dtype=bool) | long_digits(bodies)
     bad |= rows_with(failed, call_of, len(fast))
 
     ok = ~bad
@@ -292,10 +298,12 @@ def read_tool(value: pa.Array, at: Counts) -> ToolTurns:
     body_turn = np.concatenate([whole, tagged[piece_of]])
     bodies = stripped(pa.concat_arrays([texts.take(indices(whole)).cast(pa.large_string()), found]))
 
-    # A `{...}` body is parsed: strict JSON here, anything else by the decoder's reader.
+    # A `{...}` body is parsed: strict JSON without a long run of digits here, anything else by
+    # the decoder's reader.
     braced = as_mask(pc.starts_with(bodies, "{"))
+    unparsed = braced & long_digits(bodies)
+    braced &= ~unparsed
     said: list[str] = []
-    unparsed = np.zeros(len(body_turn), dtype=bool)
     at_braced = np.flatnonzero(braced).tolist()
     for k, body in zip(at_braced, bodies.filter(pa.array(braced)).to_pylist(), strict=True):
         try:
@@ -364,8 +372,11 @@ def _read_gpt_parts(text: str) -> _Gpt | None:
 
 def _read_gpt_fast(text: str) -> _Gpt | None:
     """`_read_gpt` for a turn whose `<tool_call>` bodies are strict JSON objects with a name
-    (what orjson reads, `literal` reads alike); None for anything else (not an answer: the
-    decoder's reader then decides)."""
+    (what orjson reads, `literal` reads alike) and no long run of digits (an integer orjson may
+    read as a float); None for anything else (not an answer: the decoder's reader then
+    decides)."""
+    if jsontext.has_long_digits(text):
+        return None
     reasons: list[str] = []
     calls: list[_Call] = []
     tags, words = assistant_tags(text)

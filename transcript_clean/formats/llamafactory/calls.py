@@ -10,8 +10,9 @@ arguments that orjson reads as the same value; the text is the source's
 every reader of it parses it. Any other value is read one by one by `_call`.
 
 The expression is JSON's own grammar for such values, narrowed to what orjson reads: no `\\u`
-escape of a surrogate (orjson refuses a lone one; a value with a pair is `_call`'s), integers
-of at most 20 digits and exponents of at most 2 (no number orjson reads as infinite). Nested
+escape of a surrogate (orjson refuses a lone one; a value with a pair is `_call`'s), integer
+and fraction parts of at most 18 and 17 digits (no run of `jsontext.LONG_DIGITS`: no integer
+orjson reads as a float) and exponents of at most 2 (no number orjson reads as infinite). Nested
 arguments are left to `_call`: a regular expression cannot match brackets, and a JSON array of
 all the values parsed once is not exact by itself (docs/performance.md, Hermes: a value that is
 no JSON can pair with the next). Counting each value's brackets outside its strings in Arrow,
@@ -31,7 +32,9 @@ import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import Mask, as_mask, indices
 from transcript_clean.formats.base import DecodeError
+from transcript_clean.formats.fields import arguments_json
 from transcript_clean.formats.llamafactory.values import read_call
+from transcript_clean.jsontext import orjson_loads
 from transcript_clean.model import is_json
 
 __all__ = ["Calls", "read_calls"]
@@ -39,7 +42,7 @@ __all__ = ["Calls", "read_calls"]
 _WS: Final = "[ \t\n\r]*"  # JSON's white space (RE2's \s also takes \f and \v)
 _ESCAPE: Final = r'\\(?:["\\/bfnrt]|u(?:[0-9a-cA-Ce-fE-F][0-9a-fA-F]{3}|[dD][0-7][0-9a-fA-F]{2}))'
 _STRING: Final = rf'"(?:[^"\\\x00-\x1f]|{_ESCAPE})*"'
-_NUMBER: Final = r"-?(?:0|[1-9][0-9]{0,19})(?:\.[0-9]+)?(?:[eE][+-]?[0-9]{1,2})?"
+_NUMBER: Final = r"-?(?:0|[1-9][0-9]{0,17})(?:\.[0-9]{1,17})?(?:[eE][+-]?[0-9]{1,2})?"
 _PAIR: Final = rf"{_WS}{_STRING}{_WS}:{_WS}(?:{_STRING}|{_NUMBER}|true|false|null){_WS}"
 _FLAT: Final = rf"\{{(?:{_PAIR}(?:,{_PAIR})*|{_WS})\}}"
 _COMMON: Final = rf'^\{{"name": "[^"\\\x00-\x1f]*", "arguments": {_FLAT}\}}$'
@@ -112,7 +115,7 @@ def _call(text: str) -> tuple[str, str | None, bool] | None:
     return _read_call(text)
 
 
-_loads = orjson.loads
+_loads = orjson_loads  # an integer past 64 bits is `_read_call`'s, read exactly
 _dumps = orjson.dumps
 
 
@@ -128,9 +131,4 @@ def _read_call(text: str) -> tuple[str, str | None, bool] | None:
     except orjson.JSONDecodeError:
         strict = False
     is_object = isinstance(arguments, dict) and (raw is not None or strict or is_json(arguments))
-    if raw is None:
-        try:
-            raw = orjson.dumps(arguments).decode()
-        except (TypeError, orjson.JSONEncodeError):
-            raw = None
-    return name, raw, is_object
+    return name, raw if raw is not None else arguments_json(arguments), is_object

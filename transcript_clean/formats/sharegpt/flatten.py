@@ -31,6 +31,7 @@ from transcript_clean.columnar.arrays import (
     holds_text,
     indices,
     is_text,
+    long_digits,
     rows_with,
     text_lengths,
 )
@@ -95,7 +96,10 @@ def flatten_sharegpt(
     kind[(is_gpt | is_call)[starts]] = ASSISTANT
     results_message = is_obs[starts]  # a user message of results
 
-    # Calls, parsed from each function_call turn, numbered in order.
+    # Calls, parsed from each function_call turn, numbered in order. A value holding a long run
+    # of digits (an integer orjson may read as a float) is the per-row path's, found in Arrow.
+    call_turns = np.flatnonzero(is_call & ~flag)
+    flag[call_turns[long_digits(value.take(indices(call_turns)))]] = True
     call_turns = np.flatnonzero(is_call & ~flag)
     calls_of_turn = np.zeros(n, dtype=np.int64)
     names: list[str] = []
@@ -286,7 +290,8 @@ def flatten_sharegpt(
 def _calls(text: str) -> list[tuple[str, str | None, bool]] | None:
     """The calls a `function_call` value holds, as the decoder reads them: each one's name,
     its arguments as JSON text (None where JSON cannot write them), and whether they are a
-    JSON object; None where the decoder would call the turn malformed."""
+    JSON object; None where the decoder would call the turn malformed. `text` holds no long run
+    of digits (`columnar.arrays.long_digits`): orjson reads it as `json.loads` does."""
     # The common value, strict JSON whose calls are objects with a name and object arguments,
     # read in one orjson pass with no other call per call (a call each was most of the
     # flattener's time); anything else is read by `_read_calls`, as the decoder reads it.
