@@ -172,6 +172,19 @@ def _varied_table(tmp_path: Path, parts: bool) -> pa.Table:
     return pa.Table.from_batches(list(source.read(source.parts()[0])))
 
 
+def _counted_reencodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """A list that grows by one for each row the per-row path re-encodes from now on."""
+    reencoded: list[int] = []
+    real = pipeline_lines.clean_stored_row
+
+    def counting(row: Any, *args: Any, **kwargs: Any) -> Any:
+        reencoded.append(1)
+        return real(row, *args, **kwargs)
+
+    monkeypatch.setattr(pipeline_lines, "clean_stored_row", counting)
+    return reencoded
+
+
 def test_edited_lines_are_the_lines_the_per_row_path_writes(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -182,14 +195,7 @@ def test_edited_lines_are_the_lines_the_per_row_path_writes(
     verdicts = batch_verdicts(table, format="openai", reencode=True)
     assert verdicts is not None and verdicts.repaired_origins is not None
     fmt = get_format("openai")
-    reencoded: list[int] = []
-    real = pipeline_lines.clean_stored_row
-
-    def counting(row: Any, *args: Any, **kwargs: Any) -> Any:
-        reencoded.append(1)
-        return real(row, *args, **kwargs)
-
-    monkeypatch.setattr(pipeline_lines, "clean_stored_row", counting)
+    reencoded = _counted_reencodes(monkeypatch)
     edited = pipeline_lines.relined(table, fmt, DEFAULT, False, verdicts)
     assert reencoded == []
     per_row = dataclasses.replace(verdicts, repaired_origins=None)
@@ -242,14 +248,7 @@ def test_hh_lines_are_set_to_the_repaired_text_as_the_per_row_path_writes_them(
     verdicts = batch_verdicts(table, format="hh", reencode=True)
     assert verdicts is not None and verdicts.stale_lines and verdicts.repaired.sum() > 100
     fmt = get_format("hh")
-    reencoded: list[int] = []
-    real = pipeline_lines.clean_stored_row
-
-    def counting(row: Any, *args: Any, **kwargs: Any) -> Any:
-        reencoded.append(1)
-        return real(row, *args, **kwargs)
-
-    monkeypatch.setattr(pipeline_lines, "clean_stored_row", counting)
+    reencoded = _counted_reencodes(monkeypatch)
     edited = pipeline_lines.relined(table, fmt, DEFAULT, False, verdicts)
     assert reencoded == []
     monkeypatch.setattr(type(fmt), "edits_line_value", False)
