@@ -272,9 +272,10 @@ def test_preference_rows_settled_ahead_are_measured_as_the_per_row_path_reads_th
     assert run.report() == slow.report()
     assert run.rows == 3000
     assert unsettled > 0
-    # A dataset type's rows are measured from the batch, each prompt and first candidate
-    # flattened as one conversation, not from the views that settled the parts.
-    assert measured_ahead == 0
+    # A dataset type's settled rows are measured ahead, from the view that read each prompt
+    # with its first candidate (rows whose prompt was repaired there, read again as they came
+    # in): every batch here has both kinds, and the report is the per-row path's all the same.
+    assert measured_ahead == 6
 
 
 def _values(seed: int) -> np.ndarray[Any, np.dtype[np.int64]]:

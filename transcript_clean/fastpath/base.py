@@ -212,8 +212,8 @@ class Verdicts:
     """The rows' declared tools and calls, for the stats (`fastpath.declared`)."""
     view: Measurer | None = None
     """The view that decided them (a batch's verdicts, not a slice's): what measures the rows
-    settled here for the profile. None for a dataset type's parts, whose rows are measured as
-    one conversation each from the batch (`batch_profile.profile_batch`)."""
+    settled here for the profile (a dataset type's: the view of its prompt and first candidate,
+    `shapes.arrow`). None: the batch's profile measures them (`batch_profile.profile_batch`)."""
     profile: Profile | None = None
     """The profile of the rows settled here that decode, where it was measured with the
     verdicts (`pipeline.settled_profile`): then the batch's profile adds only the other rows."""

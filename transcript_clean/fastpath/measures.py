@@ -61,6 +61,21 @@ class Measures:
     text_row: Counts | None = None
     text_turn: Counts | None = None
 
+    def joined(self, other: Measures) -> Measures:
+        """These rows' measures and `other`'s, as of one set of rows (without their texts,
+        which are counted row by row where tokens are)."""
+        rows = {
+            name: np.concatenate([values, other.rows[name]]) for name, values in self.rows.items()
+        }
+        tools = dict(self.tools)
+        add_counts(tools, other.tools)
+        return Measures(
+            rows,
+            np.concatenate([self.turn_chars, other.turn_chars]),
+            np.concatenate([self.turn_classes, other.turn_classes]),
+            tools,
+        )
+
 
 def add_counts(into: dict[str, int], counts: Mapping[str, int]) -> None:
     """Add `counts` to `into`, name by name."""

@@ -33,9 +33,10 @@ from transcript_clean.columnar.arrays import (
     whole,
 )
 from transcript_clean.columnar.edits import replaced
-from transcript_clean.fastpath import FastRepair, Verdicts, fast_verdicts
+from transcript_clean.fastpath import FastRepair, Verdicts, arrow_view, fast_verdicts
+from transcript_clean.fastpath.base import Measurer
 from transcript_clean.fastpath.declared import declared_per_row
-from transcript_clean.fastpath.measures import column_array
+from transcript_clean.fastpath.measures import Measures, column_array
 from transcript_clean.policy import Config
 from transcript_clean.rules import Rule, rules
 from transcript_clean.shapes import ShapedFormat
@@ -95,9 +96,11 @@ class _Read:
     """What the fast path made of one conversation of each row (the prompt alone, or prompt +
     a candidate): the rows clean, and those repaired in Arrow with their conversations."""
 
-    __slots__ = ("clean", "column", "repaired", "repairs")
+    __slots__ = ("clean", "column", "repaired", "repairs", "view")
 
     def __init__(self, verdicts: Verdicts, written: Mask) -> None:
+        self.view = verdicts.view
+        """What read them (the profile measures the rows as they came in from it)."""
         self.clean: Mask = verdicts.clean & written
         self.repaired: Mask = verdicts.repaired & written
         column = verdicts.repaired_column
@@ -158,6 +161,7 @@ def shaped_verdicts(
     fixes: dict[str, tuple[pa.Array, Mask, pa.Array]] = {}
     repairs: list[FastRepair] = []
     prompt: pa.Array | None = None
+    first: _Read | None = None  # what read the first conversation of each row
     if shape.prompt is not None:
         prompt = part_column(table, shape.prompt)
         if prompt is None:
@@ -171,6 +175,7 @@ def shaped_verdicts(
             return None
         clean &= read.clean
         settled &= read.clean | read.repaired
+        first = read
         if read.column is not None and read.repaired.any():
             fixes[shape.prompt] = (prompt, read.repaired, read.column)
             repairs += read.repairs
@@ -189,6 +194,8 @@ def shaped_verdicts(
         read = _read(fmt, conversation, table, config, enabled, mine, tools, declared)
         if read is None:
             return None
+        if name == shape.candidates[0]:
+            first = read
         written = ~_null(candidate)
         clean &= read.clean & written
         fixed = np.zeros(rows, dtype=bool)
@@ -211,7 +218,43 @@ def shaped_verdicts(
     if repaired.any():
         out.repaired_column = _rewritten(repaired, fixes)
         out.repairs = _combined(repairs, repaired)
+    if first is not None and first.view is not None:
+        # Its prompt as repaired here was read with the first candidate: those rows are
+        # measured again as they came in.
+        again = fixes[shape.prompt][1] if shape.prompt in fixes else np.zeros(rows, dtype=bool)
+        out.view = _FirstConversations(first.view, again, table, fmt)
     return out
+
+
+class _FirstConversations:
+    """What measures a dataset type's settled rows for the profile, as the per-row path reads a
+    row (`ShapedFormat.decode`: its prompt and first candidate as they came in): the view that
+    read them so, but for the rows of `again`, whose prompt it read as repaired here; those are
+    read again, alone (the view of the whole batch is not made twice)."""
+
+    def __init__(self, view: Measurer, again: Mask, table: pa.Table, fmt: ShapedFormat) -> None:
+        self.view, self.again, self.table, self.fmt = view, again, table, fmt
+
+    def measures(self, rows: Mask, *, texts: bool = False) -> Measures | None:
+        if texts:  # (tokens are counted from the batch: `profile_batch`)
+            return None
+        mine = self.view.measures(rows & ~self.again)
+        other = rows & self.again
+        if mine is None or not other.any():
+            return mine
+        at = indices(np.flatnonzero(other))
+        table, shape = self.table.take(at), self.fmt.shape
+        parts = [part_column(table, path) for path in shape.first_conversation]
+        if any(p is None for p in parts):
+            return None
+        joined = parts[0] if len(parts) == 1 else joined_lists(parts[0], parts[1])
+        if joined is None:
+            return None
+        inner = self.fmt.inner
+        side = {n: whole(table.column(n)) for n in inner.side_columns if n in table.schema.names}
+        view = arrow_view(inner, joined, table.schema, side)
+        theirs = None if view is None else view.measures(np.ones(len(at), dtype=bool))
+        return None if theirs is None else mine.joined(theirs)
 
 
 def _held_as(table: pa.Table, path: str, column: pa.Array) -> str | None:
