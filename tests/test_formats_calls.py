@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from transcript_clean.formats import get_format
-from transcript_clean.formats.calls import common_calls, read_calls
+from transcript_clean.formats.calls import common_calls, list_calls, read_calls
 from transcript_clean.formats.sharegpt import flatten as sharegpt_flatten
 from transcript_clean.jsontext import has_long_digits
 from transcript_clean.model import AssistantMessage, ToolCall
@@ -50,7 +50,9 @@ _values = st.recursive(
 _flat = st.dictionaries(
     st.one_of(st.sampled_from(["city", "n", "", 'k"ey']), st.text(max_size=3)), _leaves, max_size=4
 )
-_names = st.one_of(st.sampled_from(["f", "get_weather", 'a"b', "\\", "é", ""]), st.text(max_size=3))
+_names = st.one_of(
+    st.sampled_from(["f", "get_weather", 'a"b', "\\", "é", "", "}, {", "{"]), st.text(max_size=3)
+)
 _call = st.builds(
     lambda name, arguments: {"name": name, "arguments": arguments},
     st.one_of(_names, _names, _leaves),
@@ -100,7 +102,7 @@ def test_function_calls_read_over_the_column_are_read_as_calls_reads_each(
 ) -> None:
     # As the flattener reads them: a value with a long run of digits is the per-row path's.
     values = [v for v in drawn if not has_long_digits(v)]
-    read = read_calls(pa.array(values, pa.string()), sharegpt_flatten._calls)
+    read = read_calls(pa.array(values, pa.string()), sharegpt_flatten._calls, lists=True)
     each = [sharegpt_flatten._calls(text) for text in values]
     assert read.read.tolist() == [found is not None for found in each]
     assert read.count.tolist() == [0 if found is None else len(found) for found in each]
@@ -139,6 +141,35 @@ def test_one_function_call_in_the_common_layout_is_told_in_arrow(text: str, fast
         assert names.to_pylist() == [truth[0][0]]
         assert arguments.to_pylist() == [text[text.index('"arguments": ') + 13 : -1]]
         assert json.loads(arguments[0].as_py()) == json.loads(str(truth[0][1]))
+
+
+@pytest.mark.parametrize(
+    ("text", "fast"),
+    [
+        ('[{"name": "f", "arguments": {}}]', True),
+        ('[{"name": "f", "arguments": {"a": "x"}}, {"name": "g", "arguments": {"n": 1}}]', True),
+        ('[{"name": "f", "arguments": {"a": "}, {"}}, {"name": "g", "arguments": {}}]', False),
+        ('[{"name": "f}, {", "arguments": {}}]', False),  # a brace: `_calls`'
+        ('[{"name": "f", "arguments": {}},{"name": "g", "arguments": {}}]', False),
+        ('[{"name": "f", "arguments": {"n": [1]}}]', False),
+        ('[{"name": "f", "arguments": {}}, 3]', False),
+        ("[]", False),
+        ('{"name": "f", "arguments": {}}', False),  # one call: `common_calls`'
+    ],
+)
+def test_a_list_of_function_calls_in_the_common_layout_is_told_in_arrow(
+    text: str, fast: bool
+) -> None:
+    found, many, names, arguments = list_calls(pa.array([text]))
+    assert found.tolist() == [fast]
+    truth = sharegpt_flatten._calls(text)
+    if fast:
+        assert truth is not None and all(call[2] for call in truth)
+        assert many.tolist() == [len(truth)]
+        assert names.to_pylist() == [call[0] for call in truth]
+        assert [json.loads(a) for a in arguments.to_pylist()] == [
+            json.loads(str(call[1])) for call in truth
+        ]
 
 
 def _row(values: list[str], tools: str | None) -> dict[str, Any]:

@@ -8,9 +8,9 @@ function_call turns right after it, an assistant message; a run of observation t
 message of results, the k-th answering the k-th call of the assistant message before it (system
 turns aside), and one observation holding a JSON list of one item per call answering them all.
 ShareGPT has no ids: calls are numbered, and each result takes the number of the call it
-answers, as the decoder's minted ids pair them. Function_call values holding one call in the
-common layout are read over the whole column (`formats.calls`), the others in Python, as are
-the few observations that may hold such a list. It knows no rule.
+answers, as the decoder's minted ids pair them. Function_call values holding one call, or a
+list of calls, in the common layout are read over the whole column (`formats.calls`), the
+others in Python, as are the few observations that may hold such a list. It knows no rule.
 """
 
 from __future__ import annotations
@@ -99,13 +99,14 @@ def flatten_sharegpt(
     kind[(is_gpt | is_call)[starts]] = ASSISTANT
     results_message = is_obs[starts]  # a user message of results
 
-    # Calls, read from each function_call turn (over the column where one call is in the common
-    # layout, `formats.calls`; else by `_calls`), numbered in order. A value holding a long run
-    # of digits (an integer orjson may read as a float) is the per-row path's, found in Arrow.
+    # Calls, read from each function_call turn (over the column where its call or list of calls
+    # is in the common layout, `formats.calls`; else by `_calls`), numbered in order. A value
+    # holding a long run of digits (an integer orjson may read as a float) is the per-row
+    # path's, found in Arrow.
     call_turns = np.flatnonzero(is_call & ~flag)
     flag[call_turns[long_digits(value.take(indices(call_turns)))]] = True
     call_turns = np.flatnonzero(is_call & ~flag)
-    found = read_calls(value.take(indices(call_turns)), _calls)
+    found = read_calls(value.take(indices(call_turns)), _calls, lists=True)
     flag[call_turns[~found.read]] = True
     calls_of_turn = np.zeros(n, dtype=np.int64)
     calls_of_turn[call_turns] = found.count
