@@ -26,6 +26,7 @@ from synthetic import every_rates, generate_rows
 
 from transcript_clean.fastpath import fast_verdicts
 from transcript_clean.formats import get_format
+from transcript_clean.formats.calls import common_calls
 from transcript_clean.formats.llamafactory import calls
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.rules.orphan_tool_result import used_message
@@ -353,7 +354,7 @@ def test_tool_call_values_read_over_the_column_are_read_as_call_reads_each(
     ],
 )
 def test_the_common_layout_is_told_in_arrow(text: str, fast: bool) -> None:
-    found, names, arguments = calls.common_calls(pa.array([text]))
+    found, names, arguments = common_calls(pa.array([text]))
     assert found.tolist() == [fast]
     if fast:
         truth = calls._call(text)

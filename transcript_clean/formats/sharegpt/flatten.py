@@ -8,8 +8,9 @@ function_call turns right after it, an assistant message; a run of observation t
 message of results, the k-th answering the k-th call of the assistant message before it (system
 turns aside), and one observation holding a JSON list of one item per call answering them all.
 ShareGPT has no ids: calls are numbered, and each result takes the number of the call it
-answers, as the decoder's minted ids pair them. Function_call values are parsed in Python, as
-are the few observations that may hold such a list. It knows no rule.
+answers, as the decoder's minted ids pair them. Function_call values holding one call, or a
+list of calls, in the common layout are read over the whole column (`formats.calls`), the
+others in Python, as are the few observations that may hold such a list. It knows no rule.
 """
 
 from __future__ import annotations
@@ -38,8 +39,10 @@ from transcript_clean.columnar.arrays import (
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.edits import item_origins, taken
 from transcript_clean.formats.base import REASONING_KEYS
+from transcript_clean.formats.calls import Call, read_calls
 from transcript_clean.formats.fields import arguments_json, end_to_end
-from transcript_clean.formats.sharegpt.values import calls_of, read_calls, split_list
+from transcript_clean.formats.sharegpt.values import calls_of, split_list
+from transcript_clean.formats.sharegpt.values import read_calls as read_values_calls
 from transcript_clean.model import is_json
 
 __all__ = ["flatten_sharegpt"]
@@ -96,30 +99,18 @@ def flatten_sharegpt(
     kind[(is_gpt | is_call)[starts]] = ASSISTANT
     results_message = is_obs[starts]  # a user message of results
 
-    # Calls, parsed from each function_call turn, numbered in order. A value holding a long run
-    # of digits (an integer orjson may read as a float) is the per-row path's, found in Arrow.
+    # Calls, read from each function_call turn (over the column where its call or list of calls
+    # is in the common layout, `formats.calls`; else by `_calls`), numbered in order. A value
+    # holding a long run of digits (an integer orjson may read as a float) is the per-row
+    # path's, found in Arrow.
     call_turns = np.flatnonzero(is_call & ~flag)
     flag[call_turns[long_digits(value.take(indices(call_turns)))]] = True
     call_turns = np.flatnonzero(is_call & ~flag)
+    found = read_calls(value.take(indices(call_turns)), _calls, lists=True)
+    flag[call_turns[~found.read]] = True
     calls_of_turn = np.zeros(n, dtype=np.int64)
-    names: list[str] = []
-    arguments: list[str | None] = []
-    objects: list[bool] = []
-    call_turn: list[int] = []
-    if len(call_turns):
-        values = value.take(indices(call_turns)).to_pylist()
-        for at, text in zip(call_turns.tolist(), values, strict=True):
-            found = _calls(text)
-            if found is None:
-                flag[at] = True
-                continue
-            calls_of_turn[at] = len(found)
-            for name, raw, is_object in found:
-                names.append(name)
-                arguments.append(raw)
-                objects.append(is_object)
-                call_turn.append(at)
-    call_turn_at = np.array(call_turn, dtype=np.int64)
+    calls_of_turn[call_turns] = found.count
+    call_turn_at = call_turns[found.value]
     calls_per_message = np.bincount(turn_message, weights=calls_of_turn, minlength=m_turns)
     calls_per_message = calls_per_message.astype(np.int64)
     first_call = np.cumsum(calls_per_message) - calls_per_message
@@ -271,9 +262,9 @@ def flatten_sharegpt(
         chars=per_message(chars, system_chars[system_rows]).astype(np.int64),
         call_message=of_message[turn_message[call_turn_at]],
         call_id=call_ids,
-        call_name=pa.array(names, pa.string()),
-        call_arguments=pa.array(arguments, pa.string()),
-        call_object=np.array(objects, dtype=bool),
+        call_name=found.name,
+        call_arguments=found.arguments,
+        call_object=found.object,
         result_message=of_message[turn_message[result_turn]],
         result_call=result_ids,
         result_blank=result_blank,
@@ -287,7 +278,7 @@ def flatten_sharegpt(
     )
 
 
-def _calls(text: str) -> list[tuple[str, str | None, bool]] | None:
+def _calls(text: str) -> list[Call] | None:
     """The calls a `function_call` value holds, as the decoder reads them: each one's name,
     its arguments as JSON text (None where JSON cannot write them), and whether they are a
     JSON object; None where the decoder would call the turn malformed. `text` holds no long run
@@ -299,7 +290,7 @@ def _calls(text: str) -> list[tuple[str, str | None, bool]] | None:
         parsed = _loads(text)
     except orjson.JSONDecodeError:
         return _read_calls(text)
-    out: list[tuple[str, str | None, bool]] = []
+    out: list[Call] = []
     for call in parsed if type(parsed) is list else (parsed,):
         if type(call) is not dict:
             return None  # `calls_of`: a call that is no object is no call
@@ -318,7 +309,7 @@ _loads = orjson.loads
 _dumps = orjson.dumps
 
 
-def _read_calls(text: str) -> list[tuple[str, str | None, bool]] | None:
+def _read_calls(text: str) -> list[Call] | None:
     """`_calls` of any value, read through the decoder's own helpers."""
     try:
         # orjson reads strict JSON only (no NaN, no lone surrogate), and reads it as
@@ -328,7 +319,7 @@ def _read_calls(text: str) -> list[tuple[str, str | None, bool]] | None:
         read = calls_of(parsed if isinstance(parsed, list) else [parsed])
     except orjson.JSONDecodeError:
         strict = False
-        read = read_calls(text)
+        read = read_values_calls(text)
     if not read:
         return None
     out = []
