@@ -41,6 +41,7 @@ from transcript_clean.columnar.arrays import (
     rows_with,
 )
 from transcript_clean.formats.base import DecodeError, IdMinter
+from transcript_clean.formats.calls import Call, read_calls
 from transcript_clean.formats.fields import arguments_json
 from transcript_clean.formats.hermes.values import (
     assistant_parts,
@@ -164,14 +165,25 @@ def read_gpt(value: pa.Array, at: Counts) -> GptTurns:
     # of digits (an integer orjson may read as a float: the decoder's reader reads it exactly).
     bodies, gaps, odd = _halves(calls, "</tool_call>")
     bad |= rows_with(odd | ~_blank(gaps), call_of, len(fast))
+    # Read over the column where a body is one call in the common layout (`formats.calls`),
+    # else by `_json_call`: each body read holds one call, in body order.
     bodies = stripped(bodies)
-    read = [_json_call(body) for body in bodies.to_pylist()]
-    failed = np.array([c is None for c in read], dtype=bool) | long_digits(bodies)
+    found = read_calls(bodies, _one_call)
+    failed = ~found.read | long_digits(bodies)
     bad |= rows_with(failed, call_of, len(fast))
 
     ok = ~bad
     keep_call = ok[call_of]
-    good = [c for c, keep in zip(read, keep_call.tolist(), strict=True) if keep and c is not None]
+    kept = np.flatnonzero(keep_call[found.value])
+    good: list[_Call] = [
+        (name, arguments, bool(is_object), True)
+        for name, arguments, is_object in zip(
+            found.name.take(indices(kept)).to_pylist(),
+            found.arguments.take(indices(kept)).to_pylist(),
+            found.object[kept].tolist(),
+            strict=True,
+        )
+    ]
     # A turn of calls or reasoning alone has no text part; one of nothing says "".
     alone = (np.bincount(call_of, minlength=len(fast)) == 0) & (thinks[fast] == 0)
     spoken = pc.utf8_length(head_text).to_numpy(zero_copy_only=False) > 0
@@ -192,6 +204,13 @@ def read_gpt(value: pa.Array, at: Counts) -> GptTurns:
     for turn, text in zip(at[slow].tolist(), texts.take(indices(slow)).to_pylist(), strict=True):
         parts.add_slow(turn, _read_gpt(text))
     return parts.gpt_turns(at)
+
+
+def _one_call(body: str) -> list[Call] | None:
+    """A `<tool_call>` body's one call as `_json_call` reads it (the encoder finds every call it
+    reads as it was), for `read_calls`."""
+    call = _json_call(body)
+    return None if call is None else [call[:3]]
 
 
 def _json_call(body: str) -> tuple[str, str | None, bool, bool] | None:
