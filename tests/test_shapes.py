@@ -816,3 +816,42 @@ def test_candidates_of_another_type_than_the_prompt_are_read_after_it_in_arrow()
     assert verdicts.repaired_column.type.field("chosen").type == chosen.type
     assert_fast_and_slow_agree(table, DEFAULT, fmt)
     assert_fast_and_slow_agree(table, STRICT, fmt)
+
+
+def test_a_single_message_candidate_repaired_away_is_rejected_in_arrow_as_per_row() -> None:
+    """A ranking candidate held as one message that R1 drops leaves no message where its
+    column holds one: rejected in Arrow in the per-row path's words, where that part's code
+    alone decides; with another part's code beside it (the prompt's, an earlier candidate's),
+    or two codes repaired, the row stays the per-row path's."""
+
+    def ranking(prompt: list[Any], chosen: Any, rejected: Any) -> dict[str, Any]:
+        return {"conversations": prompt, "chosen": chosen, "rejected": rejected}
+
+    human = {"from": "human", "value": "q"}
+    gpt = {"from": "gpt", "value": "a"}
+    empty = {"from": "gpt", "value": " "}
+    rows = [
+        ranking([human, gpt, human], empty, gpt),  # chosen emptied: rejected in Arrow
+        ranking([human, gpt, human], gpt, empty),  # rejected emptied, chosen clean: the same
+        ranking([human, gpt, gpt, human], empty, gpt),  # the prompt has a code too
+        ranking([human, gpt, human], empty, empty),  # chosen decides; rejected is not read
+        ranking([human], empty, gpt),  # no assistant turn left: the per-row path's words
+    ]
+    table = pa.Table.from_pylist(rows)
+    fmt = detect_format(table.column_names, rows)
+    assert isinstance(fmt, ShapedFormat) and fmt.shape.kind == "ranking"
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    rejected = {
+        int(at): words
+        for r in verdicts.rejects
+        for at, words in zip(np.flatnonzero(r.rows), r.messages, strict=True)
+    }
+    assert rejected == {
+        0: "chosen: its repair leaves 0 messages where the column holds one",
+        1: "rejected: its repair leaves 0 messages where the column holds one",
+        3: "chosen: its repair leaves 0 messages where the column holds one",
+    }
+    assert verdicts.handled.tolist() == [True, True, False, True, False]
+    for config in (DEFAULT, STRICT):
+        assert_fast_and_slow_agree(table, config, fmt)

@@ -24,6 +24,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import (
+    Counts,
     Mask,
     flattened,
     indices,
@@ -33,7 +34,7 @@ from transcript_clean.columnar.arrays import (
     whole,
 )
 from transcript_clean.columnar.edits import replaced
-from transcript_clean.fastpath import FastRepair, Verdicts, arrow_view, fast_verdicts
+from transcript_clean.fastpath import FastReject, FastRepair, Verdicts, arrow_view, fast_verdicts
 from transcript_clean.fastpath.base import Measurer
 from transcript_clean.fastpath.declared import declared_per_row
 from transcript_clean.fastpath.measures import Measures, column_array
@@ -182,6 +183,13 @@ def shaped_verdicts(
             # Each candidate is read after the prompt as repaired, as on the per-row path.
             prompt = replaced(prompt, np.flatnonzero(read.repaired), read.column)
     enabled = [r for r in rules() if r.enabled(config)]
+    # Every part written: else the per-row path rejects the row before reading any of it.
+    whole_row = settled.copy()
+    for name in shape.candidates:
+        found = part_column(table, name)
+        whole_row &= False if found is None else ~_null(found)
+    before = whole_row & clean  # the parts read so far are clean (the prompt's, here)
+    rejects: list[FastReject] = []
     for name in shape.candidates:
         candidate = part_column(table, name)
         if candidate is None:
@@ -202,18 +210,22 @@ def shaped_verdicts(
         if held is not None and read.column is not None and read.repaired.any():
             skip = np.zeros(rows, dtype=np.int64) if prompt is None else list_sizes(prompt)
             at = np.flatnonzero(read.repaired & written)
-            kept, values = _candidates(prompt, read, at, skip, whole(table.column(name)).type)
+            kind = whole(table.column(name)).type
+            kept, values, misfit = _candidates(prompt, read, at, skip, kind)
             fixed[at[kept]] = True
             if fixed.any():
                 fixes[name] = (whole(table.column(name)), fixed, values)
                 repairs += read.repairs
+            rejects += _misfits(name, read, at, misfit, before)
         settled &= (read.clean & written) | fixed
+        before &= read.clean & written
     repaired = settled & ~clean
     out = Verdicts(
         clean=clean,
         trailing=np.zeros(rows, dtype=bool),
         trailing_calls=np.zeros(rows, dtype=np.int64),
         repaired=repaired,
+        rejects=rejects,
     )
     if repaired.any():
         out.repaired_column = _rewritten(repaired, fixes)
@@ -257,6 +269,36 @@ class _FirstConversations:
         return None if theirs is None else mine.joined(theirs)
 
 
+def _misfits(name: str, read: _Read, at: Counts, misfit: Counts, before: Mask) -> list[FastReject]:
+    """The rows of `at` whose candidate `name`, held as one message, was repaired in Arrow into
+    `misfit` messages (not one), rejected as the per-row path rejects them (`shapes.clean`:
+    the repair's code decides, in words that say so): where the prompt and every candidate
+    before it are clean (`before`: else the row's codes are more than this part's) and one
+    code was repaired (else more than one decides; those rows stay the per-row path's)."""
+    rows = np.zeros(len(before), dtype=bool)
+    rows[at[misfit >= 0]] = True
+    rows &= before
+    if not rows.any():
+        return []
+    codes = np.zeros(len(before), dtype=np.int64)
+    for fix in read.repairs:
+        codes += fix.rows
+    rows &= codes == 1
+    left = np.zeros(len(before), dtype=np.int64)
+    left[at] = misfit
+    out = []
+    for fix in read.repairs:
+        mine = rows & fix.rows
+        if mine.any():
+            words = [
+                f"{name}: its repair leaves {n} messages where the column holds one"
+                for n in left[mine].tolist()
+            ]
+            occurrences = np.where(mine, fix.occurrences, 0)
+            out.append(FastReject(fix.code, mine, occurrences, words))
+    return out
+
+
 def _held_as(table: pa.Table, path: str, column: pa.Array) -> str | None:
     """How a part repaired in Arrow is written back: "list" for a top-level column of lists
     of messages, "one" for one of single messages; None where it is not (nested in another
@@ -275,11 +317,12 @@ def _candidates(
     at: npt.NDArray[np.int64],
     skip: npt.NDArray[np.int64],
     kind: pa.DataType,
-) -> tuple[Mask, pa.Array]:
+) -> tuple[Mask, pa.Array, Counts]:
     """Of the rows `at` (some of those whose prompt + candidate was repaired in Arrow), those
     whose repair leaves the prompt as it was and the candidate what its column (of type
-    `kind`) can hold: `kept`, per row of `at`; and those rows' candidates as repaired, in that
-    type."""
+    `kind`) can hold: `kept`, per row of `at`; those rows' candidates as repaired, in that
+    type; and per row of `at`, how many messages a repair that leaves the prompt as it was
+    leaves where the column holds one message and that is not one (else -1)."""
     assert read.column is not None
     rank = np.cumsum(read.repaired) - 1  # each repaired row's place in `read.column`
     column = read.column.take(indices(rank[at]))
@@ -296,15 +339,17 @@ def _candidates(
         values = None
     # A cast that loses a value (a field the candidate's column has no place for) leaves the
     # rows to the per-row path, which says why.
+    none = np.full(len(at), -1, dtype=np.int64)
     if values is None or not values.cast(items.type).equals(items):
-        return np.zeros(len(at), dtype=bool), pa.array([], kind)
+        return np.zeros(len(at), dtype=bool), pa.array([], kind), none
     left = np.maximum(sizes - skip, 0)
     if one:
+        misfit = np.where(kept & (left != 1), left, -1)
         kept &= left == 1
         starts = np.cumsum(left) - left
-        return kept, values.take(indices(starts[kept]))
+        return kept, values.take(indices(starts[kept])), misfit
     tails = lists_of(pa.list_(values.type), left, values)
-    return kept, tails.filter(pa.array(kept)).cast(kind)
+    return kept, tails.filter(pa.array(kept)).cast(kind), none
 
 
 def _items_from(column: pa.Array, skip: npt.NDArray[np.int64]) -> pa.Array:
