@@ -27,6 +27,7 @@ from transcript_clean.formats import get_format
 from transcript_clean.formats.base import DecodeError
 from transcript_clean.formats.hermes import HermesFormat, tagged
 from transcript_clean.formats.hermes.values import read_responses
+from transcript_clean.model import is_json
 from transcript_clean.pipeline import batch_verdicts
 from transcript_clean.policy import DEFAULT, STRICT, Config
 from transcript_clean.rules.orphan_tool_result import used_message
@@ -475,7 +476,7 @@ def _gpt_read_by_turn(values: list[str]) -> list[Any]:
 def test_the_column_read_of_gpt_turns_is_the_decoders(values: list[str]) -> None:
     truth = [tagged._read_gpt_parts(v) for v in values]
     # A name Arrow cannot hold (a lone surrogate written as a JSON escape): the per-row path's.
-    truth = [t if t is None or all(_writable(c[0]) for c in t[2]) else None for t in truth]
+    truth = [t if t is None or all(is_json(c[0]) for c in t[2]) else None for t in truth]
     # A call's arguments are JSON text that every reader parses: the column read gives the
     # source's, the decoder's reader orjson's compact copy; they read as one value.
     assert _parsed(_gpt_read_by_turn(values)) == _parsed(truth)
@@ -512,18 +513,10 @@ def test_the_column_read_of_tool_turns_is_the_decoders(values: list[str]) -> Non
     read = tagged.read_tool(pa.array(values, pa.string()), np.arange(len(values), dtype=np.int64))
     truth = [[text for _, text in read_responses(v)] for v in values]
     # Results Arrow cannot hold (a lone surrogate written as a JSON escape) are the per-row path's.
-    unread = [turn for turn, texts in enumerate(truth) if not all(map(_writable, texts))]
+    unread = [turn for turn, texts in enumerate(truth) if not all(map(is_json, texts))]
     expected = [(t, text) for t, texts in enumerate(truth) if t not in unread for text in texts]
     assert read.unread.tolist() == unread
     assert list(zip(read.turn.tolist(), read.text.to_pylist(), strict=True)) == expected
-
-
-def _writable(text: str) -> bool:
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def test_the_common_layout_is_read_without_the_per_turn_readers(

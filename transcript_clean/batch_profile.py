@@ -15,7 +15,6 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from transcript_clean.columnar.arrays import joined_lists
 from transcript_clean.fastpath.measures import Measures
 from transcript_clean.model import Message
 from transcript_clean.profile import Profile, measure_transcripts
@@ -39,8 +38,7 @@ def arrow_measures(
     if type(fmt).flatten is Base.flatten:
         return None
 
-    side = {n: column_array(table, n) for n in fmt.side_columns if n in table.column_names}
-    conversations = fmt.flatten(column_array(table, fmt.column), table.schema, side)
+    conversations = fmt.flatten(column_array(table, fmt.column), table.schema, fmt.side(table))
     if conversations is None:
         return measure_transcripts([]), np.zeros_like(rows)
     measured = rows & conversations.read
@@ -53,13 +51,10 @@ def _first_conversation(table: pa.Table, fmt: Any) -> tuple[Format, pa.Table] | 
     column. None where a part is no list of messages, or holds a `pa.json_()` field (then each
     row is decoded: in Arrow, such a field is its JSON text, which the decoder reads as
     values)."""
-    from transcript_clean.shapes.arrow import part_column
+    from transcript_clean.shapes.arrow import first_conversation
 
-    parts = [part_column(table, path) for path in fmt.shape.first_conversation]
-    if any(p is None or jsontypes.has_json(p.type) for p in parts):
-        return None
-    joined = parts[0] if len(parts) == 1 else joined_lists(parts[0], parts[1])
-    if joined is None:
+    joined = first_conversation(table, fmt)
+    if joined is None or jsontypes.has_json(joined.type):
         return None
     inner = fmt.inner
     at = table.schema.get_field_index(inner.column)

@@ -160,6 +160,14 @@ class Format:
     flattener beside it, where the batch has them; a row written in another format (`--to`)
     leaves them out."""
 
+    def side(self, table: pa.Table) -> dict[str, pa.Array]:
+        """The batch's columns of `side_columns` that it has, each in one chunk: what `flatten`
+        is handed beside the conversation column."""
+        from transcript_clean.columnar.arrays import whole
+
+        names = table.schema.names
+        return {n: whole(table.column(n)) for n in self.side_columns if n in names}
+
     def flatten(
         self,
         column: pa.Array,

@@ -104,7 +104,7 @@ def _verdicts(
         schema=table.schema,
         enabled=enabled,
         tools=declaring_columns(table, fmt),
-        side={n: whole(table.column(n)) for n in fmt.side_columns if n in table.schema.names},
+        side=fmt.side(table),
         config=config,
     )
 

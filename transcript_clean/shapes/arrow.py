@@ -43,7 +43,7 @@ from transcript_clean.rules import Rule, rules
 from transcript_clean.shapes import ShapedFormat
 from transcript_clean.shapes.shape import PROMPT_CODES, prompt_config
 
-__all__ = ["message_counts", "shaped_verdicts", "with_parts"]
+__all__ = ["first_conversation", "message_counts", "shaped_verdicts", "with_parts"]
 
 
 def shape_declarations(table: pa.Table, prompt: str) -> list[pa.Array] | None:
@@ -81,6 +81,16 @@ def part_column(table: pa.Table, path: str) -> pa.Array | None:
         mask = column.is_null() if column.null_count else None
         return pa.ListArray.from_arrays(offsets, column, mask=mask)
     return None
+
+
+def first_conversation(table: pa.Table, fmt: ShapedFormat) -> pa.Array | None:
+    """Each row as its inner format reads one conversation (`ShapedFormat.decode`): the prompt
+    followed by the first candidate, put together in Arrow (`joined_lists`); None where a part
+    is no list of messages."""
+    parts = [part_column(table, path) for path in fmt.shape.first_conversation]
+    if parts[0] is None or parts[-1] is None:
+        return None
+    return parts[0] if len(parts) == 1 else joined_lists(parts[0], parts[1])
 
 
 def message_counts(table: pa.Table, fmt: ShapedFormat) -> npt.NDArray[np.int64]:
@@ -125,17 +135,15 @@ def _read(
     """One conversation of each row (`column`, in the inner format's layout) read by the fast
     path, beside the batch's other columns as the per-row path reads them; a row whose part
     is null is neither clean nor repaired (the decoder says what is wrong with it)."""
-    inner = fmt.inner
-    side = {n: whole(table.column(n)) for n in inner.side_columns if n in table.schema.names}
     verdicts = fast_verdicts(
-        inner,
+        fmt.inner,
         column,
         repair=repair,
         schema=table.schema,
         enabled=enabled,
         tools=tools,
         declared=declared,
-        side=side,
+        side=fmt.inner.side(table),
         config=config,
     )
     return None if verdicts is None else _Read(verdicts, ~_null(column))
@@ -183,17 +191,17 @@ def shaped_verdicts(
             # Each candidate is read after the prompt as repaired, as on the per-row path.
             prompt = replaced(prompt, np.flatnonzero(read.repaired), read.column)
     enabled = [r for r in rules() if r.enabled(config)]
+    candidates = {name: part_column(table, name) for name in shape.candidates}
     # Every part written: else the per-row path rejects the row before reading any of it.
     whole_row = settled.copy()
-    for name in shape.candidates:
-        found = part_column(table, name)
-        whole_row &= False if found is None else ~_null(found)
+    for found in candidates.values():
+        if found is None:
+            return None
+        whole_row &= ~_null(found)
     before = whole_row & clean  # the parts read so far are clean (the prompt's, here)
     rejects: list[FastReject] = []
-    for name in shape.candidates:
-        candidate = part_column(table, name)
-        if candidate is None:
-            return None
+    for name, candidate in candidates.items():
+        assert candidate is not None
         conversation = candidate if prompt is None else joined_lists(prompt, candidate)
         if conversation is None:
             return None
@@ -254,18 +262,13 @@ class _FirstConversations:
         other = rows & self.again
         if mine is None or not other.any():
             return mine
-        at = indices(np.flatnonzero(other))
-        table, shape = self.table.take(at), self.fmt.shape
-        parts = [part_column(table, path) for path in shape.first_conversation]
-        if any(p is None for p in parts):
-            return None
-        joined = parts[0] if len(parts) == 1 else joined_lists(parts[0], parts[1])
+        table = self.table.take(indices(np.flatnonzero(other)))
+        joined = first_conversation(table, self.fmt)
         if joined is None:
             return None
         inner = self.fmt.inner
-        side = {n: whole(table.column(n)) for n in inner.side_columns if n in table.schema.names}
-        view = arrow_view(inner, joined, table.schema, side)
-        theirs = None if view is None else view.measures(np.ones(len(at), dtype=bool))
+        view = arrow_view(inner, joined, table.schema, inner.side(table))
+        theirs = None if view is None else view.measures(np.ones(table.num_rows, dtype=bool))
         return None if theirs is None else mine.joined(theirs)
 
 
@@ -327,12 +330,15 @@ def _candidates(
     rank = np.cumsum(read.repaired) - 1  # each repaired row's place in `read.column`
     column = read.column.take(indices(rank[at]))
     skip = skip[at]
-    sizes = list_sizes(column)
+    everything, sizes, parent = flattened(column)
+    place = np.arange(len(everything), dtype=np.int64) - (np.cumsum(sizes) - sizes)[parent]
+    after = place >= skip[parent]  # the items each row's repair left after its prompt
     kept = sizes >= skip
     if prompt is not None:
-        kept &= _starts_with(column, prompt.take(indices(at)), skip)
+        heads = everything.filter(pa.array(~after))
+        kept &= _starts_with(heads, everything, sizes, prompt.take(indices(at)), skip)
     one = pa.types.is_struct(kind)
-    items = _items_from(column, skip)
+    items = everything.filter(pa.array(after))
     try:
         values = items.cast(kind if one else kind.value_type)
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
@@ -352,23 +358,14 @@ def _candidates(
     return kept, tails.filter(pa.array(kept)).cast(kind), none
 
 
-def _items_from(column: pa.Array, skip: npt.NDArray[np.int64]) -> pa.Array:
-    """The items of list array `column`, each row's from its item `skip[row]` on."""
-    items, sizes, parent = flattened(column)
-    place = np.arange(len(items), dtype=np.int64) - (np.cumsum(sizes) - sizes)[parent]
-    out: pa.Array = items.take(indices(np.flatnonzero(place >= skip[parent])))
-    return out
-
-
-def _starts_with(column: pa.Array, prompt: pa.Array, skip: npt.NDArray[np.int64]) -> Mask:
-    """Per row, whether list `column`'s first `skip[row]` items are the items of `prompt`'s row
-    (of as many items), exactly."""
-    items, sizes, parent = flattened(column)
-    place = np.arange(len(items), dtype=np.int64) - (np.cumsum(sizes) - sizes)[parent]
-    heads = items.take(indices(np.flatnonzero(place < skip[parent])))
+def _starts_with(
+    heads: pa.Array, items: pa.Array, sizes: Counts, prompt: pa.Array, skip: Counts
+) -> Mask:
+    """Per row of a list column (its `items`, `sizes` per row), whether its first `skip[row]`
+    items (`heads`, each row's in order) are the items of `prompt`'s row (of as many), exactly."""
     given = pc.list_flatten(prompt).cast(items.type)
     if heads.equals(given):
-        return np.ones(len(column), dtype=bool)
+        return np.ones(len(sizes), dtype=bool)
     # A repair reached into the prompt somewhere: find where, a row at a time (they are few).
     starts, begins = np.cumsum(sizes) - sizes, np.cumsum(skip) - skip
     return np.array(
@@ -377,7 +374,7 @@ def _starts_with(column: pa.Array, prompt: pa.Array, skip: npt.NDArray[np.int64]
             and items.slice(int(starts[row]), int(skip[row])).equals(
                 given.slice(int(begins[row]), int(skip[row]))
             )
-            for row in range(len(column))
+            for row in range(len(sizes))
         ],
         dtype=bool,
     )

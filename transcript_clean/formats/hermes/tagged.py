@@ -259,7 +259,7 @@ class _Parts:
         self.calls.extend(calls[1])
 
     def add_slow(self, turn: int, read: _Gpt | None) -> None:
-        if read is None or not all(_writable(c[0]) for c in read[2]):
+        if read is None or not all(is_json(c[0]) for c in read[2]):
             self.unread.append(turn)
             return
         reasons, words, calls = read
@@ -340,7 +340,7 @@ def read_tool(value: pa.Array, at: Counts) -> ToolTurns:
     unread: list[int] = []
     for turn, text in zip(at[slow].tolist(), texts.take(indices(slow)).to_pylist(), strict=True):
         found_texts = [t for _, t in read_responses(text)]
-        if not all(_writable(t) for t in found_texts):
+        if not all(is_json(t) for t in found_texts):
             unread.append(turn)
             continue
         slow_turn.extend([turn] * len(found_texts))
@@ -350,15 +350,6 @@ def read_tool(value: pa.Array, at: Counts) -> ToolTurns:
         [bodies.filter(pa.array(keep)), pa.array(slow_text, pa.large_string())]
     ).take(indices(order))
     return ToolTurns(np.array(unread, dtype=np.int64), turn[order], text)
-
-
-def _writable(text: str) -> bool:
-    """Whether Arrow can hold the text: no lone surrogate (a JSON escape `json.loads` reads)."""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        return False
-    return True
 
 
 def _read_gpt(text: str) -> _Gpt | None:

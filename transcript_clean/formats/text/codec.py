@@ -287,9 +287,8 @@ class _FieldsFormat(_TextFormat):
     def message_counts(self, table: pa.Table) -> npt.NDArray[np.int64]:
         from transcript_clean.formats.text.flatten import field_message_counts
 
-        names = table.column_names
-        side = {n: table.column(n).combine_chunks() for n in self.side_columns if n in names}
-        counts = field_message_counts(self, table.column(self.column).combine_chunks(), side)
+        column = table.column(self.column).combine_chunks()
+        counts = field_message_counts(self, column, self.side(table))
         return super().message_counts(table) if counts is None else counts
 
     @property
@@ -458,7 +457,7 @@ class PairsFormat(_TextFormat):
 
         column = whole(table.column(self.column))
         names = table.column_names
-        side = {n: whole(table.column(n)) for n in self.side_columns if n in names}
+        side = self.side(table)
         view = self.flatten(column, table.schema, side)
         rows = table.select([n for n in (self.column, *side) if n in names])
         if view is None:
