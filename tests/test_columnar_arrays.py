@@ -1,6 +1,7 @@
 """The columnar helpers held to what they stand for: `holds_text` to the regular expression it
 spares (`NOT_SPACE`), whatever the text, its nulls, its slice and its string type; and
-`inserted_lists` to `list.insert`; `joined_lists` to `+`."""
+`inserted_lists` to `list.insert`; `joined_lists` to `+`; `list_sizes` and `validity` to
+`len` and `is not None`."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ from transcript_clean.columnar.arrays import (
     as_mask,
     holds_text,
     joined_lists,
+    list_sizes,
     text_lengths,
+    validity,
     with_nulls,
 )
 from transcript_clean.columnar.edits import inserted_lists
@@ -55,6 +58,32 @@ def test_with_nulls_is_if_else_without_a_copy(
     assert got.null_count == wanted.null_count
     assert text_lengths(got).tolist() == text_lengths(wanted).tolist()
     assert holds_text(got).tolist() == holds_text(wanted).tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.one_of(st.none(), st.lists(st.integers(0, 9), max_size=4)), max_size=20),
+    st.integers(0, 11),
+    st.integers(0, 3),
+    st.booleans(),
+)
+def test_list_sizes_and_validity(
+    rows: list[list[int] | None], cut: int, hidden: int, large: bool
+) -> None:
+    """Each row's items and whether it is valid, read from the offsets and the bitmap: of a
+    slice too, and where a null row's offsets step over `hidden` items (which Arrow allows)."""
+    type_ = pa.large_list(pa.int64()) if large else pa.list_(pa.int64())
+    offsets, values = [0], []
+    for row in rows:
+        values += row if row is not None else [0] * hidden
+        offsets.append(len(values))
+    mask = pa.array([row is None for row in rows], pa.bool_())
+    kind = pa.LargeListArray if large else pa.ListArray
+    column = kind.from_arrays(pa.array(offsets), pa.array(values, pa.int64()), type_, mask=mask)
+    column = column.slice(cut)
+    kept = rows[cut:]
+    assert list_sizes(column).tolist() == [0 if row is None else len(row) for row in kept]
+    assert validity(column).tolist() == [row is not None for row in kept]
 
 
 @settings(max_examples=400, deadline=None)

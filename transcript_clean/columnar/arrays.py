@@ -194,9 +194,30 @@ def with_nulls(text: pa.Array, keep: Mask) -> pa.Array:
 
 
 def list_sizes(array: pa.Array) -> Counts:
-    """Each row's items of a list array (0 for a null row)."""
-    sizes: Counts = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
-    return sizes
+    """Each row's items of a list array (0 for a null row): its offsets' steps, read without a
+    copy, and, where rows are null, times their validity bits (a null row's offsets need not
+    be equal). `list_value_length` then `fill_null` cost 3x as much on a column of many nulls,
+    as a message's `tool_calls` is."""
+    if not isinstance(array, pa.ListArray | pa.LargeListArray):
+        sizes: Counts = pc.fill_null(pc.list_value_length(array), 0).to_numpy().astype(np.int64)
+        return sizes
+    steps = np.diff(array.offsets.to_numpy())
+    if array.null_count:
+        steps *= validity(array)
+    out: Counts = steps.astype(np.int64)
+    return out
+
+
+def validity(array: pa.Array) -> Mask:
+    """Per element of `array`, whether it is valid: its validity bitmap unpacked (all True
+    where it has none)."""
+    bitmap = array.buffers()[0]
+    if bitmap is None:
+        return np.ones(len(array), dtype=bool)
+    bits = np.unpackbits(
+        np.frombuffer(bitmap, dtype=np.uint8), count=array.offset + len(array), bitorder="little"
+    )
+    return bits[array.offset :].view(bool)
 
 
 def indices(positions: npt.NDArray[np.int64]) -> pa.Array:
