@@ -153,10 +153,10 @@ def cut_by_bytes(
             for start in range(0, batch.num_rows, rows):
                 yield batch.slice(start, rows)
             continue
-        sizes = row_sizes(batch)
-        if batch.num_rows <= rows and int(sizes.sum()) <= nbytes:
-            yield batch
+        if batch.num_rows <= rows and total_size(batch) <= nbytes:
+            yield batch  # fits whole, as most do: each row's size is not needed
             continue
+        sizes = row_sizes(batch)
         start = 0
         while start < batch.num_rows:
             take = first_rows_within(sizes[start:], nbytes, rows)
