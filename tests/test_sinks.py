@@ -259,6 +259,10 @@ def test_rows_opens_the_shard_and_refuses_a_column_written_twice(tmp_path: Path)
         OutputFormat().rows(path)
     write_table_atomic(tmp_path / "good.parquet", table(3))
     assert OutputFormat().rows(tmp_path / "good.parquet") == 3
+    cut = tmp_path / "cut.parquet"  # a shard cut short has no footer: no rows to count
+    cut.write_bytes((tmp_path / "good.parquet").read_bytes()[:-9])
+    with pytest.raises(pa.ArrowInvalid):
+        OutputFormat().rows(cut)
 
 
 def test_a_row_group_is_encoded_the_same_however_its_rows_came(tmp_path: Path) -> None:

@@ -271,9 +271,14 @@ class OutputFormat:
 
 
 def parquet_rows(path: Path | BinaryIO) -> int:
-    """The rows of a Parquet file as a reader finds them, not as its footer says: a column
-    written twice, which `pq.read_table` and `datasets` refuse, is a `ValueError`, and every
-    row group is read (one at a time: a row group is bounded in bytes) and its rows counted."""
+    """The rows of a Parquet file as a reader finds them: its footer read (a file cut short has
+    none), a column written twice, which `pq.read_table` and `datasets` refuse, a `ValueError`,
+    and the rows of its row groups summed, which must agree with the footer's count.
+
+    The row groups are not decoded again: the shard was just written from the rows counted,
+    so a read would come from the page cache and check only Arrow's writer, at the price of
+    decoding the whole output a second time (0.25-0.3 s of a 200,000-row OpenAI run, as much
+    as a sixth of it)."""
     file = pq.ParquetFile(path)
     names = file.schema_arrow.names
     twice = sorted({name for name in names if names.count(name) > 1})
@@ -281,7 +286,11 @@ def parquet_rows(path: Path | BinaryIO) -> int:
         raise ValueError(
             f"it has the column(s) {', '.join(twice)} twice, which no Parquet reader opens"
         )
-    return sum(file.read_row_group(i).num_rows for i in range(file.num_row_groups))
+    metadata = file.metadata
+    rows = sum(metadata.row_group(i).num_rows for i in range(metadata.num_row_groups))
+    if rows != metadata.num_rows:
+        raise ValueError(f"its row groups hold {rows} rows, its footer says {metadata.num_rows}")
+    return int(rows)
 
 
 def write_table_atomic(path: Path, table: pa.Table, **kw: Any) -> None:
