@@ -66,13 +66,18 @@ def settle(
     fixed = verdicts.repaired_column
     assert fixed is not None
     positions = np.flatnonzero(repaired)
-    rows = table.take(pa.array(positions))
     if isinstance(fmt, ShapedFormat):  # the candidate columns repaired, in one struct
-        rows = with_parts(rows, fixed)
+        rows = with_parts(table.take(pa.array(positions)), fixed)
         written = int(message_counts(rows, fmt).sum())
     else:
+        # The other columns taken; the conversation column is the one written anew (taking
+        # it too cost more than the rest of the row, for nothing).
         at = table.schema.get_field_index(column)
-        rows = rows.set_column(at, table.schema.field(at), fixed)
+        others = table.remove_column(at)
+        if others.num_columns:
+            rows = others.take(pa.array(positions)).add_column(at, table.schema.field(at), fixed)
+        else:  # a table of no column has no rows to take
+            rows = pa.Table.from_arrays([fixed], schema=table.schema)
         if pa.types.is_list(fixed.type) or pa.types.is_large_list(fixed.type):
             written = int(pc.sum(pc.list_value_length(fixed)).as_py() or 0)
         else:  # one text (hh's transcripts): counted as the per-row path counts what it wrote
