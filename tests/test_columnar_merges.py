@@ -1,7 +1,7 @@
 """R4 (`consecutive_assistant`) merged in Arrow: the rule's merges decided over the columnar view
 (`consecutive_assistant.merges`), as edits (`columnar/edits.py`) each format writes in its own
-layout (`Format.write`), held to the per-row path's output for ShareGPT, Hermes, Anthropic
-(string and block content), rig and LLaMA-Factory; and the joined texts to
+layout (`Format.write`), held to the per-row path's output for OpenAI, ShareGPT, Hermes,
+Anthropic (string and block content), rig and LLaMA-Factory; and the joined texts to
 `formats.base.join_texts`."""
 
 from __future__ import annotations
@@ -24,6 +24,17 @@ from transcript_clean.policy import DEFAULT, STRICT
 
 Message = Callable[..., dict[str, Any]]
 """A format's message: `(role, text, weight=None, call=False, thought=False)`."""
+
+
+def _openai(
+    role: str, text: str, weight: int | None = None, call: bool = False, thought: bool = False
+) -> Any:
+    calls = None
+    if call:
+        calls = [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}]
+    reasoning = "hmm" if thought else None
+    message = {"role": role, "content": text, "reasoning_content": reasoning, "tool_calls": calls}
+    return {**message, "weight": weight}
 
 
 def _sharegpt(role: str, text: str, weight: int | None = None, call: bool = False) -> Any:
@@ -149,6 +160,7 @@ def _table(fmt: Format, rows: list[list[Any]]) -> pa.Table:
 
 
 CASES = [  # the format, its message, what makes a second not plain text, whether one thinks
+    ("openai", _openai, {"call": True}, True),
     ("sharegpt", _sharegpt, {"call": True}, False),
     ("hermes", _hermes, {"call": True}, False),
     ("gemini", _gemini, {"call": True}, True),
@@ -223,6 +235,40 @@ def test_a_first_the_format_cannot_grow_leaves_only_its_own_row_per_row() -> Non
     slow = clean_batch(table, DEFAULT, format=fmt, source="s", fast=False)
     assert fast.kept.equals(slow.kept)
     assert [t["value"] for t in fast.kept.column(fmt.column)[0].as_py()] == ["q", "a\n\nb"]
+
+
+def test_an_openai_first_that_thinks_grows_its_content_beside_its_reasoning() -> None:
+    """OpenAI keeps reasoning in fields of its own, which a merge leaves as they are: a first
+    that thinks (in any of them, its content text, blank or none) grows its `content` in Arrow;
+    a second that thinks too is the per-row path's."""
+    fmt = get_format("openai")
+    u = {"role": "user", "content": "q"}
+
+    def a(content: str | None, **reasoning: str) -> dict[str, Any]:
+        return {"role": "assistant", "content": content, **reasoning}
+
+    rows = [
+        [u, a("a", reasoning_content="hmm"), a("b")],
+        [u, a(None, reasoning_content="hmm"), a("b")],
+        [u, a("", thinking="hmm"), a("b"), a("c")],
+        [u, a(" ", reasoning="hmm"), a("b")],
+        [u, a("a", reasoning_content="hmm"), a("a")],  # no repeat: the first thinks
+        [u, a("a", reasoning_content="hmm"), a("b", reasoning_content="more")],
+    ]
+    table = pa.Table.from_pylist([{"messages": r} for r in rows])
+    verdicts = batch_verdicts(table, DEFAULT, format=fmt)
+    assert verdicts is not None
+    assert verdicts.handled.tolist() == [True, True, True, True, True, False]
+    for config in (DEFAULT, STRICT):
+        fast = clean_batch(table, config, format=fmt, source="s")
+        slow = clean_batch(table, config, format=fmt, source="s", fast=False)
+        assert fast.kept.equals(slow.kept)
+    kept = clean_batch(table, DEFAULT, format=fmt, source="s").kept.column("messages").to_pylist()
+    assert [m["content"] for m in kept[0]] == ["q", "a\n\nb"]
+    assert kept[0][1]["reasoning_content"] == "hmm"
+    assert [m["content"] for m in kept[1]] == ["q", "b"]
+    assert [m["content"] for m in kept[2]] == ["q", "b\n\nc"] and kept[2][1]["thinking"] == "hmm"
+    assert [m["content"] for m in kept[4]] == ["q", "a\n\na"]
 
 
 def test_rows_with_r4_where_the_config_rejects_it_are_the_per_row_paths() -> None:

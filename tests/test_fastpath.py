@@ -464,10 +464,14 @@ def near_repairs(draw: st.DrawFn) -> list[dict[str, Any]]:
             said = draw(st.sampled_from(["lost", "r", "", " ", None]))
             out.append(msg("tool", said, call_id=draw(st.sampled_from(["a", "z", "", None]))))
         elif kind == "consecutive":
-            out.append(msg("assistant", "one", reasoning=draw(st.sampled_from([None, None, "r"]))))
+            # A first that thinks grows its content beside its reasoning (none, blank or text).
+            first = draw(st.sampled_from(["one", "one", "", " ", None]))
+            out.append(msg("assistant", first, reasoning=draw(st.sampled_from([None, None, "r"]))))
             if draw(st.integers(0, 3)) == 0:  # an empty turn between: R1 drops it first
                 out.append(msg("assistant", draw(st.sampled_from(["", " "]))))
-            out.append(msg("assistant", draw(st.sampled_from(["two", "two", "one", " "]))))
+            second = draw(st.sampled_from(["two", "two", "one", " "]))
+            thinks = draw(st.sampled_from([None, None, None, "s"]))
+            out.append(msg("assistant", second, reasoning=thinks))
             out.append(msg("user", "more"))
         elif kind == "empty":
             out += [msg("assistant", draw(st.sampled_from(["", " "]))), msg("user", "more")]
@@ -587,16 +591,17 @@ def test_an_empty_turn_after_an_assistant_message_is_dropped_in_arrow(config: An
     verdicts = batch_verdicts(table, config, format=OPENAI)
     assert verdicts is not None
     repaired = config.action("empty_assistant_turn") == "repair"
-    # Two plain texts once the empty turn is gone are merged after R1 (R4 with R1); one with
-    # reasoning, calls an empty turn keeps from their results, and two in a row with no empty
-    # turn: the per-row path's.
-    assert verdicts.repaired.tolist() == [repaired] * 4 + [False] * 3
-    assert not verdicts.handled[4:].any()
+    # Two texts once the empty turn is gone are merged after R1 (R4 with R1), the first's
+    # reasoning kept beside its grown content; calls an empty turn keeps from their results,
+    # and two in a row with no empty turn: the per-row path's.
+    assert verdicts.repaired.tolist() == [repaired] * 5 + [False] * 2
+    assert not verdicts.handled[5:].any()
     assert_fast_and_slow_agree(table, config, OPENAI)
     if repaired:
         kept = clean_batch(table, config, format=OPENAI).kept.column("messages").to_pylist()
-        assert [len(m) for m in kept[:4]] == [2, 5, 2, 2]
+        assert [len(m) for m in kept[:5]] == [2, 5, 2, 2, 2]
         assert kept[3][1]["content"] == "one\n\ntwo"
+        assert (kept[4][1]["content"], kept[4][1]["reasoning_content"]) == ("one\n\nx", "r")
 
 
 def test_arguments_held_as_a_map_are_not_an_object() -> None:

@@ -138,6 +138,12 @@ class Conversations:
     (a flattener may say null of every message but the assistant's): what R4 compares and
     joins, taken for the few messages it asks about. None where the flattener does not say
     (R4's merges are then the per-row path's)."""
+    merge_text: Callable[[Counts], pa.Array] | None = None
+    """Of the messages at the positions given, the text R4 joins others' texts into where the
+    message grows, for a format that keeps an assistant's reasoning in fields of their own,
+    which a merge leaves as they are (OpenAI's `reasoning_content`): its content, beside its
+    reasoning too ("" for none), null where it cannot grow (a call). None: only a message that
+    is one text grows (`message_text`)."""
     message_origin: Callable[[Counts], pa.Array] | None = None
     """Of the messages at the positions given, the source object the decoder keeps as each
     one's `origin` (a struct: the item of the conversation column it starts with), null where

@@ -378,13 +378,14 @@ def write_joined(column: pa.Array, edits: Edits, name: str) -> pa.Array:
     """The rows of `edits` written by a format whose assistant message is one item holding its
     text in the text field `name` (ShareGPT's `value`, Anthropic's string `content`): a message
     that others are joined into gets their texts joined into that field (`merged_texts`); each
-    such message is one text (`consecutive_assistant.merges` with `plain_first`)."""
+    such message is one text, or its text beside reasoning the merge leaves as it is
+    (`consecutive_assistant.merges` with `plain_first`, `Conversations.merge_text`)."""
     merges = edits.merges
     if merges is None or not len(merges.grown):
         return written(column, edits)
     c = edits.conversations
     assert c.item_message is not None and c.message_text is not None
-    grown, texts = merged_texts(merges, c.message_text)
+    grown, texts = merged_texts(merges, c.merge_text or c.message_text)
     first = first_items_of(c.item_message, c.messages, grown)
 
     def rewrite(items: pa.Array, elements: Counts) -> pa.Array:

@@ -212,6 +212,7 @@ def prepend_system(
         result_message=new_of_old[c.result_message],
         item_message=item_message,
         message_text=moved(c.message_text),
+        merge_text=moved(c.merge_text),
         message_origin=moved(c.message_origin),
         texts=texts if inner_texts is not None else None,
     )

@@ -127,8 +127,8 @@ def merges(
     does; only a first of plain text can be repeated). Any other row with the code (a call or
     reasoning in a second, differing or nested fields, a view without `message_text`) is left
     to the per-row path, which is the truth. With `plain_first` (a format whose message holds
-    one text, which a merge grows), so is a row whose run begins with more than one text
-    (reasoning too)."""
+    one text, which a merge grows), so is a row whose run begins with more than one text,
+    unless the format grows its text beside its reasoning (`Conversations.merge_text`)."""
     c = walk.conversations
     none = np.zeros(walk.rows, dtype=bool)
     into = np.full(c.messages, -1, dtype=np.int64)
@@ -145,7 +145,8 @@ def merges(
     said, first_said = c.message_text(at), c.message_text(to)
     fine = ~as_mask(said.is_null()) & (walk.calls_per_message[to] == 0)
     if plain_first:
-        fine &= ~as_mask(first_said.is_null())
+        grows = first_said if c.merge_text is None else c.merge_text(to)
+        fine &= ~as_mask(grows.is_null())
     fine &= fields_agree(c.message_origin(to), c.message_origin(at), _SAID)
     row = walk.kept_row[seconds]
     settled = rows & walk.rows_consecutive & ~rows_with(~fine, row, walk.rows)

@@ -237,6 +237,14 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         plain = is_assistant[first] & (n_calls[first] == 0) & ~reasoned_item[first]
         return taken(content, np.where(plain, first, -1))
 
+    def merge_text(positions: Counts) -> pa.Array:
+        # An assistant message without calls grows its `content` (none: ""), its reasoning
+        # fields left as they are: the encoder writes them back unchanged.
+        first = starts[positions]
+        grows = is_assistant[first] & (n_calls[first] == 0)
+        text = pc.fill_null(content.take(indices(first)), "")
+        return pc.if_else(pa.array(grows), text, pa.nulls(len(first), content.type))
+
     def texts() -> tuple[pa.Array, Counts]:
         at = np.flatnonzero(~as_mask(content.is_null()))
         pieces, owners = [content.take(indices(at)).cast(pa.large_string())], [at]
@@ -272,6 +280,7 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         result_item=tool,
         pairs_by_position=True,
         message_text=message_text,
+        merge_text=merge_text,
         message_origin=lambda positions: items.take(indices(starts[positions])),
         texts=texts,
     )
