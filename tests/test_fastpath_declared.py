@@ -349,3 +349,34 @@ def test_a_simple_schema_is_told_over_the_column_as_the_validator_tells_each_obj
     fails = struct_fails(told, structs)
     assert fails is not None
     assert fails.tolist() == [_fails(key, value) for value in structs.to_pylist()]
+
+
+_VALUES = st.dictionaries(
+    st.sampled_from(["a", "b", "c", "d", "missing"]),
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**70), 2**70)
+    | st.floats(width=64)
+    | st.sampled_from([1.0, -0.0, 2.5, 1e300, float("inf")])
+    | st.text(max_size=3)
+    | st.lists(st.integers(), max_size=2)
+    | st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+)
+
+
+@settings(max_examples=500)
+@given(_SIMPLE, _VALUES)
+def test_an_object_is_told_against_a_simple_schema_as_the_validator_tells_it(
+    schema: dict[str, Any], value: dict[str, Any]
+) -> None:
+    """`object_fails` (arguments read from JSON text, checked without the compiled validator)
+    says what the validator says of any object: booleans are no numbers, a float is an
+    integer only where it is whole and finite, a nested value is of no scalar type."""
+    from transcript_clean.fastpath.declared import _fails
+    from transcript_clean.fastpath.struct_schemas import object_fails, simple_schema
+    from transcript_clean.tools import canonical
+
+    key = canonical(schema)
+    told = simple_schema(key)
+    assert told is not None
+    assert object_fails(told, value) == _fails(key, value)

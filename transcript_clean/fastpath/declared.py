@@ -27,7 +27,12 @@ import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import Mask, as_mask, finite, indices, is_text, long_digits
 from transcript_clean.fastpath.base import ArrowView, FastReject, ToolCounts
-from transcript_clean.fastpath.struct_schemas import simple_schema, struct_fails
+from transcript_clean.fastpath.struct_schemas import (
+    SimpleSchema,
+    object_fails,
+    simple_schema,
+    struct_fails,
+)
 from transcript_clean.jsontext import orjson_loads, strict_loads
 from transcript_clean.rules.base import raw_input_names
 from transcript_clean.rules.tool_arguments_schema import message as schema_message
@@ -289,9 +294,12 @@ def _broken(
     `schemas`, `key % width` the arguments' in `texts`), whether the arguments may break the
     schema (`breaks`); arguments holding a long run of digits (`long`, per text: an integer
     orjson may read as a float) may, and are left to the per-row path, which reads them
-    exactly."""
+    exactly. An object against a simple schema (`struct_schemas.simple_schema`) is told
+    without the compiled validator (`object_fails`), and without keeping the answer: that
+    costs less than looking one up."""
     out = np.zeros(len(keys), dtype=bool)
     schema_at, text_at = np.divmod(keys, width)
+    simple = {s: _simple(schemas[s]) for s in set(schema_at.tolist())}
     broken = []
     for u, (s, t) in enumerate(zip(schema_at.tolist(), text_at.tolist(), strict=True)):
         text = texts[t]
@@ -302,11 +310,25 @@ def _broken(
             continue
         schema = schemas[s]
         assert schema is not None
+        told = simple[s]
+        if told is not None:
+            try:
+                value = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                pass  # no JSON, or JSON only the standard library reads: `breaks` says
+            else:
+                if type(value) is dict and object_fails(told, value):
+                    broken.append(u)
+                continue
         check = _breaks_cached if len(text) <= CACHED_ARGUMENTS else breaks
         if check(schema, text):
             broken.append(u)
     out[broken] = True
     return out
+
+
+def _simple(schema_key: str | None) -> SimpleSchema | None:
+    return None if schema_key is None else simple_schema(schema_key)
 
 
 def _broken_objects(
