@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from test_run import clean_command, make_dataset, wait_for_blocks
@@ -45,6 +47,25 @@ def test_help_does_not_load_pyarrow_or_datasets() -> None:
         "print(sorted(m for m in ('pyarrow', 'datasets', 'ray') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip().endswith("[]")
+
+
+def test_a_plain_clean_imports_no_module_it_does_not_use(tmp_path: Path) -> None:
+    """The card is written without the Hub's code (and the `yaml` and `filelock` it brings),
+    and a source with no declared tools needs no schema validator."""
+    rows = [{"instruction": f"say {i}", "input": "", "output": f"{i}"} for i in range(5)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
+    code = (
+        "import sys; from transcript_clean.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('huggingface_hub', 'yaml', 'filelock', 'jsonschema',"
+        " 'fastjsonschema', 'jinja2', 'datasets', 'ray') if m in sys.modules))"
+    )
+    args = ["clean", str(tmp_path / "in.parquet"), str(tmp_path / "out"), "--quiet"]
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
+    )
+    assert (tmp_path / "out" / "README.md").read_text().startswith("---\nlicense: unknown\n")
     assert out.stdout.strip().endswith("[]")
 
 
