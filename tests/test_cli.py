@@ -452,6 +452,7 @@ def test_an_unreachable_hub_is_asked_once(tmp_path: Path, monkeypatch: pytest.Mo
     import huggingface_hub
 
     import transcript_clean.sources as sources
+    import transcript_clean.sources.hf as hf_source
     from transcript_clean.errors import SourceError
 
     asked: list[float | None] = []
@@ -465,7 +466,7 @@ def test_an_unreachable_hub_is_asked_once(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", unreachable)
-    monkeypatch.setattr(sources, "load_hub", never)
+    monkeypatch.setattr(hf_source, "load_hub", never)
     monkeypatch.chdir(tmp_path)
     message = r"nonexistent_dir; as a dataset on the Hub: not reachable.*Name or service"
     with pytest.raises(SourceError, match=message):
