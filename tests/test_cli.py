@@ -70,6 +70,40 @@ def test_a_plain_clean_imports_no_module_it_does_not_use(tmp_path: Path) -> None
 
 
 @pytest.mark.parametrize(
+    ("command", "module", "function"),
+    [
+        (["clean", "IN", "OUT", "--quiet"], "transcript_clean.run", "clean"),
+        (["audit", "IN", "--quiet"], "transcript_clean.audit", "audit"),
+        (["explain", "IN", "--row", "0"], "transcript_clean.explain", "explain_row"),
+    ],
+)
+def test_the_collector_paused_for_the_imports_works_again_when_the_command_runs(
+    tmp_path: Path, command: list[str], module: str, function: str
+) -> None:
+    """`entry` pauses the cyclic collector while the program is imported; each command turns
+    it on again before it runs (a long run with it off could hold every cycle it makes)."""
+    rows = [{"instruction": f"say {i}", "input": "", "output": f"{i}"} for i in range(5)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
+    code = (
+        "import gc, importlib, sys\n"
+        f"library = importlib.import_module({module!r})\n"
+        f"called = getattr(library, {function!r})\n"
+        "def watched(*args, **kwargs):\n"
+        "    print('collector on:', gc.isenabled(), gc.get_freeze_count() > 0)\n"
+        "    return called(*args, **kwargs)\n"
+        f"setattr(library, {function!r}, watched)\n"
+        "from transcript_clean.cli import entry\n"
+        "sys.argv[0] = 'transcript-clean'\n"
+        "entry()\n"
+    )
+    paths = {"IN": str(tmp_path / "in.parquet"), "OUT": str(tmp_path / "out")}
+    args = [paths.get(arg, arg) for arg in command]
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "collector on: True True" in out.stdout
+
+
+@pytest.mark.parametrize(
     ("args", "words"),
     [
         (["clean", "missing.parquet", "out"], "no such file or folder: missing.parquet"),

@@ -23,6 +23,7 @@ from transcript_clean.cli.interrupt import (
     interrupted,
     unreported_ctrl_c,
 )
+from transcript_clean.cli.process import imported, pause_collector
 from transcript_clean.errors import AccountingError, TranscriptCleanError, command_line
 from transcript_clean.version import __version__
 
@@ -104,6 +105,7 @@ def entry() -> None:
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
         os.environ.setdefault("JE_ARROW_MALLOC_CONF", JEMALLOC_CONF)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy is imported
+    pause_collector()  # until the command has imported what it runs (`process.imported`)
     signal.signal(signal.SIGINT, ctrl_c)
     sys.unraisablehook = unreported_ctrl_c
     try:
@@ -114,4 +116,5 @@ def entry() -> None:
     except Interrupted:
         exit_interrupted()
     finally:
+        imported()  # a command that stopped before its imports were done
         gc.freeze()
