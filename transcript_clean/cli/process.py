@@ -33,10 +33,17 @@ def imported() -> None:
     """The command's modules are imported: what they made is frozen out of the collector's
     walks for good, and the collector works again. Does nothing unless `pause_collector`
     paused it, as when a command is invoked in a process of the caller's own."""
+    if _importing:
+        gc.freeze()
+        resume_collector()
+
+
+def resume_collector() -> None:
+    """The collector `pause_collector` paused works again (a command that stopped before its
+    imports were done)."""
     global _importing
     if _importing:
         _importing = False
-        gc.freeze()
         gc.enable()
 
 
