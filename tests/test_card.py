@@ -9,8 +9,16 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from transcript_clean.card import dataset_card
+from transcript_clean.card import (
+    SIZE_CATEGORIES,
+    block_yaml,
+    card_header,
+    dataset_card,
+    header_yaml,
+)
 from transcript_clean.run import clean
 from transcript_clean.stats import Stats, run_summary
 
@@ -191,3 +199,63 @@ def test_a_lone_surrogate_in_a_tool_name_is_written_escaped(tmp_path: Path) -> N
     clean(str(tmp_path / "first" / "rejects" / "part-00000.parquet"), str(tmp_path / "out"))
     card = (tmp_path / "out" / "README.md").read_text(encoding="utf-8")
     assert "t\\ud800" in card
+
+
+# Texts of headers: mostly plain for PyYAML, and the ones it quotes or reads as another type.
+_TEXTS = st.one_of(
+    st.from_regex(r"[ab_][ab0-3_./*<>\[\]-]{0,12}", fullmatch=True),
+    st.text(alphabet="ab_./*<>[]-03 :#,'\"&!|?%@`~\u00e9\n", max_size=8),
+    st.sampled_from(["yes", "No", "NULL", "nO", "on", "Off", "y", "n", "true", "1", "0x1", ".inf"]),
+    st.sampled_from(["n<1K", "1K<n<10K", "n>1B", "x" * 100, "a b " * 30]),
+)
+_VALUES = st.recursive(
+    _TEXTS,
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXTS, inner, max_size=3),
+    max_leaves=16,
+)
+
+
+@given(
+    size=st.sampled_from([name for _, name in SIZE_CATEGORIES] + ["n>1B"]),
+    configs=_VALUES,
+    features=st.none() | _VALUES,
+)
+def test_the_header_is_written_as_the_hubs_card_data_writes_it(
+    size: str, configs: Any, features: Any
+) -> None:
+    from huggingface_hub import DatasetCardData
+
+    header = {"license": "unknown", "size_categories": [size], "configs": configs}
+    if features is not None:
+        header["dataset_info"] = {"features": features}
+    assert header_yaml(header) == DatasetCardData(**header).to_yaml()
+
+
+def test_a_usual_header_is_written_without_the_hubs_code() -> None:
+    schema = pa.schema(
+        [
+            pa.field("messages", pa.list_(pa.struct([("role", pa.string()), ("n", pa.int64())]))),
+            pa.field("tools", pa.json_()),
+            pa.field("when", pa.timestamp("us")),
+        ]
+    )
+    summary = summary_of(Stats(rows_in=20_000, rows_kept=15_000, rows_rejected=5_000))
+    for data_files in ("data/*.parquet", "data/*.jsonl.zst"):
+        assert block_yaml(card_header(summary, data_files, schema)) is not None
+    # A text PyYAML quotes is left to it.
+    assert (
+        block_yaml(card_header(summary, "data/*.parquet", pa.schema([("yes", pa.int8())]))) is None
+    )
+
+
+@pytest.mark.parametrize(
+    "name", ["yes", "No", "NULL", "on", "Off", "TRUE", "false", "n", "y", "nO", "1K", "a:b", "#a"]
+)
+def test_a_column_name_yaml_reads_as_another_type_is_written_as_the_hub_writes_it(
+    name: str,
+) -> None:
+    from huggingface_hub import DatasetCardData
+
+    summary = summary_of(Stats(rows_in=1, rows_kept=1))
+    header = card_header(summary, "data/*.parquet", pa.schema([(name, pa.string())]))
+    assert header_yaml(header) == DatasetCardData(**header).to_yaml()

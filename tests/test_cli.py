@@ -10,6 +10,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
 from test_run import clean_command, make_dataset, wait_for_blocks
@@ -46,6 +48,59 @@ def test_help_does_not_load_pyarrow_or_datasets() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip().endswith("[]")
+
+
+def test_a_plain_clean_imports_no_module_it_does_not_use(tmp_path: Path) -> None:
+    """The card is written without the Hub's code (and the `yaml` and `filelock` it brings),
+    and a source with no declared tools needs no schema validator."""
+    rows = [{"instruction": f"say {i}", "input": "", "output": f"{i}"} for i in range(5)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
+    code = (
+        "import sys; from transcript_clean.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in ('huggingface_hub', 'yaml', 'filelock', 'jsonschema',"
+        " 'fastjsonschema', 'jinja2', 'datasets', 'ray') if m in sys.modules))"
+    )
+    args = ["clean", str(tmp_path / "in.parquet"), str(tmp_path / "out"), "--quiet"]
+    out = subprocess.run(
+        [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
+    )
+    assert (tmp_path / "out" / "README.md").read_text().startswith("---\nlicense: unknown\n")
+    assert out.stdout.strip().endswith("[]")
+
+
+@pytest.mark.parametrize(
+    ("command", "module", "function"),
+    [
+        (["clean", "IN", "OUT", "--quiet"], "transcript_clean.run", "clean"),
+        (["audit", "IN", "--quiet"], "transcript_clean.audit", "audit"),
+        (["explain", "IN", "--row", "0"], "transcript_clean.explain", "explain_row"),
+    ],
+)
+def test_the_collector_paused_for_the_imports_works_again_when_the_command_runs(
+    tmp_path: Path, command: list[str], module: str, function: str
+) -> None:
+    """`entry` pauses the cyclic collector while the program is imported; each command turns
+    it on again before it runs (a long run with it off could hold every cycle it makes)."""
+    rows = [{"instruction": f"say {i}", "input": "", "output": f"{i}"} for i in range(5)]
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "in.parquet")
+    code = (
+        "import gc, importlib, sys\n"
+        f"library = importlib.import_module({module!r})\n"
+        f"called = getattr(library, {function!r})\n"
+        "def watched(*args, **kwargs):\n"
+        "    print('collector on:', gc.isenabled(), gc.get_freeze_count() > 0)\n"
+        "    return called(*args, **kwargs)\n"
+        f"setattr(library, {function!r}, watched)\n"
+        "from transcript_clean.cli import entry\n"
+        "sys.argv[0] = 'transcript-clean'\n"
+        "entry()\n"
+    )
+    paths = {"IN": str(tmp_path / "in.parquet"), "OUT": str(tmp_path / "out")}
+    args = [paths.get(arg, arg) for arg in command]
+    out = subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    assert "collector on: True True" in out.stdout
 
 
 @pytest.mark.parametrize(
@@ -431,6 +486,7 @@ def test_an_unreachable_hub_is_asked_once(tmp_path: Path, monkeypatch: pytest.Mo
     import huggingface_hub
 
     import transcript_clean.sources as sources
+    import transcript_clean.sources.hf as hf_source
     from transcript_clean.errors import SourceError
 
     asked: list[float | None] = []
@@ -444,7 +500,7 @@ def test_an_unreachable_hub_is_asked_once(tmp_path: Path, monkeypatch: pytest.Mo
 
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
     monkeypatch.setattr(huggingface_hub.HfApi, "dataset_info", unreachable)
-    monkeypatch.setattr(sources, "load_hub", never)
+    monkeypatch.setattr(hf_source, "load_hub", never)
     monkeypatch.chdir(tmp_path)
     message = r"nonexistent_dir; as a dataset on the Hub: not reachable.*Name or service"
     with pytest.raises(SourceError, match=message):

@@ -299,3 +299,31 @@ def test_the_graph_follows_lazy_and_relative_imports_but_not_type_checking_ones(
         "pkg.sub.d": frozenset({"pkg.sub"}),
     }
     assert import_graph(root, types=True)["pkg.a"] == {"pkg.b", "pkg.c", "pkg.sub.d"}
+
+
+def test_the_formats_registry_imports_a_codec_only_when_its_format_is_asked_for() -> None:
+    import subprocess
+    import sys
+
+    code = (
+        "import sys\n"
+        "from transcript_clean.formats import get_format\n"
+        "from transcript_clean.sources import open_source\n"
+        "codecs = lambda: sorted(m.split('.')[2] for m in sys.modules\n"
+        "    if m.startswith('transcript_clean.formats.') and m.endswith('.codec'))\n"
+        "print(codecs(), 'transcript_clean.sources.json' in sys.modules)\n"
+        "get_format('alpaca')\n"
+        "print(codecs())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines() == ["[] False", "['text']"]
+
+
+def test_every_format_name_is_its_class_name_in_the_registry() -> None:
+    from transcript_clean.format_names import FORMAT_NAMES
+    from transcript_clean.formats import FORMATS, get_format
+
+    assert tuple(FORMATS) == FORMAT_NAMES
+    for name, cls in FORMATS.items():
+        assert cls.name == name
+        assert type(get_format(name)) is cls

@@ -5,12 +5,19 @@ the size category, the shards in data/ as the `default` config's train split and
 rejects/ as the `rejects` config's, and the columns' features, for the Hub and `datasets`.
 Every text that comes from the data goes through `transcript_clean.markdown`, so that no tool
 or file name can become markup when the card is rendered.
+
+The header is written here as `DatasetCardData.to_yaml()` writes it (PyYAML's block style), for
+headers whose every text is a plain scalar; any other header is the Hub's own. A run then
+imports neither `huggingface_hub` nor `yaml` (nor the `filelock` the Hub brings): about a tenth
+of a small run's wall time (docs/performance.md). `tests/test_card.py` holds the two to each
+other on drawn headers.
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.markdown import code, printable
 from transcript_clean.stats import render_table
@@ -41,7 +48,7 @@ def dataset_card(
     is the same in rejects/); `schema`, the data shards', gives the features."""
     counts = summary["counts"]
     return printable(f"""---
-{card_data(summary, data_files, schema).to_yaml()}
+{header_yaml(card_header(summary, data_files, schema))}
 ---
 
 # Cleaned conversations
@@ -75,13 +82,11 @@ Input fingerprint: `{summary["fingerprint"]}`.
 """)
 
 
-def card_data(
+def card_header(
     summary: Mapping[str, Any], data_files: str, schema: pa.Schema | None
-) -> Any:  # huggingface_hub.DatasetCardData: the package is imported only here
-    """The card's YAML header, as the Hub's `DatasetCardData`: the `rejects` config only when
-    there are rejects."""
-    from huggingface_hub import DatasetCardData
-
+) -> dict[str, Any]:
+    """The card's YAML header as the Hub's `DatasetCardData(**header).to_dict()` gives it: the
+    `rejects` config only when there are rejects."""
     globs = {"default": data_files}
     if summary["counts"]["rows_rejected"]:  # `datasets` fails on a config of no rows
         globs["rejects"] = "rejects/" + data_files.removeprefix("data/")
@@ -89,14 +94,94 @@ def card_data(
         {"config_name": name, "data_files": [{"split": "train", "path": path}]}
         for name, path in globs.items()
     ]
+    header: dict[str, Any] = {
+        "license": "unknown",  # the source's, which a run does not know
+        "size_categories": [size_category(summary["counts"]["rows_kept"])],
+        "configs": configs,
+    }
     features = None if schema is None else schema_features(schema)
-    info: dict[str, Any] = {} if features is None else {"dataset_info": {"features": features}}
-    return DatasetCardData(
-        license="unknown",  # the source's, which a run does not know
-        size_categories=[size_category(summary["counts"]["rows_kept"])],
-        configs=configs,
-        **info,
-    )
+    if features is not None:
+        header["dataset_info"] = {"features": features}
+    return header
+
+
+def header_yaml(header: Mapping[str, Any]) -> str:
+    """`header` as `DatasetCardData(**header).to_yaml()` writes it: by `block_yaml` when every
+    text in it is plain, else by the Hub's own code."""
+    text = block_yaml(header)
+    if text is not None:
+        return text
+    from huggingface_hub import DatasetCardData
+
+    return str(DatasetCardData(**header).to_yaml())
+
+
+_PLAIN: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_./*<>\[\]-]*")
+"""Texts PyYAML writes as they are, unquoted, when no implicit type reads them: ASCII, with
+none of YAML's indicators at the start, no `:`, `#`, space or comma anywhere."""
+
+_IMPLICIT: Final = {"yes", "no", "true", "false", "on", "off", "null"}
+"""Words that PyYAML reads as a boolean or null (in some cases: any case is left to it)."""
+
+_PLAIN_CATEGORIES: Final = {name for _, name in SIZE_CATEGORIES} | {"n>1B"}
+"""The size categories, plain for PyYAML though some start with a digit."""
+
+
+class _NotPlain(Exception):
+    """A header `block_yaml` does not write: the Hub's code writes it."""
+
+
+def block_yaml(header: Mapping[str, Any]) -> str | None:
+    """`header`, a mapping of texts, lists and mappings, in PyYAML's block style as
+    `yaml.dump(header, sort_keys=False, allow_unicode=True).strip()` writes it; None when a
+    text is not plain (`_PLAIN`) or a value is of another kind."""
+    lines: list[str] = []
+    try:
+        _block_mapping(header, 0, "", lines)
+    except _NotPlain:
+        return None
+    return "\n".join(lines)
+
+
+def _block_mapping(mapping: Mapping[str, Any], indent: int, lead: str, lines: list[str]) -> None:
+    """Each `key: value` at `indent`; the first after `lead` (`- ` of a list's item) if any."""
+    if not mapping:
+        raise _NotPlain
+    for i, (key, value) in enumerate(mapping.items()):
+        head = (lead if i == 0 and lead else " " * indent) + _plain(key) + ":"
+        if isinstance(value, str):
+            lines.append(f"{head} {_plain(value)}")
+        elif isinstance(value, list) and not value:
+            lines.append(head + " []")
+        elif isinstance(value, list):  # a list in a mapping is not indented
+            lines.append(head)
+            _block_sequence(value, indent, lines)
+        elif isinstance(value, Mapping) and value:
+            lines.append(head)
+            _block_mapping(value, indent + 2, "", lines)
+        else:
+            raise _NotPlain
+
+
+def _block_sequence(items: list[Any], indent: int, lines: list[str]) -> None:
+    lead = " " * indent + "- "
+    for item in items:
+        if isinstance(item, str):
+            lines.append(lead + _plain(item))
+        elif isinstance(item, Mapping):
+            _block_mapping(item, indent + 2, lead, lines)
+        else:
+            raise _NotPlain
+
+
+def _plain(text: Any) -> str:
+    if not isinstance(text, str):
+        raise _NotPlain
+    if text in _PLAIN_CATEGORIES:
+        return text
+    if _PLAIN.fullmatch(text) is None or text.lower() in _IMPLICIT:
+        raise _NotPlain
+    return text
 
 
 def size_category(rows: int) -> str:

@@ -217,7 +217,6 @@ def format_hint(source: Source, fmt: Format) -> str | None:
     """What to pass when the format named (`fmt`, one conversation column) does not read most
     rows of the detection sample while the format `auto` picks reads them: a named format is
     run as asked, but a run that rejects most rows as `unknown_role` should say why."""
-    from transcript_clean.formats import detect_conversation_format, get_format
     from transcript_clean.shapes import ShapedFormat
 
     if isinstance(fmt, ShapedFormat):
@@ -226,6 +225,8 @@ def format_hint(source: Source, fmt: Format) -> str | None:
     misread = _unread(fmt, sample)
     if not sample or misread * 2 <= len(sample):
         return None
+    from transcript_clean.formats import detect_conversation_format, get_format
+
     try:
         found = detect_conversation_format(_data_columns(source), sample)
     except FormatError:

@@ -23,6 +23,7 @@ from transcript_clean.cli.interrupt import (
     interrupted,
     unreported_ctrl_c,
 )
+from transcript_clean.cli.process import pause_collector, resume_collector
 from transcript_clean.errors import AccountingError, TranscriptCleanError, command_line
 from transcript_clean.version import __version__
 
@@ -94,6 +95,9 @@ def entry() -> None:
     run's start (docs/performance.md). One thread (OPENBLAS_NUM_THREADS, read at import too)
     starts none; again a value the user set stays.
 
+    The cyclic garbage collector is paused until the command has imported what it runs
+    (`process.pause_collector`, `process.imported`): the imports make no garbage.
+
     Once a command is done, everything it wrote is closed and in place; what is left is the
     interpreter's teardown, whose last garbage collection walks every object pyarrow and NumPy
     (and pandas, where a run loads it) made: most of the teardown's time. Frozen, they are left
@@ -104,6 +108,7 @@ def entry() -> None:
         os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
         os.environ.setdefault("JE_ARROW_MALLOC_CONF", JEMALLOC_CONF)
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # before NumPy is imported
+    pause_collector()
     signal.signal(signal.SIGINT, ctrl_c)
     sys.unraisablehook = unreported_ctrl_c
     try:
@@ -114,4 +119,5 @@ def entry() -> None:
     except Interrupted:
         exit_interrupted()
     finally:
+        resume_collector()
         gc.freeze()

@@ -23,7 +23,7 @@ from transcript_clean.cli.parse import (
     profile_drift_limits,
     share_limits,
 )
-from transcript_clean.cli.process import without_pandas, workers
+from transcript_clean.cli.process import imported, without_pandas, workers
 from transcript_clean.cli.progress import Progress, said_briefly
 
 
@@ -124,6 +124,7 @@ def clean(
         from transcript_clean.run import clean as run_clean
         from transcript_clean.stats import render_accounting, render_table
 
+        imported()
         progress = stack.enter_context(Progress(quiet, bar=not as_json))
         progress.to = to
         progress.arguments = getattr(config, "arguments_as", None) is not None
@@ -195,6 +196,7 @@ def explain(source: str, row_number: int, **options: Any) -> None:
     from transcript_clean.explain import explain_row, render_explanation
     from transcript_clean.policy import Config, load_config
 
+    imported()
     config, read, _ = command_options(source, options)
     src, fmt = read.resolve()
     cfg = config if isinstance(config, Config) else load_config(config)
@@ -317,6 +319,7 @@ def audit(
         from transcript_clean.audit.render import render_json, render_text
         from transcript_clean.audit.report import write_report
 
+        imported()
         progress = stack.enter_context(Progress(quiet or as_json))
         without_pandas(read, engine)
 

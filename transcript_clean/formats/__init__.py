@@ -8,14 +8,38 @@
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from transcript_clean.format_names import FORMAT_NAMES
-from transcript_clean.formats.anthropic import AnthropicFormat
 from transcript_clean.formats.base import Decoded, DecodeError, Format, Row
-from transcript_clean.formats.detect import detect_conversation_format
-from transcript_clean.formats.openai import OpenAIFormat
-from transcript_clean.formats.registry import FORMATS, get_format
-from transcript_clean.formats.rig import RigFormat
-from transcript_clean.formats.sharegpt import ShareGPTFormat
+from transcript_clean.formats.registry import get_format
+
+if TYPE_CHECKING:
+    from transcript_clean.formats.anthropic import AnthropicFormat
+    from transcript_clean.formats.detect import detect_conversation_format
+    from transcript_clean.formats.openai import OpenAIFormat
+    from transcript_clean.formats.registry import FORMATS
+    from transcript_clean.formats.rig import RigFormat
+    from transcript_clean.formats.sharegpt import ShareGPTFormat
+
+# Imported when first asked for: a run imports only the codecs it reads or writes.
+_LAZY = {
+    "AnthropicFormat": "anthropic",
+    "OpenAIFormat": "openai",
+    "RigFormat": "rig",
+    "ShareGPTFormat": "sharegpt",
+    "detect_conversation_format": "detect",
+    "FORMATS": "registry",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "FORMATS",

@@ -2,63 +2,66 @@
 
 from __future__ import annotations
 
-from typing import Any, Final
+import importlib
+from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.errors import FormatError
 from transcript_clean.format_names import FORMAT_NAMES
-from transcript_clean.formats.anthropic import AnthropicFormat
-from transcript_clean.formats.base import Format
-from transcript_clean.formats.bedrock import BedrockFormat
-from transcript_clean.formats.claude_code import ClaudeCodeFormat
-from transcript_clean.formats.gemini import GeminiFormat
-from transcript_clean.formats.hermes import HermesFormat
-from transcript_clean.formats.llamafactory import LlamaFactoryFormat
-from transcript_clean.formats.openai import OpenAIFormat
-from transcript_clean.formats.openhands import OpenHandsFormat
-from transcript_clean.formats.responses import ResponsesFormat
-from transcript_clean.formats.rig import RigFormat
-from transcript_clean.formats.sharegpt import ShareGPTFormat
-from transcript_clean.formats.text import (
-    AlpacaFormat,
-    CompletionFormat,
-    DollyFormat,
-    GuanacoFormat,
-    HHFormat,
-    PairsFormat,
-    QueryResponseFormat,
-)
 
-_CLASSES: Final = (
-    OpenAIFormat,
-    ShareGPTFormat,
-    AnthropicFormat,
-    RigFormat,
-    HermesFormat,
-    GeminiFormat,
-    BedrockFormat,
-    ClaudeCodeFormat,
-    LlamaFactoryFormat,
-    HHFormat,
-    GuanacoFormat,
-    AlpacaFormat,
-    DollyFormat,
-    QueryResponseFormat,
-    PairsFormat,
-    CompletionFormat,
-    ResponsesFormat,
-    OpenHandsFormat,
-)
+if TYPE_CHECKING:
+    from transcript_clean.formats.base import Format
 
-FORMATS: Final[dict[str, type[Format]]] = {cls.name: cls for cls in _CLASSES}
-"""Each format's class by its name, in `FORMAT_NAMES`' order (detection tries them in it)."""
-if tuple(FORMATS) != FORMAT_NAMES:  # a format added in one list and not the other
-    raise ImportError(f"formats {tuple(FORMATS)} are not format_names.FORMAT_NAMES")
+_CLASSES: Final = {
+    "openai": ("openai.codec", "OpenAIFormat"),
+    "sharegpt": ("sharegpt.codec", "ShareGPTFormat"),
+    "anthropic": ("anthropic.codec", "AnthropicFormat"),
+    "rig": ("rig.codec", "RigFormat"),
+    "hermes": ("hermes.codec", "HermesFormat"),
+    "gemini": ("gemini.codec", "GeminiFormat"),
+    "bedrock": ("bedrock.codec", "BedrockFormat"),
+    "claude-code": ("claude_code.codec", "ClaudeCodeFormat"),
+    "llamafactory": ("llamafactory.codec", "LlamaFactoryFormat"),
+    "hh": ("text.codec", "HHFormat"),
+    "guanaco": ("text.codec", "GuanacoFormat"),
+    "alpaca": ("text.codec", "AlpacaFormat"),
+    "dolly": ("text.codec", "DollyFormat"),
+    "query-response": ("text.codec", "QueryResponseFormat"),
+    "pairs": ("text.codec", "PairsFormat"),
+    "completion": ("text.codec", "CompletionFormat"),
+    "responses": ("responses.codec", "ResponsesFormat"),
+    "openhands": ("openhands.codec", "OpenHandsFormat"),
+}
+"""Where each format's class is: its module under `formats` and its name. A run imports only
+the codecs it reads or writes, not all eighteen (docs/performance.md, "Start-up")."""
+if tuple(_CLASSES) != FORMAT_NAMES:  # a format added in one list and not the other
+    raise ImportError(f"formats {tuple(_CLASSES)} are not format_names.FORMAT_NAMES")
+
+
+def format_class(name: str) -> type[Format] | None:
+    """The class of the format called `name` (its codec imported now), or None if there is no
+    such format."""
+    where = _CLASSES.get(name)
+    if where is None:
+        return None
+    module, attribute = where
+    cls: type[Format] = getattr(
+        importlib.import_module(f"transcript_clean.formats.{module}"), attribute
+    )
+    if cls.name != name:
+        raise ImportError(f"format {name!r} is the class {cls.__name__}, named {cls.name!r}")
+    return cls
+
+
+def __getattr__(attribute: str) -> Any:
+    if attribute == "FORMATS":  # every codec imported: what a caller of FORMATS asks for
+        return {name: format_class(name) for name in FORMAT_NAMES}
+    raise AttributeError(f"module {__name__!r} has no attribute {attribute!r}")
 
 
 def get_format(name: str, column: str | None = None, **options: Any) -> Format:
     """The format called `name`, reading its conversations from `column` (its usual column when
     None); `options` are the format's own (sharegpt: `tags`)."""
-    cls = FORMATS.get(name)
+    cls = format_class(name)
     if cls is None:
         known = ", ".join(FORMAT_NAMES)
         raise FormatError(f"unknown format {name!r}; the formats are {known} and auto")

@@ -21,7 +21,6 @@ from transcript_clean.pipeline.stored import (
 from transcript_clean.policy import DEFAULT, Config, for_format
 from transcript_clean.rules import TRAILING_TOOL_CALL, UNANSWERED_TOOL_CALL, Rule, rules
 from transcript_clean.shapes import ShapedFormat
-from transcript_clean.shapes.arrow import shape_declarations, shaped_verdicts
 from transcript_clean.sources import RAW_LINE
 from transcript_clean.utf8 import invalid_text
 
@@ -118,6 +117,8 @@ def _shaped_verdicts(
 ) -> Verdicts | None:
     """`batch_verdicts` for a dataset type: the rows clean for every candidate, and those
     whose parts are repaired in Arrow (`shapes.arrow`), for the codes of `repair`."""
+    from transcript_clean.shapes.arrow import shape_declarations, shaped_verdicts
+
     if any(holds_json_text(table.schema, c) for c in fmt.shape.columns):
         return None
     tools = declaring_columns(table, fmt.inner)

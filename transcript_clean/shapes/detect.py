@@ -19,7 +19,6 @@ from typing import Any
 
 from transcript_clean.errors import FormatError
 from transcript_clean.formats.base import MISSING, DecodeError, Format, kind_of
-from transcript_clean.formats.detect import SAMPLE_ROWS, detect_conversation_format, json_decoded
 from transcript_clean.formats.registry import get_format
 from transcript_clean.formats.text.hh import looks_like_hh
 from transcript_clean.model import AssistantMessage
@@ -51,6 +50,13 @@ def detect_format(
     one (a `ShapedFormat`), and a prompt set as prompt-only rows; otherwise the conversation
     format (`formats.detect.detect_conversation_format`).
     """
+    # Imported here: detection reads several codecs' names, which a named format never needs.
+    from transcript_clean.formats.detect import (
+        SAMPLE_ROWS,
+        detect_conversation_format,
+        json_decoded,
+    )
+
     if column is not None or not shaped:
         return detect_conversation_format(columns, rows, column=column, source=source)
     sample = [json_decoded(row) for row in rows[:SAMPLE_ROWS]]
@@ -209,6 +215,7 @@ def shaped_format(
     if format != "auto":
         return _explained(ShapedFormat(get_format(format), shape))
     probe = ShapedFormat(get_format("openai", column=_PART), shape)
+    from transcript_clean.formats.detect import detect_conversation_format
     from transcript_clean.shapes.clean import conversation_row
 
     sample = [conversation_row(row, probe, 0 if shape.candidates else None) for row in rows]

@@ -14,12 +14,13 @@ One module per kind: `parquet` (local and over URIs), `json` (JSON and JSON Line
 from __future__ import annotations
 
 import glob
+import importlib
 import os
 import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from transcript_clean.errors import SourceError
 from transcript_clean.sources.base import (
@@ -40,16 +41,34 @@ from transcript_clean.sources.base import (
     output_schema,
     output_table,
 )
-from transcript_clean.sources.hf import (
-    DataFiles,
-    DatasetSource,
-    StreamingSource,
-    load_hub,
-    open_datasets_folder,
-)
-from transcript_clean.sources.json import JsonSource, rows_to_table
-from transcript_clean.sources.jsonl import is_json_lines
 from transcript_clean.sources.parquet import ParquetSource, UriParquetSource, open_uri
+
+if TYPE_CHECKING:
+    from transcript_clean.sources.hf import (
+        DataFiles,
+        DatasetSource,
+        StreamingSource,
+        load_hub,
+    )
+    from transcript_clean.sources.json import JsonSource, rows_to_table
+
+# Imported when first asked for: a Parquet run needs neither the JSON readers nor `datasets`'.
+_LAZY = {
+    "DataFiles": "hf",
+    "DatasetSource": "hf",
+    "StreamingSource": "hf",
+    "load_hub": "hf",
+    "JsonSource": "json",
+    "rows_to_table": "json",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+
 
 __all__ = [
     "DEFAULT_BATCH_BYTES",
@@ -112,6 +131,8 @@ def open_source(
     it cannot open.
     """
     if data_files is not None:
+        from transcript_clean.sources.hf import load_hub
+
         return load_hub(
             spec, subset=subset, split=split, revision=revision, streaming=streaming,
             data_files=data_files,
@@ -123,6 +144,8 @@ def open_source(
         return _open_files(spec, [path], path, max_row_bytes)
     if path.is_dir():
         if _saved_by_datasets(path):
+            from transcript_clean.sources.hf import open_datasets_folder
+
             return open_datasets_folder(spec, path, split)
         files = _folder_files(path, "*.parquet", lambda name: True)
         # A folder of JSON Lines (or JSON) files reads as the glob of them does; Parquet goes
@@ -188,6 +211,8 @@ def _open_hub_id(
     cache can have it. Failing, the error says both: not a local path, and not on the Hub."""
     from huggingface_hub import constants
 
+    from transcript_clean.sources.hf import load_hub
+
     started = time.monotonic()
     offline = bool(constants.HF_HUB_OFFLINE)
     problem = None if offline else _hub_problem(spec, revision)
@@ -246,6 +271,8 @@ def _open_files(
     if not json_files:
         return ParquetSource(spec, files, root)
     if len(json_files) == len(files):
+        from transcript_clean.sources.json import JsonSource
+        from transcript_clean.sources.jsonl import is_json_lines
         from transcript_clean.sources.sessions import SessionSource, is_session_file
 
         if all(is_json_lines(file) and is_session_file(file) for file in files):
