@@ -69,6 +69,42 @@ def test_a_plain_clean_imports_no_module_it_does_not_use(tmp_path: Path) -> None
     assert out.stdout.strip().endswith("[]")
 
 
+def test_declared_simple_schemas_need_no_jsonschema(tmp_path: Path) -> None:
+    """Tools whose schemas are simple (`tools.simple_schema`) are valid by their shape, and
+    their calls' arguments told without the compiled validator: `jsonschema` is imported only
+    for a schema of another shape, or for a failure's words."""
+    schema = {"type": "object", "properties": {"x": {"type": "integer", "description": "n"}}}
+    tools = json.dumps([{"type": "function", "function": {"name": "f", "parameters": schema}}])
+    call = {"id": "c", "type": "function", "function": {"name": "f", "arguments": '{"x": 1}'}}
+    messages = [
+        {"role": "user", "content": "q"},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "content": "r", "tool_call_id": "c"},
+        {"role": "assistant", "content": "a"},
+    ]
+    code = (
+        "import sys; from transcript_clean.cli import main\n"
+        "try:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print('jsonschema' in sys.modules)"
+    )
+    for nested, imported in ((False, "False"), (True, "True")):
+        if nested:  # a schema of another shape is checked by jsonschema
+            schema["properties"]["x"] = {"type": "array", "items": {"type": "integer"}}
+            call["function"]["arguments"] = '{"x": [1]}'
+            tools = json.dumps(
+                [{"type": "function", "function": {"name": "f", "parameters": schema}}]
+            )
+        path = tmp_path / f"in-{nested}.parquet"
+        pq.write_table(pa.Table.from_pylist([{"messages": messages, "tools": tools}] * 3), path)
+        out_dir = tmp_path / f"out-{nested}"
+        args = ["clean", str(path), str(out_dir), "--quiet", "--format", "openai"]
+        out = subprocess.run(
+            [sys.executable, "-c", code, *args], capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip() == imported
+        assert pq.read_table(out_dir / "data").num_rows == 3
+
+
 @pytest.mark.parametrize(
     ("command", "module", "function"),
     [

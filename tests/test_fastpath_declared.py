@@ -300,8 +300,8 @@ def test_struct_arguments_break_a_schema_exactly_where_their_objects_do(
 def test_simple_schemas_are_told_over_the_column_and_others_are_not() -> None:
     """Which schemas `struct_schemas` tells over a struct column: properties of scalar types and
     which are required, nothing else; a typed field of another Arrow type is the values'."""
-    from transcript_clean.fastpath.struct_schemas import simple_schema, struct_fails
-    from transcript_clean.tools import canonical
+    from transcript_clean.fastpath.struct_schemas import struct_fails
+    from transcript_clean.tools import canonical, simple_schema
 
     simple = {"type": "object", "properties": {"a": {"type": "string", "description": "x"}},
               "required": ["a"]}  # fmt: skip
@@ -339,8 +339,8 @@ def test_a_simple_schema_is_told_over_the_column_as_the_validator_tells_each_obj
     schema: dict[str, Any], values: list[dict[str, Any]]
 ) -> None:
     from transcript_clean.fastpath.declared import _fails
-    from transcript_clean.fastpath.struct_schemas import simple_schema, struct_fails
-    from transcript_clean.tools import canonical
+    from transcript_clean.fastpath.struct_schemas import struct_fails
+    from transcript_clean.tools import canonical, simple_schema
 
     key = canonical(schema)
     told = simple_schema(key)
@@ -373,10 +373,65 @@ def test_an_object_is_told_against_a_simple_schema_as_the_validator_tells_it(
     says what the validator says of any object: booleans are no numbers, a float is an
     integer only where it is whole and finite, a nested value is of no scalar type."""
     from transcript_clean.fastpath.declared import _fails
-    from transcript_clean.fastpath.struct_schemas import object_fails, simple_schema
-    from transcript_clean.tools import canonical
+    from transcript_clean.fastpath.struct_schemas import object_fails
+    from transcript_clean.tools import canonical, simple_schema
 
     key = canonical(schema)
     told = simple_schema(key)
     assert told is not None
     assert object_fails(told, value) == _fails(key, value)
+
+
+_WORD = st.text(max_size=3) | st.integers() | st.none()
+_NEAR_SIMPLE = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": st.sampled_from(["object", "object", "array", 1]),
+        "properties": st.dictionaries(
+            st.sampled_from(["a", "b", "c"]),
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "type": st.sampled_from(["string", "integer", "number", "boolean", "array"])
+                    | st.just(["string", "null"]),
+                    "description": _WORD,
+                    "title": _WORD,
+                    "enum": st.just(["x"]),
+                },
+            ),
+        ),
+        "required": st.lists(st.sampled_from(["a", "b", 1]), max_size=3),
+        "description": _WORD,
+        "title": _WORD,
+        "additionalProperties": st.booleans(),
+    },
+)
+
+
+@settings(max_examples=400)
+@given(_NEAR_SIMPLE)
+def test_a_simple_schema_is_a_valid_one_and_its_problem_is_jsonschemas(
+    schema: dict[str, Any],
+) -> None:
+    """`schema_problem` passes a simple schema without asking jsonschema: every such schema
+    is a valid Draft 7 one that fastjsonschema compiles; a schema near it (a duplicate
+    required key, a description that is no text, a nested type) is jsonschema's to judge."""
+    from jsonschema import Draft7Validator
+    from jsonschema.exceptions import SchemaError
+
+    from transcript_clean.tools import canonical, fast_validator, schema_problem, simple_schema
+
+    key = canonical(schema)
+    try:
+        Draft7Validator.check_schema(schema)
+        valid = True
+    except SchemaError:
+        valid = False
+    try:
+        fast_validator(key)
+        compiles = True
+    except Exception:
+        compiles = False
+    if simple_schema(key) is not None:
+        assert valid and compiles
+    assert (schema_problem(key) is None) == (valid and compiles)

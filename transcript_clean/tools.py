@@ -17,7 +17,10 @@ checked against a schema. A row without declarations is not checked at all.
 
 Arguments are validated against a tool's parameters with `fastjsonschema` (about 8x faster
 than `jsonschema` per call on the bench's calls: `scripts/bench_schemas.py`), and words for
-a failure come from `jsonschema`, which also checks that a declaration's schema is one.
+a failure come from `jsonschema`, which also checks that a declaration's schema is one. A
+simple schema (`simple_schema`: properties of scalar types, which are required), what most
+tools declare, is one by its shape: a run whose tools declare only such schemas does not
+import `jsonschema` (40-70 ms) until some arguments fail.
 Validators are compiled once per distinct schema, cached by its canonical JSON, and each
 distinct (schema, arguments) pair is checked once.
 """
@@ -36,6 +39,7 @@ from transcript_clean.jsontext import loads
 __all__ = [
     "RAW_INPUT_NAMES",
     "Declared",
+    "SimpleSchema",
     "Tool",
     "arguments_error",
     "calls_per_tool",
@@ -44,6 +48,7 @@ __all__ = [
     "json_loads",
     "read_declarations",
     "read_row_declarations",
+    "simple_schema",
 ]
 
 RAW_INPUT_NAMES: Final = {"code_interpreter": ("code_interpreter", "python")}
@@ -180,11 +185,13 @@ def canonical(value: Any) -> str:
 @lru_cache(maxsize=4096)
 def schema_problem(key: str) -> str | None:
     """Why the schema whose canonical JSON is `key` is no JSON Schema, or None."""
-    from jsonschema.exceptions import SchemaError
-
     schema = json_loads(key)
     if not isinstance(schema, dict | bool):
         return f"expected an object, got {type(schema).__name__}"
+    if simple_schema(key) is not None:
+        return None  # a Draft 7 schema by its shape (every simple one compiles)
+    from jsonschema.exceptions import SchemaError
+
     try:
         _words_validator(key).check_schema(schema)
         fast_validator(key)
@@ -193,6 +200,50 @@ def schema_problem(key: str) -> str | None:
     except Exception as err:  # fastjsonschema cannot compile it: its own words
         return str(err)
     return None
+
+
+SimpleSchema = tuple[tuple[tuple[str, str], ...], frozenset[str]]
+"""A simple schema: its typed properties (name, JSON type) and its required keys."""
+
+_SCALARS: Final = frozenset({"string", "integer", "number", "boolean"})
+_WORDS: Final = frozenset({"description", "title"})
+_OBJECT_KEYS: Final = frozenset({"type", "properties", "required"}) | _WORDS
+
+
+@lru_cache(maxsize=1024)
+def simple_schema(key: str) -> SimpleSchema | None:
+    """The schema whose canonical JSON is `key`, if it is simple: an object's properties, each
+    of a JSON scalar type (`string`, `integer`, `number`, `boolean`) or of any, which keys are
+    required (each once), titles and descriptions (text); else None. Such a schema is a valid
+    Draft 7 one (`schema_problem`), and the declared-tools checks tell arguments against it
+    without the compiled validator (`fastpath.struct_schemas`)."""
+    schema = json_loads(key)
+    if not _simple_node(schema, _OBJECT_KEYS) or schema.get("type", "object") != "object":
+        return None
+    properties = schema.get("properties", {})
+    required = schema.get("required", [])
+    if not isinstance(properties, dict) or not isinstance(required, list):
+        return None
+    if not all(isinstance(name, str) for name in required) or len(set(required)) < len(required):
+        return None
+    typed = []
+    for name, sub in properties.items():
+        if not _simple_node(sub, {"type"} | _WORDS):
+            return None
+        if "type" not in sub:
+            continue  # any value passes
+        if not isinstance(sub["type"], str) or sub["type"] not in _SCALARS:
+            return None
+        typed.append((name, sub["type"]))
+    return tuple(typed), frozenset(required)
+
+
+def _simple_node(node: Any, keys: Iterable[str]) -> bool:
+    """Whether `node` is an object of no other keys than `keys`, its words (a title, a
+    description) text."""
+    if not isinstance(node, dict) or not set(node) <= set(keys):
+        return False
+    return all(isinstance(node[word], str) for word in _WORDS if word in node)
 
 
 @lru_cache(maxsize=1024)

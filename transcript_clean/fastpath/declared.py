@@ -27,12 +27,7 @@ import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import Mask, as_mask, finite, indices, is_text, long_digits
 from transcript_clean.fastpath.base import ArrowView, FastReject, ToolCounts
-from transcript_clean.fastpath.struct_schemas import (
-    SimpleSchema,
-    object_fails,
-    simple_schema,
-    struct_fails,
-)
+from transcript_clean.fastpath.struct_schemas import object_fails, struct_fails
 from transcript_clean.jsontext import orjson_loads, strict_loads
 from transcript_clean.rules.base import raw_input_names
 from transcript_clean.rules.tool_arguments_schema import message as schema_message
@@ -40,11 +35,13 @@ from transcript_clean.rules.unknown_tool import message as unknown_message
 from transcript_clean.sources import jsontypes
 from transcript_clean.tools import (
     Declared,
+    SimpleSchema,
     arguments_error,
     canonical,
     fast_validator,
     json_loads,
     read_declarations,
+    simple_schema,
 )
 
 __all__ = [
@@ -294,7 +291,7 @@ def _broken(
     `schemas`, `key % width` the arguments' in `texts`), whether the arguments may break the
     schema (`breaks`); arguments holding a long run of digits (`long`, per text: an integer
     orjson may read as a float) may, and are left to the per-row path, which reads them
-    exactly. An object against a simple schema (`struct_schemas.simple_schema`) is told
+    exactly. An object against a simple schema (`tools.simple_schema`) is told
     without the compiled validator (`object_fails`), and without keeping the answer: that
     costs less than looking one up."""
     out = np.zeros(len(keys), dtype=bool)

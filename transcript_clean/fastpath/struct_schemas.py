@@ -2,11 +2,11 @@
 `input`, rig's `arguments`), over a struct column at once (`struct_fails`); read from JSON text
 (OpenAI's, ShareGPT's), object by object without the compiled validator (`object_fails`).
 
-A tool's schema is simple when it says no more than an object's properties, each of a JSON
-scalar type (`string`, `integer`, `number`, `boolean`), and which are required. Whether a
-struct breaks it is then told by the struct's field types and nulls alone, as the validator
-tells it of the object the per-row path makes of the struct (`pa.StructArray.to_pylist`: every
-field a key, a null one `None`):
+A tool's schema is simple (`tools.simple_schema`) when it says no more than an object's
+properties, each of a JSON scalar type (`string`, `integer`, `number`, `boolean`), and which
+are required. Whether a struct breaks it is then told by the struct's field types and nulls
+alone, as the validator tells it of the object the per-row path makes of the struct
+(`pa.StructArray.to_pylist`: every field a key, a null one `None`):
 
 - a required key the struct type has no field for is missing in every object;
 - a typed property whose field is null is `None`, of no scalar type: it fails;
@@ -20,50 +20,14 @@ validates those objects one by one.
 
 from __future__ import annotations
 
-from functools import lru_cache
-from typing import Final
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import Mask, as_mask, is_text
-from transcript_clean.tools import json_loads
+from transcript_clean.tools import SimpleSchema
 
-__all__ = ["SimpleSchema", "object_fails", "simple_schema", "struct_fails"]
-
-SimpleSchema = tuple[tuple[tuple[str, str], ...], frozenset[str]]
-"""A simple schema: its typed properties (name, JSON type) and its required keys."""
-
-_SCALARS: Final = frozenset({"string", "integer", "number", "boolean"})
-_WORDS: Final = frozenset({"description", "title"})
-_OBJECT_KEYS: Final = frozenset({"type", "properties", "required"}) | _WORDS
-
-
-@lru_cache(maxsize=1024)
-def simple_schema(key: str) -> SimpleSchema | None:
-    """The schema whose canonical JSON is `key`, if it is simple (module doc), else None."""
-    schema = json_loads(key)
-    if not isinstance(schema, dict) or not set(schema) <= _OBJECT_KEYS:
-        return None
-    if schema.get("type", "object") != "object":
-        return None
-    properties = schema.get("properties", {})
-    required = schema.get("required", [])
-    if not isinstance(properties, dict) or not isinstance(required, list):
-        return None
-    if not all(isinstance(name, str) for name in required):
-        return None
-    typed = []
-    for name, sub in properties.items():
-        if not isinstance(sub, dict) or not set(sub) <= {"type"} | _WORDS:
-            return None
-        if "type" not in sub:
-            continue  # any value passes
-        if not isinstance(sub["type"], str) or sub["type"] not in _SCALARS:
-            return None
-        typed.append((name, sub["type"]))
-    return tuple(typed), frozenset(required)
+__all__ = ["object_fails", "struct_fails"]
 
 
 def struct_fails(schema: SimpleSchema, structs: pa.Array) -> Mask | None:
