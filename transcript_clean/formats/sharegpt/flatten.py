@@ -41,7 +41,8 @@ from transcript_clean.columnar.edits import item_origins, taken
 from transcript_clean.formats.base import REASONING_KEYS
 from transcript_clean.formats.calls import Call, read_calls
 from transcript_clean.formats.fields import arguments_json, end_to_end
-from transcript_clean.formats.sharegpt.values import calls_of, split_list
+from transcript_clean.formats.sharegpt.lists import split_lists
+from transcript_clean.formats.sharegpt.values import calls_of
 from transcript_clean.formats.sharegpt.values import read_calls as read_values_calls
 from transcript_clean.model import is_json
 
@@ -140,47 +141,40 @@ def flatten_sharegpt(
     answer_call = np.where(
         place < answers, first_call[np.maximum(window, 0)] + place, -1
     )  # the call it answers, by number; -1 for none
-    result_turn = obs
-    split = np.flatnonzero((run_length == 1) & (answers >= 2) & ~flag[obs])
-    done: list[int] = []  # the split observations (positions in `obs`), and each one's first text
-    firsts: list[str] = []
-    extra_turn: list[int] = []
-    extra_call: list[int] = []
-    extra_text: list[str] = []
-    if len(split):
-        values = value.take(indices(obs[split])).to_pylist()
-        for k, text in zip(split.tolist(), values, strict=True):
-            items = split_list(text, int(answers[k]))
-            if items is None:
-                continue
-            done.append(k)
-            firsts.append(items[0])
-            base = int(first_call[window[k]])
-            extra_turn += [int(obs[k])] * (len(items) - 1)
-            extra_call += list(range(base + 1, base + len(items)))
-            extra_text += items[1:]
-    done_at = np.array(done, dtype=np.int64)
+    # An observation alone answering two calls or more may be a JSON list of one item each
+    # (`lists.split_lists`: over the column where it is a list of flat objects as `json.dumps`
+    # writes them, else one by one): its items are then results, the first its own.
+    maybe = np.flatnonzero((run_length == 1) & (answers >= 2) & ~flag[obs])
+    read, pieces = split_lists(value.take(indices(obs[maybe])), answers[maybe])
+    done_at = maybe[read]  # the split observations (positions in `obs`)
+    per_split = answers[done_at]
     split_done = np.zeros(len(obs), dtype=bool)
     split_done[done_at] = True
-    result_turn = np.concatenate([obs, np.array(extra_turn, dtype=np.int64)])
-    result_call_number = np.concatenate([answer_call, np.array(extra_call, dtype=np.int64)])
+    first_piece = np.cumsum(per_split) - per_split
+    later = np.ones(len(pieces), dtype=bool)
+    later[first_piece] = False
+    extra_turn = np.repeat(obs[done_at], per_split - 1)
+    extra_call = np.repeat(first_call[window[done_at]] - first_piece, per_split)[later]
+    extra_call += np.flatnonzero(later)
+    # The split observations' texts: each one's first, then the others.
+    split_texts = pa.concat_arrays(
+        [pieces.take(indices(first_piece)), pieces.filter(pa.array(later))]
+    )
+    result_turn = np.concatenate([obs, extra_turn])
+    result_call_number = np.concatenate([answer_call, extra_call])
     order = np.argsort(result_turn, kind="stable")
     result_turn, result_call_number = result_turn[order], result_call_number[order]
 
     value_blank = ~holds_text(value)
     value_chars = text_lengths(value)
-    # The split observations' texts (each one's first, then the others), looked at in Python:
-    # only theirs, not every observation's.
-    split_texts = firsts + extra_text
-    piece_blank = np.array([not t.strip() for t in split_texts], dtype=bool)
-    piece_chars = np.array([len(t) for t in split_texts], dtype=np.int64)
-    result_blank = np.concatenate([value_blank[obs], piece_blank[len(done) :]])
-    result_blank[done_at] = piece_blank[: len(done)]
+    done = len(done_at)
+    piece_blank = ~holds_text(split_texts)
+    piece_chars = text_lengths(split_texts)
+    result_blank = np.concatenate([value_blank[obs], piece_blank[done:]])
+    result_blank[done_at] = piece_blank[:done]
     result_blank = result_blank[order]
     split_sum = np.bincount(
-        np.concatenate([obs[done_at], np.array(extra_turn, dtype=np.int64)]),
-        weights=piece_chars,
-        minlength=n,
+        np.concatenate([obs[done_at], extra_turn]), weights=piece_chars, minlength=n
     ).astype(np.int64)
     turn_chars = np.where(is_call, 0, value_chars)
     turn_chars[obs[split_done]] = split_sum[obs[split_done]]
@@ -219,28 +213,24 @@ def flatten_sharegpt(
     def result_texts() -> pa.Array:
         # An observation's value, or the item of a split one, in the results' order.
         own = value.take(indices(obs)).cast(pa.large_string())
-        first_texts: list[str | None] = [None] * len(obs)
-        for k, text in zip(done, firsts, strict=True):
-            first_texts[k] = text
-        first = pc.coalesce(pa.array(first_texts, pa.large_string()), own)
-        every = pa.concat_arrays([first, pa.array(extra_text, pa.large_string())])
-        return every.take(indices(order))
+        every = pa.concat_arrays([own, split_texts])
+        at = np.concatenate([np.arange(len(obs)), len(obs) + np.arange(done, len(split_texts))])
+        at[done_at] = len(obs) + np.arange(done)
+        return every.take(indices(at[order]))
 
     def texts() -> tuple[pa.Array, Counts]:
         plain = np.flatnonzero(~is_call & ~np.isin(np.arange(n), obs[split_done]))
-        pieces = [
+        parts = [
             system.take(indices(system_rows)).cast(pa.large_string()),
             value.take(indices(plain)).cast(pa.large_string()),
-            pa.array(split_texts, pa.large_string()),
+            split_texts,
         ]
         owners = [
             np.flatnonzero(turn_first[by_row] < 0),
             of_message[turn_message[plain]],
-            of_message[turn_message[np.concatenate([obs[split_done], extra_turn])]].astype(
-                np.int64
-            ),
+            of_message[turn_message[np.concatenate([obs[split_done], extra_turn])]],
         ]
-        return pa.concat_arrays(pieces), np.concatenate(owners)
+        return pa.concat_arrays(parts), np.concatenate(owners)
 
     item_message = of_message[turn_message]
     messages = len(by_row)
