@@ -38,7 +38,7 @@ from transcript_clean.columnar.arrays import (
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.edits import item_origins, taken
-from transcript_clean.formats.base import REASONING_KEYS
+from transcript_clean.formats.base import REASONING_KEYS, parse_arguments
 from transcript_clean.formats.calls import Call, read_calls
 from transcript_clean.formats.fields import arguments_json, end_to_end
 from transcript_clean.formats.sharegpt.lists import split_lists
@@ -105,9 +105,12 @@ def flatten_sharegpt(
     # holding a long run of digits (an integer orjson may read as a float) is the per-row
     # path's, found in Arrow.
     call_turns = np.flatnonzero(is_call & ~flag)
-    flag[call_turns[long_digits(value.take(indices(call_turns)))]] = True
-    call_turns = np.flatnonzero(is_call & ~flag)
-    found = read_calls(value.take(indices(call_turns)), _calls, lists=True)
+    call_values = value.take(indices(call_turns))  # taken once: about a megabyte a batch
+    long = long_digits(call_values)
+    if long.any():
+        flag[call_turns[long]] = True
+        call_turns, call_values = call_turns[~long], call_values.filter(pa.array(~long))
+    found = read_calls(call_values, _calls, lists=True)
     flag[call_turns[~found.read]] = True
     calls_of_turn = np.zeros(n, dtype=np.int64)
     calls_of_turn[call_turns] = found.count
@@ -219,7 +222,9 @@ def flatten_sharegpt(
         return every.take(indices(at[order]))
 
     def texts() -> tuple[pa.Array, Counts]:
-        plain = np.flatnonzero(~is_call & ~np.isin(np.arange(n), obs[split_done]))
+        whole = ~is_call
+        whole[obs[split_done]] = False
+        plain = np.flatnonzero(whole)
         parts = [
             system.take(indices(system_rows)).cast(pa.large_string()),
             value.take(indices(plain)).cast(pa.large_string()),
@@ -273,9 +278,10 @@ def _calls(text: str) -> list[Call] | None:
     its arguments as JSON text (None where JSON cannot write them), and whether they are a
     JSON object; None where the decoder would call the turn malformed. `text` holds no long run
     of digits (`columnar.arrays.long_digits`): orjson reads it as `json.loads` does."""
-    # The common value, strict JSON whose calls are objects with a name and object arguments,
-    # read in one orjson pass with no other call per call (a call each was most of the
-    # flattener's time); anything else is read by `_read_calls`, as the decoder reads it.
+    # The common value, strict JSON whose calls are objects with a name and object arguments
+    # (or arguments as text, parsed as `calls_of` parses them), read in one orjson pass with no
+    # other call per call (a call each was most of the flattener's time); anything else is
+    # read by `_read_calls`, as the decoder reads it.
     try:
         parsed = _loads(text)
     except orjson.JSONDecodeError:
@@ -286,7 +292,13 @@ def _calls(text: str) -> list[Call] | None:
             return None  # `calls_of`: a call that is no object is no call
         name = call.get("name")
         arguments = call.get("arguments")
-        if type(name) is not str or type(arguments) is not dict:
+        if type(name) is not str:
+            return _read_calls(text)
+        if type(arguments) is str:  # arguments as JSON text, kept as they are (`calls_of`)
+            parsed, raw = parse_arguments(arguments)
+            out.append((name, raw, isinstance(parsed, dict)))
+            continue
+        if type(arguments) is not dict:
             return _read_calls(text)
         try:
             out.append((name, _dumps(arguments).decode(), True))
