@@ -11,9 +11,11 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pytest
+from flattened import assert_flattened_as_decoded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from transcript_clean.formats import get_format
 from transcript_clean.formats.sharegpt.lists import _LIST, split_lists
 from transcript_clean.formats.sharegpt.values import split_list
 
@@ -127,3 +129,37 @@ def test_a_key_written_twice_is_split_by_split_list() -> None:
     read, split = split_lists(pa.array([text]), np.array([2]))
     assert read.tolist() == [True]
     assert split.to_pylist() == ['{"a": 2}', '{"b": 1}']
+
+
+@pytest.mark.parametrize("type_", [pa.string(), pa.large_string()])
+def test_texts_of_either_type_and_sliced_are_split(type_: pa.DataType) -> None:
+    texts = ["x", '[{"a": 1}, {"b": "é"}]', '["p", "q"]', '[{"a": 1, "a": 2}, {}]']
+    texts += ['[{"a": 1}, {"b": 2}, {"c": null}]']
+    counts = np.array([2, 2, 2, 2, 3])
+    column = pa.array(["before", *texts], type_).slice(1)
+    read, items = split_lists(column, counts)
+    each = [split_list(t, int(c)) for t, c in zip(texts, counts, strict=True)]
+    assert read.tolist() == [found is not None for found in each]
+    assert items.to_pylist() == [item for found in each for item in found or ()]
+
+
+@pytest.mark.parametrize("type_", [pa.string(), pa.large_string()])
+def test_rows_with_split_observations_flatten_as_the_decoder_reads_them(
+    type_: pa.DataType,
+) -> None:
+    call = '{"name": "f", "arguments": {"n": 1}}'
+    rows = []
+    for observation in [
+        '[{"t": "18 C"}, {"t": "é", "n": 2.5}]',  # split in Arrow
+        '[{"a": 1, "a": 2}, {"b": " "}]',  # one by one
+        '["x", "y"]',
+        '[{"t": " "}, {}]',
+    ]:
+        turns = [("human", "q"), ("function_call", f"[{call}, {call}]")]
+        turns += [("observation", observation), ("gpt", "done")]
+        rows.append({"conversations": [{"from": f, "value": v} for f, v in turns]})
+    turn = pa.struct([("from", type_), ("value", type_)])
+    table = pa.Table.from_pylist(rows, schema=pa.schema([("conversations", pa.list_(turn))]))
+    view = assert_flattened_as_decoded(get_format("sharegpt"), table)
+    assert view.result_text is not None
+    assert len(view.result_text()) == 8  # every observation split in two

@@ -10,7 +10,8 @@ turns aside), and one observation holding a JSON list of one item per call answe
 ShareGPT has no ids: calls are numbered, and each result takes the number of the call it
 answers, as the decoder's minted ids pair them. Function_call values holding one call, or a
 list of calls, in the common layout are read over the whole column (`formats.calls`), the
-others in Python, as are the few observations that may hold such a list. It knows no rule.
+others in Python; so are the observations that may hold such a list, over the column where it
+is a list of flat objects as `json.dumps` writes them (`lists`). It knows no rule.
 """
 
 from __future__ import annotations

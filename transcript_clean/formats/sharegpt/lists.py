@@ -54,7 +54,8 @@ def split_lists(texts: pa.Array, counts: Counts) -> tuple[Mask, pa.Array]:
         read = np.fromiter((sum(map(len, v)) for v in parsed), np.int64, len(at))
         fast[at] = (keys == read) & (items == counts[at])
     parts = pc.list_flatten(pc.split_pattern(inner.filter(pa.array(fast[at])), "}, {"))
-    quick = pc.binary_join_element_wise("{", parts, "}", "").cast(pa.large_string())
+    brace, end, none = (pa.scalar(t, parts.type) for t in ("{", "}", ""))  # the texts' type
+    quick = pc.binary_join_element_wise(brace, parts, end, none).cast(pa.large_string())
 
     read_mask = fast.copy()
     slow = np.flatnonzero(~fast)
