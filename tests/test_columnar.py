@@ -615,7 +615,19 @@ _call_values = st.sampled_from(
         "[]",
     ]
 )
-_observations = st.sampled_from(['["18 C", "20 C"]', '["a"]', "18 C", "", " ", '[1, {"a": 2}]'])
+_observations = st.sampled_from(
+    [
+        '["18 C", "20 C"]',
+        '["a"]',
+        "18 C",
+        "",
+        " ",
+        '[1, {"a": 2}]',
+        '[{"t": "18 C", "n": 1.5}, {"t": "é"}]',  # split over the column (`sharegpt.lists`)
+        '[{"a": 1, "a": 2}, {"b": " "}]',  # a key twice: split one by one
+        '[{"t": " "}, {}, {}]',
+    ]
+)
 _turns = st.one_of(
     st.builds(lambda v: {"from": "human", "value": v}, _texts),
     st.builds(lambda v: {"from": "gpt", "value": v}, _texts),

@@ -10,7 +10,8 @@ turns aside), and one observation holding a JSON list of one item per call answe
 ShareGPT has no ids: calls are numbered, and each result takes the number of the call it
 answers, as the decoder's minted ids pair them. Function_call values holding one call, or a
 list of calls, in the common layout are read over the whole column (`formats.calls`), the
-others in Python, as are the few observations that may hold such a list. It knows no rule.
+others in Python; so are the observations that may hold such a list, over the column where it
+is a list of flat objects as `json.dumps` writes them (`lists`). It knows no rule.
 """
 
 from __future__ import annotations
@@ -38,10 +39,11 @@ from transcript_clean.columnar.arrays import (
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.edits import item_origins, taken
-from transcript_clean.formats.base import REASONING_KEYS
+from transcript_clean.formats.base import REASONING_KEYS, parse_arguments
 from transcript_clean.formats.calls import Call, read_calls
 from transcript_clean.formats.fields import arguments_json, end_to_end
-from transcript_clean.formats.sharegpt.values import calls_of, split_list
+from transcript_clean.formats.sharegpt.lists import split_lists
+from transcript_clean.formats.sharegpt.values import calls_of
 from transcript_clean.formats.sharegpt.values import read_calls as read_values_calls
 from transcript_clean.model import is_json
 
@@ -104,9 +106,12 @@ def flatten_sharegpt(
     # holding a long run of digits (an integer orjson may read as a float) is the per-row
     # path's, found in Arrow.
     call_turns = np.flatnonzero(is_call & ~flag)
-    flag[call_turns[long_digits(value.take(indices(call_turns)))]] = True
-    call_turns = np.flatnonzero(is_call & ~flag)
-    found = read_calls(value.take(indices(call_turns)), _calls, lists=True)
+    call_values = value.take(indices(call_turns))  # taken once: about a megabyte a batch
+    long = long_digits(call_values)
+    if long.any():
+        flag[call_turns[long]] = True
+        call_turns, call_values = call_turns[~long], call_values.filter(pa.array(~long))
+    found = read_calls(call_values, _calls, lists=True)
     flag[call_turns[~found.read]] = True
     calls_of_turn = np.zeros(n, dtype=np.int64)
     calls_of_turn[call_turns] = found.count
@@ -140,47 +145,40 @@ def flatten_sharegpt(
     answer_call = np.where(
         place < answers, first_call[np.maximum(window, 0)] + place, -1
     )  # the call it answers, by number; -1 for none
-    result_turn = obs
-    split = np.flatnonzero((run_length == 1) & (answers >= 2) & ~flag[obs])
-    done: list[int] = []  # the split observations (positions in `obs`), and each one's first text
-    firsts: list[str] = []
-    extra_turn: list[int] = []
-    extra_call: list[int] = []
-    extra_text: list[str] = []
-    if len(split):
-        values = value.take(indices(obs[split])).to_pylist()
-        for k, text in zip(split.tolist(), values, strict=True):
-            items = split_list(text, int(answers[k]))
-            if items is None:
-                continue
-            done.append(k)
-            firsts.append(items[0])
-            base = int(first_call[window[k]])
-            extra_turn += [int(obs[k])] * (len(items) - 1)
-            extra_call += list(range(base + 1, base + len(items)))
-            extra_text += items[1:]
-    done_at = np.array(done, dtype=np.int64)
+    # An observation alone answering two calls or more may be a JSON list of one item each
+    # (`lists.split_lists`: over the column where it is a list of flat objects as `json.dumps`
+    # writes them, else one by one): its items are then results, the first its own.
+    maybe = np.flatnonzero((run_length == 1) & (answers >= 2) & ~flag[obs])
+    read, pieces = split_lists(value.take(indices(obs[maybe])), answers[maybe])
+    done_at = maybe[read]  # the split observations (positions in `obs`)
+    per_split = answers[done_at]
     split_done = np.zeros(len(obs), dtype=bool)
     split_done[done_at] = True
-    result_turn = np.concatenate([obs, np.array(extra_turn, dtype=np.int64)])
-    result_call_number = np.concatenate([answer_call, np.array(extra_call, dtype=np.int64)])
+    first_piece = np.cumsum(per_split) - per_split
+    later = np.ones(len(pieces), dtype=bool)
+    later[first_piece] = False
+    extra_turn = np.repeat(obs[done_at], per_split - 1)
+    extra_call = np.repeat(first_call[window[done_at]] - first_piece, per_split)[later]
+    extra_call += np.flatnonzero(later)
+    # The split observations' texts: each one's first, then the others.
+    split_texts = pa.concat_arrays(
+        [pieces.take(indices(first_piece)), pieces.filter(pa.array(later))]
+    )
+    result_turn = np.concatenate([obs, extra_turn])
+    result_call_number = np.concatenate([answer_call, extra_call])
     order = np.argsort(result_turn, kind="stable")
     result_turn, result_call_number = result_turn[order], result_call_number[order]
 
     value_blank = ~holds_text(value)
     value_chars = text_lengths(value)
-    # The split observations' texts (each one's first, then the others), looked at in Python:
-    # only theirs, not every observation's.
-    split_texts = firsts + extra_text
-    piece_blank = np.array([not t.strip() for t in split_texts], dtype=bool)
-    piece_chars = np.array([len(t) for t in split_texts], dtype=np.int64)
-    result_blank = np.concatenate([value_blank[obs], piece_blank[len(done) :]])
-    result_blank[done_at] = piece_blank[: len(done)]
+    done = len(done_at)
+    piece_blank = ~holds_text(split_texts)
+    piece_chars = text_lengths(split_texts)
+    result_blank = np.concatenate([value_blank[obs], piece_blank[done:]])
+    result_blank[done_at] = piece_blank[:done]
     result_blank = result_blank[order]
     split_sum = np.bincount(
-        np.concatenate([obs[done_at], np.array(extra_turn, dtype=np.int64)]),
-        weights=piece_chars,
-        minlength=n,
+        np.concatenate([obs[done_at], extra_turn]), weights=piece_chars, minlength=n
     ).astype(np.int64)
     turn_chars = np.where(is_call, 0, value_chars)
     turn_chars[obs[split_done]] = split_sum[obs[split_done]]
@@ -219,28 +217,26 @@ def flatten_sharegpt(
     def result_texts() -> pa.Array:
         # An observation's value, or the item of a split one, in the results' order.
         own = value.take(indices(obs)).cast(pa.large_string())
-        first_texts: list[str | None] = [None] * len(obs)
-        for k, text in zip(done, firsts, strict=True):
-            first_texts[k] = text
-        first = pc.coalesce(pa.array(first_texts, pa.large_string()), own)
-        every = pa.concat_arrays([first, pa.array(extra_text, pa.large_string())])
-        return every.take(indices(order))
+        every = pa.concat_arrays([own, split_texts])
+        at = np.concatenate([np.arange(len(obs)), len(obs) + np.arange(done, len(split_texts))])
+        at[done_at] = len(obs) + np.arange(done)
+        return every.take(indices(at[order]))
 
     def texts() -> tuple[pa.Array, Counts]:
-        plain = np.flatnonzero(~is_call & ~np.isin(np.arange(n), obs[split_done]))
-        pieces = [
+        whole = ~is_call
+        whole[obs[split_done]] = False
+        plain = np.flatnonzero(whole)
+        parts = [
             system.take(indices(system_rows)).cast(pa.large_string()),
             value.take(indices(plain)).cast(pa.large_string()),
-            pa.array(split_texts, pa.large_string()),
+            split_texts,
         ]
         owners = [
             np.flatnonzero(turn_first[by_row] < 0),
             of_message[turn_message[plain]],
-            of_message[turn_message[np.concatenate([obs[split_done], extra_turn])]].astype(
-                np.int64
-            ),
+            of_message[turn_message[np.concatenate([obs[split_done], extra_turn])]],
         ]
-        return pa.concat_arrays(pieces), np.concatenate(owners)
+        return pa.concat_arrays(parts), np.concatenate(owners)
 
     item_message = of_message[turn_message]
     messages = len(by_row)
@@ -283,9 +279,10 @@ def _calls(text: str) -> list[Call] | None:
     its arguments as JSON text (None where JSON cannot write them), and whether they are a
     JSON object; None where the decoder would call the turn malformed. `text` holds no long run
     of digits (`columnar.arrays.long_digits`): orjson reads it as `json.loads` does."""
-    # The common value, strict JSON whose calls are objects with a name and object arguments,
-    # read in one orjson pass with no other call per call (a call each was most of the
-    # flattener's time); anything else is read by `_read_calls`, as the decoder reads it.
+    # The common value, strict JSON whose calls are objects with a name and object arguments
+    # (or arguments as text, parsed as `calls_of` parses them), read in one orjson pass with no
+    # other call per call (a call each was most of the flattener's time); anything else is
+    # read by `_read_calls`, as the decoder reads it.
     try:
         parsed = _loads(text)
     except orjson.JSONDecodeError:
@@ -296,7 +293,13 @@ def _calls(text: str) -> list[Call] | None:
             return None  # `calls_of`: a call that is no object is no call
         name = call.get("name")
         arguments = call.get("arguments")
-        if type(name) is not str or type(arguments) is not dict:
+        if type(name) is not str:
+            return _read_calls(text)
+        if type(arguments) is str:  # arguments as JSON text, kept as they are (`calls_of`)
+            parsed, raw = parse_arguments(arguments)
+            out.append((name, raw, isinstance(parsed, dict)))
+            continue
+        if type(arguments) is not dict:
             return _read_calls(text)
         try:
             out.append((name, _dumps(arguments).decode(), True))
