@@ -70,7 +70,20 @@ _bad_item = st.one_of(
     _item("image_url", st.none()),
     st.just({"type": None, "value": "x"}),
 )
-_packed = st.sampled_from(['["1", "2"]', '[{"a": 1}, " "]', '["1", "2", "3"]', "[]"])
+_packed = st.sampled_from(
+    [
+        '["1", "2"]',
+        '[{"a": 1}, " "]',
+        '["1", "2", "3"]',
+        "[]",
+        # lists of flat objects, split over the column (`sharegpt.lists`), or not quite
+        '[{"a": 1}, {"b": "x y"}]',
+        '[{"a": 1}, {"a": 1, "a": 2}]',
+        '[{"a": 1.50}, {"b": -0}]',
+        '[{"a": "}, {"}, {}]',
+        '[{"a": 1}, {}, {"c": null}]',
+    ]
+)
 
 
 def _message(role: str, items: st.SearchStrategy[Any], max_size: int = 3) -> Any:

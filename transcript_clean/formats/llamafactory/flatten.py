@@ -47,7 +47,7 @@ from transcript_clean.formats.fields import (
 )
 from transcript_clean.formats.llamafactory.calls import read_calls
 from transcript_clean.formats.llamafactory.values import MEDIA_KINDS
-from transcript_clean.formats.sharegpt.values import split_list
+from transcript_clean.formats.sharegpt.lists import split_lists
 
 __all__ = ["flatten_llamafactory"]
 
@@ -150,24 +150,19 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     texts_at = np.flatnonzero(is_text_item & ~no_value)
     one_text[item_msg[texts_at]] = True
     one_text &= items_per == 1
+    # A tool message alone answering two calls or more may be a JSON list of one item each
+    # (`sharegpt.lists.split_lists`: over the column where it is a list of flat objects as
+    # `json.dumps` writes them, else one by one): its items are then the results.
     maybe = np.flatnonzero((run_length == 1) & (answers >= 2) & one_text[tools] & ~flag[tools])
-    split_texts: dict[int, list[str]] = {}  # a tool message's place in `tools` -> its texts
+    split_tool = np.zeros(len(tools), dtype=bool)
+    split_pieces = pa.array([], pa.large_string())  # the split messages' texts, in order
     if len(maybe):
         first_item = item_start[tools[maybe]]
-        for k, text in zip(
-            maybe.tolist(), value.take(indices(first_item)).to_pylist(), strict=True
-        ):
-            packed = split_list(text, int(answers[k]))
-            if packed is not None:
-                split_texts[k] = packed
+        read, split_pieces = split_lists(value.take(indices(first_item)), answers[maybe])
+        split_tool[maybe[read]] = True
 
-    # Per result: one per tool message, or one per piece of a split one.
-    per_tool = np.ones(len(tools), dtype=np.int64)
-    split_tool = np.zeros(len(tools), dtype=bool)
-    split_pieces: list[str] = []  # the split messages' texts, in order
-    for k, texts_of in split_texts.items():
-        per_tool[k], split_tool[k] = len(texts_of), True
-        split_pieces += texts_of
+    # Per result: one per tool message, or one per piece of a split one (as many as it answers).
+    per_tool = np.where(split_tool, answers, 1).astype(np.int64)
     owner = np.repeat(np.arange(len(tools), dtype=np.int64), per_tool)  # its tool message
     result_at = tools[owner]
     is_split = split_tool[owner]
@@ -191,14 +186,14 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
     message_item_said = rows_with(item_said, item_msg, n)
     own_blank = ~message_item_said  # a tool message's result: no part but blank text
     result_blank = own_blank[result_at]
-    result_blank[is_split] = [not t.strip() for t in split_pieces]
+    result_blank[is_split] = ~not_blank(split_pieces)
     split_chars = np.zeros(len(result_at), dtype=np.int64)
-    split_chars[is_split] = [len(t) for t in split_pieces]
+    split_chars[is_split] = text_lengths(split_pieces)
 
     texts_counted = (is_text_item | is_reasoning) & ~no_value
     item_chars = np.where(texts_counted, chars, 0)
     msg_chars = np.bincount(item_msg, weights=item_chars, minlength=n).astype(np.int64)
-    split_items = np.array(sorted({int(tools[k]) for k in split_texts}), dtype=np.int64)
+    split_items = tools[split_tool]  # in order, as `tools` is
     msg_chars[split_items] = np.bincount(
         result_at[is_split], weights=split_chars[is_split], minlength=n
     ).astype(np.int64)[split_items]
@@ -230,10 +225,9 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         own = value.cast(pa.large_string()).take(pa.array(at, pa.int64(), mask=~one))
         if not is_split.any():
             return own
-        pieces = pa.array(split_pieces, pa.large_string())
         place = np.arange(len(result_at), dtype=np.int64)
         place[is_split] = len(result_at) + np.arange(int(is_split.sum()), dtype=np.int64)
-        return pa.concat_arrays([own, pieces]).take(indices(place))
+        return pa.concat_arrays([own, split_pieces]).take(indices(place))
 
     # An assistant message of one item, a text, says its value.
     plain = np.flatnonzero(one_text & (kind == ASSISTANT))
@@ -248,7 +242,7 @@ def flatten_llamafactory(array: pa.Array) -> Conversations | None:
         pieces = [
             sys_text,
             value.take(indices(other)).cast(pa.large_string()),
-            pa.array(split_pieces, pa.large_string()),
+            split_pieces,
         ]
         owners = [
             msg_message[sys_msgs],
