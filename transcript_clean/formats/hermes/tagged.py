@@ -43,6 +43,7 @@ from transcript_clean.columnar.arrays import (
 from transcript_clean.formats.base import DecodeError, IdMinter
 from transcript_clean.formats.calls import Call, read_calls
 from transcript_clean.formats.fields import arguments_json
+from transcript_clean.formats.hermes.responses import common_responses
 from transcript_clean.formats.hermes.values import (
     assistant_parts,
     assistant_tags,
@@ -317,9 +318,13 @@ def read_tool(value: pa.Array, at: Counts) -> ToolTurns:
     body_turn = np.concatenate([whole, tagged[piece_of]])
     bodies = stripped(pa.concat_arrays([texts.take(indices(whole)).cast(pa.large_string()), found]))
 
-    # A `{...}` body is parsed: strict JSON without a long run of digits here, anything else by
-    # the decoder's reader.
+    # A `{...}` body is parsed: in the common layout over the column (`common_responses`),
+    # else strict JSON without a long run of digits here, anything else by the decoder's reader.
     braced = as_mask(pc.starts_with(bodies, "{"))
+    common, _, contents = common_responses(bodies.filter(pa.array(braced)))
+    read = np.zeros(len(bodies), dtype=bool)
+    read[np.flatnonzero(braced)[common]] = True
+    braced &= ~read
     unparsed = braced & long_digits(bodies)
     braced &= ~unparsed
     said: list[str] = []
@@ -331,6 +336,8 @@ def read_tool(value: pa.Array, at: Counts) -> ToolTurns:
             unparsed[k] = True
             said.append(body)
     bad[body_turn[unparsed]] = True
+    if len(contents):
+        bodies = pc.replace_with_mask(bodies, pa.array(read), contents.cast(bodies.type))
     if said:
         bodies = pc.replace_with_mask(bodies, pa.array(braced), pa.array(said, bodies.type))
     keep = ~bad[body_turn]
