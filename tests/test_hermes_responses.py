@@ -145,7 +145,8 @@ _common_leaves = st.one_of(
     st.integers(-(10**18) + 1, 10**18 - 1),
     st.floats(allow_nan=False, allow_infinity=False).filter(_short),
     st.floats(-1e6, 1e6).map(lambda f: round(f, 4)).filter(_short),
-    st.text(_said, max_size=6),
+    st.text(st.one_of(_said, st.sampled_from(list('\b\f\n\r\t"\\/'))), max_size=6),
+    st.sampled_from(['a"b', "\\", "x\ty", "\b\f\n\r", "a/b", "é😀", "\x7f\u2028"]),
 )
 _common = st.builds(
     lambda name, content: json.dumps({"name": name, "content": content}, ensure_ascii=False),
@@ -168,6 +169,7 @@ def test_bodies_in_the_common_layout_are_all_read_over_the_column(bodies: list[s
     [
         ('{"name": "f", "content": {"t": 18, "ok": true, "x": null, "s": "a\\nb"}}', True),
         ('{"name": "f", "content": {}}', True),
+        ('{"name": "f", "content": {"s": "q\\"b\\\\s\\b\\f\\n\\r\\t/"}}', True),
         ('{"name": "f", "content": "18 C"}', True),
         ('{"name": "f", "content": {"x": 907.2, "y": -0.0, "z": 0.0001}}', True),
         ('{"name": "f", "content": {"a": 1, "a": 2}}', False),  # a key twice
