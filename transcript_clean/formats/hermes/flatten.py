@@ -41,6 +41,7 @@ from transcript_clean.columnar.arrays import (
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.edits import item_origins
+from transcript_clean.columnar.tags import tag_counts
 from transcript_clean.formats.fields import end_to_end, is_list_of_structs, not_blank
 from transcript_clean.formats.hermes.tagged import read_gpt, read_tool, stripped
 from transcript_clean.formats.hermes.values import TAGS, prompt_tools, read_tools_block
@@ -94,8 +95,11 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
     said = not_blank(value).copy()
     trimmed = stripped(value)
     edged = as_mask(pc.not_equal(pc.binary_length(trimmed), pc.binary_length(value)))
-    gpt_tags = _holding(value, is_gpt & ~flag, "<tool_call>", "<think>")
-    tool_tags = _holding(value, is_tool & ~flag, "<tool_response>")
+    calls_in, thinks_in, responses_in = tag_counts(
+        value, "<tool_call>", "<think>", "<tool_response>"
+    )
+    gpt_tags = is_gpt & ~flag & ((calls_in > 0) | (thinks_in > 0))
+    tool_tags = is_tool & ~flag & (responses_in > 0)
     tool_tags |= as_mask(pc.starts_with(trimmed, "{")) & is_tool
     python_gpt = np.flatnonzero(is_gpt & gpt_tags & ~flag)
     python_tool = np.flatnonzero(is_tool & tool_tags & ~flag)
@@ -257,16 +261,6 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
         message_text=message_text,
         message_origin=item_origins(turns, turn_message, m),
     )
-
-
-def _holding(value: pa.Array, among: Mask, *tags: str) -> Mask:
-    """Per turn, whether it is among those asked about and its value holds one of `tags`."""
-    at = np.flatnonzero(among)
-    asked = value.take(indices(at))
-    out = np.zeros(len(value), dtype=bool)
-    for tag in tags:
-        out[at] |= as_mask(pc.match_substring(asked, tag), fill=False)
-    return out
 
 
 def _prompt_declarations(

@@ -40,6 +40,7 @@ from transcript_clean.columnar.arrays import (
     long_digits,
     rows_with,
 )
+from transcript_clean.columnar.tags import tag_counts
 from transcript_clean.formats.base import DecodeError, IdMinter
 from transcript_clean.formats.calls import Call, read_calls
 from transcript_clean.formats.fields import arguments_json
@@ -99,11 +100,6 @@ class ToolTurns:
     text: pa.Array
 
 
-def _counts(texts: pa.Array, tag: str) -> Counts:
-    counted: Counts = pc.count_substring(texts, tag).to_numpy(zero_copy_only=False)
-    return counted.astype(np.int64)
-
-
 def _split(texts: pa.Array, tag: str) -> tuple[pa.Array, pa.Array, Counts]:
     """Each text's head, before its first `tag`; the pieces after each `tag`, and each
     piece's text."""
@@ -142,7 +138,7 @@ def read_gpt(value: pa.Array, at: Counts) -> GptTurns:
     # first `<tool_call>` is text to the decoder as it is here.
     # A `</think>` is text where no `<think>` opens, as it is to the decoder; one `<think>`
     # must close in the head, before the first call (`_halves`).
-    thinks = _counts(texts, "<think>")
+    (thinks,) = tag_counts(texts, "<think>")
     common = thinks <= 1
     fast = np.flatnonzero(common)
     shown = texts.take(indices(fast))
