@@ -172,15 +172,11 @@ def read_gpt(value: pa.Array, at: Counts) -> GptTurns:
     ok = ~bad
     keep_call = ok[call_of]
     kept = np.flatnonzero(keep_call[found.value])
-    good: list[_Call] = [
-        (name, arguments, bool(is_object), True)
-        for name, arguments, is_object in zip(
-            found.name.take(indices(kept)).to_pylist(),
-            found.arguments.take(indices(kept)).to_pylist(),
-            found.object[kept].tolist(),
-            strict=True,
-        )
-    ]
+    good = _CallColumns(
+        found.name.take(indices(kept)),
+        found.arguments.take(indices(kept)),
+        found.object[kept],
+    )
     # A turn of calls or reasoning alone has no text part; one of nothing says "".
     alone = (np.bincount(call_of, minlength=len(fast)) == 0) & (thinks[fast] == 0)
     spoken = pc.utf8_length(head_text).to_numpy(zero_copy_only=False) > 0
@@ -226,6 +222,16 @@ def _json_call(body: str) -> tuple[str, str | None, bool, bool] | None:
     return obj["name"], orjson.dumps(given).decode(), isinstance(given, dict), True
 
 
+@dataclass(slots=True, frozen=True)
+class _CallColumns:
+    """Calls read over the column: per call its name, its arguments' JSON text and whether
+    they are an object (`formats.calls.Calls`)."""
+
+    name: pa.Array
+    arguments: pa.Array
+    object: Mask
+
+
 class _Parts:
     """The parts of gpt turns read fast (as arrays) and one at a time, put in turn order."""
 
@@ -237,6 +243,7 @@ class _Parts:
         self.reason_turn: list[Counts] = []
         self.reason: list[pa.Array] = []
         self.call_turn: list[Counts] = []
+        self.fast_calls: list[_CallColumns] = []
         self.calls: list[_Call] = []
         self.slow_texts: list[tuple[int, str]] = []
         self.slow_reasons: list[tuple[int, str]] = []
@@ -246,14 +253,14 @@ class _Parts:
         self,
         texts: tuple[Counts, pa.Array],
         reasons: tuple[Counts, pa.Array],
-        calls: tuple[Counts, list[_Call]],
+        calls: tuple[Counts, _CallColumns],
     ) -> None:
         self.text_turn.append(texts[0])
         self.text.append(texts[1])
         self.reason_turn.append(reasons[0])
         self.reason.append(reasons[1])
         self.call_turn.append(calls[0])
-        self.calls.extend(calls[1])
+        self.fast_calls.append(calls[1])
 
     def add_slow(self, turn: int, read: _Gpt | None) -> None:
         if read is None or not all(is_json(c[0]) for c in read[2]):
@@ -271,7 +278,19 @@ class _Parts:
         text_turn, text = _ordered(self.text_turn, self.text, self.slow_texts)
         reason_turn, reason = _ordered(self.reason_turn, self.reason, self.slow_reasons)
         call_turn, order = _in_order([*self.call_turn, np.array(self.slow_calls, np.int64)])
-        calls = [self.calls[k] for k in order.tolist()]
+        # The calls read fast as columns, then those read one at a time: every fast call is as
+        # the encoder finds it (`_json_call`).
+        fast, slow = self.fast_calls, self.calls
+        names = pa.concat_arrays(
+            [*(c.name for c in fast), pa.array([c[0] for c in slow], pa.string())]
+        )
+        arguments = pa.concat_arrays(
+            [*(c.arguments for c in fast), pa.array([c[1] for c in slow], pa.string())]
+        )
+        objects = np.concatenate([*(c.object for c in fast), np.array([c[2] for c in slow], bool)])
+        same = np.concatenate(
+            [*(np.ones(len(c.object), bool) for c in fast), np.array([c[3] for c in slow], bool)]
+        )
         unread = np.array(self.unread, dtype=np.int64)
         return GptTurns(
             unread=unread,
@@ -281,10 +300,10 @@ class _Parts:
             reason_turn=reason_turn,
             reason=reason,
             call_turn=call_turn[order],
-            call_name=pa.array([c[0] for c in calls], pa.string()),
-            call_arguments=pa.array([c[1] for c in calls], pa.string()),
-            call_object=np.array([c[2] for c in calls], dtype=bool),
-            call_same=np.array([c[3] for c in calls], dtype=bool),
+            call_name=names.take(indices(order)),
+            call_arguments=arguments.take(indices(order)),
+            call_object=objects[order],
+            call_same=same[order],
         )
 
 
