@@ -8,7 +8,7 @@ can only pair the tags as the split does:
 
 - a gpt turn: white space, at most one `<think>...</think>`, text, then `<tool_call>...
   </tool_call>` blocks, each holding one `</tool_call>` and only white space after it, each
-  a strict JSON object with a name and arguments that are no JSON text;
+  a strict JSON object with a name;
 - a tool turn: `<tool_response>` blocks, each holding one `</tool_response>` (text outside
   them is dropped, as the decoder drops it), or none and a value that is one body; each body
   either not `{...}` or strict JSON;
@@ -41,7 +41,7 @@ from transcript_clean.columnar.arrays import (
     rows_with,
 )
 from transcript_clean.columnar.tags import tag_counts
-from transcript_clean.formats.base import DecodeError, IdMinter
+from transcript_clean.formats.base import DecodeError, IdMinter, parse_arguments
 from transcript_clean.formats.calls import Call, read_calls
 from transcript_clean.formats.fields import arguments_json
 from transcript_clean.formats.hermes.responses import common_responses
@@ -217,7 +217,9 @@ def _json_call(body: str) -> tuple[str, str | None, bool, bool] | None:
         return None
     given = obj.get("arguments")
     if isinstance(given, str):
-        return None
+        # Arguments as JSON text: the text as it is, an object where it reads as one strictly.
+        parsed, raw = parse_arguments(given)
+        return obj["name"], raw, isinstance(parsed, dict), True
     # orjson refuses NaN, infinities and lone surrogates: what it reads JSON can write.
     return obj["name"], orjson.dumps(given).decode(), isinstance(given, dict), True
 
