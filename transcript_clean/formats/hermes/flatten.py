@@ -49,8 +49,9 @@ from transcript_clean.formats.hermes.values import TAGS, prompt_tools, read_tool
 __all__ = ["flatten_hermes"]
 
 
-def _tagged(role: str) -> pa.Array:
-    return pa.array([t for t, r in TAGS.items() if r == role], pa.string())
+_ROLES = ("system", "user", "assistant", "tool")
+_TAG_NAMES = pa.array(list(TAGS), pa.string())
+_TAG_ROLES = np.array([*(_ROLES.index(r) for r in TAGS.values()), -1], dtype=np.int8)
 
 
 def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations | None:
@@ -65,11 +66,10 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
     tag = pc.struct_field(turns, "from")
     value = pc.struct_field(turns, "value")
 
-    def tagged(role: str) -> Mask:
-        return as_mask(pc.is_in(tag, _tagged(role)))
-
-    is_system, is_user = tagged("system"), tagged("user")
-    is_gpt, is_tool = tagged("assistant"), tagged("tool")
+    # Each turn's role, from its tag's place among the tags (one look-up for all roles).
+    place = pc.fill_null(pc.index_in(tag, _TAG_NAMES), -1).to_numpy(zero_copy_only=False)
+    role = _TAG_ROLES[place]  # a tag the format does not know: the last, -1
+    is_system, is_user, is_gpt, is_tool = (role == k for k in range(len(_ROLES)))
     flag = ~(is_system | is_user | is_gpt | is_tool)
     flag |= as_mask(turns.is_null()) | as_mask(tag.is_null()) | as_mask(value.is_null())
 
