@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterable
 from typing import Any
 
 import pyarrow as pa
@@ -164,6 +165,11 @@ def test_bodies_in_the_common_layout_are_all_read_over_the_column(bodies: list[s
     assert _read(bodies) == [_truth(b) for b in bodies]
 
 
+def _keyed(keys: Iterable[int]) -> str:
+    pairs = ", ".join(f'"k{k}": {k}' for k in keys)
+    return '{"name": "f", "content": {' + pairs + "}}"
+
+
 @pytest.mark.parametrize(
     ("body", "fast"),
     [
@@ -179,6 +185,9 @@ def test_bodies_in_the_common_layout_are_all_read_over_the_column(bodies: list[s
         ('{"name": "f", "content": "a\\"b"}', False),  # a string with an escape
         ('{"name": "f", "content": {"x": "\\u00e9"}}', False),  # json writes é
         ('{"name":"f","content":{}}', False),  # compact
+        (_keyed(range(16)), True),
+        (_keyed([*range(15), 0]), False),  # the first key again, last
+        (_keyed(range(17)), False),  # more keys than are compared
     ],
 )
 def test_the_common_layout_is_told_in_arrow(body: str, fast: bool) -> None:

@@ -289,7 +289,7 @@ def _prompt_declarations(
         except (TypeError, orjson.JSONEncodeError):
             unsure[row] = True
         unsure[row] |= bool(declared.problems)
-    if not any(t is not None for t in texts):
+    if texts.count(None) == rows:
         return None, unsure
     return pa.array(texts, pa.string()), unsure
 

@@ -30,7 +30,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from transcript_clean.columnar.arrays import Mask, as_mask, indices
+from transcript_clean.columnar.arrays import Mask, as_mask, indices, list_sizes
 
 __all__ = ["common_responses"]
 
@@ -47,6 +47,7 @@ _FLAT: Final = rf"\{{(?:{_PAIR}(?:, {_PAIR})*)?\}}"
 _COMMON: Final = rf'^\{{"name": "{_CHAR}*", "content": (?:{_FLAT}|"{_CHAR}*")\}}$'
 _NAME_ENDS: Final = '", "content": '
 _HEAD: Final = len('{"name": "')
+_MOST_KEYS: Final = 16  # an object of more keys is left to the rest: its pairs of keys are many
 
 
 def common_responses(bodies: pa.Array) -> tuple[Mask, pa.Array, pa.Array]:
@@ -72,27 +73,39 @@ def common_responses(bodies: pa.Array) -> tuple[Mask, pa.Array, pa.Array]:
 
 
 def _repeated_keys(content: pa.Array, objects: Mask) -> Mask:
-    """Per content, whether it is an object of `_FLAT` that holds a key twice. Its keys hold no
-    escape and its strings no bare `"`, so `, "` parts its pairs and a key's text ends at its
-    first `"`."""
+    """Per content, whether it is an object of `_FLAT` that may hold a key twice: one that does,
+    or one of more than `_MOST_KEYS` keys. Its keys hold no escape and its strings no bare `"`,
+    so `, "` parts its pairs and a key's text ends at its first `"`: each two keys of an object
+    are compared."""
     out = np.zeros(len(content), dtype=bool)
     at = np.flatnonzero(objects)
     if not len(at):
         return out
     inner = pc.utf8_slice_codeunits(content.take(indices(at)), 2, -1)  # less its `{"` and `}`
     pairs = pc.split_pattern(inner, ', "')
-    sizes = pc.list_value_length(pairs).to_numpy(zero_copy_only=False).astype(np.int64)
-    several = sizes > 1
-    if not several.any():
+    sizes = list_sizes(pairs)
+    several = np.flatnonzero(sizes > 1)
+    if not len(several):
         return out
-    owner = np.repeat(np.arange(len(at), dtype=np.int64), sizes)
+    out[at[sizes > _MOST_KEYS]] = True
     keys = pc.list_element(pc.split_pattern(pc.list_flatten(pairs), '"', max_splits=1), 0)
-    number = pa.array(owner).cast(pa.string()).cast(keys.type)
-    owned = pc.binary_join_element_wise(number, keys, pa.scalar("\x00", keys.type))
-    counts = pc.value_counts(owned)
-    seen = counts.field("counts").to_numpy(zero_copy_only=False) > 1
-    if not seen.any():
+    first = np.cumsum(sizes) - sizes
+    left, right, owner = [], [], []
+    for size in np.unique(sizes[several]).tolist():
+        if size > _MOST_KEYS:
+            break
+        objects_of_size = several[sizes[several] == size]
+        i, j = np.triu_indices(size, 1)
+        starts = first[objects_of_size][:, None]
+        left.append((starts + i).ravel())
+        right.append((starts + j).ravel())
+        owner.append(np.repeat(objects_of_size, len(i)))
+    if not left:
         return out
-    twice = as_mask(pc.is_in(owned, counts.field("values").filter(pa.array(seen))))
-    out[at[np.unique(owner[twice])]] = True
+    same = as_mask(
+        pc.equal(
+            keys.take(indices(np.concatenate(left))), keys.take(indices(np.concatenate(right)))
+        )
+    )
+    out[at[np.concatenate(owner)[same]]] = True
     return out
