@@ -101,8 +101,10 @@ def _body(draw: st.DrawFn) -> str:
     return body.strip()
 
 
-def _read(bodies: list[str]) -> list[tuple[str | None, str] | None]:
-    fast, names, contents = common_responses(pa.array(bodies, pa.large_string()))
+def _read(bodies: list[str], large: bool = True) -> list[tuple[str | None, str] | None]:
+    fast, names, contents = common_responses(
+        pa.array(bodies, pa.large_string() if large else pa.string())
+    )
     read = iter(zip(names.to_pylist(), contents.to_pylist(), strict=True))
     out = [next(read) if f else None for f in fast.tolist()]
     assert next(read, None) is None
@@ -191,10 +193,11 @@ def _keyed(keys: Iterable[int]) -> str:
     ],
 )
 def test_the_common_layout_is_told_in_arrow(body: str, fast: bool) -> None:
-    read = _read([body])[0]
-    assert (read is not None) == fast
-    if fast:
-        assert read == _truth(body)
+    for large in (False, True):
+        read = _read(["x", body], large)[1]
+        assert (read is not None) == fast
+        if fast:
+            assert read == _truth(body)
 
 
 @given(st.from_regex(responses._FRACTION, fullmatch=True))
