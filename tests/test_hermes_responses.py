@@ -32,7 +32,7 @@ _leaves = st.one_of(
     ),
     st.text(max_size=4),
     st.sampled_from(
-        ['a"b', "\\", "é\n", "\x00", "\x7f", "\u2028", "😀", "a/b", "12345678901234567890"]
+        ['a"b', "\\", "é\n", "\x00", "\x7f", "\u2028", "😀", "a/b", "12345678901234567890", "x, "]
     ),
 )
 _values = st.recursive(
@@ -43,7 +43,8 @@ _values = st.recursive(
     max_leaves=6,
 )
 _keys = st.one_of(
-    st.sampled_from(["city", "n", "", "name", "content", 'k"y', "é"]), st.text(max_size=3)
+    st.sampled_from(["city", "n", "", "name", "content", 'k"y', "é", "x, ", ", "]),
+    st.text(max_size=3),
 )
 _flat = st.dictionaries(_keys, _leaves, max_size=4)
 _names = st.one_of(st.sampled_from(["f", "get_weather", 'a"b', "\\", "é", ""]), st.text(max_size=3))
@@ -127,7 +128,9 @@ def test_bodies_read_over_the_column_are_read_as_the_codec_reads_each(bodies: li
 
 # What the column read must read itself: a body as `json.dumps` writes it, whose content is a
 # flat object of keys without escapes, short numbers written as `repr` writes them, and strings
-# with no character the encoder writes as `\u00XX`; or a string without escapes.
+# with no character the encoder writes as `\u00XX`; or a string without escapes. A key or
+# string that ends in `, ` may part an object in one piece more than it has keys, which
+# `_repeated_keys` reads as "may repeat a key": such objects are left to the rest.
 _plain = st.characters(
     blacklist_categories=("Cs",), blacklist_characters='"\\' + "".join(map(chr, range(32)))
 )
@@ -155,7 +158,9 @@ _common = st.builds(
     lambda name, content: json.dumps({"name": name, "content": content}, ensure_ascii=False),
     st.text(_plain, max_size=6),
     st.one_of(
-        st.dictionaries(st.text(_plain, max_size=4), _common_leaves, max_size=5),
+        st.dictionaries(st.text(_plain, max_size=4), _common_leaves, max_size=5).filter(
+            lambda d: not any(str(t).endswith(", ") for t in [*d, *d.values()])
+        ),
         st.text(_plain, max_size=8),
     ),
 )
@@ -187,6 +192,10 @@ def _keyed(keys: Iterable[int]) -> str:
         ('{"name": "f", "content": "a\\"b"}', False),  # a string with an escape
         ('{"name": "f", "content": {"x": "\\u00e9"}}', False),  # json writes é
         ('{"name":"f","content":{}}', False),  # compact
+        ('{"name": "f", "content": {"a": "x, ", "b": 1}}', True),
+        ('{"name": "f", "content": {"a": "x, ", "a": 1}}', False),  # a key twice, parted more
+        ('{"name": "f", "content": {"x, ": 1, "x, ": 2}}', False),
+        ('{"name": "f", "content": {"x, ": 1, "x": 2}}', False),  # may repeat: left to the rest
         (_keyed(range(16)), True),
         (_keyed([*range(15), 0]), False),  # the first key again, last
         (_keyed(range(17)), False),  # more keys than are compared

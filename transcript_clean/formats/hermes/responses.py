@@ -74,9 +74,12 @@ def common_responses(bodies: pa.Array) -> tuple[Mask, pa.Array, pa.Array]:
 
 def _repeated_keys(content: pa.Array, objects: Mask) -> Mask:
     """Per content, whether it is an object of `_FLAT` that may hold a key twice: one that does,
-    or one of more than `_MOST_KEYS` keys. Its keys hold no escape and its strings no bare `"`,
-    so `, "` parts its pairs and a key's text ends at its first `"`: each two keys of an object
-    are compared."""
+    or one parted in more than `_MOST_KEYS` pieces. It is parted at each `, "`: its strings
+    hold no bare `"`, so every pair but the first starts at one, and a piece's key, which holds
+    no `"`, is its text up to its first `"`, the same text for the same key. A string that ends
+    in `, ` parts it once more (its closing quote ends a `, "` too), which only ever adds
+    pieces to compare: such an object may be left to the rest, never read wrong. Each two
+    pieces' keys are compared."""
     out = np.zeros(len(content), dtype=bool)
     at = np.flatnonzero(objects)
     if not len(at):
