@@ -41,6 +41,7 @@ from transcript_clean.columnar.arrays import (
 )
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
 from transcript_clean.columnar.edits import item_origins
+from transcript_clean.columnar.tags import tag_counts
 from transcript_clean.formats.fields import end_to_end, is_list_of_structs, not_blank
 from transcript_clean.formats.hermes.tagged import read_gpt, read_tool, stripped
 from transcript_clean.formats.hermes.values import TAGS, prompt_tools, read_tools_block
@@ -48,8 +49,9 @@ from transcript_clean.formats.hermes.values import TAGS, prompt_tools, read_tool
 __all__ = ["flatten_hermes"]
 
 
-def _tagged(role: str) -> pa.Array:
-    return pa.array([t for t, r in TAGS.items() if r == role], pa.string())
+_ROLES = ("system", "user", "assistant", "tool")
+_TAG_NAMES = pa.array(list(TAGS), pa.string())
+_TAG_ROLES = np.array([*(_ROLES.index(r) for r in TAGS.values()), -1], dtype=np.int8)
 
 
 def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations | None:
@@ -64,11 +66,10 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
     tag = pc.struct_field(turns, "from")
     value = pc.struct_field(turns, "value")
 
-    def tagged(role: str) -> Mask:
-        return as_mask(pc.is_in(tag, _tagged(role)))
-
-    is_system, is_user = tagged("system"), tagged("user")
-    is_gpt, is_tool = tagged("assistant"), tagged("tool")
+    # Each turn's role, from its tag's place among the tags (one look-up for all roles).
+    place = pc.fill_null(pc.index_in(tag, _TAG_NAMES), -1).to_numpy(zero_copy_only=False)
+    role = _TAG_ROLES[place]  # a tag the format does not know: the last, -1
+    is_system, is_user, is_gpt, is_tool = (role == k for k in range(len(_ROLES)))
     flag = ~(is_system | is_user | is_gpt | is_tool)
     flag |= as_mask(turns.is_null()) | as_mask(tag.is_null()) | as_mask(value.is_null())
 
@@ -94,8 +95,11 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
     said = not_blank(value).copy()
     trimmed = stripped(value)
     edged = as_mask(pc.not_equal(pc.binary_length(trimmed), pc.binary_length(value)))
-    gpt_tags = _holding(value, is_gpt & ~flag, "<tool_call>", "<think>")
-    tool_tags = _holding(value, is_tool & ~flag, "<tool_response>")
+    calls_in, thinks_in, responses_in = tag_counts(
+        value, "<tool_call>", "<think>", "<tool_response>"
+    )
+    gpt_tags = is_gpt & ~flag & ((calls_in > 0) | (thinks_in > 0))
+    tool_tags = is_tool & ~flag & (responses_in > 0)
     tool_tags |= as_mask(pc.starts_with(trimmed, "{")) & is_tool
     python_gpt = np.flatnonzero(is_gpt & gpt_tags & ~flag)
     python_tool = np.flatnonzero(is_tool & tool_tags & ~flag)
@@ -259,16 +263,6 @@ def flatten_hermes(array: pa.Array, prompt_tools: bool = True) -> Conversations 
     )
 
 
-def _holding(value: pa.Array, among: Mask, *tags: str) -> Mask:
-    """Per turn, whether it is among those asked about and its value holds one of `tags`."""
-    at = np.flatnonzero(among)
-    asked = value.take(indices(at))
-    out = np.zeros(len(value), dtype=bool)
-    for tag in tags:
-        out[at] |= as_mask(pc.match_substring(asked, tag), fill=False)
-    return out
-
-
 def _prompt_declarations(
     is_system: Mask, value: pa.Array, turn_row: Counts, rows: int
 ) -> tuple[pa.Array | None, Mask]:
@@ -295,7 +289,7 @@ def _prompt_declarations(
         except (TypeError, orjson.JSONEncodeError):
             unsure[row] = True
         unsure[row] |= bool(declared.problems)
-    if not any(t is not None for t in texts):
+    if texts.count(None) == rows:
         return None, unsure
     return pa.array(texts, pa.string()), unsure
 

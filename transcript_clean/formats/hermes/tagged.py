@@ -8,7 +8,7 @@ can only pair the tags as the split does:
 
 - a gpt turn: white space, at most one `<think>...</think>`, text, then `<tool_call>...
   </tool_call>` blocks, each holding one `</tool_call>` and only white space after it, each
-  a strict JSON object with a name and arguments that are no JSON text;
+  a strict JSON object with a name;
 - a tool turn: `<tool_response>` blocks, each holding one `</tool_response>` (text outside
   them is dropped, as the decoder drops it), or none and a value that is one body; each body
   either not `{...}` or strict JSON;
@@ -40,9 +40,11 @@ from transcript_clean.columnar.arrays import (
     long_digits,
     rows_with,
 )
-from transcript_clean.formats.base import DecodeError, IdMinter
+from transcript_clean.columnar.tags import tag_counts
+from transcript_clean.formats.base import DecodeError, IdMinter, parse_arguments
 from transcript_clean.formats.calls import Call, read_calls
 from transcript_clean.formats.fields import arguments_json
+from transcript_clean.formats.hermes.responses import common_responses
 from transcript_clean.formats.hermes.values import (
     assistant_parts,
     assistant_tags,
@@ -98,11 +100,6 @@ class ToolTurns:
     text: pa.Array
 
 
-def _counts(texts: pa.Array, tag: str) -> Counts:
-    counted: Counts = pc.count_substring(texts, tag).to_numpy(zero_copy_only=False)
-    return counted.astype(np.int64)
-
-
 def _split(texts: pa.Array, tag: str) -> tuple[pa.Array, pa.Array, Counts]:
     """Each text's head, before its first `tag`; the pieces after each `tag`, and each
     piece's text."""
@@ -141,7 +138,7 @@ def read_gpt(value: pa.Array, at: Counts) -> GptTurns:
     # first `<tool_call>` is text to the decoder as it is here.
     # A `</think>` is text where no `<think>` opens, as it is to the decoder; one `<think>`
     # must close in the head, before the first call (`_halves`).
-    thinks = _counts(texts, "<think>")
+    (thinks,) = tag_counts(texts, "<think>")
     common = thinks <= 1
     fast = np.flatnonzero(common)
     shown = texts.take(indices(fast))
@@ -175,15 +172,11 @@ def read_gpt(value: pa.Array, at: Counts) -> GptTurns:
     ok = ~bad
     keep_call = ok[call_of]
     kept = np.flatnonzero(keep_call[found.value])
-    good: list[_Call] = [
-        (name, arguments, bool(is_object), True)
-        for name, arguments, is_object in zip(
-            found.name.take(indices(kept)).to_pylist(),
-            found.arguments.take(indices(kept)).to_pylist(),
-            found.object[kept].tolist(),
-            strict=True,
-        )
-    ]
+    good = _CallColumns(
+        found.name.take(indices(kept)),
+        found.arguments.take(indices(kept)),
+        found.object[kept],
+    )
     # A turn of calls or reasoning alone has no text part; one of nothing says "".
     alone = (np.bincount(call_of, minlength=len(fast)) == 0) & (thinks[fast] == 0)
     spoken = pc.utf8_length(head_text).to_numpy(zero_copy_only=False) > 0
@@ -224,9 +217,21 @@ def _json_call(body: str) -> tuple[str, str | None, bool, bool] | None:
         return None
     given = obj.get("arguments")
     if isinstance(given, str):
-        return None
+        # Arguments as JSON text: the text as it is, an object where it reads as one strictly.
+        parsed, raw = parse_arguments(given)
+        return obj["name"], raw, isinstance(parsed, dict), True
     # orjson refuses NaN, infinities and lone surrogates: what it reads JSON can write.
     return obj["name"], orjson.dumps(given).decode(), isinstance(given, dict), True
+
+
+@dataclass(slots=True, frozen=True)
+class _CallColumns:
+    """Calls read over the column: per call its name, its arguments' JSON text and whether
+    they are an object (`formats.calls.Calls`)."""
+
+    name: pa.Array
+    arguments: pa.Array
+    object: Mask
 
 
 class _Parts:
@@ -240,6 +245,7 @@ class _Parts:
         self.reason_turn: list[Counts] = []
         self.reason: list[pa.Array] = []
         self.call_turn: list[Counts] = []
+        self.fast_calls: list[_CallColumns] = []
         self.calls: list[_Call] = []
         self.slow_texts: list[tuple[int, str]] = []
         self.slow_reasons: list[tuple[int, str]] = []
@@ -249,14 +255,14 @@ class _Parts:
         self,
         texts: tuple[Counts, pa.Array],
         reasons: tuple[Counts, pa.Array],
-        calls: tuple[Counts, list[_Call]],
+        calls: tuple[Counts, _CallColumns],
     ) -> None:
         self.text_turn.append(texts[0])
         self.text.append(texts[1])
         self.reason_turn.append(reasons[0])
         self.reason.append(reasons[1])
         self.call_turn.append(calls[0])
-        self.calls.extend(calls[1])
+        self.fast_calls.append(calls[1])
 
     def add_slow(self, turn: int, read: _Gpt | None) -> None:
         if read is None or not all(is_json(c[0]) for c in read[2]):
@@ -274,7 +280,19 @@ class _Parts:
         text_turn, text = _ordered(self.text_turn, self.text, self.slow_texts)
         reason_turn, reason = _ordered(self.reason_turn, self.reason, self.slow_reasons)
         call_turn, order = _in_order([*self.call_turn, np.array(self.slow_calls, np.int64)])
-        calls = [self.calls[k] for k in order.tolist()]
+        # The calls read fast as columns, then those read one at a time: every fast call is as
+        # the encoder finds it (`_json_call`).
+        fast, slow = self.fast_calls, self.calls
+        names = pa.concat_arrays(
+            [*(c.name for c in fast), pa.array([c[0] for c in slow], pa.string())]
+        )
+        arguments = pa.concat_arrays(
+            [*(c.arguments for c in fast), pa.array([c[1] for c in slow], pa.string())]
+        )
+        objects = np.concatenate([*(c.object for c in fast), np.array([c[2] for c in slow], bool)])
+        same = np.concatenate(
+            [*(np.ones(len(c.object), bool) for c in fast), np.array([c[3] for c in slow], bool)]
+        )
         unread = np.array(self.unread, dtype=np.int64)
         return GptTurns(
             unread=unread,
@@ -284,10 +302,10 @@ class _Parts:
             reason_turn=reason_turn,
             reason=reason,
             call_turn=call_turn[order],
-            call_name=pa.array([c[0] for c in calls], pa.string()),
-            call_arguments=pa.array([c[1] for c in calls], pa.string()),
-            call_object=np.array([c[2] for c in calls], dtype=bool),
-            call_same=np.array([c[3] for c in calls], dtype=bool),
+            call_name=names.take(indices(order)),
+            call_arguments=arguments.take(indices(order)),
+            call_object=objects[order],
+            call_same=same[order],
         )
 
 
@@ -317,9 +335,13 @@ def read_tool(value: pa.Array, at: Counts) -> ToolTurns:
     body_turn = np.concatenate([whole, tagged[piece_of]])
     bodies = stripped(pa.concat_arrays([texts.take(indices(whole)).cast(pa.large_string()), found]))
 
-    # A `{...}` body is parsed: strict JSON without a long run of digits here, anything else by
-    # the decoder's reader.
+    # A `{...}` body is parsed: in the common layout over the column (`common_responses`),
+    # else strict JSON without a long run of digits here, anything else by the decoder's reader.
     braced = as_mask(pc.starts_with(bodies, "{"))
+    common, _, contents = common_responses(bodies.filter(pa.array(braced)))
+    read = np.zeros(len(bodies), dtype=bool)
+    read[np.flatnonzero(braced)[common]] = True
+    braced &= ~read
     unparsed = braced & long_digits(bodies)
     braced &= ~unparsed
     said: list[str] = []
@@ -331,6 +353,8 @@ def read_tool(value: pa.Array, at: Counts) -> ToolTurns:
             unparsed[k] = True
             said.append(body)
     bad[body_turn[unparsed]] = True
+    if len(contents):
+        bodies = pc.replace_with_mask(bodies, pa.array(read), contents.cast(bodies.type))
     if said:
         bodies = pc.replace_with_mask(bodies, pa.array(braced), pa.array(said, bodies.type))
     keep = ~bad[body_turn]
