@@ -29,6 +29,7 @@ def go_offline(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     """Offline, with a fresh cache: nothing reaches the network or the user's cache."""
     import datasets
     import huggingface_hub
+    import huggingface_hub.constants  # a lazy submodule: imported here whatever ran before
 
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")

@@ -418,3 +418,28 @@ def planted_transcripts(draw: Draw, plant: str | None = None) -> Planted:
         )
 
     raise ValueError(f"unknown plant {plant!r}; expected one of {PLANTS}")
+
+
+def json_leaves(*more: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """JSON leaves of any kind (null, booleans, integers past 64 bits, floats with NaN and the
+    infinities, which json writes and orjson refuses), with `more`: what a test's reader must
+    tell apart (escapes, numbers spelled otherwise, its own separators)."""
+    return st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.integers(-9, 9),
+        st.floats(),
+        *more,
+    )
+
+
+def json_values(leaves: st.SearchStrategy[Any]) -> st.SearchStrategy[Any]:
+    """JSON values of `leaves`, nested in lists and objects a few deep."""
+    return st.recursive(
+        leaves,
+        lambda inner: st.one_of(
+            st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
+        ),
+        max_leaves=6,
+    )

@@ -520,6 +520,7 @@ def test_a_mistyped_local_name_says_both_and_gives_up_fast(
 def test_an_unreachable_hub_is_asked_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Online, but the Hub does not answer: one short question, not `load_dataset`'s retries."""
     import huggingface_hub
+    import huggingface_hub.constants  # a lazy submodule: imported here whatever ran before
 
     import transcript_clean.sources as sources
     import transcript_clean.sources.hf as hf_source

@@ -15,6 +15,7 @@ from differential import assert_fast_and_slow_agree, assert_verdicts_equal_on_ge
 from flattened import CHECKED, assert_flattened_as_decoded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import json_leaves, json_values
 from synthetic import every_rates, generate_rows
 
 from transcript_clean.columnar.conversations import ASSISTANT, SYSTEM, USER, Conversations
@@ -684,16 +685,8 @@ def test_sharegpt_batches_agree_on_both_paths(config: Config) -> None:
 
 # A function_call value as it may come: strict JSON or not, a call or a list of them, names and
 # arguments of any type, duplicate keys, NaN, numbers past 64 bits, lone surrogates.
-_json_leaves = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=3)
-)
-_json_values = st.recursive(
-    _json_leaves,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
-    ),
-    max_leaves=6,
-)
+_json_leaves = json_leaves(st.text(max_size=3))
+_json_values = json_values(_json_leaves)
 _raw_calls = st.one_of(
     st.builds(
         lambda name, arguments: {"name": name, "arguments": arguments},

@@ -22,6 +22,7 @@ from differential import (
 from flattened import assert_flattened_as_decoded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import json_leaves, json_values
 from synthetic import every_rates, generate_rows
 
 from transcript_clean.fastpath import fast_verdicts
@@ -273,16 +274,8 @@ def test_empty_turns_unanswered_calls_and_used_orphans_are_settled_in_arrow() ->
 
 # A tool_call value as it may come: strict JSON or not, of any type, names and arguments of
 # any type, duplicate keys, NaN, numbers past 64 bits, lone surrogates.
-_leaves = st.one_of(
-    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(), st.text(max_size=3)
-)
-_values = st.recursive(
-    _leaves,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
-    ),
-    max_leaves=6,
-)
+_leaves = json_leaves(st.text(max_size=3))
+_values = json_values(_leaves)
 _call_texts = st.one_of(
     st.builds(
         lambda name, arguments: json.dumps({"name": name, "arguments": arguments}),

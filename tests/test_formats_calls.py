@@ -15,6 +15,7 @@ from flattened import assert_flattened_as_decoded
 from flattened import truth as decoded_truth
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import json_leaves, json_values
 
 from transcript_clean.formats import get_format
 from transcript_clean.formats.calls import common_calls, list_calls, read_calls
@@ -30,23 +31,12 @@ SCHEMA = pa.schema([("conversations", pa.list_(TURN)), ("tools", pa.string())])
 
 # Leaves of any kind: NaN and infinities (json writes them, orjson refuses them), numbers past
 # 64 bits and long runs of digits in text, escapes, quotes, braces.
-_leaves = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**70), 2**70),
-    st.integers(-9, 9),
-    st.floats(),
+_leaves = json_leaves(
     st.sampled_from([math.nan, math.inf, 1e100, 1e-100, -0.0, 1.5e-07, 10**400]),
     st.text(max_size=3),
     st.sampled_from(['a"b', "\\", "é\n", "\x00", "12345678901234567890", "}, {", "😀"]),
 )
-_values = st.recursive(
-    _leaves,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
-    ),
-    max_leaves=6,
-)
+_values = json_values(_leaves)
 _flat = st.dictionaries(
     st.one_of(st.sampled_from(["city", "n", "", 'k"ey']), st.text(max_size=3)), _leaves, max_size=4
 )

@@ -14,6 +14,7 @@ import pytest
 from flattened import assert_flattened_as_decoded
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import json_leaves
 
 from transcript_clean.formats import get_format
 from transcript_clean.formats.sharegpt.lists import _LIST, split_lists
@@ -21,12 +22,7 @@ from transcript_clean.formats.sharegpt.values import split_list
 
 # Leaves that `json.dumps` writes again as they came and leaves it writes otherwise: floats of
 # any size and digits, -0, escapes, quotes, braces, colons, white space, big integers.
-_leaves = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**70), 2**70),
-    st.integers(-9, 9),
-    st.floats(),
+_leaves = json_leaves(
     st.floats(-1e8, 1e8).map(lambda x: round(x, 3)),
     st.sampled_from([math.nan, 1e16, 1e-5, 1.5e-07, 0.0001, -0.0, 0.1, 123.456, 10**20]),
     st.text(max_size=3),

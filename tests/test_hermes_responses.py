@@ -13,6 +13,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from strategies import json_leaves, json_values
 
 from transcript_clean.formats.hermes import responses
 from transcript_clean.formats.hermes.responses import common_responses
@@ -20,12 +21,7 @@ from transcript_clean.formats.hermes.values import read_responses
 
 # Leaves of any kind: NaN and infinities (json writes them, orjson refuses them), numbers past
 # 64 bits and long runs of digits, floats `repr` writes with an exponent, escapes, unicode.
-_leaves = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(-(2**70), 2**70),
-    st.integers(-9, 9),
-    st.floats(),
+_leaves = json_leaves(
     st.floats(-1e7, 1e7).map(lambda f: round(f, 3)),
     st.sampled_from(
         [math.nan, math.inf, 1e16, 1e-05, 0.0001, -0.0, 0.1, 1234567.1234567, 12345678.5, 10**400]
@@ -35,13 +31,7 @@ _leaves = st.one_of(
         ['a"b', "\\", "é\n", "\x00", "\x7f", "\u2028", "😀", "a/b", "12345678901234567890", "x, "]
     ),
 )
-_values = st.recursive(
-    _leaves,
-    lambda inner: st.one_of(
-        st.lists(inner, max_size=3), st.dictionaries(st.text(max_size=3), inner, max_size=3)
-    ),
-    max_leaves=6,
-)
+_values = json_values(_leaves)
 _keys = st.one_of(
     st.sampled_from(["city", "n", "", "name", "content", 'k"y', "é", "x, ", ", "]),
     st.text(max_size=3),

@@ -8,12 +8,12 @@
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Final
 
 from transcript_clean.format_names import FORMAT_NAMES
 from transcript_clean.formats.base import Decoded, DecodeError, Format, Row
 from transcript_clean.formats.registry import get_format
+from transcript_clean.lazy import lazy_names
 
 if TYPE_CHECKING:
     from transcript_clean.formats.anthropic import AnthropicFormat
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from transcript_clean.formats.sharegpt import ShareGPTFormat
 
 # Imported when first asked for: a run imports only the codecs it reads or writes.
-_LAZY = {
+_LAZY: Final = {
     "AnthropicFormat": "anthropic",
     "OpenAIFormat": "openai",
     "RigFormat": "rig",
@@ -33,12 +33,7 @@ _LAZY = {
     "FORMATS": "registry",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [

@@ -14,15 +14,15 @@ One module per kind: `parquet` (local and over URIs), `json` (JSON and JSON Line
 from __future__ import annotations
 
 import glob
-import importlib
 import os
 import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
 from transcript_clean.errors import SourceError
+from transcript_clean.lazy import lazy_names
 from transcript_clean.sources.base import (
     DEFAULT_BATCH_BYTES,
     DEFAULT_BATCH_SIZE,
@@ -53,7 +53,7 @@ if TYPE_CHECKING:
     from transcript_clean.sources.json import JsonSource, rows_to_table
 
 # Imported when first asked for: a Parquet run needs neither the JSON readers nor `datasets`'.
-_LAZY = {
+_LAZY: Final = {
     "DataFiles": "hf",
     "DatasetSource": "hf",
     "StreamingSource": "hf",
@@ -62,12 +62,7 @@ _LAZY = {
     "rows_to_table": "json",
 }
 
-
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(importlib.import_module(f"{__name__}.{module}"), name)
+__getattr__ = lazy_names(__name__, _LAZY)
 
 
 __all__ = [
