@@ -284,3 +284,23 @@ def test_clean_reads_the_real_file_as_hermes_and_writes_kept_rows_back_unchanged
         rows[0]["conversations"],
         rows[2]["conversations"],
     ]
+
+
+def test_a_python_literal_with_an_invalid_escape_reads_the_same_under_any_warning_filter() -> None:
+    """A body written as a Python literal is compiled by `ast.literal_eval`; a string in it with
+    an escape Python does not know (`'\\<'`) warns, and under `-W error` that warning was a
+    SyntaxError, which read the body as no literal at all. It is the data's, not the user's
+    code's: it reads the same whatever the warning filters say."""
+    import subprocess
+    import sys
+
+    code = (
+        "from transcript_clean.formats.hermes.values import literal\n"
+        "print(literal(\"{'a': '\" + chr(92) + \"<b>'}\"))"
+    )
+    for flag in ("-Werror", "-Wdefault"):
+        out = subprocess.run(
+            [sys.executable, flag, "-c", code], capture_output=True, text=True, check=True
+        )
+        assert out.stdout.strip() == "{'a': '\\\\<b>'}"
+        assert out.stderr == ""

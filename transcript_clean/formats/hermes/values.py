@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import re
+import warnings
 from collections.abc import Mapping
 from functools import lru_cache
 from typing import Any, Final
@@ -41,6 +42,14 @@ ASSISTANT_TAGS = re.compile(r"<(tool_call|think)>(.*?)</\1>", re.DOTALL)
 """A gpt turn's tags and their bodies (`assistant_tags`)."""
 _RESPONSE = re.compile(r"<tool_response>(.*?)</tool_response>", re.DOTALL)
 _TOOLS = re.compile(r"<tools>(.*?)</tools>", re.DOTALL)
+
+
+# `ast.literal_eval` compiles the text, and an invalid escape in a string of it (`'\\<'`) warns
+# (SyntaxWarning from Python 3.12, shown by default), as `-W error` makes it a SyntaxError: the
+# same row would read otherwise. The text is data, not the user's code: the warnings of what is
+# compiled from a string (`<unknown>`) about its escapes are not shown, nor raised.
+for _category in (DeprecationWarning, SyntaxWarning):
+    warnings.filterwarnings("ignore", "invalid escape sequence", _category, "<unknown>")
 
 
 def literal(text: str) -> Any:
