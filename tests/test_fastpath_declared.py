@@ -351,31 +351,36 @@ def test_a_simple_schema_is_told_over_the_column_as_the_validator_tells_each_obj
     assert fails.tolist() == [_fails(key, value) for value in structs.to_pylist()]
 
 
-_VALUES = st.dictionaries(
-    st.sampled_from(["a", "b", "c", "d", "missing"]),
+_LEAF = (
     st.none()
     | st.booleans()
     | st.integers(-(2**70), 2**70)
     | st.floats(width=64)
-    | st.sampled_from([1.0, -0.0, 2.5, 1e300, float("inf")])
+    | st.sampled_from([1.0, -0.0, 2.5, 1e300, float("inf"), True, 0])
     | st.text(max_size=3)
     | st.lists(st.integers(), max_size=2)
-    | st.dictionaries(st.text(max_size=2), st.integers(), max_size=2),
+    | st.dictionaries(st.text(max_size=2), st.integers(), max_size=2)
 )
 
 
 @settings(max_examples=500)
-@given(_SIMPLE, _VALUES)
+@given(_SIMPLE, st.data())
 def test_an_object_is_told_against_a_simple_schema_as_the_validator_tells_it(
-    schema: dict[str, Any], value: dict[str, Any]
+    schema: dict[str, Any], data: st.DataObject
 ) -> None:
     """`object_fails` (arguments read from JSON text, checked without the compiled validator)
     says what the validator says of any object: booleans are no numbers, a float is an
-    integer only where it is whole and finite, a nested value is of no scalar type."""
+    integer only where it is whole and finite, a nested value is of no scalar type. The object
+    holds the schema's properties (and its required keys, mostly), so that their values
+    decide."""
     from transcript_clean.fastpath.declared import _fails
     from transcript_clean.fastpath.struct_schemas import object_fails
     from transcript_clean.tools import canonical, simple_schema
 
+    names = sorted({*schema["properties"], *schema["required"], "other"})
+    value = data.draw(st.dictionaries(st.sampled_from(names), _LEAF))
+    if data.draw(st.booleans()):
+        value = {name: 1 for name in schema["required"]} | value
     key = canonical(schema)
     told = simple_schema(key)
     assert told is not None
