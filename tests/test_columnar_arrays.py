@@ -62,6 +62,27 @@ def test_with_nulls_is_if_else_without_a_copy(
 
 @settings(max_examples=300, deadline=None)
 @given(
+    st.lists(st.one_of(st.none(), st.booleans()), max_size=40),
+    st.integers(0, 17),
+    st.integers(0, 40),
+    st.booleans(),
+    st.booleans(),
+)
+def test_as_mask_unpacks_what_to_numpy_gives(
+    values: list[bool | None], cut: int, size: int, fill: bool, chunked: bool
+) -> None:
+    """A boolean array's bits read from its buffers are `fill_null` then `to_numpy`'s, for a
+    slice at any bit offset, with or without nulls, chunked or not."""
+    array = pa.array(values, pa.bool_()).slice(cut, size)
+    data: pa.Array | pa.ChunkedArray = pa.chunked_array([array, array]) if chunked else array
+    wanted = pc.fill_null(data, fill).to_numpy(zero_copy_only=False).astype(bool)
+    got = as_mask(data, fill=fill)
+    assert got.dtype == bool
+    assert got.tolist() == wanted.tolist()
+
+
+@settings(max_examples=300, deadline=None)
+@given(
     st.lists(st.one_of(st.none(), st.lists(st.integers(0, 9), max_size=4)), max_size=20),
     st.integers(0, 11),
     st.integers(0, 3),

@@ -65,10 +65,29 @@ def is_text(type_: pa.DataType | None) -> bool:
 
 
 def as_mask(array: pa.Array | pa.ChunkedArray, fill: bool = False) -> Mask:
-    """A boolean Arrow array as NumPy, nulls as `fill`."""
+    """A boolean Arrow array as NumPy, nulls as `fill`: its bits unpacked from its buffers
+    (`to_numpy` of a boolean array cost ten times as much, about 0.1 ms per 100,000 values, and
+    the fast path makes a hundred such masks per batch)."""
+    if isinstance(array, pa.BooleanArray):
+        values = _bits(array.buffers()[1], array.offset, len(array))
+        if array.null_count:
+            valid = validity(array)
+            values = (values & valid) | (~valid if fill else False)
+        return values
     if array.null_count:
         array = pc.fill_null(array, fill)
     return np.asarray(array.to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _bits(buffer: pa.Buffer | None, offset: int, length: int) -> Mask:
+    """`length` bits of a bitmap from bit `offset` on, as booleans (False where it has none)."""
+    if buffer is None or not length:
+        return np.zeros(length, dtype=bool)
+    bits = np.unpackbits(
+        np.frombuffer(buffer, dtype=np.uint8), count=offset + length, bitorder="little"
+    )
+    out: Mask = bits[offset:].view(bool)
+    return out
 
 
 def long_digits(texts: pa.Array) -> Mask:
@@ -214,10 +233,7 @@ def validity(array: pa.Array) -> Mask:
     bitmap = array.buffers()[0]
     if bitmap is None:
         return np.ones(len(array), dtype=bool)
-    bits = np.unpackbits(
-        np.frombuffer(bitmap, dtype=np.uint8), count=array.offset + len(array), bitorder="little"
-    )
-    return bits[array.offset :].view(bool)
+    return _bits(bitmap, array.offset, len(array))
 
 
 def indices(positions: npt.NDArray[np.int64]) -> pa.Array:
