@@ -20,11 +20,30 @@ import orjson
 
 from transcript_clean.model import is_json
 
-__all__ = ["LONG_DIGITS", "dumps", "has_long_digits", "loads", "orjson_loads", "strict_loads"]
+__all__ = [
+    "DUMPED_NUMBER",
+    "LONG_DIGITS",
+    "dumps",
+    "has_long_digits",
+    "loads",
+    "orjson_loads",
+    "strict_loads",
+]
 
 LONG_DIGITS: Final = "[0-9]{19}"
 """A run of digits as long as the shortest integer orjson reads as a float (-2**63 - 1): text
 without one, orjson reads as `json.loads` does."""
+DUMPED_NUMBER: Final = (
+    r"(?:0|-?[1-9][0-9]{0,17}"
+    r"|-?[1-9][0-9]{0,6}\.(?:0|[0-9]{0,6}[1-9])"
+    r"|-?0\.(?:0|0{0,3}[1-9](?:[0-9]{0,5}[1-9])?))"
+)
+"""A JSON number that `json.dumps` writes again as it is, read and written back: an integer of
+at most 18 digits (no run of `LONG_DIGITS`) without a sign on zero, or a decimal that
+`float.__repr__` writes as it is (at most 7 digits before the point and 7 significant digits
+after it, no trailing zero but in `.0`, none below 0.0001, no exponent). What the column
+readers of values `json.dumps` wrote prove a value by (`formats.sharegpt.lists`,
+`formats.hermes.responses`)."""
 _RUN: Final = b"0" * 19
 _DIGITS: Final = bytes(0x30 if 0x30 <= b <= 0x39 else 0x2E for b in range(256))
 """Every digit as `0`, every other byte as `.`: a run of `LONG_DIGITS` becomes `_RUN`."""

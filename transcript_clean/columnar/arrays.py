@@ -198,7 +198,7 @@ def with_nulls(text: pa.Array, keep: Mask) -> pa.Array:
     null)` gives, with the texts' bytes not copied (only a new validity bitmap)."""
     if not is_text(text.type):
         return pc.if_else(pa.array(keep), text, pa.nulls(len(text), text.type))
-    valid = keep & as_mask(text.is_valid()) if text.null_count else keep
+    valid = keep & validity(text) if text.null_count else keep
     # The bitmap is read from the array's offset on, as its other buffers are.
     padded = np.concatenate([np.zeros(text.offset, dtype=bool), valid])
     bits = np.packbits(padded, bitorder="little")

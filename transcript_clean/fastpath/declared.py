@@ -291,12 +291,11 @@ def _broken(
     `schemas`, `key % width` the arguments' in `texts`), whether the arguments may break the
     schema (`breaks`); arguments holding a long run of digits (`long`, per text: an integer
     orjson may read as a float) may, and are left to the per-row path, which reads them
-    exactly. An object against a simple schema (`tools.simple_schema`) is told
-    without the compiled validator (`object_fails`), and without keeping the answer: that
-    costs less than looking one up."""
+    exactly. The answer for a simple schema (`tools.simple_schema`, told without the compiled
+    validator) is not kept: working it out costs less than looking it up."""
     out = np.zeros(len(keys), dtype=bool)
     schema_at, text_at = np.divmod(keys, width)
-    simple = {s: _simple(schemas[s]) for s in set(schema_at.tolist())}
+    simple = {s: _simple(schemas[s]) is not None for s in set(schema_at.tolist())}
     broken = []
     for u, (s, t) in enumerate(zip(schema_at.tolist(), text_at.tolist(), strict=True)):
         text = texts[t]
@@ -307,17 +306,7 @@ def _broken(
             continue
         schema = schemas[s]
         assert schema is not None
-        told = simple[s]
-        if told is not None:
-            try:
-                value = orjson.loads(text)
-            except orjson.JSONDecodeError:
-                pass  # no JSON, or JSON only the standard library reads: `breaks` says
-            else:
-                if type(value) is dict and object_fails(told, value):
-                    broken.append(u)
-                continue
-        check = _breaks_cached if len(text) <= CACHED_ARGUMENTS else breaks
+        check = breaks if simple[s] or len(text) > CACHED_ARGUMENTS else _breaks_cached
         if check(schema, text):
             broken.append(u)
     out[broken] = True
@@ -428,7 +417,8 @@ def _flat_keys(structs: pa.Array) -> pa.Array | None:
 
 
 def _fails(schema_key: str, value: Any) -> bool:
-    """Whether `value` fails the schema whose canonical JSON is `schema_key`."""
+    """Whether `value` fails the schema whose canonical JSON is `schema_key`, by the compiled
+    validator."""
     try:
         fast_validator(schema_key)(value)
     except Exception:  # a failure, in words for the per-row path or the rejects
@@ -475,11 +465,8 @@ def breaks(schema_key: str, text: str) -> bool:
         return True  # JSON only the standard library reads: the per-row path's
     if type(value) is not dict:
         return False
-    try:
-        fast_validator(schema_key)(value)
-    except Exception:  # a failure, in words for the per-row path or the rejects
-        return True
-    return False
+    simple = simple_schema(schema_key)  # told without the compiled validator where simple
+    return object_fails(simple, value) if simple is not None else _fails(schema_key, value)
 
 
 _breaks_cached = lru_cache(maxsize=16384)(breaks)

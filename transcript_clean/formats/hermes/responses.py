@@ -31,17 +31,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import Mask, as_mask, indices, list_sizes
+from transcript_clean.jsontext import DUMPED_NUMBER
 
 __all__ = ["common_responses"]
 
 _CHAR: Final = r'[^"\\\x00-\x1f]'
 _STRING: Final = rf'"(?:{_CHAR}|\\["\\bfnrt])*"'
 _KEY: Final = rf'"{_CHAR}*"'
-_INTEGER: Final = r"(?:0|-?[1-9][0-9]{0,17})"
-_FRACTION: Final = (
-    r"-?(?:[1-9][0-9]{0,6}\.(?:0|[0-9]{0,6}[1-9])|0\.(?:0|0{0,3}[1-9](?:[0-9]{0,5}[1-9])?))"
-)
-_SCALAR: Final = rf"(?:{_STRING}|{_INTEGER}|{_FRACTION}|true|false|null)"
+_SCALAR: Final = rf"(?:{_STRING}|{DUMPED_NUMBER}|true|false|null)"
 _PAIR: Final = rf"{_KEY}: {_SCALAR}"
 _FLAT: Final = rf"\{{(?:{_PAIR}(?:, {_PAIR})*)?\}}"
 _COMMON: Final = rf'^\{{"name": "{_CHAR}*", "content": (?:{_FLAT}|"{_CHAR}*")\}}$'

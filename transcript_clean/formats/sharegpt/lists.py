@@ -25,17 +25,13 @@ import pyarrow.compute as pc
 
 from transcript_clean.columnar.arrays import Counts, Mask, as_mask, indices
 from transcript_clean.formats.sharegpt.values import split_list
+from transcript_clean.jsontext import DUMPED_NUMBER
 
 __all__ = ["split_lists"]
 
 _CHAR: Final = r'(?:[^"\\\x00-\x1f{}]|\\[\\bfnrt])'
 _STRING: Final = rf'"(?:(?:[^"\\\x00-\x1f{{}}:]|\\[\\bfnrt]){_CHAR}*)?"'
-_NUMBER: Final = (
-    r"(?:0|-?[1-9][0-9]{0,17}"
-    r"|-?[1-9][0-9]{0,6}\.(?:0|[0-9]{0,6}[1-9])"
-    r"|-?0\.(?:0|0{0,3}[1-9](?:[0-9]{0,5}[1-9])?))"
-)
-_PAIR: Final = rf"{_STRING}: (?:{_STRING}|{_NUMBER}|true|false|null)"
+_PAIR: Final = rf"{_STRING}: (?:{_STRING}|{DUMPED_NUMBER}|true|false|null)"
 _OBJECT: Final = rf"\{{(?:{_PAIR}(?:, {_PAIR})*)?\}}"
 _LIST: Final = rf"^\[{_OBJECT}(?:, {_OBJECT})*\]$"
 
