@@ -20,6 +20,8 @@ validates those objects one by one.
 
 from __future__ import annotations
 
+from typing import Final
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -57,7 +59,15 @@ def object_fails(schema: SimpleSchema, value: dict[str, object]) -> bool:
     typed, required = schema
     if not required <= value.keys():
         return True
-    return any(name in value and not _is(value[name], kind) for name, kind in typed)
+    for name, kind in typed:
+        got = value.get(name, _ABSENT)
+        if got is not _ABSENT and not _is(got, kind):
+            return True
+    return False
+
+
+_ABSENT: Final = object()
+"""A key's value where the object has no such key."""
 
 
 def _is(value: object, kind: str) -> bool:
