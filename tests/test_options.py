@@ -134,3 +134,27 @@ def test_a_named_format_that_misreads_most_rows_hints_at_the_one_that_reads(
         "(column 'messages'): pass format='openai'"
     )
     assert format_hint(src, get_format("openai")) is None
+
+
+def test_a_source_is_sampled_once_for_its_format_and_the_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Detection's first rows are read once per source, however many questions they answer
+    (a dataset type, a named format's hint): each read decodes a row group's first pages."""
+    from transcript_clean.options import format_hint
+    from transcript_clean.sources.json import JsonSource
+
+    path = tmp_path / "t.jsonl"
+    rows = [{"conversations": [{"from": "human", "value": "hi"}, {"from": "gpt", "value": "yo"}]}]
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows * 5), encoding="utf-8")
+    reads = []
+    read = JsonSource.read
+    monkeypatch.setattr(
+        JsonSource, "read", lambda self, *a, **k: reads.append(a) or read(self, *a, **k)
+    )
+
+    src, fmt = SourceOptions(path, format="sharegpt").resolve()
+    assert format_hint(src, fmt) is None
+    assert len(reads) == 1
+    SourceOptions(path, format="sharegpt").resolve()  # another source reads its own
+    assert len(reads) == 2
