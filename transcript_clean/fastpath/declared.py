@@ -291,31 +291,25 @@ def _broken(
     `schemas`, `key % width` the arguments' in `texts`), whether the arguments may break the
     schema (`breaks`); arguments holding a long run of digits (`long`, per text: an integer
     orjson may read as a float) may, and are left to the per-row path, which reads them
-    exactly. A simple schema (`tools.simple_schema`) is told in this loop without the compiled
-    validator (`object_fails`); another's answers for short texts are kept across batches."""
+    exactly. The answer for a simple schema (`tools.simple_schema`, told without the compiled
+    validator) is not kept: working it out costs less than looking it up."""
     out = np.zeros(len(keys), dtype=bool)
     schema_at, text_at = np.divmod(keys, width)
-    simple = {s: _simple(schemas[s]) for s in set(schema_at.tolist())}
+    simple = {s: _simple(schemas[s]) is not None for s in set(schema_at.tolist())}
+    broken = []
     for u, (s, t) in enumerate(zip(schema_at.tolist(), text_at.tolist(), strict=True)):
         text = texts[t]
         if text is None:
             continue
         if long[t]:
-            out[u] = True
+            broken.append(u)
             continue
         schema = schemas[s]
         assert schema is not None
-        told = simple[s]
-        if told is None:
-            check = breaks if len(text) > CACHED_ARGUMENTS else _breaks_cached
-            out[u] = check(schema, text)
-            continue
-        try:
-            value = orjson.loads(text)
-        except orjson.JSONDecodeError:
-            out[u] = breaks(schema, text)  # which tells what text orjson does not read is
-            continue
-        out[u] = type(value) is dict and object_fails(told, value)
+        check = breaks if simple[s] or len(text) > CACHED_ARGUMENTS else _breaks_cached
+        if check(schema, text):
+            broken.append(u)
+    out[broken] = True
     return out
 
 
