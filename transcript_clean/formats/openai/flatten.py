@@ -16,6 +16,7 @@ every such row). It knows no rule.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from functools import cache
 from typing import Final
 
 import numpy as np
@@ -133,7 +134,8 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
     lengths = text_lengths(content)
     speaking = (kind == _USER) | is_assistant
     spoken_item = speaking & (lengths > 0)
-    said_item = speaking & holds_text(content)
+    says = holds_text(content)
+    said_item = speaking & says
     thought_item = np.zeros(n, dtype=bool)
     reasoned_item = np.zeros(n, dtype=bool)
     reasoning: list[pa.Array] = []
@@ -228,7 +230,12 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         made = np.concatenate([call_item[minted], tool[result_minted]])
         flag |= _own_ids_like(item_row, rows, (own, own_ids), made)
 
-    result_content = content.take(indices(tool))
+    @cache
+    def result_text() -> pa.Array:
+        # The tool messages' texts: a copy, made only for rows whose repairs read them (a
+        # view holding it was most of a long-rows run's texts held twice).
+        return content.take(indices(tool))
+
     unread = as_mask(array.is_null()) | rows_with(flag, item_row, rows)
 
     def message_text(positions: Counts) -> pa.Array:
@@ -273,8 +280,8 @@ def flatten_openai(array: pa.Array, roles: Mapping[str, str] | None = None) -> C
         call_made_up=minted,
         result_message=result_message,
         result_call=result_call,
-        result_blank=~holds_text(result_content),
-        result_text=lambda: result_content,
+        result_blank=~says[tool],
+        result_text=result_text,
         result_error=np.zeros(len(tool), dtype=bool),
         item_message=item_message,
         result_item=tool,
